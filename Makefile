@@ -1,0 +1,58 @@
+# Recovery Console — the two commands are `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+STAMP := $(VENV)/.installed
+
+.PHONY: run test setup install lock bench chaos screenshots lint clean
+
+## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all)
+run: setup
+	@$(BIN)/python manage.py seed_demo --port $(PORT)
+	@echo ""
+	@echo "  Recovery Console: http://127.0.0.1:$(PORT)/   (Ctrl-C stops everything)"
+	@echo ""
+	@PORT=$(PORT) exec $(BIN)/honcho --no-colour -f Procfile.dev start
+
+## test: set everything up and run the whole suite
+test: install
+	@$(BIN)/python scripts/ensure_browser.py
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+setup: install .env
+	@$(BIN)/python manage.py migrate --noinput -v 0
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $(STAMP)
+
+# A local .env for the embedded default: DEBUG on and a random secret, never committed.
+.env:
+	@sed -e "s/^SECRET_KEY=.*/SECRET_KEY=$$($(BIN)/python -c 'import secrets; print(secrets.token_urlsafe(40))')/" \
+	     -e "s/^DEBUG=.*/DEBUG=true/" .env.example > .env
+	@echo "wrote .env (DEBUG on, random SECRET_KEY) for the embedded default"
+
+## lock: re-resolve requirements.lock from pyproject.toml (pip-tools)
+lock: install
+	$(BIN)/pip-compile -q --extra dev --strip-extras --no-emit-index-url --no-emit-find-links -o requirements.lock pyproject.toml
+
+## bench: speed and memory ratios, measured side by side in one run
+bench: install
+	$(BIN)/python scripts/bench.py
+
+## chaos: the demo fleet under faults, with workers and web killed at random
+chaos: install
+	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf var .pytest_cache

@@ -1,0 +1,73 @@
+"""Personas, backend detection and the skip rules for tests that need real servers.
+
+CI (``.ci/run``) sets DATABASE_URL to PostgreSQL and CELERY_BROKER_URL to Redis,
+so every test runs there. On a laptop with the embedded defaults, tests marked
+``postgres`` or ``redis`` are skipped with the reason printed in the summary.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Tests never need a real secret; settings refuse to start without one when DEBUG is off.
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+
+from django.conf import settings  # noqa: E402
+
+
+def _on_postgres() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+
+def _redis_url() -> str | None:
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    return url if url.startswith("redis://") else None
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = {
+        "postgres": None if _on_postgres() else
+        "needs PostgreSQL (row locks): set DATABASE_URL=postgres://… as .ci/run does",
+        "redis": None if _redis_url() else "needs Redis: set CELERY_BROKER_URL=redis://… as .ci/run does",
+        "browser": None if os.path.exists(CHROMIUM) else f"needs Debian's Chromium at {CHROMIUM}",
+    }
+    # CI runs the production stack: there a test that would be skipped is a failure.
+    strict = os.environ.get("REQUIRE_FULL_STACK") == "1"
+    for item in items:
+        for marker, reason in missing.items():
+            if reason and marker in item.keywords:
+                item.add_marker(pytest.mark.xfail(reason=reason, run=False, strict=True) if strict
+                                else pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def alice(db):
+    from tests.helpers import make_user
+
+    return make_user("alice", role="operator")
+
+
+@pytest.fixture
+def bob(db):
+    from tests.helpers import make_user
+
+    return make_user("bob", role="operator")
+
+
+@pytest.fixture
+def tess(db):
+    from tests.helpers import make_user
+
+    return make_user("tess", role="tpm")
+
+
+@pytest.fixture
+def adam(db):
+    from tests.helpers import make_user
+
+    return make_user("adam", role="admin")

@@ -1,0 +1,65 @@
+"""Plain ``make_*`` helpers: the worked example of DESIGN.md and its pieces."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from workflows.models import Agent, Checkpoint, Runbook, Step, Workflow
+
+_counter = itertools.count(1)
+
+
+def make_user(username: str, *, role: str = "operator", password: str = "pw-" + "x" * 12):
+    user, _ = get_user_model().objects.get_or_create(
+        username=username, defaults={"is_staff": role == "admin", "is_superuser": role == "admin"})
+    user.set_password(password)
+    user.save()
+    return user
+
+
+def make_agent(name: str | None = None, **kwargs: Any) -> tuple[Agent, str]:
+    return Agent.register(name or f"agent-{next(_counter)}", **kwargs)
+
+
+def make_runbook(**kwargs: Any) -> Runbook:
+    defaults = {"slug": f"runbook-{next(_counter)}", "title": "Refund runbook",
+                "url": "https://runbooks.example/refunds", "body": "Check the payment ledger.",
+                "sla_target_minutes": 30, "sla_warning_minutes": 10}
+    return Runbook.objects.create(**{**defaults, **kwargs})
+
+
+def make_workflow(agent: Agent | None = None, **kwargs: Any) -> Workflow:
+    agent = agent or make_agent()[0]
+    n = next(_counter)
+    defaults = {"external_id": f"T-{1000 + n}", "kind": "refund", "title": f"Refund for ticket T-{1000 + n}"}
+    return Workflow.objects.create(agent=agent, **{**defaults, **kwargs})
+
+
+def make_step(workflow: Workflow, seq: int, name: str, kind: str = "tool", status: str = "committed",
+              **kwargs: Any) -> Step:
+    if kind == "effect":
+        kwargs.setdefault("idempotency_key", f"{workflow.external_id}:{name}")
+    return Step.objects.create(workflow=workflow, seq=seq, name=name, kind=kind, status=status, **kwargs)
+
+
+def make_worked_example(*, refund_status: str = "committed", owner=None, agent: Agent | None = None) -> Workflow:
+    """The refund of DESIGN.md, interrupted between step 3 (refund) and step 4 (ticket note)."""
+    workflow = make_workflow(agent, owner=owner)
+    make_step(workflow, 1, "read_ticket", "tool", output={"ticket": "T-1042", "amount": "42.00"}, verified=True)
+    make_step(workflow, 2, "decide_refund", "model", output={"decision": "refund", "amount": "42.00"},
+              promise="refund within 5 days")
+    make_step(workflow, 3, "issue_refund", "effect", status=refund_status,
+              input={"amount": "42.00", "currency": "EUR"},
+              external_ref="R-88" if refund_status == "committed" else None)
+    return workflow
+
+
+def make_checkpoint(workflow: Workflow | None = None, *, reason: str = "model_timeout", **kwargs: Any) -> Checkpoint:
+    workflow = workflow or make_worked_example()
+    return Checkpoint.open_for(workflow, reason=reason, detail=kwargs.pop("detail", "model timed out"),
+                               at_seq=kwargs.pop("at_seq", 4),
+                               state=kwargs.pop("state", {"remaining": ["write_ticket_note", "notify_customer"]}),
+                               **kwargs)

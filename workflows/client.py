@@ -1,0 +1,131 @@
+"""The agent-side client for the Recovery Console API v1.
+
+Standard library only, importable without Django: copy this file into an
+agent runtime or ``from workflows.client import RecoveryClient``. Every call
+is safe to retry because the API is idempotent (creates dedupe on
+``external_id``, steps on ``seq``), so transient failures (connection errors,
+429, 5xx) are retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+__all__ = ["ApiError", "RecoveryClient", "Unavailable", "sign", "verify_signature"]
+
+RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+
+
+class ApiError(Exception):
+    """The console answered with a 4xx/5xx error body."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(f"{status} {code}: {message}" + (f" ({field})" if field else ""))
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+
+class Unavailable(Exception):
+    """The console could not be reached after every retry."""
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The ``X-Recovery-Signature`` header value for a raw body."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
+    """Check a delivery's signature in constant time (use it in the resume endpoint)."""
+    return bool(header) and hmac.compare_digest(sign(secret, body), header)
+
+
+class RecoveryClient:
+    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 5,
+                 backoff: float = 0.25) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+
+    # --- endpoints (API.md) -------------------------------------------------
+    def create_workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
+                        context: dict | None = None) -> dict:
+        return self._call("POST", "/workflows", {"external_id": external_id, "kind": kind, "title": title,
+                                                 "owner": owner, "context": context or {}})
+
+    def get_workflow(self, workflow_id: str) -> dict:
+        return self._call("GET", f"/workflows/{workflow_id}")
+
+    def report_step(self, workflow_id: str, seq: int, name: str, kind: str, status: str, *,
+                    input: Any = None, output: Any = None, verified: bool = False,  # noqa: A002
+                    promise: str | None = None, idempotency_key: str | None = None,
+                    external_ref: str | None = None) -> dict:
+        return self._call("POST", f"/workflows/{workflow_id}/steps", {
+            "seq": seq, "name": name, "kind": kind, "status": status, "input": input, "output": output,
+            "verified": verified, "promise": promise, "idempotency_key": idempotency_key,
+            "external_ref": external_ref})
+
+    def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
+                        state: dict | None = None) -> dict:
+        return self._call("POST", f"/workflows/{workflow_id}/checkpoints",
+                          {"reason": reason, "detail": detail, "at_seq": at_seq, "state": state or {}})
+
+    def get_checkpoint(self, checkpoint_id: str) -> dict:
+        return self._call("GET", f"/checkpoints/{checkpoint_id}")
+
+    def finish(self, workflow_id: str, status: str, summary: str = "") -> dict:
+        return self._call("POST", f"/workflows/{workflow_id}/finish", {"status": status, "summary": summary})
+
+    def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0) -> dict:
+        """Poll a checkpoint until it carries a decision (for agents without a resume endpoint)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            checkpoint = self.get_checkpoint(checkpoint_id)
+            if checkpoint.get("decision"):
+                return checkpoint["decision"]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"No decision on checkpoint {checkpoint_id} after {timeout:.0f}s")
+            time.sleep(interval)
+
+    # --- transport ------------------------------------------------------------
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        last: Exception | None = None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random()))
+            try:
+                return self._once(method, path, data)
+            except ApiError as exc:
+                if exc.status not in RETRYABLE_STATUS:
+                    raise
+                last = exc
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+                last = exc
+        if isinstance(last, ApiError):
+            raise last
+        raise Unavailable(f"{method} {path}: {last}") from last
+
+    def _once(self, method: str, path: str, data: bytes | None) -> dict:
+        request = urllib.request.Request(  # noqa: S310 - the URL is the operator-configured console
+            self.base_url + "/api/v1" + path, data=data, method=method,
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
+                     "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                error = json.loads(raw)["error"]
+                raise ApiError(exc.code, error.get("code", "error"), error.get("message", ""),
+                               error.get("field")) from None
+            except (ValueError, KeyError, TypeError):
+                raise ApiError(exc.code, "http_error", raw[:200].decode(errors="replace")) from None

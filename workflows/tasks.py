@@ -1,0 +1,103 @@
+"""Celery tasks: thin, idempotent, take ids, re-read under a lock.
+
+Decisions are not sent to the broker by the web request: the decision row is
+its own outbox entry and ``relay_outbox`` (run by ``manage.py run_relay``, and
+by beat as a fallback) hands due rows to ``deliver_decision``. A database
+lease per attempt decides who may deliver; ``sweep`` reclaims expired leases.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.db import transaction
+from django.utils import timezone
+
+from . import runtime
+from .models import Checkpoint, Decision, Reason, Workflow
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def deliver_decision(decision_id: int) -> str:
+    decision = Decision.objects.select_related("checkpoint__workflow__agent").filter(pk=decision_id).first()
+    if decision is None or decision.status != Decision.Status.QUEUED or decision.is_polled:
+        return "skipped"  # an earlier delivery finished it, or the agent polls
+    if not decision.start_attempt():
+        return "lost"  # another worker holds the lease
+    # Outside any transaction: the runtime may be slow. The delivery id makes a repeat harmless.
+    try:
+        runtime.deliver(decision)
+    except runtime.DeliveryError as exc:
+        decision.mark_attempt_failed(str(exc))
+        return "retry"
+    except Exception as exc:  # a bug must still end in a visible state, never in running forever
+        log.exception("delivering decision %s", decision_id)
+        decision.mark_attempt_failed(f"Internal error while delivering: {type(exc).__name__}: {exc}")
+        return "retry"
+    decision.mark_succeeded()
+    return "delivered"
+
+
+def relay_outbox(limit: int = 100) -> int:
+    """Send due decisions to the broker. Rows stay due until a worker takes them.
+
+    ``SKIP LOCKED`` lets several relays run side by side; a row's next attempt
+    moves a lease ahead, so a message lost by the broker is sent again later.
+    """
+    from django.conf import settings
+
+    sent = 0
+    now = timezone.now()
+    with transaction.atomic():
+        due = list(Decision.objects.dispatchable(now).select_for_update(skip_locked=True)
+                   .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
+        for pk in due:
+            deliver_decision.apply_async((pk,), retry=False)  # raises when the broker is down: row stays due
+            Decision.objects.filter(pk=pk, status=Decision.Status.QUEUED).update(
+                next_attempt_at=now + timezone.timedelta(seconds=settings.DELIVERY_LEASE_SECONDS))
+            sent += 1
+    return sent
+
+
+def reclaim_stuck_deliveries() -> int:
+    reclaimed = 0
+    for decision in Decision.objects.stuck():
+        if decision.mark_attempt_failed("The delivery attempt did not finish before its lease expired."):
+            reclaimed += 1
+    return reclaimed
+
+
+def record_sla(now=None) -> tuple[int, int]:
+    now = now or timezone.now()
+    warned = sum(c.record_warning(now) for c in Checkpoint.objects.warning(now).only("pk", "due_at"))
+    breached = sum(c.record_breach(now) for c in Checkpoint.objects.due(now).select_related("runbook"))
+    return warned, breached
+
+
+def pause_silent_workflows(now=None) -> int:
+    """A crashed agent process also reaches the pause surface."""
+    from .models import Conflict
+
+    now = now or timezone.now()
+    opened = 0
+    for workflow in Workflow.objects.silent(now).select_related("agent"):
+        if workflow.last_activity_at > now - workflow.agent.silence_limit:
+            continue
+        last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first()
+        try:
+            Checkpoint.open_for(workflow, reason=Reason.OTHER, by_console=True, at_seq=last,
+                                detail=f"agent went silent after step {last or 0}")
+            opened += 1
+        except Conflict:
+            continue  # a checkpoint opened meanwhile, or the workflow finished
+    return opened
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def sweep() -> dict:
+    """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
+    return {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
+            "sla": record_sla(), "silent": pause_silent_workflows()}
