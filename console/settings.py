@@ -154,6 +154,7 @@ else:
         "socket_connect_timeout": 5,
         "max_retries": 1,
     }
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="console")
 CELERY_BROKER_CONNECTION_TIMEOUT = 5
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True

@@ -71,3 +71,9 @@ def adam(db):
     from tests.helpers import make_user
 
     return make_user("adam", role="admin")
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # PBKDF2's deliberate slowness costs ~0.3 s per user; tests have nothing to protect.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
