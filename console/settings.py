@@ -163,6 +163,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True  # safe because every task is idempoten
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_TASK_SOFT_TIME_LIMIT = 90
+# Timers are data (indexed deadline columns); one periodic sweep applies them with conditional updates.
+CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workflows.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS}}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = TIME_ZONE
 

@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -70,10 +70,8 @@ class Proc:
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Signal the whole process group: a killed worker takes its pool children with it."""
-        try:
+        with suppress(ProcessLookupError):
             os.killpg(self.popen.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.alive():
