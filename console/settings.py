@@ -149,6 +149,9 @@ else:
         # Every task is far shorter than this; a killed worker's unacked task
         # comes back after it (kombu >= 5.7 restores promptly on worker loss).
         "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=600),
+        # How often a worker scans for unacked tasks older than the visibility timeout.
+        "unacked_restore_interval": env.int("CELERY_UNACKED_RESTORE_INTERVAL", default=10),
+        "unacked_restore_throttle": 1,
         # Without these, .delay() blocks forever when Redis hangs.
         "socket_timeout": 5,
         "socket_connect_timeout": 5,

@@ -133,3 +133,22 @@ def test_a_worker_killed_mid_delivery_is_replaced_and_the_decision_delivered_wit
     assert set(delivered) == {str(d.delivery_id) for d in decisions}  # none lost, none invented
     # The same decision may be POSTed more than once, always with the same delivery id.
     assert Decision.objects.filter(pk__in=[d.pk for d in decisions]).exclude(status="succeeded").count() == 0
+
+
+def test_a_task_redelivered_past_the_visibility_timeout_does_not_deliver_twice(redis_server, receiver):
+    """Redis hands an unacked task to another worker after the visibility timeout; the lease says no."""
+    stack = Stack(redis_server.url, CELERY_VISIBILITY_TIMEOUT="1",
+                  CELERY_UNACKED_RESTORE_INTERVAL="1", DELIVERY_LEASE_SECONDS="30",
+                  SWEEP_INTERVAL_SECONDS="0.3", DELIVERY_TIMEOUT_SECONDS="20")
+    try:
+        receiver.respond = lambda record: time.sleep(6) or 200  # far longer than the visibility timeout
+        w1, w2 = stack.worker("w1", concurrency=1), stack.worker("w2", concurrency=1)
+        stack.relay()
+        [decision] = approve(receiver)
+        wait_until(lambda: succeeded([decision]), timeout=90, what="the slow delivery")
+        logs = (w1.output() + w2.output()).splitlines()
+        received = sum("deliver_decision[" in line and "received" in line.lower() for line in logs)
+        assert len(receiver.deliveries) == 1
+        assert received >= 2, "the broker never redelivered: the test did not exercise the pitfall"
+    finally:
+        stack.stop()
