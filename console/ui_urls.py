@@ -1,7 +1,20 @@
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from . import views
 
 urlpatterns = [
-    path("", views.home, name="queue"),
+    path("", views.queue, name="queue"),
+    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
+                                                redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("mine/", views.mine, name="mine"),
+    path("checkpoints/<int:pk>/", views.workbench, name="workbench"),
+    path("checkpoints/<int:pk>/claim/", views.claim, name="claim"),
+    path("checkpoints/<int:pk>/release/", views.release, name="release"),
+    path("checkpoints/<int:pk>/assign/", views.assign, name="assign"),
+    path("checkpoints/<int:pk>/decide/", views.decide, name="decide"),
+    path("decisions/<int:pk>/approve/", views.approve, name="approve"),
+    path("decisions/<int:pk>/reject/", views.reject, name="reject"),
+    path("workflows/<int:pk>/complete/", views.complete_handoff, name="complete_handoff"),
 ]

@@ -1,5 +1,340 @@
-from django.http import HttpRequest, HttpResponse
+"""The operator console: the queue, the checkpoint workbench, "My workflows" and
+the actions on them.
+
+One view serves a page and its htmx partials: a partial's name equals the DOM id
+it replaces, so an htmx request renders ``template#<HX-Target>``. Actions
+redirect back (post/redirect/get); htmx follows the redirect and swaps the
+partial its form targets, and Django messages travel in an ``HX-Trigger``
+header that static/console.js turns into a toast.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from workflows.models import (
+    Action,
+    Agent,
+    Checkpoint,
+    Conflict,
+    Decision,
+    Event,
+    IllegalTransition,
+    Reason,
+    Workflow,
+)
+
+from .forms import AssignForm, CompleteForm, DecisionForm, QueueFilterForm, RejectForm
+from .roles import can_act, is_admin, operator_required
+
+COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def home(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("Recovery Console")
+# --- helpers -----------------------------------------------------------------------
+
+def _render(request: HttpRequest, template: str, context: dict, *, partials: tuple[str, ...] = (),
+            status: int = 200) -> HttpResponse:
+    """The page, or for htmx the partial named like the element the request targets."""
+    htmx = getattr(request, "htmx", None)
+    partial = htmx and not htmx.history_restore_request and htmx.target in partials
+    if partial:
+        template += "#" + htmx.target
+    response = render(request, template, context, status=status)
+    if partial:
+        items = [{"level": m.level_tag, "text": str(m)} for m in messages.get_messages(request)]
+        if items:  # ASCII JSON: header-safe, and the toast sets it as text, never as HTML
+            response["HX-Trigger"] = json.dumps({"console:messages": {"items": items}})
+    return response
+
+
+def _back(request: HttpRequest, default: str) -> HttpResponseRedirect:
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
+        target = default
+    return redirect(target)
+
+
+def _capped_count(queryset: QuerySet) -> int:
+    return queryset.order_by()[:COUNT_CAP + 1].count()
+
+
+def _cursor(checkpoint: Checkpoint) -> str:
+    delta = checkpoint.due_at - EPOCH
+    return f"{delta // timedelta(microseconds=1)}.{checkpoint.pk}"
+
+
+def _parse_cursor(value: str) -> tuple[datetime, int] | None:
+    try:
+        micros, pk = (int(part) for part in value.split("."))
+        return EPOCH + timedelta(microseconds=micros), pk
+    except (ValueError, OverflowError):
+        return None
+
+
+def _keyset_page(queryset: QuerySet, params: dict, size: int) -> tuple[list[Checkpoint], bool, bool]:
+    """A page of the queue by (due_at, pk): as fast on page 2,000 as on page 1."""
+    after, before = _parse_cursor(params.get("after") or ""), _parse_cursor(params.get("before") or "")
+    if before:
+        due, pk = before
+        rows = list(queryset.filter(Q(due_at__lt=due) | Q(due_at=due, pk__lt=pk), due_at__lte=due)
+                    .order_by("-due_at", "-pk")[:size + 1])
+        return rows[:size][::-1], len(rows) > size, True
+    if after:
+        due, pk = after
+        queryset = queryset.filter(Q(due_at__gt=due) | Q(due_at=due, pk__gt=pk), due_at__gte=due)
+    rows = list(queryset.order_by("due_at", "pk")[:size + 1])
+    return rows[:size], bool(after), len(rows) > size
+
+
+def _query(request: HttpRequest, **changes: Any) -> str:
+    params = QueryDict(mutable=True)
+    params.update(request.GET)
+    for key, value in changes.items():
+        params.pop(key, None)
+        if value not in (None, "", False):
+            params[key] = value
+    return "?" + params.urlencode() if params else "?"
+
+
+# --- the queue -------------------------------------------------------------------------
+
+@login_required
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    filters = QueueFilterForm(request.GET)
+    params = filters.values()  # bad values are dropped, not reported: a stale link still renders
+    base = filters.apply(Checkpoint.objects.open(), user=request.user, scope=False)
+    rows, has_prev, has_next = _keyset_page(
+        filters.apply(base, user=request.user).for_queue().prefetch_related(
+            Prefetch("events", Event.objects.filter(verb="assigned").select_related("actor_user").order_by("-at"),
+                     to_attr="assignments")),
+        params, params["per"])
+    context = {"checkpoints": rows, "filters": params, "tabs": _tabs(request, base, params),
+               "can_act": can_act(request.user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
+               "page_sizes": QueueFilterForm.PAGE_SIZES,
+               "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
+               "prev_url": has_prev and _query(request, after=None, before=_cursor(rows[0])) if rows else "",
+               "next_url": has_next and _query(request, before=None, after=_cursor(rows[-1])),
+               "first_url": has_prev and _query(request, after=None, before=None)}
+    return _render(request, "console/queue.html", context, partials=("queue-table",))
+
+
+def _tabs(request: HttpRequest, base: QuerySet, params: dict) -> list[dict]:
+    """Scopes with their counts under the other filters; then the breached toggle."""
+    user, scope = request.user, params["scope"]
+    scoped = {"mine": base.filter(assignee=user), "unassigned": base.filter(assignee__isnull=True), "all": base}
+    tabs = [{"key": key, "label": key.capitalize(), "active": key == scope, "url": _query(
+        request, scope=None if key == "all" else key, after=None, before=None),
+        "count": _capped_count(qs.breached() if params["breached"] else qs)} for key, qs in scoped.items()]
+    tabs.append({"key": "breached", "label": "Breached only", "active": params["breached"], "toggle": True,
+                 "url": _query(request, breached=None if params["breached"] else "1", after=None, before=None),
+                 "count": _capped_count(scoped[scope].breached())})
+    return tabs
+
+
+# --- the workbench ------------------------------------------------------------------
+
+WORKBENCH_PARTIALS = ("workbench-actions", "decision-status")
+
+
+@login_required
+@require_GET
+def workbench(request: HttpRequest, pk: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
+    return _workbench(request, checkpoint)
+
+
+def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionForm | None = None,
+               error: str = "", status: int = 200) -> HttpResponse:
+    user, workflow = request.user, checkpoint.workflow
+    events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:200])
+    steps = list(workflow.steps.order_by("seq"))
+    decision = checkpoint.decisions.select_related("decided_by", "approved_by", "new_owner").first()
+    acting = can_act(user)
+    context = {
+        "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "events": events[::-1],
+        "ghost_stop": bool(checkpoint.at_seq) and checkpoint.at_seq > (steps[-1].seq if steps else 0),
+        "holder_event": next((e for e in events if e.checkpoint_id == checkpoint.pk
+                              and e.verb in ("claimed", "assigned")), None),
+        "decision": decision, "decision_error": error, "can_act": acting,
+        "can_approve": acting and decision is not None and decision.status == Decision.Status.PROPOSED
+        and decision.decided_by_id != user.pk,
+        "can_decide": acting and checkpoint.status in (Checkpoint.Status.OPEN, Checkpoint.Status.CLAIMED)
+        and checkpoint.assignee_id in (None, user.pk),
+        "form": form or DecisionForm(checkpoint=checkpoint), "assign_form": AssignForm() if acting else None,
+        "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
+        "returns_to": workflow.owner or workflow.agent.owner, "money": checkpoint.touches_money(),
+    }
+    return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
+
+
+def _workbench_url(checkpoint: Checkpoint) -> str:
+    return reverse("workbench", args=[checkpoint.pk])
+
+
+def _holder_message(checkpoint: Checkpoint, user: Any) -> str:
+    """Why a claim lost, naming who has the checkpoint."""
+    checkpoint.refresh_from_db()
+    if checkpoint.status == Checkpoint.Status.CLAIMED and checkpoint.assignee:
+        if checkpoint.assignee_id == user.pk:
+            return "You already hold this checkpoint."
+        return f"{checkpoint.assignee.get_username()} has already claimed this checkpoint."
+    return checkpoint.conflict_message()
+
+
+@login_required
+@require_POST
+@operator_required
+def claim(request: HttpRequest, pk: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint.objects.select_related("assignee"), pk=pk)
+    if checkpoint.claim(by=request.user):
+        messages.success(request, f"You claimed “{checkpoint.workflow.title}”.")
+    else:
+        messages.error(request, _holder_message(checkpoint, request.user))
+    return _back(request, _workbench_url(checkpoint))
+
+
+@login_required
+@require_POST
+@operator_required
+def release(request: HttpRequest, pk: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint, pk=pk)
+    if checkpoint.assignee_id != request.user.pk and not is_admin(request.user):
+        messages.error(request, "Only the operator who holds a checkpoint, or an admin, can release it.")
+    elif checkpoint.release(by=request.user):
+        messages.success(request, "Released: the checkpoint is back on the queue, unassigned.")
+    else:
+        messages.error(request, f"The checkpoint is {checkpoint.status}; there is nothing to release.")
+    return _back(request, _workbench_url(checkpoint))
+
+
+@login_required
+@require_POST
+@operator_required
+def assign(request: HttpRequest, pk: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint, pk=pk)
+    form = AssignForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+    elif checkpoint.assign(to=form.cleaned_data["to"], by=request.user, note=form.cleaned_data["note"]):
+        messages.success(request, f"Assigned to {form.cleaned_data['to'].get_username()}.")
+    else:
+        messages.error(request, checkpoint.conflict_message())
+    return _back(request, _workbench_url(checkpoint))
+
+
+@login_required
+@require_POST
+@operator_required
+def decide(request: HttpRequest, pk: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
+    if request.POST.get("action") == "check":  # the no-JavaScript way to unlock resume: re-render, decide nothing
+        return _workbench(request, checkpoint, form=DecisionForm(initial=request.POST.dict(), checkpoint=checkpoint))
+    form = DecisionForm(request.POST, checkpoint=checkpoint)
+    if not form.is_valid():
+        return _workbench(request, checkpoint, form=form, status=422)
+    try:
+        decision = checkpoint.decide(by=request.user, **form.decision_kwargs())
+    except Conflict as exc:
+        return _workbench(request, checkpoint, form=form, error=str(exc), status=409)
+    except ValueError as exc:
+        form.add_error(None, str(exc))
+        return _workbench(request, checkpoint, form=form, status=422)
+    messages.success(request, f"Decision recorded: {decision.get_action_display().lower()} ({decision.status}).")
+    return redirect(_workbench_url(checkpoint))
+
+
+@login_required
+@require_POST
+@operator_required
+def approve(request: HttpRequest, pk: int) -> HttpResponse:
+    decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
+    try:
+        won = decision.approve(by=request.user)
+    except ValueError as exc:  # the proposer approving their own decision
+        messages.error(request, str(exc))
+    except IllegalTransition:
+        messages.error(request, f"The decision is {decision.status}; it no longer waits for approval.")
+    else:
+        if won:
+            messages.success(request, "Approved: the decision is queued for delivery.")
+        else:
+            messages.error(request, "Someone else answered this decision first.")
+    return redirect(_workbench_url(decision.checkpoint))
+
+
+@login_required
+@require_POST
+@operator_required
+def reject(request: HttpRequest, pk: int) -> HttpResponse:
+    decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
+    form = RejectForm(request.POST)
+    form.is_valid()
+    try:
+        won = decision.reject(by=request.user, note=form.cleaned_data.get("note", ""))
+    except IllegalTransition:
+        won = False
+    if won:
+        messages.success(request, f"Rejected: the checkpoint is back with {decision.decided_by.get_username()}.")
+    else:
+        messages.error(request, f"The decision is {decision.status}; it no longer waits for approval.")
+    return redirect(_workbench_url(decision.checkpoint))
+
+
+# --- my workflows ------------------------------------------------------------------
+
+@login_required
+@require_GET
+def mine(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    owned = Workflow.objects.owned_by(user).select_related("agent")
+    handed = list(owned.filter(status=Workflow.Status.HANDED_OFF).order_by("-last_activity_at")[:100])
+    packets = {d.checkpoint.workflow_id: d for d in Decision.objects.filter(
+        checkpoint__workflow__in=handed, action=Action.HANDOFF, status=Decision.Status.SUCCEEDED,
+    ).select_related("decided_by", "checkpoint").order_by("decided_at")}
+    context = {
+        "handed_off": [(w, packets.get(w.pk)) for w in handed],
+        "active": owned.exclude(status__in=Workflow.TERMINAL).order_by("-last_activity_at").prefetch_related(
+            Prefetch("checkpoints", Checkpoint.objects.unresolved(), to_attr="open_checkpoints"))[:100],
+        "holding": Checkpoint.objects.open().for_queue().filter(assignee=user)[:100],
+        "resumed": Decision.objects.filter(
+            Q(decided_by=user) | Q(checkpoint__workflow__owner=user),
+            action__in=[Action.RESUME, Action.RETRY_STEP], status=Decision.Status.SUCCEEDED,
+            finished_at__gte=timezone.now() - timedelta(days=7),
+        ).select_related("checkpoint__workflow", "decided_by").order_by("-finished_at")[:20],
+        "can_act": can_act(user),
+    }
+    return _render(request, "console/mine.html", context)
+
+
+@login_required
+@require_POST
+def complete_handoff(request: HttpRequest, pk: int) -> HttpResponse:
+    """The new owner of handed-off work says it is done."""
+    workflow = get_object_or_404(Workflow.objects.owned_by(request.user), pk=pk, status=Workflow.Status.HANDED_OFF)
+    form = CompleteForm(request.POST)
+    form.is_valid()
+    try:
+        done = workflow.finish(Workflow.Status.COMPLETED, form.cleaned_data.get("summary", ""), actor=request.user)
+    except (Conflict, IllegalTransition) as exc:
+        done, reason = False, str(exc)
+    else:
+        reason = "it changed meanwhile"
+    if done:
+        messages.success(request, f"“{workflow.title}” is completed.")
+    else:
+        messages.error(request, f"Could not complete “{workflow.title}”: {reason}")
+    return redirect("mine")

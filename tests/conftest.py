@@ -16,6 +16,8 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 
 from django.conf import settings  # noqa: E402
 
+pytest_plugins = ["tests.browser_fixtures"]
+
 
 def _on_postgres() -> bool:
     return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from console.roles import set_role
 from workflows.models import Agent, Checkpoint, Runbook, Step, Workflow
 
 _counter = itertools.count(1)
@@ -17,6 +18,7 @@ def make_user(username: str, *, role: str = "operator", password: str = "pw-" + 
         username=username, defaults={"is_staff": role == "admin", "is_superuser": role == "admin"})
     user.set_password(password)
     user.save()
+    set_role(user, role)
     return user
 
 

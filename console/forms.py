@@ -1,0 +1,134 @@
+"""Forms for the operator actions. Templates render the fields by hand (dense
+markup with stable test ids); these classes do the parsing and validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet
+
+from workflows.models import Action, Checkpoint, Reason
+
+from .roles import operators
+
+CONFIRMATION_CHOICES = [("happened", "Happened"), ("did_not_happen", "Did not happen")]
+CONFIRMATION_VALUES = [value for value, _label in CONFIRMATION_CHOICES]
+
+
+class AssignForm(forms.Form):
+    to = forms.ModelChoiceField(queryset=get_user_model().objects.none(), to_field_name="username",
+                                error_messages={"required": "Choose the operator to assign it to."})
+    note = forms.CharField(max_length=1000, required=False, strip=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["to"].queryset = operators()
+
+
+class DecisionForm(forms.Form):
+    """One form for every decision; each unknown effect adds a confirmation and a reference field.
+
+    Effects are numbered by their position in the checkpoint's resume state, not
+    named by their idempotency key: the key is agent text and has no business in
+    a field name.
+    """
+
+    action = forms.ChoiceField(choices=Action.choices)
+    instructions = forms.CharField(max_length=10_000, required=False, strip=True)
+    new_owner = forms.ModelChoiceField(queryset=get_user_model().objects.none(), to_field_name="username",
+                                       required=False)
+    handoff_to = forms.CharField(max_length=200, required=False, strip=True)
+    money_confirmed = forms.BooleanField(required=False)
+
+    def __init__(self, *args: Any, checkpoint: Checkpoint, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.checkpoint = checkpoint
+        self.fields["new_owner"].queryset = operators()
+        for i, _effect in enumerate(checkpoint.unknown_effects):
+            self.fields[f"confirm_{i}"] = forms.ChoiceField(choices=CONFIRMATION_CHOICES, required=False,
+                                                            widget=forms.RadioSelect)
+            self.fields[f"ref_{i}"] = forms.CharField(max_length=200, required=False, strip=True)
+
+    @property
+    def effects(self) -> list[tuple[int, dict, forms.BoundField, forms.BoundField]]:
+        return [(i, effect, self[f"confirm_{i}"], self[f"ref_{i}"])
+                for i, effect in enumerate(self.checkpoint.unknown_effects)]
+
+    @property
+    def all_confirmed(self) -> bool:
+        """Every unknown effect has an answer (bound or re-rendered): resume may be enabled."""
+        return all(confirm.value() in CONFIRMATION_VALUES for _i, _e, confirm, _r in self.effects)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        for i, effect, _confirm, _ref in self.effects:
+            if data.get(f"confirm_{i}") == "happened" and not data.get(f"ref_{i}"):
+                self.add_error(f"ref_{i}", f"Give the external reference you saw for {effect.get('name')}.")
+        if data.get("action") == Action.ABORT and not data.get("instructions"):
+            self.add_error("instructions", "Say why the workflow is aborted.")
+        return data
+
+    def decision_kwargs(self) -> dict:
+        data = self.cleaned_data
+        keys = [effect["idempotency_key"] for effect in self.checkpoint.unknown_effects]
+        confirmations = {k: data.get(f"confirm_{i}") for i, k in enumerate(keys) if data.get(f"confirm_{i}")}
+        refs = {k: data[f"ref_{i}"] for i, k in enumerate(keys)
+                if confirmations.get(k) == "happened" and data.get(f"ref_{i}")}
+        return {"action": data["action"], "instructions": data.get("instructions", ""),
+                "confirmations": confirmations, "confirmation_refs": refs,
+                "new_owner": data.get("new_owner"), "handoff_to": data.get("handoff_to", ""),
+                "money_confirmed": data.get("money_confirmed", False)}
+
+
+class RejectForm(forms.Form):
+    note = forms.CharField(max_length=1000, required=False, strip=True)
+
+
+class CompleteForm(forms.Form):
+    summary = forms.CharField(max_length=2000, required=False, strip=True)
+
+
+
+
+class QueueFilterForm(forms.Form):
+    """The queue's query string. Unknown values are dropped so a stale link still renders."""
+
+    SCOPES = [("all", "All"), ("mine", "Mine"), ("unassigned", "Unassigned")]
+    PAGE_SIZES = (25, 50, 100, 200)
+
+    scope = forms.ChoiceField(choices=SCOPES, required=False)
+    reason = forms.ChoiceField(choices=[("", "Any reason"), *Reason.choices], required=False)
+    agent = forms.CharField(max_length=64, required=False)
+    kind = forms.CharField(max_length=100, required=False)
+    breached = forms.BooleanField(required=False)
+    per = forms.TypedChoiceField(choices=[(n, n) for n in PAGE_SIZES], coerce=int, required=False)
+    after = forms.CharField(max_length=40, required=False)
+    before = forms.CharField(max_length=40, required=False)
+
+    DEFAULTS = {"scope": "all", "reason": "", "agent": "", "kind": "", "breached": False, "per": 50,
+                "after": "", "before": ""}
+
+    def values(self) -> dict:
+        """The valid values over the defaults."""
+        self.is_valid()
+        return {**self.DEFAULTS, **{k: v for k, v in self.cleaned_data.items() if v not in (None, "")}}
+
+    def apply(self, queryset: QuerySet, *, user: Any, scope: bool = True) -> QuerySet:
+        data = self.values()
+        if data["reason"]:
+            queryset = queryset.filter(reason=data["reason"])
+        if data["agent"]:
+            queryset = queryset.filter(workflow__agent__name=data["agent"])
+        if data["kind"]:
+            queryset = queryset.filter(workflow__kind=data["kind"])
+        if not scope:
+            return queryset
+        if data["breached"]:
+            queryset = queryset.breached()
+        if data["scope"] == "mine":
+            queryset = queryset.filter(assignee=user)
+        elif data["scope"] == "unassigned":
+            queryset = queryset.filter(assignee__isnull=True)
+        return queryset

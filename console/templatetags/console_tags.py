@@ -1,0 +1,191 @@
+"""Presentation helpers. Everything here returns plain strings: agent text
+stays untrusted and the template's autoescaping does the escaping."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import template
+from django.utils import timezone
+
+from workflows.models import Event, Reason
+
+register = template.Library()
+
+MAX_JSON_CHARS = 20_000
+MAX_ITEM_CHARS = 200
+
+# Enough irregular and common verbs to read an agent's step names as English.
+PARTICIPLES = {"write": "written", "send": "sent", "pay": "paid", "make": "made", "do": "done", "run": "run",
+               "get": "got", "set": "set", "put": "put", "read": "read", "notify": "notified",
+               "reply": "replied", "cancel": "cancelled", "email": "emailed"}
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """Agent data as indented JSON, never marked safe: ``<pre>{{ x|pretty_json }}</pre>`` escapes it."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    if len(text) > MAX_JSON_CHARS:
+        text = text[:MAX_JSON_CHARS] + f"\n… truncated ({len(text) - MAX_JSON_CHARS} more characters)"
+    return text
+
+
+@register.filter
+def get_item(mapping: Any, key: Any) -> Any:
+    return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def short_duration(value: datetime | timedelta | None) -> str:
+    """'42s', '7m', '2h 05m', '3d 4h': an age (datetime in the past) or a length."""
+    if value is None:
+        return ""
+    delta = timezone.now() - value if isinstance(value, datetime) else value
+    seconds = abs(int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m" if minutes else f"{secs}s"
+
+
+@register.filter
+def countdown(due: datetime) -> str:
+    """The server's first rendering of the SLA countdown; static/console.js ticks it."""
+    left = due - timezone.now()
+    text = short_duration(left)
+    return f"{text} over" if left.total_seconds() < 0 else f"{text} left"
+
+
+def _words(name: Any) -> tuple[str | None, str]:
+    """'write_ticket_note' -> ('write', 'ticket note'); a single word has no verb."""
+    parts = [p for p in re.split(r"[_\-\s.:/]+", str(name).strip()) if p]
+    if len(parts) < 2:
+        return None, " ".join(parts)
+    return parts[0].lower(), " ".join(parts[1:])
+
+
+def _participle(verb: str) -> str:
+    if verb in PARTICIPLES:
+        return PARTICIPLES[verb]
+    if verb.endswith("e"):
+        return verb + "d"
+    if verb.endswith("y") and len(verb) > 1 and verb[-2] not in "aeiou":
+        return verb[:-1] + "ied"
+    return verb + "ed"
+
+
+def _money(effect: dict) -> str:
+    data = effect.get("input")
+    if not isinstance(data, dict) or "amount" not in data:
+        return ""
+    currency = data.get("currency")
+    return f" of {data['amount']}" + (f" {currency}" if isinstance(currency, str) else "")
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_ITEM_CHARS else text[:MAX_ITEM_CHARS - 1] + "…"
+
+
+def _not_done(name: Any) -> str:
+    verb, thing = _words(name)
+    return f"{thing} not {_participle(verb)}" if verb else f"{thing} not done"
+
+
+@register.simple_tag
+def resume_summary(resume_state: Any) -> list[dict]:
+    """The resume state in one line of plain language, as (kind, text) items.
+
+    Kinds: committed, unknown, todo, promise. Built only from what the agent
+    sent, so every text is escaped by the template like any other agent data.
+    """
+    if not isinstance(resume_state, dict):
+        return []
+    items: list[dict] = []
+    done_names = set()
+    for effect in _dicts(resume_state.get("committed")):
+        if effect.get("kind") != "effect":
+            continue
+        done_names.add(str(effect.get("name")))
+        verb, thing = _words(effect.get("name"))
+        ref = f" {effect['external_ref']}" if effect.get("external_ref") else ""
+        items.append({"kind": "committed", "text": f"{thing}{ref}{_money(effect)} committed"})
+    for effect in _dicts(resume_state.get("unknown_effects")):
+        done_names.add(str(effect.get("name")))
+        _verb, thing = _words(effect.get("name"))
+        items.append({"kind": "unknown", "text": f"{thing}{_money(effect)}: outcome unknown"})
+    state = resume_state.get("state")
+    remaining = state.get("remaining") if isinstance(state, dict) else None
+    if isinstance(remaining, list):
+        names = [str(r) for r in remaining if isinstance(r, str | int) and str(r) not in done_names][:20]
+    else:
+        pending = resume_state.get("pending")
+        names = [str(pending["name"])] if isinstance(pending, dict) and pending.get("name") else []
+    items += [{"kind": "todo", "text": _not_done(name)} for name in names]
+    promises = resume_state.get("promises")
+    for promise in (promises if isinstance(promises, list) else [])[:20]:
+        items.append({"kind": "promise", "text": f"promised: {promise}"})
+    for item in items:
+        item["text"] = _clip(item["text"])
+    if items:
+        items[0]["text"] = items[0]["text"][:1].upper() + items[0]["text"][1:]
+    return items
+
+
+def _dicts(value: Any) -> list[dict]:
+    return [v for v in value if isinstance(v, dict)][:50] if isinstance(value, list) else []
+
+
+@register.filter
+def event_text(event: Event) -> str:
+    """One audit entry as a sentence (after its actor's name)."""
+    d = event.data if isinstance(event.data, dict) else {}
+    note = f": “{d['note']}”" if d.get("note") else ""
+    error = f": {d['error']}" if d.get("error") else ""
+    texts = {
+        "opened": f"opened the checkpoint ({_reason(d.get('reason'))})"
+                  + (f": {d['detail']}" if d.get("detail") else ""),
+        "claimed": "claimed the checkpoint",
+        "released": "released the checkpoint",
+        "assigned": f"assigned the checkpoint to {d.get('to')}{note}",
+        "decided": f"decided: {str(d.get('action', '')).replace('_', ' ')}"
+                   + (" (waits for a second operator)" if d.get("four_eyes") else ""),
+        "approved": "approved the decision",
+        "rejected": f"rejected the decision{note}",
+        "resuming": "started resuming the workflow",
+        "delivery_started": f"delivery attempt {d.get('attempt', '')} started",
+        "delivery_retry": f"delivery attempt {d.get('attempt', '')} failed, retrying{error}",
+        "delivery_failed": f"delivery failed after {d.get('attempts', '')} attempts{error}",
+        "returned_to_queue": f"checkpoint back on the queue{error}",
+        "delivered": "decision delivered to the agent",
+        "resolved": "checkpoint resolved",
+        "resumed": "workflow resumed",
+        "handed_off": f"workflow handed off to {d.get('to')}",
+        "aborted": "workflow aborted",
+        "paused": "workflow paused" + error,
+        "reopened": "checkpoint reopened for its proposer",
+        "sla_warning": "SLA warning: the target is near",
+        "sla_breached": "SLA breached" + (f", escalated to {d['escalated_to']}" if d.get("escalated_to") else ""),
+    }
+    if event.verb in texts:
+        return _clip_long(texts[event.verb])
+    text = event.verb.replace("_", " ")
+    if "from" in d and "to" in d:
+        text += f" ({d['from']} → {d['to']})"
+    if d.get("summary"):
+        text += f": {d['summary']}"
+    return _clip_long(text)
+
+
+def _clip_long(text: str) -> str:
+    return text if len(text) <= 600 else text[:599] + "…"
+
+
+def _reason(value: Any) -> str:
+    return str(Reason(value).label).lower() if value in Reason.values else str(value)

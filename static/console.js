@@ -1,0 +1,147 @@
+/* Recovery Console: SLA countdowns, toasts, the unknown-effect gate and keyboard triage.
+   Plain JavaScript on top of server-rendered HTML; every form also works without it. */
+(function () {
+  "use strict";
+
+  // --- SLA countdowns: ticked from data attributes, so a polled swap needs no re-init.
+  function parseTime(value) {
+    // Django writes microseconds; Date.parse wants at most milliseconds.
+    return Date.parse(String(value || "").replace(/(\.\d{3})\d+/, "$1"));
+  }
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+
+  function format(ms) {
+    var s = Math.floor(Math.abs(ms) / 1000);
+    var d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
+    var text = d ? d + "d " + h + "h" : h ? h + "h " + pad(m) + "m" : m + ":" + pad(s % 60);
+    return text + (ms < 0 ? " over" : " left");
+  }
+
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll(".countdown[data-due]").forEach(function (el) {
+      var left = parseTime(el.dataset.due) - now;
+      var state = el.dataset.breached || left <= 0 ? "breached" : now >= parseTime(el.dataset.warn) ? "warn" : "ok";
+      el.textContent = format(left);
+      el.dataset.sla = state;
+      var row = el.closest(".sla-row") || el;
+      row.classList.toggle("sla-warn", state === "warn");
+      row.classList.toggle("sla-breached", state === "breached");
+    });
+  }
+
+  // --- Toasts: server messages arrive in the page or in an HX-Trigger header.
+  function toast(level, text) {
+    var box = document.getElementById("flash");
+    if (!box) return;
+    var el = document.createElement("div");
+    el.className = "toast toast-" + (level || "info");
+    el.setAttribute("role", level === "error" ? "alert" : "status");
+    el.textContent = text; // text, never HTML: messages can quote agent data
+    decorate(el);
+    box.appendChild(el);
+  }
+
+  function decorate(el) {
+    var close = document.createElement("button");
+    close.type = "button";
+    close.setAttribute("aria-label", "Dismiss");
+    close.textContent = "×";
+    close.addEventListener("click", function () { el.remove(); });
+    el.appendChild(close);
+    // Errors stay until dismissed: an operator must not miss who holds a checkpoint.
+    if (!el.classList.contains("toast-error")) setTimeout(function () { el.remove(); }, 6000);
+  }
+
+  document.addEventListener("console:messages", function (e) {
+    ((e.detail && e.detail.items) || []).forEach(function (m) { toast(m.level, m.text); });
+  });
+
+  // --- Resume and retry stay disabled until every unknown effect has an answer.
+  function gate(form) {
+    var ok = Array.prototype.every.call(form.querySelectorAll("[data-confirmation-group]"), function (group) {
+      var chosen = group.querySelector("input[type=radio]:checked");
+      var ref = group.querySelector("input[name^=ref_]");
+      return chosen && (chosen.value !== "happened" || (ref && ref.value.trim() !== ""));
+    });
+    form.querySelectorAll("[data-needs-confirmations]").forEach(function (button) {
+      button.disabled = !ok;
+      button.title = ok ? "" : "Confirm every unknown effect first";
+    });
+  }
+
+  function gateAll(root) {
+    (root || document).querySelectorAll("#decision-form").forEach(gate);
+  }
+
+  ["change", "input"].forEach(function (type) {
+    document.addEventListener(type, function (e) {
+      var form = e.target.closest && e.target.closest("#decision-form");
+      if (form) gate(form);
+    });
+  });
+
+  // --- Keyboard triage on the queue: j/k move, Enter opens, c claims, ? helps.
+  var selectedId = null;
+
+  function rows() { return Array.prototype.slice.call(document.querySelectorAll("#queue-table tr[data-id]")); }
+
+  function select(row, scroll) {
+    rows().forEach(function (r) { r.classList.remove("is-selected"); r.removeAttribute("aria-selected"); });
+    if (!row) return;
+    row.classList.add("is-selected");
+    row.setAttribute("aria-selected", "true");
+    selectedId = row.dataset.id;
+    if (scroll) row.scrollIntoView({ block: "nearest" });
+  }
+
+  function help() { return document.getElementById("kbd-help"); }
+
+  function toggleHelp() {
+    var dialog = help();
+    if (!dialog) return;
+    if (dialog.open) dialog.close(); else dialog.showModal();
+  }
+
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.target.closest && e.target.closest("input, textarea, select, [contenteditable]")) return;
+    if (e.key === "?") { toggleHelp(); e.preventDefault(); return; }
+    if (!document.querySelector("[data-queue]") || (help() && help().open)) return;
+    var list = rows();
+    var i = list.findIndex(function (r) { return r.dataset.id === selectedId; });
+    if (e.key === "j") select(list[Math.min(i + 1, list.length - 1)], true);
+    else if (e.key === "k") select(list[Math.max(i - 1, 0)], true);
+    else if (e.key === "Enter" && i >= 0 && !e.target.closest("a, button")) window.location.href = list[i].dataset.href;
+    else if (e.key === "c" && i >= 0) {
+      var claim = list[i].querySelector("[data-testid=claim]");
+      if (claim) claim.form.requestSubmit(claim);
+    } else return;
+    e.preventDefault();
+  });
+
+  document.addEventListener("click", function (e) {
+    if (e.target.closest("[data-help-open]")) { toggleHelp(); return; }
+    if (e.target.closest("a, button, input, select, textarea, label, form")) return;
+    var row = e.target.closest("#queue-table tr[data-href]");
+    if (row && !window.getSelection().toString()) window.location.href = row.dataset.href;
+  });
+
+  // New content from htmx: keep the keyboard selection, re-apply the gate, tick at once.
+  document.addEventListener("htmx:load", function (e) {
+    if (selectedId) {
+      var row = document.querySelector('#queue-table tr[data-id="' + selectedId + '"]');
+      if (row) select(row, false);
+    }
+    gateAll(e.target);
+    tick();
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("#flash .toast").forEach(decorate);
+    gateAll(document);
+    tick();
+    setInterval(tick, 1000);
+  });
+})();
