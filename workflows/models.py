@@ -358,8 +358,9 @@ class Checkpoint(Stateful):
     TRANSITIONS = {
         Status.OPEN: {Status.CLAIMED, Status.DECIDED},
         Status.CLAIMED: {Status.OPEN, Status.CLAIMED, Status.DECIDED},
-        # A failed delivery puts the checkpoint back on the queue.
-        Status.DECIDED: {Status.RESOLVED, Status.OPEN},
+        # A failed delivery puts the checkpoint back on the queue; a rejected
+        # four-eyes proposal gives it back to its proposer (claimed).
+        Status.DECIDED: {Status.RESOLVED, Status.OPEN, Status.CLAIMED},
     }
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="checkpoints")

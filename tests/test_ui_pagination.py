@@ -1,0 +1,80 @@
+"""The queue pages by (due time, id): bounded queries whose number does not grow with the page."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.helpers import make_agent, make_checkpoint, make_workflow
+from workflows.models import Checkpoint
+
+
+def _open_many(n: int, *, assign_to=None, by=None) -> list[Checkpoint]:
+    agent, _ = make_agent()
+    now = timezone.now()
+    checkpoints = []
+    for i in range(n):
+        checkpoint = make_checkpoint(make_workflow(agent))
+        Checkpoint.objects.filter(pk=checkpoint.pk).update(due_at=now + timedelta(minutes=i))
+        if assign_to and i % 2:
+            checkpoint.assign(to=assign_to, by=by, note=f"note {i}")
+        checkpoints.append(checkpoint)
+    return checkpoints
+
+
+def test_the_number_of_queries_does_not_grow_with_the_page_size(client, alice, bob):
+    _open_many(60, assign_to=bob, by=alice)
+    client.force_login(alice)
+    client.get(reverse("queue"))  # warm the session and the content types
+
+    sizes = {}
+    for per in (25, 50):
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(reverse("queue"), {"per": per})
+        assert len(response.context["checkpoints"]) == per
+        sizes[per] = len(queries)
+    assert sizes[25] == sizes[50]
+
+
+def test_the_polled_partial_stays_within_a_fixed_query_budget(client, alice, bob, django_assert_max_num_queries):
+    _open_many(120, assign_to=bob, by=alice)
+    client.force_login(alice)
+    client.get(reverse("queue"))
+
+    with django_assert_max_num_queries(12):
+        response = client.get(reverse("queue"), {"per": 100}, headers={"HX-Request": "true", "HX-Target": "queue-table"})
+    assert response.content.decode().count('data-testid="queue-row"') == 100
+
+
+def test_next_and_previous_walk_the_queue_without_gaps_or_repeats(client, alice):
+    checkpoints = _open_many(60)
+    client.force_login(alice)
+
+    seen, url = [], reverse("queue") + "?per=25"
+    pages = []
+    while url:
+        response = client.get(url)
+        rows = [c.pk for c in response.context["checkpoints"]]
+        seen += rows
+        pages.append((url, rows))
+        url = response.context["next_url"] and reverse("queue") + response.context["next_url"]
+    assert seen == [c.pk for c in checkpoints]
+    assert [len(rows) for _url, rows in pages] == [25, 25, 10]
+
+    last = client.get(pages[-1][0])
+    back = client.get(reverse("queue") + last.context["prev_url"])
+    assert [c.pk for c in back.context["checkpoints"]] == pages[1][1]
+    assert 'data-testid="page-first"' in back.content.decode()
+
+
+def test_a_broken_cursor_shows_the_first_page(client, alice):
+    checkpoints = _open_many(3)
+    client.force_login(alice)
+
+    response = client.get(reverse("queue"), {"after": "nonsense", "before": "1.x"})
+
+    assert [c.pk for c in response.context["checkpoints"]] == [c.pk for c in checkpoints]

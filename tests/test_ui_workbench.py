@@ -1,0 +1,83 @@
+"""The checkpoint workbench: the resume state in plain language, the trajectory, all of it escaped."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from console.templatetags.console_tags import resume_summary
+from tests.helpers import make_checkpoint, make_runbook, make_step, make_user, make_worked_example
+
+
+def test_the_summary_reads_the_worked_example_in_plain_language(db):
+    checkpoint = make_checkpoint()  # refund committed, then the model died before the ticket note
+
+    texts = [item["text"] for item in resume_summary(checkpoint.resume_state)]
+
+    assert texts == ["Refund R-88 of 42.00 EUR committed", "ticket note not written", "customer not notified",
+                     "promised: refund within 5 days"]
+
+
+def test_the_summary_flags_an_unknown_refund(db):
+    checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
+
+    items = resume_summary(checkpoint.resume_state)
+
+    assert {"kind": "unknown", "text": "Refund of 42.00 EUR: outcome unknown"} in items
+    assert not any(item["kind"] == "committed" for item in items)
+
+
+def test_the_summary_survives_state_of_any_shape(db):
+    assert resume_summary(None) == []
+    assert resume_summary({"committed": "x", "unknown_effects": [1, None], "state": {"remaining": {"a": 1}},
+                           "promises": "not a list"}) == []
+
+
+def test_the_workbench_shows_summary_trajectory_runbook_clock_and_events(client, alice):
+    owner = make_user("olga")
+    make_runbook(title="Refunds that stopped", body="Check the payment ledger first.", workflow_kind="refund")
+    checkpoint = make_checkpoint(make_worked_example(owner=owner))
+    checkpoint.claim(by=alice)
+    client.force_login(alice)
+
+    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+
+    for text in ("Refund R-88 of 42.00 EUR committed", "ticket note not written", "promised: refund within 5 days",
+                 "read_ticket", "decide_refund", "issue_refund", "✓ verified", "T-", ":issue_refund", "R-88",
+                 "Refunds that stopped", "Check the payment ledger first.", "https://runbooks.example/refunds",
+                 'data-testid="sla-clock"', "claimed the checkpoint", "opened the checkpoint (model timeout)",
+                 "Returns to <strong>olga</strong> when resumed", 'data-testid="last-verified"',
+                 "write_ticket_note", "<details>"):
+        assert text in html, text
+
+
+def test_agent_text_is_escaped_and_json_is_pretty_printed(client, alice):
+    workflow = make_worked_example()
+    workflow.title = "<script>alert('t')</script>"
+    workflow.save()
+    make_step(workflow, 4, "<script>alert('step')</script>", "tool", output={"html": "<script>x()</script>", "n": 1},
+              verified=True, promise="<b>soon</b>")
+    checkpoint = make_checkpoint(workflow, at_seq=5, detail="<img src=x onerror=alert(1)>",
+                                 state={"remaining": ["<script>alert('r')</script>"], "note": "</pre><script>"})
+    client.force_login(alice)
+
+    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+
+    assert "<script>alert" not in html and "<script>x()" not in html and "</pre><script>" not in html
+    assert "<img src=x" not in html and "<b>soon</b>" not in html
+    assert "&lt;script&gt;alert(&#x27;step&#x27;)&lt;/script&gt;" in html
+    assert '{\n  &quot;html&quot;: &quot;&lt;script&gt;x()&lt;/script&gt;&quot;,\n  &quot;n&quot;: 1\n}' in html
+
+
+def test_a_tpm_reads_the_workbench_but_gets_no_actions(client, tess):
+    checkpoint = make_checkpoint()
+    client.force_login(tess)
+
+    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+
+    assert 'data-testid="read-only"' in html
+    assert 'data-testid="claim"' not in html and 'data-testid="decision-form"' not in html
+
+
+def test_an_unknown_checkpoint_is_a_404(client, alice):
+    client.force_login(alice)
+    assert client.get(reverse("workbench", args=[999])).status_code == 404
