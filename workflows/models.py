@@ -422,7 +422,10 @@ class Checkpoint(Stateful):
                         warn_at=now + max(target - warning, timedelta(0)), opened_by_console=by_console)
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
-            Event.record(checkpoint, "opened", actor=actor, data={"reason": reason, "detail": detail[:500]})
+            Event.record(checkpoint, "opened", actor=actor, data={
+                "reason": reason, "detail": detail[:500],
+                # Who the workflow goes back to on resume, as it was when it was interrupted.
+                "owner": workflow.owner.get_username() if workflow.owner else None})
             workflow.move(Workflow.Status.PAUSED, actor=actor, verb="paused", last_activity_at=now)
         return checkpoint
 
