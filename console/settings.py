@@ -105,9 +105,11 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        # Hashed, compressed files need `collectstatic` (the Docker image runs it);
+        # tests and local runs serve the files as they are.
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if env.bool("MANIFEST_STATIC", default=not DEBUG)
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
 

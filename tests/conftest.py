@@ -13,6 +13,7 @@ import pytest
 
 # Tests never need a real secret; settings refuse to start without one when DEBUG is off.
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+os.environ.setdefault("MANIFEST_STATIC", "false")  # no collectstatic before tests
 
 from django.conf import settings  # noqa: E402
 
