@@ -1,7 +1,13 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from workflows.api import api
+
+from .health import healthz
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
+    path("healthz", healthz, name="healthz"),
     path("", include("console.ui_urls")),
 ]

@@ -176,9 +176,18 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         and checkpoint.assignee_id in (None, user.pk),
         "form": form or DecisionForm(checkpoint=checkpoint), "assign_form": AssignForm() if acting else None,
         "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
-        "returns_to": workflow.owner or workflow.agent.owner, "money": checkpoint.touches_money(),
+        "returns_to": _returns_to(checkpoint, events), "money": checkpoint.touches_money(),
     }
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
+
+
+def _returns_to(checkpoint: Checkpoint, events: list[Event]) -> str | None:
+    """The owner the workflow had when it was interrupted (recorded on "opened"), else today's default."""
+    opened = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb == "opened"), None)
+    if opened and "owner" in opened.data:
+        return opened.data["owner"]
+    owner = checkpoint.workflow.owner or checkpoint.workflow.agent.owner
+    return owner.get_username() if owner else None
 
 
 def _workbench_url(checkpoint: Checkpoint) -> str:

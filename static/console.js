@@ -139,6 +139,11 @@
   });
 
   document.addEventListener("DOMContentLoaded", function () {
+    var dialog = help();
+    if (dialog) dialog.addEventListener("close", function () {
+      // Focus may stay on the hidden Close button, where Enter would not reach the queue.
+      if (dialog.contains(document.activeElement)) document.activeElement.blur();
+    });
     document.querySelectorAll("#flash .toast").forEach(decorate);
     gateAll(document);
     tick();

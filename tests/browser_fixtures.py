@@ -32,8 +32,9 @@ def _playwright() -> Iterator[Any]:
     # Playwright's sync API runs an event loop in this thread; the test's own ORM
     # calls are still synchronous, so Django's async guard would refuse them.
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=10_000)  # a poll every 3 s, and a loaded CI machine
     with sync_playwright() as playwright:
         yield playwright
 

@@ -1,0 +1,133 @@
+"""Screenshots of the queue and the workbench from realistic data: docs/screenshots/*.png.
+
+Runs on its own throwaway SQLite database and an in-process server, so it
+needs nothing running and touches no real data:
+
+    .venv/bin/python scripts/screenshots.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+
+sys.path.insert(0, str(ROOT))
+for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # a scratch database, never the configured one
+    os.environ.pop(name, None)
+os.environ.update({"DJANGO_SETTINGS_MODULE": "console.settings", "DEBUG": "1", "SECRET_KEY": "screenshots",
+                   "VAR_DIR": tempfile.mkdtemp(prefix="rc-screens-"), "DJANGO_ALLOW_ASYNC_UNSAFE": "true",
+                   "LOG_LEVEL": "WARNING"})
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.staticfiles.handlers import StaticFilesHandler  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.test.testcases import LiveServerThread  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from tests.helpers import make_agent, make_runbook, make_step, make_user, make_worked_example  # noqa: E402
+from workflows.models import Checkpoint, Workflow  # noqa: E402
+
+PASSWORD = "pw-" + "x" * 12
+
+OTHERS = [  # kind, title, reason, detail, minutes until due, claimed by
+    ("address_change", "Update shipping address for order O-7731", "tool_error",
+     "CRM returned 502 on PATCH /customers/4410", -6, "bob"),
+    ("refund", "Refund for ticket T-1039", "untrusted_output", "refund amount differs from the order total", 3, None),
+    ("subscription_cancel", "Cancel subscription S-2291", "rate_limit", "billing API: 429 Too Many Requests", 7,
+     "alice"),
+    ("invoice_dispute", "Dispute on invoice INV-5520", "provider_change", "model answered in a new JSON shape", 12,
+     None),
+    ("refund", "Refund for ticket T-1047", "model_timeout", "model call exceeded 60 s", 18, "bob"),
+    ("password_reset", "Account recovery for C-88120", "manual", "operator paused: identity check", 24, None),
+    ("address_change", "Update billing address for C-55014", "other", "agent went silent after step 2", 41, None),
+    ("invoice_dispute", "Dispute on invoice INV-5528", "tool_error", "ledger lookup timed out", 55, None),
+]
+
+
+def seed() -> Checkpoint:
+    alice, bob = make_user("alice"), make_user("bob")
+    make_user("tess", role="tpm")
+    support, _ = make_agent("support-agent", owner=alice)
+    billing, _ = make_agent("billing-agent", owner=bob)
+    make_runbook(slug="refunds", title="Refunds interrupted mid-way", workflow_kind="refund",
+                 requires_four_eyes=False, sla_target_minutes=30, sla_warning_minutes=10,
+                 url="https://runbooks.example/refunds/interrupted",
+                 body="1. Look the refund up in the payment ledger by its idempotency key.\n"
+                      "2. Confirm whether it went out; never issue it a second time.\n"
+                      "3. Resume: the agent writes the ticket note and notifies the customer.")
+    make_runbook(slug="default", title="General recovery", is_default=True, url="https://runbooks.example/general")
+    now = timezone.now()
+    for i, (kind, title, reason, detail, due_in, who) in enumerate(OTHERS):
+        agent = billing if kind in ("invoice_dispute", "subscription_cancel") else support
+        workflow = Workflow.objects.create(agent=agent, external_id=f"X-{4100 + i}", kind=kind, title=title,
+                                           owner=agent.owner)
+        make_step(workflow, 1, "read_request", "tool", output={"ok": True}, verified=True)
+        checkpoint = Checkpoint.open_for(workflow, reason=reason, detail=detail, at_seq=2)
+        if who:
+            checkpoint.claim(by=alice if who == "alice" else bob)
+        Checkpoint.objects.filter(pk=checkpoint.pk).update(
+            opened_at=now - timedelta(minutes=30 - due_in), due_at=now + timedelta(minutes=due_in),
+            warn_at=now + timedelta(minutes=due_in - 10),
+            breached_at=now + timedelta(minutes=due_in) if due_in < 0 else None)
+    # The worked example of DESIGN.md, with the refund's outcome unknown.
+    workflow = make_worked_example(refund_status="pending", owner=alice, agent=support)
+    Workflow.objects.filter(pk=workflow.pk).update(title="Refund for ticket T-1042", external_id="T-1042")
+    workflow.steps.filter(seq=3).update(idempotency_key="T-1042:issue_refund")
+    workflow.refresh_from_db()
+    checkpoint = Checkpoint.open_for(workflow, reason="model_timeout", detail="model timed out after step 3",
+                                     at_seq=4, state={"remaining": ["write_ticket_note", "notify_customer"],
+                                                      "ticket": "T-1042", "customer": "C-20931"})
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(
+        opened_at=now - timedelta(minutes=22), due_at=now + timedelta(minutes=8), warn_at=now - timedelta(minutes=2))
+    checkpoint.claim(by=alice)
+    return checkpoint
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    call_command("migrate", verbosity=0)
+    checkpoint = seed()
+    server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
+    server.daemon = True
+    server.start()
+    server.is_ready.wait()
+    base = f"http://127.0.0.1:{server.port}"
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        page = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900}, device_scale_factor=1)
+        page.goto("/login/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.get_by_test_id("login-submit").click()
+        page.wait_for_selector('[data-testid="queue-row"]')
+        page.keyboard.press("j")
+        page.keyboard.press("j")
+        page.screenshot(path=str(OUT / "queue.png"))
+        page.goto(f"/checkpoints/{checkpoint.pk}/")
+        refund = page.get_by_test_id("unknown-effect").filter(has_text="issue_refund")
+        refund.get_by_test_id("confirm-happened").check()
+        refund.get_by_test_id("confirm-ref").fill("R-88")
+        page.get_by_test_id("instructions").fill("Refund R-88 is in the ledger: do not issue it again. "
+                                                 "Write the ticket note, then notify the customer.")
+        page.locator("body").click(position={"x": 5, "y": 200})
+        page.screenshot(path=str(OUT / "workbench.png"), full_page=True)
+        browser.close()
+    print(f"wrote {OUT / 'queue.png'} and {OUT / 'workbench.png'}")
+
+
+if __name__ == "__main__":
+    main()
