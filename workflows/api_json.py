@@ -1,0 +1,111 @@
+"""Parse agent JSON bodies defensively: agent input is untrusted (DESIGN.md, guarantee 6).
+
+``json.loads`` accepts things the rest of the stack cannot store or answer
+safely: NUL characters (PostgreSQL rejects ``\\u0000`` in text and jsonb),
+lone surrogates (not encodable as UTF-8), ``NaN``/``Infinity`` (not JSON),
+numbers no column or jsonb value can hold, and nesting deep enough to blow the
+recursion limit of whatever walks it next. Each is refused here with the path
+of the offending value, so the agent gets a 4xx that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from django.http import HttpRequest
+from ninja.parser import Parser
+
+MAX_DEPTH = 64
+# Longer integers are not real data: they overflow every column and most JSON readers.
+MAX_INT_DIGITS = 64
+
+
+class BodyRejected(Exception):
+    """The body cannot be accepted; carries the API error it should produce."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.field = status, code, message, field
+
+
+class _Unrepresentable:
+    """Stands in for a number too large to store, so the tree walk can report its path."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _parse_int(text: str) -> int | _Unrepresentable:
+    # Checked before int(): CPython refuses >4300 digits only after the work is done.
+    return int(text) if len(text.lstrip("-")) <= MAX_INT_DIGITS else _Unrepresentable(text)
+
+
+def _parse_float(text: str) -> float | _Unrepresentable:
+    value = float(text)
+    return value if math.isfinite(value) else _Unrepresentable(text)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def dotted(path: tuple[str | int, ...]) -> str | None:
+    """``("steps", 0, "seq")`` -> ``"steps.0.seq"``, with unprintable characters escaped."""
+    if not path:
+        return None
+    return ".".join(str(part).encode("utf-8", "backslashreplace").decode().replace("\x00", "\\u0000")
+                    for part in path)
+
+
+def _check_text(text: str, path: tuple[str | int, ...]) -> None:
+    if "\x00" in text:
+        raise BodyRejected(422, "nul_character", "Text may not contain NUL (\\u0000) characters.", dotted(path))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BodyRejected(422, "invalid_unicode",
+                           "Text contains a lone surrogate (like \\ud800) that is not valid Unicode.",
+                           dotted(path)) from None
+
+
+def check_tree(data: Any) -> None:
+    """Walk the parsed body without recursion and refuse what cannot be stored."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_DEPTH:
+            raise BodyRejected(422, "too_deep", f"The body is nested deeper than {MAX_DEPTH} levels.",
+                               dotted(path[:MAX_DEPTH + 1]))
+        if isinstance(value, str):
+            _check_text(value, path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                _check_text(key, (*path, key))
+                stack.append((item, (*path, key)))
+        elif isinstance(value, list):
+            stack.extend((item, (*path, index)) for index, item in enumerate(value))
+        elif isinstance(value, _Unrepresentable):
+            shown = value.text if len(value.text) <= 24 else value.text[:24] + "…"
+            raise BodyRejected(422, "number_out_of_range", f"The number {shown} is too large to store.",
+                               dotted(path))
+
+
+def load_json(raw: bytes) -> Any:
+    try:
+        data = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float,
+                          parse_constant=_refuse_constant)
+    except RecursionError:
+        raise BodyRejected(422, "too_deep", f"The body is nested deeper than {MAX_DEPTH} levels.") from None
+    except ValueError as exc:  # includes UnicodeDecodeError and json.JSONDecodeError
+        raise BodyRejected(400, "malformed_json", f"The body is not valid JSON ({exc}).") from None
+    check_tree(data)
+    return data
+
+
+class StrictJSONParser(Parser):
+    """ninja wraps any error raised here in HttpError(400); the API's handler unwraps BodyRejected."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        return load_json(request.body)
