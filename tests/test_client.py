@@ -1,0 +1,154 @@
+"""workflows.client.RecoveryClient against a live console: every endpoint, errors, retries."""
+
+import pytest
+from django.db import OperationalError
+
+from tests.helpers import make_agent, make_user
+from workflows import api as api_module
+from workflows.client import ApiError, RecoveryClient, Unavailable
+from workflows.models import Checkpoint, Step, Workflow
+
+# The live server runs in another thread: it must see committed rows.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REFUND = {"input": {"amount": "42.00", "currency": "EUR"}, "idempotency_key": "T-1042:refund"}
+
+
+@pytest.fixture
+def olivia():
+    return make_user("olivia")
+
+
+@pytest.fixture
+def client(live_server, olivia):
+    _, token = make_agent("support-bot", owner=olivia)
+    return RecoveryClient(live_server.url, token, timeout=10, retries=3, backoff=0.01)
+
+
+def counting(monkeypatch, name, behaviour):
+    """Replace workflows.api.<name> with ``behaviour(call_number, original, *args)``; returns the call log."""
+    original, calls = getattr(api_module, name), []
+
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return behaviour(len(calls), original, *args, **kwargs)
+
+    monkeypatch.setattr(api_module, name, wrapper)
+    return calls
+
+
+def test_the_client_drives_the_worked_example_through_every_endpoint(client, alice):
+    workflow = client.create_workflow("T-1042", "refund", "Refund for ticket T-1042", context={"ticket": "T-1042"})
+    assert client.create_workflow("T-1042", "refund", "Refund for ticket T-1042")["id"] == workflow["id"]
+    workflow_id = workflow["id"]
+    client.report_step(workflow_id, 1, "read_ticket", "tool", "committed", output={"amount": "42.00"},
+                       verified=True)
+    client.report_step(workflow_id, 2, "decide_refund", "model", "committed", promise="refund within 5 days")
+    step = client.report_step(workflow_id, 3, "issue_refund", "effect", "committed", external_ref="R-88", **REFUND)
+    assert step["external_ref"] == "R-88"
+
+    checkpoint = client.open_checkpoint(workflow_id, "model_timeout", detail="timed out", at_seq=4,
+                                        state={"remaining": ["write_ticket_note"]})
+    assert checkpoint["status"] == "open"
+    assert checkpoint["resume_state"]["promises"] == ["refund within 5 days"]
+    assert client.get_checkpoint(checkpoint["id"])["decision"] is None
+    assert client.get_workflow(workflow_id)["status"] == "paused"
+
+    Checkpoint.objects.get(pk=checkpoint["id"]).decide(by=alice, action="resume", instructions="Carry on.")
+    decision = client.wait_for_decision(checkpoint["id"], interval=0.01, timeout=30)
+    assert (decision["action"], decision["state"], decision["decided_by"]) == ("resume", "succeeded", "alice")
+
+    client.report_step(workflow_id, 4, "write_ticket_note", "effect", "committed", idempotency_key="T-1042:note")
+    finished = client.finish(workflow_id, "completed", "Refunded and noted.")
+    assert finished["status"] == "completed"
+    assert finished["owner"] == "olivia"
+    assert [s["seq"] for s in client.get_workflow(workflow_id)["steps"]] == [1, 2, 3, 4]
+
+
+def test_an_api_error_carries_status_code_and_field(client):
+    workflow_id = client.create_workflow("T-1", "refund", "t")["id"]
+    with pytest.raises(ApiError) as raised:
+        client.report_step(workflow_id, 1, "issue_refund", "effect", "committed")
+    assert (raised.value.status, raised.value.code, raised.value.field) == \
+        (422, "idempotency_key_required", "idempotency_key")
+    with pytest.raises(ApiError) as raised:
+        client.get_workflow("424242")
+    assert (raised.value.status, raised.value.code) == (404, "not_found")
+    client.open_checkpoint(workflow_id, "manual")
+    with pytest.raises(ApiError) as raised:
+        client.finish(workflow_id, "completed")
+    assert (raised.value.status, raised.value.code) == (409, "checkpoint_open")
+
+
+def test_a_bad_token_is_an_api_error_401(live_server):
+    with pytest.raises(ApiError) as raised:
+        RecoveryClient(live_server.url, "rc_wrong", retries=0).get_workflow("1")
+    assert raised.value.status == 401
+
+
+def test_a_429_is_retried_until_the_window_lets_the_call_through(client, monkeypatch):
+    verdicts = iter([False, False, True])
+    consulted = []
+
+    def limited(self, request):
+        consulted.append(request.path)
+        return next(verdicts)
+
+    monkeypatch.setattr(api_module.AgentRateLimit, "allow_request", limited)
+    workflow = client.create_workflow("T-1", "refund", "t")
+    assert len(consulted) == 3
+    assert Workflow.objects.filter(pk=workflow["id"]).exists()
+
+
+def test_a_429_that_outlasts_the_retries_is_raised(client, monkeypatch):
+    monkeypatch.setattr(api_module.AgentRateLimit, "allow_request", lambda self, request: False)
+    with pytest.raises(ApiError) as raised:
+        client.create_workflow("T-1", "refund", "t")
+    assert (raised.value.status, raised.value.code) == (429, "rate_limited")
+    assert not Workflow.objects.exists()
+
+
+def test_a_503_is_retried_and_the_retry_is_harmless(client, monkeypatch):
+    workflow_id = client.create_workflow("T-1", "refund", "t")["id"]
+
+    def flaky(n, original, *args, **kwargs):
+        if n == 1:
+            raise OperationalError("the database restarted")
+        return original(*args, **kwargs)
+
+    calls = counting(monkeypatch, "own_workflow", flaky)
+    client.report_step(workflow_id, 1, "read_ticket", "tool", "committed")
+    assert len(calls) == 2
+    assert Step.objects.filter(workflow_id=workflow_id).count() == 1
+
+
+def test_a_lost_answer_is_safe_to_resend(client, monkeypatch):
+    workflow_id = client.create_workflow("T-1", "refund", "t")["id"]
+
+    # The step is recorded, then the answer is lost (a 500 after the commit): the retry answers 200.
+    original, calls = Step.as_dict, []
+
+    def as_dict(step):
+        calls.append(step.seq)
+        if len(calls) == 1:
+            raise RuntimeError("the answer is lost after the commit")
+        return original(step)
+
+    monkeypatch.setattr(Step, "as_dict", as_dict)
+    step = client.report_step(workflow_id, 3, "issue_refund", "effect", "committed", **REFUND)
+    assert step["idempotency_key"] == "T-1042:refund"
+    assert len(calls) > 1  # the first answer was lost and the client asked again
+    assert Step.objects.filter(workflow_id=workflow_id).count() == 1
+
+
+def test_a_client_error_is_not_retried(client, monkeypatch):
+    calls = counting(monkeypatch, "own_workflow", lambda n, original, *a, **k: original(*a, **k))
+    with pytest.raises(ApiError):
+        client.get_workflow("424242")
+    assert len(calls) == 1
+
+
+def test_an_unreachable_console_is_unavailable_after_the_retries():
+    client = RecoveryClient("http://127.0.0.1:9", "rc_x", timeout=1, retries=1, backoff=0.01)
+    with pytest.raises(Unavailable):
+        client.get_workflow("1")
