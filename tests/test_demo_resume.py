@@ -1,0 +1,248 @@
+"""The demo fleet's resume never repeats a committed effect: real agent runs against the real API.
+
+Each test drives a demo agent over HTTP against ``live_server``, forces a fault,
+decides like an operator and carries the decision out with the delivery task
+called directly; then it counts what the simulated systems really executed.
+"""
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.demo_support import retry_locked, wait_for
+from tests.helpers import make_user
+from workflows import runtime, tasks
+from workflows.client import RecoveryClient, sign
+from workflows.demo.agent import DemoAgent, FaultPlan
+from workflows.demo.journal import Journal
+from workflows.demo.server import ResumeServer
+from workflows.demo.systems import Ledgers
+from workflows.models import Agent, Checkpoint, Decision, Workflow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Fleet:
+    """A resume server and demo agents, as run_demo_fleet runs them, on temp files and a free port."""
+
+    def __init__(self, console_url, tmp_path):
+        self.console_url = console_url
+        self.ledgers = Ledgers(tmp_path / "ledgers.sqlite3")
+        self.journal = Journal(tmp_path / "runtime.sqlite3")
+        self.agents = {}
+        self.stop = threading.Event()
+        self.server = ResumeServer(self.agents, journal=self.journal, ledgers=self.ledgers, port=0)
+        self.server.start()
+
+    def agent(self, name="support-bot", kind="refund", *, owner, polls=False, forced=None):
+        resume_url = "" if polls else self.server.url(f"/agents/{name}/resume")
+        record, token = Agent.register(name, resume_url=resume_url, owner=owner)
+        agent = DemoAgent(name, client=RecoveryClient(self.console_url, token, retries=2, backoff=0.05),
+                          ledgers=self.ledgers, journal=self.journal, kind=kind,
+                          faults=FaultPlan(0.0, forced=forced), signing_secret=record.signing_secret, polls=polls,
+                          poll_interval=0.05, settle_timeout=15.0, stop=self.stop)
+        if not polls:
+            self.agents[name] = agent
+        return agent
+
+    def executed(self, external_id):
+        """How often each effect of the ticket really ran in the simulated systems."""
+        return {suffix: len(self.ledgers.executions_for(f"{external_id}:{suffix}"))
+                for suffix in ("refund", "note", "message")}
+
+    def close(self):
+        self.stop.set()
+        self.server.stop()
+
+
+@pytest.fixture
+def fleet(live_server, tmp_path, settings):
+    settings.VAR_DIR = tmp_path
+    settings.DELIVERY_TIMEOUT_SECONDS = 5.0
+    fleet = Fleet(live_server.url, tmp_path)
+    yield fleet
+    fleet.close()
+
+
+@pytest.fixture
+def olivia(transactional_db):
+    return make_user("olivia")
+
+
+@pytest.fixture
+def operator(transactional_db):
+    return make_user("alice")
+
+
+def paused_run(fleet, owner, forced, **kwargs):
+    agent = fleet.agent(owner=owner, forced=forced, **kwargs)
+    run, outcome = agent.start()
+    assert outcome == "paused"
+    workflow = Workflow.objects.get(agent__name=agent.name, external_id=run.external_id)
+    return agent, workflow, workflow.checkpoints.get()
+
+
+def resume(fleet, checkpoint, by, **kwargs):
+    decision = checkpoint.decide(by=by, action="resume", instructions="Carry on.", **kwargs)
+    assert tasks.deliver_decision(decision.pk) == "delivered"
+    assert fleet.server.join(timeout=30), "the agent did not finish carrying the decision out"
+    return decision
+
+
+def test_a_crash_between_refund_and_note_resumes_without_a_second_refund(fleet, olivia, operator):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
+
+    state = checkpoint.resume_state
+    assert checkpoint.reason == "model_timeout" and checkpoint.at_seq == 4
+    [refund] = state["committed"]
+    assert refund["name"] == "issue_refund" and refund["external_ref"].startswith("R-")
+    assert state["promises"] == ["refund within 5 days"]
+    assert state["unknown_effects"] == []
+    assert state["state"]["remaining"] == ["write_ticket_note", "notify_customer"]
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
+
+    resume(fleet, checkpoint, operator)
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED
+    assert workflow.owner == olivia  # the same owner gets the workflow back
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+    assert fleet.ledgers.duplicates() == {}
+    steps = list(workflow.steps.order_by("seq").values_list("name", "status", "external_ref"))
+    assert [(name, status) for name, status, _ in steps] == [
+        ("read_ticket", "committed"), ("decide_refund", "committed"), ("issue_refund", "committed"),
+        ("write_ticket_note", "committed"), ("notify_customer", "committed")]
+    assert steps[2][2] == refund["external_ref"]
+
+
+def test_a_refund_that_timed_out_after_committing_is_confirmed_not_repeated(fleet, olivia, operator):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"issue_refund": "timeout_after_commit"})
+    key = f"{workflow.external_id}:refund"
+    assert [e["idempotency_key"] for e in checkpoint.unknown_effects] == [key]
+    assert fleet.executed(workflow.external_id)["refund"] == 1  # it really happened
+
+    resume(fleet, checkpoint, operator, confirmations={key: "happened"}, money_confirmed=True)
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+    step = workflow.steps.get(idempotency_key=key)
+    assert step.status == "committed" and step.seq == 3
+    assert step.external_ref == fleet.ledgers.executions_for(key)[0].ref
+
+
+def test_a_refund_that_timed_out_before_committing_is_issued_once_with_the_same_key(fleet, olivia, operator):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"issue_refund": "timeout_before_commit"})
+    key = f"{workflow.external_id}:refund"
+    assert fleet.executed(workflow.external_id)["refund"] == 0
+
+    resume(fleet, checkpoint, operator, confirmations={key: "did_not_happen"}, money_confirmed=True)
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+    step = workflow.steps.get(idempotency_key=key)
+    assert step.status == "committed" and step.seq == 3
+    assert step.external_ref == fleet.ledgers.executions_for(key)[0].ref
+
+
+def test_a_delivery_retried_with_the_same_id_is_acted_on_once(fleet, olivia, operator):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
+    calls = []
+    original = agent.on_delivery
+    agent.on_delivery = lambda payload: calls.append(payload["delivery_id"]) or original(payload)
+
+    decision = resume(fleet, checkpoint, operator)
+    # The console retries when it never saw the 2xx: same body, same X-Recovery-Delivery.
+    assert runtime.deliver(decision) == 200
+    assert fleet.server.join(timeout=30)
+
+    assert calls == [str(decision.delivery_id)]
+    assert fleet.journal.delivery_count(str(decision.delivery_id)) == 1
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+
+
+def post(url, body, headers):
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_a_delivery_with_a_bad_signature_gets_401_and_does_nothing(fleet, olivia, operator):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
+    decision = checkpoint.decide(by=operator, action="resume")
+    body = json.dumps(decision.payload()).encode()
+    url = fleet.server.url(f"/agents/{agent.name}/resume")
+    headers = {"Content-Type": "application/json", "X-Recovery-Delivery": str(decision.delivery_id)}
+
+    assert post(url, body, {**headers, "X-Recovery-Signature": sign("not-the-secret", body)}) == 401
+    assert post(url, body, headers) == 401  # unsigned
+    assert post(url, body + b" ", {**headers, "X-Recovery-Signature": sign(agent.signing_secret, body)}) == 401
+
+    assert fleet.journal.delivery_count(str(decision.delivery_id)) == 0
+    assert fleet.server.join(timeout=1)
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
+    assert workflow.steps.count() == 3
+
+
+def test_a_polling_agent_finds_its_decision_and_resumes_without_a_second_refund(fleet, olivia, operator):
+    agent = fleet.agent(owner=olivia, polls=True, forced={"write_ticket_note": "model_timeout"})
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(agent.start()[1]))
+    thread.start()
+    checkpoint = wait_for(lambda: Checkpoint.objects.filter(workflow__agent__name=agent.name).first(),
+                          what="the polling agent's checkpoint")
+
+    # The agent keeps polling (and so writing) meanwhile: on SQLite the decision may meet a table lock.
+    decision = retry_locked(lambda: Checkpoint.objects.get(pk=checkpoint.pk).decide(by=operator, action="resume"))
+    assert retry_locked(lambda: tasks.deliver_decision(decision.pk)) == "skipped"  # the agent fetches it
+    thread.join(timeout=30)
+
+    assert outcome == ["completed"]
+    workflow = checkpoint.workflow
+    workflow.refresh_from_db()
+    decision.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED and workflow.owner == olivia
+    assert decision.status == Decision.Status.SUCCEEDED
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+
+
+def test_a_handoff_stops_the_agent_and_nothing_more_is_executed(fleet, olivia, operator):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
+    decision = checkpoint.decide(by=operator, action="handoff", new_owner=operator,
+                                 instructions="Write the note by hand.")
+    assert tasks.deliver_decision(decision.pk) == "delivered"
+    assert fleet.server.join(timeout=30)
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.HANDED_OFF
+    assert fleet.journal.run(workflow.external_id)["status"] == "handed_off"
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
+
+
+def test_a_delivery_accepted_just_before_a_crash_is_carried_out_once_after_the_restart(
+        fleet, olivia, operator, tmp_path):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
+    fleet.server.dispatch = lambda *args: None  # the process dies after answering 202, before acting
+
+    decision = checkpoint.decide(by=operator, action="resume")
+    assert tasks.deliver_decision(decision.pk) == "delivered"
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
+
+    restarted = ResumeServer(fleet.agents, journal=Journal(fleet.journal.path), ledgers=fleet.ledgers, port=0)
+    try:
+        assert restarted.recover() == 1
+        assert restarted.join(timeout=30)
+        assert restarted.recover() == 0  # done now: a second restart does nothing
+    finally:
+        restarted.httpd.server_close()
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}

@@ -1,0 +1,501 @@
+"""A simulated support agent runtime doing the worked example of DESIGN.md, and two variants.
+
+The agent reports every step to the console through ``RecoveryClient`` (the real
+HTTP API): an effect is reported ``pending`` *before* it is attempted and
+``committed`` with its external reference after, so when the call times out the
+console holds a pending effect, i.e. an **unknown effect** an operator must
+confirm. On a fault the agent opens a checkpoint with its own state (the steps
+still to do, the ticket, the model's decision) and waits for the decision: on its
+resume endpoint (``server.py``) or, without one, by polling.
+
+On resume it never repeats a committed effect: it skips every effect whose
+idempotency key is committed in the resume state or in the console's record, and
+settles unknown effects as the operator confirmed them.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from workflows.client import ApiError, RecoveryClient, Unavailable
+
+from .journal import WAITING, Journal
+from .systems import Fault, Ledgers, RateLimited, SystemFailure
+
+log = logging.getLogger("workflows.demo")
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    name: str
+    kind: str  # "tool" | "model" | "effect"
+    key: str = ""  # effects: the idempotency key is "<external_id>:<key>"
+    promise: str = ""
+
+
+PLANS: dict[str, tuple[StepSpec, ...]] = {
+    # The worked example.
+    "refund": (
+        StepSpec("read_ticket", "tool"),
+        StepSpec("decide_refund", "model", promise="refund within 5 days"),
+        StepSpec("issue_refund", "effect", key="refund"),
+        StepSpec("write_ticket_note", "effect", key="note"),
+        StepSpec("notify_customer", "effect", key="message"),
+    ),
+    "billing_dispute": (
+        StepSpec("read_invoice", "tool"),
+        StepSpec("assess_dispute", "model", promise="corrected invoice within 2 business days"),
+        StepSpec("issue_credit", "effect", key="credit"),
+        StepSpec("write_ticket_note", "effect", key="note"),
+        StepSpec("notify_customer", "effect", key="message"),
+    ),
+    "ticket_triage": (
+        StepSpec("read_ticket", "tool"),
+        StepSpec("classify_ticket", "model", promise="a specialist replies within 24 hours"),
+        StepSpec("write_ticket_note", "effect", key="note"),
+        StepSpec("notify_customer", "effect", key="message"),
+    ),
+}
+TICKET_PREFIX = {"refund": "T", "billing_dispute": "INV", "ticket_triage": "Q"}
+
+# Faults the fleet injects, by step kind. For an effect, "model_timeout" and "rate_limit" hit the
+# model call that plans the step (before it is reported: the worked example's crash between 3 and 4);
+# the timeouts hit the external system itself, so the outcome is unknown to the agent.
+FAULTS_BY_KIND: dict[str, tuple[str, ...]] = {
+    "tool": ("garbage", "garbage", "tool_error", "rate_limit"),
+    "model": ("model_timeout", "model_timeout", "rate_limit"),
+    "effect": ("model_timeout", "rate_limit", "timeout_after_commit", "timeout_before_commit"),
+}
+SYSTEM_FAULTS = {"garbage": Fault.GARBAGE, "tool_error": Fault.ERROR, "rate_limit": Fault.RATE_LIMIT,
+                 "timeout_after_commit": Fault.TIMEOUT_AFTER_COMMIT,
+                 "timeout_before_commit": Fault.TIMEOUT_BEFORE_COMMIT}
+REFERENCE = re.compile(r"[RNM]-[0-9A-F]{8}")
+TICKET_FIELDS = ("ticket", "customer", "email", "subject", "amount", "currency")
+
+
+class FaultPlan:
+    """Where faults strike: at random with ``rate`` per workflow, or forced once per step name (tests)."""
+
+    def __init__(self, rate: float = 0.0, *, forced: dict[str, str] | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.rate = rate
+        self.forced = dict(forced or {})
+        self.rng = rng or random.Random()
+        self.lock = threading.Lock()
+
+    def pick(self, spec: StepSpec, steps: int, *, factor: float = 1.0) -> str | None:
+        with self.lock:
+            if spec.name in self.forced:
+                return self.forced.pop(spec.name)
+            # Spread the per-workflow rate over its steps so longer plans are not punished more.
+            per_step = 1 - (1 - min(self.rate * factor, 0.99)) ** (1 / max(steps, 1))
+            if self.rng.random() < per_step:
+                return self.rng.choice(FAULTS_BY_KIND[spec.kind])
+        return None
+
+
+class Paused(Exception):
+    """A fault the agent cannot get past on its own: it opens a checkpoint."""
+
+    def __init__(self, reason: str, detail: str, at_seq: int | None) -> None:
+        super().__init__(detail)
+        self.reason, self.detail, self.at_seq = reason, detail, at_seq
+
+
+@dataclass
+class Run:
+    """One workflow as the agent holds it in memory; ``state()`` is what a checkpoint carries."""
+
+    kind: str
+    external_id: str
+    workflow_id: str
+    ticket_id: str
+    remaining: list[str]
+    ticket: dict | None = None
+    decision: dict | None = None
+    refs: dict[str, str] = field(default_factory=dict)
+    committed: set[str] = field(default_factory=set)  # idempotency keys known to be done
+    next_seq: int = 1
+    checkpoint_id: str = ""
+    resume_state: dict = field(default_factory=dict)
+
+    def state(self) -> dict:
+        return {"kind": self.kind, "remaining": list(self.remaining), "ticket_id": self.ticket_id,
+                "ticket": self.ticket, "decision": self.decision, "refs": dict(self.refs)}
+
+    def take_seq(self) -> int:
+        self.next_seq += 1
+        return self.next_seq - 1
+
+    def key(self, spec: StepSpec) -> str:
+        return f"{self.external_id}:{spec.key}"
+
+
+class DemoAgent:
+    """One simulated agent runtime: one kind of workflow, its token, its fault plan."""
+
+    def __init__(self, name: str, *, client: RecoveryClient, ledgers: Ledgers, journal: Journal, kind: str,
+                 faults: FaultPlan | None = None, signing_secret: str = "", polls: bool = False,
+                 poll_interval: float = 2.0, settle_timeout: float = 60.0, step_delay: float = 0.0,
+                 resume_fault_factor: float = 0.5, stop: threading.Event | None = None) -> None:
+        if kind not in PLANS:
+            raise ValueError(f"Unknown workflow kind {kind!r}; known: {', '.join(PLANS)}")
+        self.name, self.client, self.ledgers, self.journal, self.kind = name, client, ledgers, journal, kind
+        self.faults = faults or FaultPlan()
+        self.signing_secret = signing_secret
+        self.polls = polls
+        self.poll_interval = poll_interval
+        self.settle_timeout = settle_timeout
+        self.step_delay = step_delay
+        self.resume_fault_factor = resume_fault_factor
+        self.stop = stop or threading.Event()
+        self.plan = {spec.name: spec for spec in PLANS[kind]}
+        self.active: set[str] = set()  # external ids of the runs this process is driving
+        self.lock = threading.Lock()
+
+    # --- the life of a workflow -----------------------------------------------------
+    def start(self) -> tuple[Run | None, str]:
+        """Start a new workflow and drive it until it completes, pauses (and, polling, beyond)."""
+        run = self.create_run()
+        if run is None:
+            return None, "skipped"
+        return run, self.drive(run)
+
+    def create_run(self) -> Run | None:
+        # The counter lives in the agent's journal; if that was wiped while the console kept its
+        # workflows, the idempotent create answers an old workflow: skip to the next number then.
+        for _ in range(20):
+            number = self.journal.next_number(self.kind)
+            ticket_id = f"{TICKET_PREFIX[self.kind]}-{number}"
+            external_id = ticket_id
+            title = f"{self.kind.replace('_', ' ').capitalize()} for {ticket_id}"
+            workflow = self.client.create_workflow(external_id, self.kind, title,
+                                                   context={"ticket": ticket_id, "agent": self.name})
+            if workflow.get("status") == "running" and not workflow.get("steps"):
+                break
+        else:
+            log.warning("%s: every new ticket number is taken in the console; not starting", self.name)
+            return None
+        run = Run(kind=self.kind, external_id=external_id, workflow_id=str(workflow["id"]), ticket_id=ticket_id,
+                  remaining=[spec.name for spec in PLANS[self.kind]])
+        self.journal.save_run(external_id, agent=self.name, kind=self.kind, status="running",
+                              workflow_id=run.workflow_id, state=run.state())
+        log.info("%s %s: started %s", self.name, external_id, self.kind)
+        return run
+
+    def drive(self, run: Run, decision: dict | None = None, *, waiting: bool = False) -> str:
+        """Work on ``run`` (after ``decision``, if given); a polling agent also waits here for decisions.
+
+        ``waiting``: the run is paused already (picked up again after a restart) and waits first.
+        """
+        with self.lock:
+            self.active.add(run.external_id)
+        try:
+            while True:
+                if waiting:
+                    decision = self.await_decision(run)
+                    if decision is None:
+                        return "stopped"
+                outcome = self.carry_out(run, decision) if decision else self.proceed(run)
+                if outcome != "paused" or not self.polls:
+                    return outcome
+                waiting = True
+        except Unavailable as exc:
+            # The workflow stays running in the console; its silence sweep pauses it: never a blank state.
+            log.warning("%s %s: console unreachable, leaving the run (%s)", self.name, run.external_id, exc)
+            self.journal.set_status(run.external_id, "abandoned")
+            return "abandoned"
+        except ApiError as exc:
+            log.error("%s %s: the console refused a report: %s", self.name, run.external_id, exc)
+            self.journal.set_status(run.external_id, "failed")
+            return "failed"
+        finally:
+            with self.lock:
+                self.active.discard(run.external_id)
+
+    def adopt(self, row: dict) -> str:
+        """A paused run from the journal (the process restarted): wait for its decision again."""
+        run = self.run_from({"external_id": row["external_id"], "workflow_id": row["workflow_id"],
+                             "checkpoint_id": row["checkpoint_id"], "resume_state": row["resume_state"]})
+        return self.drive(run, waiting=True)
+
+    def proceed(self, run: Run, *, fault_factor: float = 1.0) -> str:
+        try:
+            for name in list(run.remaining):
+                spec = self.plan[name]
+                if self.step_delay and not self.stop.is_set():
+                    self.stop.wait(random.uniform(0.5, 1.5) * self.step_delay)
+                fault = self.faults.pick(spec, len(self.plan), factor=fault_factor)
+                {"tool": self.tool_step, "model": self.model_step, "effect": self.effect_step}[spec.kind](
+                    run, spec, fault)
+                run.remaining.remove(name)
+        except Paused as pause:
+            return self.pause(run, pause)
+        return self.complete(run)
+
+    def pause(self, run: Run, pause: Paused) -> str:
+        try:
+            checkpoint = self.client.open_checkpoint(run.workflow_id, pause.reason, detail=pause.detail,
+                                                     at_seq=pause.at_seq, state=run.state())
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            # The console paused it first (e.g. its silence sweep): that checkpoint is the one to decide.
+            log.warning("%s %s: the console already holds a checkpoint (%s)", self.name, run.external_id, exc)
+            self.journal.set_status(run.external_id, "lost")
+            return "lost"
+        run.checkpoint_id, run.resume_state = str(checkpoint["id"]), checkpoint.get("resume_state") or {}
+        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=WAITING,
+                              workflow_id=run.workflow_id, checkpoint_id=run.checkpoint_id, state=run.state(),
+                              resume_state=run.resume_state)
+        unknown = [e["idempotency_key"] for e in run.resume_state.get("unknown_effects", [])]
+        log.info("%s %s: paused at step %s, %s: %s%s", self.name, run.external_id, pause.at_seq, pause.reason,
+                 pause.detail, f" (unknown: {', '.join(unknown)})" if unknown else "")
+        return "paused"
+
+    def complete(self, run: Run) -> str:
+        summary = "; ".join(f"{name} {ref}" for name, ref in run.refs.items()) or "done"
+        deadline_tries = max(1, int(self.settle_timeout / max(self.poll_interval, 0.05)))
+        for attempt in range(deadline_tries):
+            try:
+                self.client.finish(run.workflow_id, "completed", summary)
+                break
+            except ApiError as exc:
+                # 409: the console has not resolved the checkpoint yet (the delivery is finishing).
+                if exc.status != 409 or attempt == deadline_tries - 1:
+                    raise
+                self.stop.wait(self.poll_interval)
+        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status="completed",
+                              workflow_id=run.workflow_id, checkpoint_id=run.checkpoint_id, state=run.state())
+        log.info("%s %s: completed (%s)", self.name, run.external_id, summary)
+        return "completed"
+
+    # --- decisions ------------------------------------------------------------------------
+    def on_delivery(self, payload: dict) -> str:
+        """A decision arrived on the resume endpoint (already verified and deduped)."""
+        run = self.run_from(payload)
+        log.info("%s %s: decision %s delivered", self.name, run.external_id, payload.get("action"))
+        return self.drive(run, decision=payload)
+
+    def run_from(self, payload: dict) -> Run:
+        """Rebuild the run from the checkpoint's state; the journal fills in what the agent sent nothing for."""
+        resume_state = payload.get("resume_state") or {}
+        state = resume_state.get("state") or {}
+        if not state.get("remaining"):
+            saved = self.journal.run(str(payload["external_id"]))
+            state = saved["state"] if saved else {}
+        remaining = state.get("remaining")
+        if remaining is None:  # nothing known (a checkpoint the console opened): the whole plan, minus commits
+            remaining = list(self.plan)
+        return Run(kind=self.kind, external_id=str(payload["external_id"]), workflow_id=str(payload["workflow_id"]),
+                   ticket_id=str(state.get("ticket_id") or payload["external_id"]),
+                   remaining=[name for name in remaining if name in self.plan], ticket=state.get("ticket"),
+                   decision=state.get("decision"), refs=dict(state.get("refs") or {}),
+                   checkpoint_id=str(payload.get("checkpoint_id") or ""), resume_state=resume_state)
+
+    def carry_out(self, run: Run, decision: dict) -> str:
+        action = decision.get("action")
+        if action in ("handoff", "abort"):
+            status = "handed_off" if action == "handoff" else "aborted"
+            self.journal.set_status(run.external_id, status)
+            log.info("%s %s: %s%s; the agent stops working on it", self.name, run.external_id,
+                     status.replace("_", " "), f" to {decision['new_owner']}" if decision.get("new_owner") else "")
+            return status
+        if action not in ("resume", "retry_step"):
+            log.error("%s %s: unknown action %r ignored", self.name, run.external_id, action)
+            return "ignored"
+        workflow = self.settle(run)
+        if workflow is None:
+            return "stopped" if self.stop.is_set() else "stuck"
+        self.sync(run, workflow, decision.get("resume_state") or run.resume_state)
+        self.journal.set_status(run.external_id, "running")
+        try:
+            self.settle_unknowns(run, decision.get("resume_state") or run.resume_state,
+                                 decision.get("confirmations") or {})
+        except Paused as pause:
+            return self.pause(run, pause)
+        return self.proceed(run, fault_factor=self.resume_fault_factor)
+
+    def settle(self, run: Run) -> dict | None:
+        """Wait until the console has carried the decision out (the workflow runs again)."""
+        waited = 0.0
+        while True:
+            workflow = self.client.get_workflow(run.workflow_id)
+            if workflow.get("status") == "running":
+                return workflow
+            if self.stop.is_set():
+                return None
+            if workflow.get("status") in ("completed", "failed", "handed_off", "aborted") \
+                    or waited >= self.settle_timeout:
+                log.warning("%s %s: the workflow is %s, not running; not resuming", self.name, run.external_id,
+                            workflow.get("status"))
+                self.journal.set_status(run.external_id, "stuck")
+                return None
+            self.stop.wait(min(self.poll_interval, 0.25))
+            waited += min(self.poll_interval, 0.25)
+
+    def sync(self, run: Run, workflow: dict, resume_state: dict) -> None:
+        """Take the console's record as the truth about what is done (it outlives this process)."""
+        steps = workflow.get("steps") or []
+        run.next_seq = max([int(s["seq"]) for s in steps] + [0]) + 1
+        done = [s for s in steps if s.get("kind") == "effect" and s.get("status") == "committed"]
+        done += [s for s in resume_state.get("committed") or [] if s.get("status", "committed") == "committed"]
+        for step in done:
+            if step.get("idempotency_key"):
+                run.committed.add(step["idempotency_key"])
+            if step.get("external_ref"):
+                run.refs.setdefault(step["name"], step["external_ref"])
+        for step in steps:
+            if step.get("status") != "committed":
+                continue
+            if step.get("kind") == "tool" and step.get("verified") and run.ticket is None:
+                run.ticket = step.get("output")
+            if step.get("kind") == "model" and run.decision is None:
+                run.decision = step.get("output")
+
+    def settle_unknowns(self, run: Run, resume_state: dict, confirmations: dict) -> None:
+        """Every effect whose outcome was unknown, as the operator confirmed it."""
+        for effect in resume_state.get("unknown_effects") or []:
+            key, name, seq = effect["idempotency_key"], effect["name"], int(effect["seq"])
+            spec = self.plan.get(name)
+            if key in run.committed or spec is None:
+                continue
+            verdict = confirmations.get(key)
+            if verdict == "happened":
+                ref = self.ledgers.lookup(key)
+                self.client.report_step(run.workflow_id, seq, name, "effect", "committed", input=effect.get("input"),
+                                        output={"confirmed_by_operator": "happened", "ref": ref},
+                                        idempotency_key=key, external_ref=ref, promise=effect.get("promise"))
+                run.committed.add(key)
+                if ref:
+                    run.refs[name] = ref
+                log.info("%s %s: %s confirmed as happened (%s); not repeating it", self.name, run.external_id,
+                         key, ref or "no reference found")
+            elif verdict == "did_not_happen":
+                log.info("%s %s: %s confirmed as not done; executing it now", self.name, run.external_id, key)
+                self.execute_effect(run, spec, seq, effect.get("input") or {}, key, None)
+            else:
+                raise Paused("other", f"No operator confirmation for the unknown effect {key}.", seq)
+            if name in run.remaining:
+                run.remaining.remove(name)
+
+    def await_decision(self, run: Run) -> dict | None:
+        """Polling agents: wait for the operator's decision on the open checkpoint."""
+        while not self.stop.is_set():
+            try:
+                # One look per call; the pause between looks is ours, so a stopping fleet is not kept waiting.
+                decision = self.client.wait_for_decision(run.checkpoint_id, interval=self.poll_interval, timeout=0)
+            except TimeoutError:
+                self.stop.wait(self.poll_interval)
+                continue
+            except Unavailable as exc:
+                log.warning("%s %s: console unreachable while polling (%s)", self.name, run.external_id, exc)
+                self.stop.wait(self.poll_interval * 5)
+                continue
+            log.info("%s %s: decision %s found by polling", self.name, run.external_id, decision.get("action"))
+            return {**decision, "resume_state": run.resume_state}
+        return None
+
+    # --- steps ---------------------------------------------------------------------------
+    def report(self, run: Run, seq: int, spec: StepSpec, status: str, **fields: Any) -> None:
+        self.client.report_step(run.workflow_id, seq, spec.name, spec.kind, status, **fields)
+
+    def tool_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
+        seq = run.take_seq()
+        request = {"ticket": run.ticket_id}
+        try:
+            answer = self.ledgers.tickets.read(run.ticket_id, fault=SYSTEM_FAULTS.get(fault or ""))
+        except SystemFailure as exc:
+            self.report(run, seq, spec, "failed", input=request, output={"error": str(exc)})
+            reason = "rate_limit" if isinstance(exc, RateLimited) else "tool_error"
+            raise Paused(reason, f"{spec.name} failed: {exc}", seq) from exc
+        if not (isinstance(answer, dict) and all(isinstance(answer.get(f), str) for f in TICKET_FIELDS)):
+            # Never act on an answer that does not parse: record it (escaped by the console) and pause.
+            # Kept as text for the operator; NUL is the one character JSON text stores cannot hold.
+            raw = str(answer)[:500].replace("\x00", "\\x00")
+            self.report(run, seq, spec, "failed", input=request, output={"raw": raw})
+            raise Paused("untrusted_output", f"{spec.name} answered something that is not a ticket.", seq)
+        self.report(run, seq, spec, "committed", input=request, output=answer, verified=True)
+        run.ticket = answer
+
+    def model_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
+        seq = run.take_seq()
+        ticket = run.ticket or {}
+        prompt = {"model": "support-model-v3", "prompt": f"{ticket.get('subject', '?')} ({run.ticket_id}): what now?"}
+        if fault in ("model_timeout", "rate_limit"):
+            error = "model call timed out after 30 s" if fault == "model_timeout" else "model provider answered 429"
+            self.report(run, seq, spec, "failed", input=prompt, output={"error": error})
+            raise Paused(fault, f"{spec.name}: {error}.", seq)
+        amount, currency = ticket.get("amount", "0.00"), ticket.get("currency", "EUR")
+        if self.kind == "refund":
+            output = {"decision": "refund", "amount": amount, "currency": currency,
+                      "rationale": "eligible under the 30-day refund policy"}
+        elif self.kind == "billing_dispute":
+            output = {"decision": "credit", "amount": f"{float(amount) / 2:.2f}", "currency": currency,
+                      "rationale": "half of the invoice was billed in error"}
+        else:
+            output = {"category": random.choice(("delivery", "billing", "product")), "priority": "normal"}
+        self.report(run, seq, spec, "committed", input=prompt, output=output, promise=spec.promise)
+        run.decision = output
+
+    def effect_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
+        if fault in ("model_timeout", "rate_limit"):
+            # The model call that plans this step failed: nothing reported, nothing attempted.
+            what = "timed out" if fault == "model_timeout" else "was rate limited (429)"
+            raise Paused(fault, f"The model call planning {spec.name} {what}.", run.next_seq)
+        key = run.key(spec)
+        if key in run.committed:
+            log.info("%s %s: %s already committed; skipping it", self.name, run.external_id, key)
+            return
+        seq = run.take_seq()
+        request = self.effect_input(run, spec)
+        # Reported before acting: if the call never answers, the console knows the outcome is unknown.
+        self.report(run, seq, spec, "pending", input=request, idempotency_key=key,
+                    promise=request.get("promise"))
+        self.execute_effect(run, spec, seq, request, key, SYSTEM_FAULTS.get(fault or ""))
+
+    def execute_effect(self, run: Run, spec: StepSpec, seq: int, request: dict, key: str,
+                       fault: Fault | None) -> None:
+        try:
+            answer = self.call_system(spec, request, key, fault)
+        except SystemFailure as exc:
+            # Left pending on purpose: the agent cannot know whether it happened, an operator can.
+            reason = "rate_limit" if isinstance(exc, RateLimited) else "tool_error"
+            raise Paused(reason, f"{spec.name}: {exc}; whether {key} happened is unknown.", seq) from exc
+        if not REFERENCE.fullmatch(answer):
+            raise Paused("untrusted_output", f"{spec.name} answered something that is not a reference; "
+                                             f"whether {key} happened is unknown.", seq)
+        self.report(run, seq, spec, "committed", input=request, output={"ref": answer}, idempotency_key=key,
+                    external_ref=answer, promise=request.get("promise"))
+        run.committed.add(key)
+        run.refs[spec.name] = answer
+
+    def effect_input(self, run: Run, spec: StepSpec) -> dict:
+        ticket, decision = run.ticket or {}, run.decision or {}
+        amount, currency = decision.get("amount", ticket.get("amount")), decision.get("currency", ticket.get("currency"))
+        if spec.name in ("issue_refund", "issue_credit"):
+            return {"ticket": run.ticket_id, "amount": amount, "currency": currency, "to": ticket.get("customer")}
+        if spec.name == "write_ticket_note":
+            done = ", ".join(f"{name} {ref}" for name, ref in run.refs.items()) or "no effect yet"
+            return {"ticket": run.ticket_id, "text": f"{self.name}: {self.kind.replace('_', ' ')} handled ({done})."}
+        promise = next((s.promise for s in self.plan.values() if s.promise), "")
+        text = (f"Dear {ticket.get('customer', 'customer')}, we have issued {amount} {currency}: "
+                f"{promise}." if amount and self.kind != "ticket_triage" else f"Dear customer, {promise}.")
+        return {"ticket": run.ticket_id, "to": ticket.get("email"), "text": text,
+                "promise": f"customer told: {promise}"}
+
+    def call_system(self, spec: StepSpec, request: dict, key: str, fault: Fault | None) -> str:
+        if spec.name in ("issue_refund", "issue_credit"):
+            return self.ledgers.payments.refund(key, ticket=request["ticket"], amount=str(request["amount"]),
+                                                currency=str(request["currency"]), agent=self.name, fault=fault,
+                                                operation="refund" if spec.name == "issue_refund" else "credit")
+        if spec.name == "write_ticket_note":
+            return self.ledgers.tickets.add_note(key, ticket=request["ticket"], text=request["text"],
+                                                 agent=self.name, fault=fault)
+        return self.ledgers.messaging.send(key, ticket=request["ticket"], to=str(request.get("to")),
+                                           text=request["text"], agent=self.name, fault=fault)

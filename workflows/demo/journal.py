@@ -1,0 +1,118 @@
+"""The demo agent runtime's own memory: its runs, the deliveries it accepted, its ticket counter.
+
+A real agent runtime keeps this in its own store, so it survives a restart: a
+delivery the console retries after a crash is recognised (and acted on once),
+and a polling agent picks its paused runs up again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .store import SqliteFile, demo_dir, now_iso
+
+WAITING = "waiting"  # a checkpoint is open and the agent waits for the decision
+
+
+class Journal(SqliteFile):
+    SCHEMA = """
+    CREATE TABLE IF NOT EXISTS runs (
+        external_id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        workflow_id TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL,
+        state TEXT NOT NULL DEFAULT '{}',
+        resume_state TEXT NOT NULL DEFAULT '{}',
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, agent);
+    CREATE TABLE IF NOT EXISTS deliveries (
+        delivery_id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        finished_at TEXT
+    );
+    CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        super().__init__(path or demo_dir() / "runtime.sqlite3")
+
+    # --- ticket numbers ----------------------------------------------------------
+    def next_number(self, name: str, start: int = 1000) -> int:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO counters (name, value) VALUES (?, ?)", (name, start))
+            conn.execute("UPDATE counters SET value = value + 1 WHERE name = ?", (name,))
+            return conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()[0]
+
+    # --- runs ------------------------------------------------------------------------
+    def save_run(self, external_id: str, *, agent: str, kind: str, status: str, workflow_id: str = "",
+                 checkpoint_id: str = "", state: dict | None = None, resume_state: dict | None = None) -> None:
+        with self.connect() as conn:
+            conn.execute(
+                "INSERT INTO runs (external_id, agent, kind, workflow_id, checkpoint_id, status, state,"
+                " resume_state, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (external_id) DO UPDATE SET workflow_id = excluded.workflow_id,"
+                " checkpoint_id = excluded.checkpoint_id, status = excluded.status, state = excluded.state,"
+                " resume_state = excluded.resume_state, updated_at = excluded.updated_at",
+                (external_id, agent, kind, workflow_id, checkpoint_id, status, json.dumps(state or {}),
+                 json.dumps(resume_state or {}), now_iso()))
+
+    def set_status(self, external_id: str, status: str) -> None:
+        with self.connect() as conn:
+            conn.execute("UPDATE runs SET status = ?, updated_at = ? WHERE external_id = ?",
+                         (status, now_iso(), external_id))
+
+    def run(self, external_id: str) -> dict[str, Any] | None:
+        with self.connect() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE external_id = ?", (external_id,)).fetchone()
+        return self._decode(row) if row else None
+
+    @staticmethod
+    def _decode(row: Any) -> dict[str, Any]:
+        return {**dict(row), "state": json.loads(row["state"]), "resume_state": json.loads(row["resume_state"])}
+
+    def runs(self, *, status: str | None = None, agent: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM runs WHERE 1 = 1", []
+        if status:
+            sql, args = sql + " AND status = ?", [*args, status]
+        if agent:
+            sql, args = sql + " AND agent = ?", [*args, agent]
+        with self.connect() as conn:
+            rows = conn.execute(sql + " ORDER BY updated_at", args).fetchall()
+        return [self._decode(r) for r in rows]
+
+    def waiting_count(self) -> int:
+        with self.connect() as conn:
+            return conn.execute("SELECT COUNT(*) FROM runs WHERE status = ?", (WAITING,)).fetchone()[0]
+
+    # --- deliveries ----------------------------------------------------------------------
+    def accept_delivery(self, delivery_id: str, *, agent: str, payload: dict) -> bool:
+        """Record a delivery; False when it was accepted before (the console retried it)."""
+        with self.connect() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO deliveries (delivery_id, agent, payload, status, received_at)"
+                " VALUES (?, ?, ?, 'accepted', ?)", (delivery_id, agent, json.dumps(payload), now_iso()))
+            return cursor.rowcount == 1
+
+    def finish_delivery(self, delivery_id: str, status: str = "done") -> None:
+        with self.connect() as conn:
+            conn.execute("UPDATE deliveries SET status = ?, finished_at = ? WHERE delivery_id = ?",
+                         (status, now_iso(), delivery_id))
+
+    def unfinished_deliveries(self) -> list[dict[str, Any]]:
+        """Accepted but never carried out: the process died in between. Picked up again at start."""
+        with self.connect() as conn:
+            rows = conn.execute("SELECT * FROM deliveries WHERE status = 'accepted' ORDER BY received_at")
+            return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+
+    def delivery_count(self, delivery_id: str) -> int:
+        with self.connect() as conn:
+            return conn.execute("SELECT COUNT(*) FROM deliveries WHERE delivery_id = ?",
+                                (delivery_id,)).fetchone()[0]
