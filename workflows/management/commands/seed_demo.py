@@ -1,0 +1,180 @@
+"""Seed the demo: roles, users, runbooks and the demo agents. Idempotent: `make run` calls it every time.
+
+Users get random passwords on first creation, kept in ``var/demo/users.json``
+(dev only) and printed every run. Agent tokens and signing secrets go to
+``var/demo/agents.json`` for the demo fleet; a token is stored only hashed in the
+console, so when that file is lost (or no longer matches) the token is rotated.
+Rows someone edited since (a runbook's text, a password) are left as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+from django.urls import NoReverseMatch, reverse
+
+from workflows.demo.store import demo_dir
+from workflows.models import Agent, Reason, Runbook, hash_token
+
+ROLES = ("operator", "tpm", "admin")
+USERS = (("operator", "operator"), ("tpm", "tpm"), ("admin", "admin"))  # username, role
+# The polling agent second, so that `run_demo_fleet --agents 2` still exercises both delivery paths.
+AGENTS = (
+    ("support-bot", "refund", True, "Support agent: refunds for tickets (the worked example)."),
+    ("ticket-bot", "ticket_triage", False, "Triage agent without a resume endpoint: it polls for decisions."),
+    ("billing-bot", "billing_dispute", True, "Billing agent: invoice disputes and credits."),
+)
+DEMO_LEDGERS_URL = re.compile(r"http://127\.0\.0\.1:\d+/ledgers")
+UNKNOWN_EFFECT_BODY = (
+    "A call to an external system failed. If the resume state lists an unknown effect (say the refund "
+    "T-1042:refund), the call timed out and nobody knows whether it happened: never resume on a guess. "
+    "Open the ledgers (link above) and search for the effect's idempotency key. A row means it happened: "
+    "confirm \"happened\" and note its reference; the agent records it and does not execute it again. No "
+    "row means it did not: confirm \"did not happen\"; the agent executes it once, with the same key. "
+    "If nothing is unknown, the tool simply failed: retry the step.")
+
+
+def runbooks(fleet_port: int) -> list[dict[str, Any]]:
+    ledgers = f"http://127.0.0.1:{fleet_port}/ledgers"
+    return [
+        {"slug": "default", "title": "Default: read the resume state, then decide", "is_default": True,
+         "body": "Read what is committed, what is pending and what was promised to the customer. Resume when "
+                 "the next step is safe; hand off when a person must take over; abort only when nothing "
+                 "the customer was promised is left undone.",
+         "sla_target_minutes": 5, "sla_warning_minutes": 2},
+        {"slug": "refund-model-timeout", "title": "Refund: the model timed out", "workflow_kind": "refund",
+         "reason": Reason.MODEL_TIMEOUT,
+         "body": "The model call died mid-refund. Check the committed effects: a committed refund has its R-… "
+                 "reference and is never issued again on resume. Resume: the agent writes the ticket note and "
+                 "notifies the customer once, and keeps the promise \"refund within 5 days\".",
+         "sla_target_minutes": 3, "sla_warning_minutes": 1},
+        {"slug": "refund-unknown-refund", "title": "Refund: the refund's outcome is unknown",
+         "workflow_kind": "refund", "reason": Reason.TOOL_ERROR, "url": ledgers, "body": UNKNOWN_EFFECT_BODY,
+         "sla_target_minutes": 4, "sla_warning_minutes": 2},
+        {"slug": "billing-unknown-credit", "title": "Billing dispute: the credit's outcome is unknown",
+         "workflow_kind": "billing_dispute", "reason": Reason.TOOL_ERROR, "url": ledgers,
+         "body": UNKNOWN_EFFECT_BODY.replace("the refund T-1042:refund", "the credit INV-1042:credit"),
+         "sla_target_minutes": 4, "sla_warning_minutes": 2},
+        {"slug": "untrusted-output", "title": "A tool answered garbage", "reason": Reason.UNTRUSTED_OUTPUT,
+         "body": "A tool answered something that does not parse (shown escaped in the trajectory). The agent "
+                 "did not act on it. Retry the step when the upstream looks healthy again; hand off if it "
+                 "keeps happening.",
+         "sla_target_minutes": 5, "sla_warning_minutes": 2},
+    ]
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def write_private(path: Path, data: dict) -> None:
+    """Secrets: owner-only file, replaced atomically so the fleet never reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+class Command(BaseCommand):
+    help = "Create the demo roles, users, runbooks and agents (idempotent) and print the demo logins."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--port", type=int, default=8000, help="Port of the console (for the login URL).")
+        parser.add_argument("--fleet-port", type=int, default=8765, help="Port of the demo fleet's resume server.")
+
+    def handle(self, *args: Any, port: int, fleet_port: int, **options: Any) -> None:
+        users_path, agents_path = demo_dir() / "users.json", demo_dir() / "agents.json"
+        passwords = read_json(users_path)
+        with transaction.atomic():
+            users, new_passwords = self.seed_users(passwords)
+            self.seed_runbooks(fleet_port, escalate_to=users["admin"])
+            agents, rotated = self.seed_agents(read_json(agents_path), fleet_port, owner=users["operator"])
+        if new_passwords:
+            write_private(users_path, {**passwords, **new_passwords})
+        write_private(agents_path, {"console": f"http://127.0.0.1:{port}", "agents": agents})
+        self.report({**passwords, **new_passwords}, users, agents, rotated, port, users_path, agents_path)
+
+    def seed_users(self, passwords: dict) -> tuple[dict[str, Any], dict[str, str]]:
+        User = get_user_model()
+        groups = {role: Group.objects.get_or_create(name=role)[0] for role in ROLES}
+        users, new = {}, {}
+        for username, role in USERS:
+            user = User.objects.filter(username=username).first()
+            if user is None:
+                # A password from the file is reused when the database was reset but the file kept.
+                password = passwords.get(username) or secrets.token_urlsafe(12)
+                user = User.objects.create_user(username, password=password)
+                new[username] = password
+            if role == "admin" and not (user.is_staff and user.is_superuser):
+                user.is_staff = user.is_superuser = True
+                user.save(update_fields=["is_staff", "is_superuser"])
+            user.groups.add(groups[role])
+            users[username] = user
+        return users, new
+
+    def seed_runbooks(self, fleet_port: int, *, escalate_to: Any) -> None:
+        for spec in runbooks(fleet_port):
+            spec = dict(spec)
+            if spec.get("is_default") and Runbook.objects.filter(is_default=True).exclude(slug=spec["slug"]).exists():
+                spec["is_default"] = False  # an admin chose another default: keep theirs
+            runbook, created = Runbook.objects.get_or_create(
+                slug=spec.pop("slug"), defaults={**spec, "escalation_target": escalate_to})
+            # The fleet's port may change between runs; a hand-edited URL is left alone.
+            if not created and spec.get("url") and DEMO_LEDGERS_URL.fullmatch(runbook.url) \
+                    and runbook.url != spec["url"]:
+                runbook.url = spec["url"]
+                runbook.save(update_fields=["url"])
+
+    def seed_agents(self, saved: dict, fleet_port: int, *, owner: Any) -> tuple[list[dict], list[str]]:
+        known = {entry.get("name"): entry for entry in saved.get("agents", []) if isinstance(entry, dict)}
+        entries, rotated = [], []
+        for name, kind, webhook, description in AGENTS:
+            resume_url = f"http://127.0.0.1:{fleet_port}/agents/{name}/resume" if webhook else ""
+            agent = Agent.objects.filter(name=name).first()
+            token = (known.get(name) or {}).get("token")
+            if agent is None:
+                agent, token = Agent.register(name, resume_url=resume_url, owner=owner, description=description)
+                Agent.objects.filter(pk=agent.pk).update(silence_seconds=300)
+            else:
+                if not token or hash_token(token) != agent.token_hash:
+                    token = agent.set_new_token()  # the clear token is gone: the only way is a new one
+                    rotated.append(name)
+                agent.resume_url = resume_url
+                agent.owner = agent.owner or owner
+                agent.is_active = True
+                agent.save()
+            entries.append({"name": name, "kind": kind, "token": token, "signing_secret": agent.signing_secret,
+                            "resume_url": resume_url, "owner": agent.owner.get_username() if agent.owner else None})
+        return entries, rotated
+
+    def report(self, passwords: dict, users: dict, agents: list[dict], rotated: list[str], port: int,
+               users_path: Path, agents_path: Path) -> None:
+        try:
+            login = reverse("login")
+        except NoReverseMatch:
+            login = "/"
+        write = self.stdout.write
+        write(f"Demo logins (dev only; kept in {users_path}): http://127.0.0.1:{port}{login}")
+        write(f"  {'user':<10}{'role':<10}password")
+        for username, role in USERS:
+            shown = passwords.get(username) or f"(not on file: manage.py changepassword {username})"
+            write(f"  {username:<10}{role:<10}{shown}")
+        write(f"Demo agents (tokens in {agents_path}" + (f"; rotated: {', '.join(rotated)}" if rotated else "") + "):")
+        for entry in agents:
+            how = f"resume URL {entry['resume_url']}" if entry["resume_url"] else "polls for decisions"
+            write(f"  {entry['name']:<13}{entry['kind']:<17}{how}")
