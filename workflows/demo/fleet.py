@@ -1,0 +1,200 @@
+"""The demo fleet: a few simulated agents that keep the console busy, and their resume server.
+
+Each agent starts a workflow every few seconds in its own thread. New work is held
+back while more than ``max_open`` checkpoints wait for a decision, so a fleet left
+running overnight leaves a realistic queue, not thousands of rows. When the
+console is not up yet (``make run`` starts it at the same time) the agents wait
+and retry politely. Everything goes through the real HTTP API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workflows.client import ApiError, RecoveryClient, Unavailable
+
+from .agent import PLANS, DemoAgent, FaultPlan
+from .journal import WAITING, Journal
+from .server import ResumeServer
+from .store import demo_dir
+from .systems import Ledgers
+
+log = logging.getLogger("workflows.demo")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    name: str
+    kind: str
+    token: str
+    signing_secret: str
+    resume_url: str = ""
+    owner: str | None = None
+
+    @property
+    def polls(self) -> bool:
+        return not self.resume_url
+
+
+def agents_file() -> Path:
+    return demo_dir() / "agents.json"
+
+
+def load_agents(path: Path | None = None) -> list[AgentConfig]:
+    """The demo agents seed_demo registered, in the order it wrote them."""
+    data = json.loads((path or agents_file()).read_text())
+    fields = AgentConfig.__dataclass_fields__
+    return [AgentConfig(**{k: v for k, v in entry.items() if k in fields}) for entry in data["agents"]]
+
+
+class Fleet:
+    def __init__(self, console_url: str, configs: list[AgentConfig], *, port: int = 8765, interval: float = 4.0,
+                 max_open: int = 12, seed: int | None = None, fault_rate: float = 0.35,
+                 step_delay: float = 0.6, poll_interval: float = 2.0, retries: int = 3,
+                 ledgers: Ledgers | None = None, journal: Journal | None = None) -> None:
+        self.console_url = console_url
+        self.interval = interval
+        self.max_open = max_open
+        self.stop_event = threading.Event()
+        self.rng = random.Random(seed)
+        self.ledgers = ledgers or Ledgers()
+        self.journal = journal or Journal()
+        self.agents: dict[str, DemoAgent] = {}
+        for config in configs:
+            if config.kind not in PLANS:
+                log.warning("%s: unknown workflow kind %r; not running it", config.name, config.kind)
+                continue
+            client = RecoveryClient(console_url, config.token, timeout=10.0, retries=retries, backoff=0.5)
+            self.agents[config.name] = DemoAgent(
+                config.name, client=client, ledgers=self.ledgers, journal=self.journal, kind=config.kind,
+                faults=FaultPlan(fault_rate, rng=random.Random(self.rng.random())),
+                signing_secret=config.signing_secret, polls=config.polls, poll_interval=poll_interval,
+                step_delay=step_delay, stop=self.stop_event)
+        self.server = ResumeServer({n: a for n, a in self.agents.items() if not a.polls},
+                                   journal=self.journal, ledgers=self.ledgers, port=port)
+        self.threads: list[threading.Thread] = []
+        self.runs: set[threading.Thread] = set()
+        self.lock = threading.Lock()
+
+    # --- lifecycle ------------------------------------------------------------------
+    def start(self) -> None:
+        self.server.start()
+        log.info("demo fleet: %d agent(s) (%s), resume server and ledgers at %s, console %s",
+                 len(self.agents), ", ".join(f"{n}: {a.kind}{' (polls)' if a.polls else ''}"
+                                             for n, a in self.agents.items()),
+                 self.server.url("/ledgers"), self.console_url)
+        self.server.recover()
+        self.thread(self.housekeeping, "fleet-housekeeping")
+        for agent in self.agents.values():
+            self.thread(self.launch_loop, f"launch-{agent.name}", agent)
+
+    def wait(self) -> None:
+        """Block until ``stop`` (a signal handler calls it)."""
+        while not self.stop_event.wait(0.5):
+            pass
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop starting work, let the runs in flight reach a report, close the server."""
+        self.stop_event.set()
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            runs = list(self.runs)
+        for thread in [*self.threads, *runs]:
+            thread.join(max(deadline - time.monotonic(), 0.01))
+        self.server.stop(wait=max(deadline - time.monotonic(), 0.01))
+        log.info("demo fleet stopped")
+
+    def thread(self, target: Any, name: str, *args: Any) -> threading.Thread:
+        thread = threading.Thread(target=target, name=name, args=args, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+        return thread
+
+    def spawn(self, target: Any, name: str, *args: Any) -> None:
+        """A thread per run in flight: a polling agent's run waits in it for its decision."""
+        def work() -> None:
+            try:
+                target(*args)
+            except Exception:
+                log.exception("%s: run crashed", name)
+            finally:
+                with self.lock:
+                    self.runs.discard(threading.current_thread())
+
+        thread = threading.Thread(target=work, name=name, daemon=True)
+        with self.lock:
+            self.runs.add(thread)
+        thread.start()
+
+    # --- work -----------------------------------------------------------------------------
+    def launch_loop(self, agent: DemoAgent) -> None:
+        outage = 0.0  # seconds to wait after a failed attempt; 0 while the console answers
+        holding = False
+        self.stop_event.wait(self.rng.uniform(0, self.interval))  # stagger the agents
+        while not self.stop_event.is_set():
+            waiting = self.journal.waiting_count()
+            if waiting > self.max_open:
+                if not holding:
+                    log.info("%s: %d checkpoints wait for a decision (max %d); holding new work",
+                             agent.name, waiting, self.max_open)
+                holding = True
+                self.stop_event.wait(self.interval)
+                continue
+            holding = False
+            try:
+                run = agent.create_run()
+            except Unavailable as exc:
+                outage = min(max(outage * 2, 2.0), 30.0)
+                log.info("%s: console not reachable at %s yet (%s); retrying in %.0fs",
+                         agent.name, self.console_url, exc, outage)
+                self.stop_event.wait(outage)
+                continue
+            except ApiError as exc:
+                outage = 30.0
+                hint = " (run `manage.py seed_demo` to refresh the demo tokens)" if exc.status == 401 else ""
+                log.error("%s: the console refused a new workflow: %s%s", agent.name, exc, hint)
+                self.stop_event.wait(outage)
+                continue
+            if outage:
+                log.info("%s: console is reachable", agent.name)
+                outage = 0.0
+            if run is not None:
+                self.spawn(agent.drive, f"run-{run.external_id}", run)
+            self.stop_event.wait(self.interval * self.rng.uniform(0.5, 1.5))
+
+    def housekeeping(self) -> None:
+        """Pick paused runs up again after a restart, and forget runs the console no longer knows."""
+        while not self.stop_event.is_set():
+            with contextlib.suppress(Unavailable):  # the console is not up yet; the launch loops say so
+                self.reconcile()
+            self.stop_event.wait(30.0)
+
+    def reconcile(self) -> None:
+        for row in self.journal.runs(status=WAITING):
+            agent = self.agents.get(row["agent"])
+            if agent is None or row["external_id"] in agent.active:
+                continue
+            if agent.polls:
+                # Not a status check first: for a polling agent, fetching the decision *is* its delivery.
+                log.info("%s %s: waiting again for the decision on its checkpoint", agent.name, row["external_id"])
+                self.spawn(agent.adopt, f"poll-{row['external_id']}", row)
+                continue
+            try:
+                checkpoint = agent.client.get_checkpoint(row["checkpoint_id"])
+            except ApiError as exc:
+                if exc.status in (401, 404):  # the console was reset: this run is gone with it
+                    self.journal.set_status(row["external_id"], "lost")
+                continue
+            if checkpoint.get("status") == "resolved":
+                self.journal.set_status(row["external_id"], "resolved_elsewhere")

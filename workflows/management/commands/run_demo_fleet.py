@@ -1,0 +1,58 @@
+"""Run the demo agent fleet against a console over its HTTP API (see workflows/demo/fleet.py)."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from workflows.demo.fleet import Fleet, agents_file, load_agents
+
+
+class Command(BaseCommand):
+    help = "Start the demo agents and their resume server; they report to the console through its API."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--console", default="http://127.0.0.1:8000", help="Base URL of the console.")
+        parser.add_argument("--port", type=int, default=8765, help="Port of the fleet's resume server.")
+        parser.add_argument("--agents", type=int, default=3, help="How many of the seeded demo agents to run.")
+        parser.add_argument("--interval", type=float, default=4.0,
+                            help="Seconds between two workflows of one agent (jittered).")
+        parser.add_argument("--max-open", type=int, default=12,
+                            help="Hold new work while more checkpoints than this wait for a decision.")
+        parser.add_argument("--seed", type=int, default=None, help="Seed the fault injection.")
+        parser.add_argument("--fault-rate", type=float, default=0.35,
+                            help="Probability that a workflow hits a fault (0..1).")
+        parser.add_argument("--step-delay", type=float, default=0.6,
+                            help="Average seconds an agent spends on a step (so the console shows progress).")
+
+    def handle(self, *args: Any, console: str, port: int, agents: int, interval: float, max_open: int,
+               seed: int | None, fault_rate: float, step_delay: float, **options: Any) -> None:
+        if not 0 <= fault_rate <= 1:
+            raise CommandError("--fault-rate must be between 0 and 1.")
+        path = agents_file()
+        if not path.exists():
+            raise CommandError(f"{path} is missing: run `python manage.py seed_demo` first.")
+        configs = load_agents(path)
+        if agents > len(configs):
+            self.stderr.write(f"only {len(configs)} demo agents are seeded; running all of them")
+        configs = configs[:max(agents, 0)]
+        for config in configs:
+            if config.resume_url and f":{port}/" not in config.resume_url:
+                self.stderr.write(f"warning: {config.name}'s resume URL {config.resume_url} is not on port {port}; "
+                                  f"run `manage.py seed_demo --fleet-port {port}`")
+        try:
+            fleet = Fleet(console, configs, port=port, interval=interval, max_open=max_open, seed=seed,
+                          fault_rate=fault_rate, step_delay=step_delay)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on 127.0.0.1:{port}: {exc}") from exc
+
+        def stop(signum: int, frame: Any) -> None:
+            fleet.stop()
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        fleet.start()
+        fleet.wait()
+        fleet.shutdown()
