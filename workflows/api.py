@@ -620,14 +620,13 @@ def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointI
 
     An identical resend of the open checkpoint answers 200 with it; any other while one is open, 409."""
     workflow = own_workflow(request, workflow_id)
-    if resent := _resent_checkpoint(workflow, payload):
-        return Status(200, checkpoint_body(resent, visible_decision(resent, deliver=False)))
     try:
         checkpoint = Checkpoint.open_for(workflow, reason=payload.reason, detail=payload.detail or "",
                                          at_seq=payload.at_seq, state=payload.state or {},
                                          actor=_agent(request))
     except Conflict as exc:
-        if resent := _resent_checkpoint(workflow, payload):  # an identical request won the race
+        # Not a second checkpoint but this request again, its first answer lost (or a concurrent twin).
+        if resent := _resent_checkpoint(workflow, payload):
             return Status(200, checkpoint_body(resent, visible_decision(resent, deliver=False)))
         raise _checkpoint_conflict(workflow, exc) from None
     return Status(201, checkpoint_body(checkpoint))
