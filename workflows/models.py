@@ -394,6 +394,10 @@ class Checkpoint(Stateful):
             models.Index(fields=["status", "due_at"], name="checkpoint_queue"),
             models.Index(fields=["status", "breached_at", "due_at"], name="checkpoint_sla_scan"),
             models.Index(fields=["assignee", "status"], name="checkpoint_by_assignee"),
+            # The queue page in its order: an ordered walk that stops after one page,
+            # where (status, due_at) would sort every open row for `status IN (open, claimed)`.
+            models.Index(fields=["due_at", "id"], condition=Q(status__in=["open", "claimed"]),
+                         name="checkpoint_queue_order"),
         ]
 
     def __str__(self) -> str:
