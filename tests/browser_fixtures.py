@@ -23,6 +23,8 @@ PASSWORD = "pw-" + "x" * 12  # tests.helpers.make_user's default
 def _static_files_without_manifest(settings: Any) -> None:
     # With DEBUG off, settings use whitenoise's manifest storage, which needs
     # collectstatic first; tests render templates straight from static/.
+    # (MANIFEST_STATIC set in conftest.py comes too late: pytest-django loads
+    # the settings before it imports conftest.py.)
     settings.STORAGES = {**settings.STORAGES,
                          "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
 
