@@ -58,6 +58,16 @@ def test_an_unknown_owner_is_a_422_on_the_owner_field(db):
     assert not Workflow.objects.exists()
 
 
+def test_a_resend_answers_the_existing_workflow_even_if_its_owner_left_since(alice):
+    bot = api_agent()
+    first = bot.create_workflow(owner="alice")
+    alice.is_active = False
+    alice.save()
+    assert bot.create_workflow(owner="alice", status=200)["id"] == first["id"]
+    assert_error(bot.post("/workflows", {"external_id": "T-2", "kind": "refund", "title": "t", "owner": "alice"}),
+                 422, "unknown_owner", "owner")
+
+
 def test_a_missing_context_is_an_empty_object(db):
     bot = api_agent()
     body = expect(bot.post("/workflows", {"external_id": "T-1", "kind": "refund", "title": "t"}), 201)

@@ -472,10 +472,10 @@ def _create_workflow(agent: Agent, payload: WorkflowIn, owner: Any) -> Workflow 
 def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status:
     """Start a workflow. The same external_id again answers 200 with the existing one."""
     agent = _agent(request)
-    owner = _owner(payload.owner, agent)
+    # A resend answers what the first request made, even if its owner was deactivated since.
     workflow = agent.workflows.filter(external_id=payload.external_id).first()
     if workflow is None:
-        created = _create_workflow(agent, payload, owner)
+        created = _create_workflow(agent, payload, _owner(payload.owner, agent))
         if created is not None:
             return Status(201, workflow_body(created))
         workflow = agent.workflows.get(external_id=payload.external_id)
