@@ -5,8 +5,7 @@ from . import views
 
 urlpatterns = [
     path("", views.queue, name="queue"),
-    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html",
-                                                redirect_authenticated_user=True), name="login"),
+    path("login/", views.Login.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("mine/", views.mine, name="mine"),
     path("checkpoints/<int:pk>/", views.workbench, name="workbench"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -107,6 +108,18 @@ def _query(request: HttpRequest, **changes: Any) -> str:
         if value not in (None, "", False):
             params[key] = value
     return "?" + params.urlencode() if params else "?"
+
+
+class Login(LoginView):
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if getattr(request, "htmx", False):
+            # A poll whose session ended followed the redirect here: load the login
+            # page as a page, instead of swapping it into the queue's table.
+            return HttpResponse(status=204, headers={"HX-Redirect": request.get_full_path()})
+        return super().get(request, *args, **kwargs)
 
 
 # --- the queue -------------------------------------------------------------------------

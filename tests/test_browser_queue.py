@@ -73,22 +73,30 @@ def test_keyboard_triage_moves_claims_and_shows_help(page, alice):
     expect(page).to_have_url(re.compile(rf"/checkpoints/{first.pk}/$"))
 
 
-def test_the_countdown_ticks_and_turns_red_when_breached(page, alice):
+def test_the_countdown_ticks_turns_amber_at_the_warning_point_and_red_once_due(page, alice):
     from datetime import timedelta
 
     from django.utils import timezone
 
     from workflows.models import Checkpoint
 
-    checkpoint = make_checkpoint()
-    Checkpoint.objects.filter(pk=checkpoint.pk).update(
-        warn_at=timezone.now() - timedelta(minutes=1), due_at=timezone.now() + timedelta(seconds=2))
+    now = timezone.now()
+    calm, warned, overdue = make_checkpoint(), make_checkpoint(), make_checkpoint()
+    for checkpoint, warn, due in ((calm, 20, 30), (warned, -1, 10), (overdue, -20, -1)):
+        Checkpoint.objects.filter(pk=checkpoint.pk).update(
+            warn_at=now + timedelta(minutes=warn), due_at=now + timedelta(minutes=due))
     login(page, alice)
-    countdown = page.locator(f"#checkpoint-{checkpoint.pk} .countdown")
 
-    expect(countdown).to_have_attribute("data-sla", "warn")
-    expect(countdown).to_have_attribute("data-sla", "breached")
-    expect(countdown).to_contain_text("over")
+    def countdown(checkpoint):
+        return page.locator(f"#checkpoint-{checkpoint.pk} .countdown")
+
+    expect(countdown(calm)).to_have_attribute("data-sla", "ok")
+    expect(countdown(warned)).to_have_attribute("data-sla", "warn")
+    expect(countdown(overdue)).to_have_attribute("data-sla", "breached")  # before the sweep records it
+    expect(countdown(overdue)).to_contain_text("over")
+    expect(page.locator(f"#checkpoint-{overdue.pk}")).to_have_class(has_class("sla-breached"))
+    shown = countdown(calm).inner_text()
+    expect(countdown(calm)).not_to_have_text(shown)  # it ticks
 
 
 def has_class(css_class: str) -> re.Pattern:

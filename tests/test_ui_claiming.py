@@ -124,3 +124,16 @@ def test_the_workbench_says_who_gets_the_workflow_back(client, alice, adam):
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
 
     assert "Returns to <strong>adam</strong> when resumed" in html
+
+
+def test_it_returns_to_the_owner_it_had_when_interrupted(client, alice, adam, bob):
+    from tests.helpers import make_worked_example
+    from workflows.models import Workflow
+
+    checkpoint = make_checkpoint(make_worked_example(owner=adam))
+    Workflow.objects.filter(pk=checkpoint.workflow_id).update(owner=bob)  # changed during the pause
+    client.force_login(alice)
+
+    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+
+    assert "Returns to <strong>adam</strong> when resumed" in html

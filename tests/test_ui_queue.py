@@ -22,6 +22,14 @@ def test_the_queue_needs_a_login(client, db):
     assert response["Location"].startswith(reverse("login"))
 
 
+def test_a_poll_after_the_session_ended_loads_the_login_page_instead_of_swapping_it(client, db):
+    response = client.get(reverse("queue") + "?scope=mine", follow=True,
+                          headers={"HX-Request": "true", "HX-Target": "queue-table"})
+
+    assert response.status_code == 204
+    assert response["HX-Redirect"] == reverse("login") + "?next=%2F%3Fscope%3Dmine"
+
+
 def test_the_login_page_is_styled_and_signs_in(client, alice):
     page = client.get(reverse("login"))
     assert b"console.css" in page.content
