@@ -97,7 +97,7 @@ class Stack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
         env.update({
             "DATABASE_URL": database_url(), "CELERY_BROKER_URL": self.broker_url, "CELERY_QUEUE": self.queue,
-            "SECRET_KEY": "test-only-secret-key", "DEBUG": "false", "CONN_MAX_AGE": "0", "MANIFEST_STATIC": "false",
+            "SECRET_KEY": settings.SECRET_KEY, "DEBUG": "false", "SECURE_COOKIES": "false", "CONN_MAX_AGE": "0", "MANIFEST_STATIC": "false",
             "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO", **self.overrides})
         return env
 
