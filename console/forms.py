@@ -115,7 +115,8 @@ class QueueFilterForm(forms.Form):
         self.is_valid()
         return {**self.DEFAULTS, **{k: v for k, v in self.cleaned_data.items() if v not in (None, "")}}
 
-    def apply(self, queryset: QuerySet, *, user: Any, scope: bool = True) -> QuerySet:
+    def narrow(self, queryset: QuerySet) -> QuerySet:
+        """Reason, agent and kind: the filters the scope tabs count under."""
         data = self.values()
         if data["reason"]:
             queryset = queryset.filter(reason=data["reason"])
@@ -123,12 +124,15 @@ class QueueFilterForm(forms.Form):
             queryset = queryset.filter(workflow__agent__name=data["agent"])
         if data["kind"]:
             queryset = queryset.filter(workflow__kind=data["kind"])
-        if not scope:
-            return queryset
+        return queryset
+
+    def in_scope(self, queryset: QuerySet, *, user: Any) -> QuerySet:
+        """Mine / unassigned / all, and breached only."""
+        data = self.values()
         if data["breached"]:
             queryset = queryset.breached()
         if data["scope"] == "mine":
-            queryset = queryset.filter(assignee=user)
-        elif data["scope"] == "unassigned":
-            queryset = queryset.filter(assignee__isnull=True)
+            return queryset.filter(assignee=user)
+        if data["scope"] == "unassigned":
+            return queryset.filter(assignee__isnull=True)
         return queryset

@@ -129,9 +129,9 @@ class Login(LoginView):
 def queue(request: HttpRequest) -> HttpResponse:
     filters = QueueFilterForm(request.GET)
     params = filters.values()  # bad values are dropped, not reported: a stale link still renders
-    base = filters.apply(Checkpoint.objects.open(), user=request.user, scope=False)
+    base = filters.narrow(Checkpoint.objects.open())
     rows, has_prev, has_next = _keyset_page(
-        filters.apply(base, user=request.user).for_queue().prefetch_related(
+        filters.in_scope(base, user=request.user).for_queue().prefetch_related(
             Prefetch("events", Event.objects.filter(verb="assigned").select_related("actor_user").order_by("-at"),
                      to_attr="assignments")),
         params, params["per"])
@@ -139,10 +139,14 @@ def queue(request: HttpRequest) -> HttpResponse:
                "can_act": can_act(request.user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
-               "prev_url": has_prev and _query(request, after=None, before=_cursor(rows[0])) if rows else "",
-               "next_url": has_next and _query(request, before=None, after=_cursor(rows[-1])),
-               "first_url": has_prev and _query(request, after=None, before=None)}
+               **_pager(request, rows, has_prev, has_next)}
     return _render(request, "console/queue.html", context, partials=("queue-table",))
+
+
+def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_next: bool) -> dict:
+    return {"first_url": _query(request, after=None, before=None) if has_prev else "",
+            "prev_url": _query(request, after=None, before=_cursor(rows[0])) if has_prev and rows else "",
+            "next_url": _query(request, before=None, after=_cursor(rows[-1])) if has_next else ""}
 
 
 def _tabs(request: HttpRequest, base: QuerySet, params: dict) -> list[dict]:
