@@ -1,4 +1,4 @@
-"""Screenshots of the queue and the workbench from realistic data: docs/screenshots/*.png.
+"""Screenshots of the queue, the workbench and My workflows from realistic data: docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
 needs nothing running and touches no real data:
@@ -90,6 +90,16 @@ def seed() -> Checkpoint:
     Checkpoint.objects.filter(pk=checkpoint.pk).update(
         opened_at=now - timedelta(minutes=22), due_at=now + timedelta(minutes=8), warn_at=now - timedelta(minutes=2))
     checkpoint.claim(by=alice)
+    # Work bob handed off to alice, for "My workflows".
+    handed = Workflow.objects.create(agent=billing, external_id="INV-5391", kind="invoice_dispute",
+                                     title="Dispute on invoice INV-5391", owner=bob)
+    make_step(handed, 1, "read_invoice", "tool", output={"total": "310.00"}, verified=True)
+    paused = Checkpoint.open_for(handed, reason="untrusted_output", detail="credit note amount looks wrong", at_seq=2)
+    decision = paused.decide(by=bob, action="handoff", new_owner=alice,
+                             instructions="The customer was credited twice in March. Check with finance, "
+                                          "then close the dispute by hand.")
+    decision.start_attempt()
+    decision.mark_succeeded()
     return checkpoint
 
 
@@ -125,8 +135,10 @@ def main() -> None:
                                                  "Write the ticket note, then notify the customer.")
         page.locator("body").click(position={"x": 5, "y": 200})
         page.screenshot(path=str(OUT / "workbench.png"), full_page=True)
+        page.goto("/mine/")
+        page.screenshot(path=str(OUT / "mine.png"), full_page=True)
         browser.close()
-    print(f"wrote {OUT / 'queue.png'} and {OUT / 'workbench.png'}")
+    print(f"wrote queue.png, workbench.png and mine.png in {OUT}")
 
 
 if __name__ == "__main__":
