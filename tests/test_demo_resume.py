@@ -11,8 +11,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+from django.db import connection
 
-from tests.demo_support import retry_locked, wait_for
 from tests.helpers import make_user
 from workflows import runtime, tasks
 from workflows.client import RecoveryClient, sign
@@ -25,6 +25,26 @@ from workflows.models import Agent, Checkpoint, Decision, Workflow
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+class HoldingServer(ResumeServer):
+    """On SQLite the live server shares the test thread's database connection, so the agent's work
+    starts only once the delivery task has returned; on PostgreSQL it starts at once, racing it."""
+
+    def __init__(self, *args, hold, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hold, self.held = hold, []
+
+    def dispatch(self, *args):
+        if self.hold:
+            self.held.append(args)
+        else:
+            super().dispatch(*args)
+
+    def release(self):
+        held, self.held = self.held, []
+        for args in held:
+            super().dispatch(*args)
+
+
 class Fleet:
     """A resume server and demo agents, as run_demo_fleet runs them, on temp files and a free port."""
 
@@ -34,7 +54,8 @@ class Fleet:
         self.journal = Journal(tmp_path / "runtime.sqlite3")
         self.agents = {}
         self.stop = threading.Event()
-        self.server = ResumeServer(self.agents, journal=self.journal, ledgers=self.ledgers, port=0)
+        self.server = HoldingServer(self.agents, journal=self.journal, ledgers=self.ledgers, port=0,
+                                    hold=connection.vendor == "sqlite")
         self.server.start()
 
     def agent(self, name="support-bot", kind="refund", *, owner, polls=False, forced=None):
@@ -85,10 +106,15 @@ def paused_run(fleet, owner, forced, **kwargs):
     return agent, workflow, workflow.checkpoints.get()
 
 
+def deliver(fleet, decision):
+    assert tasks.deliver_decision(decision.pk) == "delivered"
+    fleet.server.release()
+    assert fleet.server.join(timeout=30), "the agent did not finish carrying the decision out"
+
+
 def resume(fleet, checkpoint, by, **kwargs):
     decision = checkpoint.decide(by=by, action="resume", instructions="Carry on.", **kwargs)
-    assert tasks.deliver_decision(decision.pk) == "delivered"
-    assert fleet.server.join(timeout=30), "the agent did not finish carrying the decision out"
+    deliver(fleet, decision)
     return decision
 
 
@@ -193,18 +219,16 @@ def test_a_delivery_with_a_bad_signature_gets_401_and_does_nothing(fleet, olivia
 
 def test_a_polling_agent_finds_its_decision_and_resumes_without_a_second_refund(fleet, olivia, operator):
     agent = fleet.agent(owner=olivia, polls=True, forced={"write_ticket_note": "model_timeout"})
-    outcome = []
-    thread = threading.Thread(target=lambda: outcome.append(agent.start()[1]))
-    thread.start()
-    checkpoint = wait_for(lambda: Checkpoint.objects.filter(workflow__agent__name=agent.name).first(),
-                          what="the polling agent's checkpoint")
+    run = agent.create_run()
+    assert agent.proceed(run) == "paused"  # what drive() does before it starts polling
+    with pytest.raises(TimeoutError):
+        agent.client.wait_for_decision(run.checkpoint_id, timeout=0)  # nothing decided yet
 
-    # The agent keeps polling (and so writing) meanwhile: on SQLite the decision may meet a table lock.
-    decision = retry_locked(lambda: Checkpoint.objects.get(pk=checkpoint.pk).decide(by=operator, action="resume"))
-    assert retry_locked(lambda: tasks.deliver_decision(decision.pk)) == "skipped"  # the agent fetches it
-    thread.join(timeout=30)
+    checkpoint = Checkpoint.objects.get(pk=run.checkpoint_id)
+    decision = checkpoint.decide(by=operator, action="resume")
+    assert tasks.deliver_decision(decision.pk) == "skipped"  # nothing to POST: the agent fetches it
+    assert agent.drive(run, waiting=True) == "completed"
 
-    assert outcome == ["completed"]
     workflow = checkpoint.workflow
     workflow.refresh_from_db()
     decision.refresh_from_db()
@@ -217,8 +241,7 @@ def test_a_handoff_stops_the_agent_and_nothing_more_is_executed(fleet, olivia, o
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     decision = checkpoint.decide(by=operator, action="handoff", new_owner=operator,
                                  instructions="Write the note by hand.")
-    assert tasks.deliver_decision(decision.pk) == "delivered"
-    assert fleet.server.join(timeout=30)
+    deliver(fleet, decision)
 
     workflow.refresh_from_db()
     assert workflow.status == Workflow.Status.HANDED_OFF
