@@ -22,7 +22,7 @@ def olivia():
 @pytest.fixture
 def client(live_server, olivia):
     _, token = make_agent("support-bot", owner=olivia)
-    return RecoveryClient(live_server.url, token, timeout=10, retries=3, backoff=0.01)
+    return RecoveryClient(live_server.url, token, timeout=10, retries=3, backoff=0.01, max_wait=0.05)
 
 
 def counting(monkeypatch, name, behaviour):
@@ -152,3 +152,44 @@ def test_an_unreachable_console_is_unavailable_after_the_retries():
     client = RecoveryClient("http://127.0.0.1:9", "rc_x", timeout=1, retries=1, backoff=0.01)
     with pytest.raises(Unavailable):
         client.get_workflow("1")
+
+
+def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(live_server, monkeypatch):
+    _, token = make_agent("patient-bot")
+    slept = []
+    monkeypatch.setattr("workflows.client.time.sleep", slept.append)
+    monkeypatch.setattr(api_module.AgentRateLimit, "allow_request", lambda self, request: False)
+    client = RecoveryClient(live_server.url, token, retries=2, backoff=0.01, max_wait=7)
+    with pytest.raises(ApiError):
+        client.create_workflow("T-1", "refund", "t")
+    assert len(slept) == 2 and all(0 < s <= 7 for s in slept) and max(slept) > 1
+
+
+def test_a_truncated_answer_is_retried(client, monkeypatch):
+    from workflows import client as client_module
+
+    real = client_module.urllib.request.urlopen
+    calls = []
+
+    class Cut:
+        def __init__(self, response):
+            self.response = response
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.response.close()
+
+        def read(self):
+            return self.response.read()[:7]
+
+    def urlopen(request, timeout):
+        calls.append(request.full_url)
+        response = real(request, timeout=timeout)
+        return Cut(response) if len(calls) == 1 else response
+
+    monkeypatch.setattr(client_module.urllib.request, "urlopen", urlopen)
+    workflow = client.create_workflow("T-9", "refund", "t")
+    assert len(calls) == 2 and workflow["external_id"] == "T-9"
+    assert Workflow.objects.filter(external_id="T-9").count() == 1

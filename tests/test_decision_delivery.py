@@ -44,7 +44,7 @@ def test_a_resume_is_posted_signed_and_the_workflow_runs_again_with_its_owner(pa
     assert delivery["signature"] == expected
     assert delivery["delivery"] == str(decision.delivery_id)
     body = delivery["body"]
-    assert set(body) == {"workflow_id", "external_id", "checkpoint_id", "action", "instructions",
+    assert set(body) >= {"workflow_id", "external_id", "checkpoint_id", "action", "instructions",
                          "confirmations", "resume_state", "new_owner", "delivery_id"}
     assert body["action"] == "resume" and body["delivery_id"] == str(decision.delivery_id)
     assert [s["name"] for s in body["resume_state"]["committed"]] == ["issue_refund"]
@@ -200,5 +200,6 @@ def test_resume_state_travels_with_the_confirmations(db, alice, receiver):
     tasks.deliver_decision(decision.pk)
     body = receiver.deliveries[0]["body"]
     assert body["confirmations"] == {key: "happened"}
+    assert body["confirmation_refs"] == {key: "R-88"}
     assert [e["idempotency_key"] for e in body["resume_state"]["unknown_effects"]] == [key]
     assert json.loads(receiver.deliveries[0]["raw"]) == body

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import random
 import time
@@ -26,9 +27,15 @@ RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 class ApiError(Exception):
     """The console answered with a 4xx/5xx error body."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+    def __init__(self, status: int, code: str, message: str, field: str | None = None,
+                 retry_after: float | None = None) -> None:
         super().__init__(f"{status} {code}: {message}" + (f" ({field})" if field else ""))
         self.status, self.code, self.message, self.field = status, code, message, field
+        self.retry_after = retry_after
+
+
+class _Garbled(Exception):
+    """A 2xx answer cut short (the server died mid-response): the request may or may not have applied."""
 
 
 class Unavailable(Exception):
@@ -47,12 +54,13 @@ def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
 
 class RecoveryClient:
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 5,
-                 backoff: float = 0.25) -> None:
+                 backoff: float = 0.25, max_wait: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.max_wait = max_wait  # caps one wait, including a server's Retry-After
 
     # --- endpoints (API.md) -------------------------------------------------
     def create_workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
@@ -100,14 +108,19 @@ class RecoveryClient:
         last: Exception | None = None
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random()))
+                wait = self.backoff * (2 ** (attempt - 1)) * (0.5 + random.random())
+                if isinstance(last, ApiError) and last.retry_after:
+                    wait = max(wait, last.retry_after)
+                time.sleep(min(wait, self.max_wait))
             try:
                 return self._once(method, path, data)
             except ApiError as exc:
                 if exc.status not in RETRYABLE_STATUS:
                     raise
                 last = exc
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+            # Resending is safe whatever happened to the first request: the API is idempotent.
+            except (urllib.error.URLError, http.client.HTTPException, _Garbled, ConnectionError, TimeoutError,
+                    OSError) as exc:
                 last = exc
         if isinstance(last, ApiError):
             raise last
@@ -120,12 +133,25 @@ class RecoveryClient:
                      "Accept": "application/json"})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                return json.loads(response.read() or b"{}")
+                raw = response.read()
         except urllib.error.HTTPError as exc:
             raw = exc.read()
+            retry_after = _seconds(exc.headers.get("Retry-After"))
             try:
                 error = json.loads(raw)["error"]
                 raise ApiError(exc.code, error.get("code", "error"), error.get("message", ""),
-                               error.get("field")) from None
+                               error.get("field"), retry_after) from None
             except (ValueError, KeyError, TypeError):
-                raise ApiError(exc.code, "http_error", raw[:200].decode(errors="replace")) from None
+                raise ApiError(exc.code, "http_error", raw[:200].decode(errors="replace"),
+                               retry_after=retry_after) from None
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError as exc:
+            raise _Garbled(f"truncated or malformed answer: {raw[:80]!r}") from exc
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None

@@ -738,6 +738,8 @@ class Decision(Stateful):
             "action": self.action,
             "instructions": self.instructions,
             "confirmations": self.confirmations,
+            # Beyond API.md: the external reference the operator saw for each effect confirmed as happened.
+            "confirmation_refs": self.confirmation_refs,
             "resume_state": checkpoint.resume_state,
             "new_owner": self.new_owner.get_username() if self.new_owner else (self.handoff_to or None),
             "delivery_id": str(self.delivery_id),
