@@ -14,7 +14,7 @@ run: setup
 	@echo ""
 	@echo "  Recovery Console: http://127.0.0.1:$(PORT)/   (Ctrl-C stops everything)"
 	@echo ""
-	@PORT=$(PORT) exec $(BIN)/honcho --no-colour -f Procfile.dev start
+	@CONSOLE_PORT=$(PORT) exec $(BIN)/honcho --no-colour -f Procfile.dev start
 
 ## test: set everything up and run the whole suite
 test: install
