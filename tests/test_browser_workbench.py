@@ -83,7 +83,7 @@ def test_a_handoff_to_bob_lands_in_his_workflows(new_page, alice, bob):
     expect(packet.get_by_test_id("handed-off-by")).to_have_text("alice")
     expect(packet.get_by_test_id("handoff-note")).to_have_text("Refund R-88 went out; call the customer.")
     packet.get_by_test_id("complete-handoff").click()
-    expect(bobs.get_by_test_id("flash")).to_contain_text("is completed")
+    expect(bobs.get_by_test_id("handed-off")).to_contain_text("Nothing handed off to you.")
     assert Workflow.objects.get(pk=checkpoint.workflow_id).status == Workflow.Status.COMPLETED
 
 
