@@ -83,3 +83,19 @@ def test_a_tpm_reads_the_workbench_but_gets_no_actions(client, tess):
 def test_an_unknown_checkpoint_is_a_404(client, alice):
     client.force_login(alice)
     assert client.get(reverse("workbench", args=[999])).status_code == 404
+
+
+def test_an_idempotency_key_named_like_a_dict_method_still_renders(client, alice):
+    from tests.helpers import make_step, make_workflow
+
+    workflow = make_workflow()
+    make_step(workflow, 1, "charge", "effect", status="pending", idempotency_key="items", input={"amount": "1"})
+    checkpoint = make_checkpoint(workflow, at_seq=2)
+    checkpoint.decide(by=alice, action="resume", confirmations={"items": "happened"},
+                      confirmation_refs={"items": "CH-1"}, money_confirmed=True)
+    client.force_login(alice)
+
+    response = client.get(reverse("workbench", args=[checkpoint.pk]))
+
+    assert response.status_code == 200
+    assert "<code>items</code> happened · ref <code>CH-1</code>" in response.content.decode()

@@ -34,6 +34,12 @@ def pretty_json(value: Any) -> str:
 
 
 @register.filter
+def entries(mapping: Any) -> list[tuple]:
+    """``dict.items()`` that an agent cannot shadow: ``{{ d.items }}`` looks up the key "items" first."""
+    return list(mapping.items()) if isinstance(mapping, dict) else []
+
+
+@register.filter
 def get_item(mapping: Any, key: Any) -> Any:
     return mapping.get(key) if isinstance(mapping, dict) else None
 
