@@ -17,9 +17,10 @@ run: setup
 	@CONSOLE_PORT=$(PORT) exec $(BIN)/honcho --no-colour -f Procfile.dev start
 
 ## test: set everything up and run the whole suite
+# Tests need no real secret; settings load before any conftest, so the defaults come from here.
 test: install
 	@$(BIN)/python scripts/ensure_browser.py
-	$(BIN)/pytest $(PYTEST_ARGS)
+	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false $(BIN)/pytest $(PYTEST_ARGS)
 
 setup: install .env
 	@$(BIN)/python manage.py migrate --noinput -v 0
