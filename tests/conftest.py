@@ -80,3 +80,13 @@ def adam(db):
 def _fast_password_hashing(settings):
     # PBKDF2's deliberate slowness costs ~0.3 s per user; tests have nothing to protect.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def receiver():
+    """A recording resume endpoint (tests.stack.Receiver)."""
+    from tests.stack import Receiver
+
+    r = Receiver()
+    yield r
+    r.close()

@@ -8,16 +8,8 @@ import pytest
 from django.utils import timezone
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
-from tests.stack import Receiver
 from workflows import runtime, tasks
 from workflows.models import Checkpoint, Decision, Event, Workflow
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

@@ -12,18 +12,11 @@ import time
 import pytest
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
-from tests.stack import Receiver, Stack, private_redis, wait_until
+from tests.stack import Stack, private_redis, wait_until
 from workflows.models import Checkpoint, Decision, Workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow,
               pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture
