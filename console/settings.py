@@ -119,7 +119,6 @@ STORAGES = {
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True
-FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6 behaviour now; silences the transitional warning
 X_FRAME_OPTIONS = "DENY"
 
 # --- Agent API -------------------------------------------------------------

@@ -8,14 +8,19 @@ import secrets
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from .models import Agent, Checkpoint, Decision, Event, Runbook, Step, Workflow
 
+# A typed-in "example.com/hook" means https (Django 6's default, chosen now).
+URL_FIELDS = {models.URLField: {"assume_scheme": "https"}}
+
 
 @admin.register(Runbook)
 class RunbookAdmin(admin.ModelAdmin):
+    formfield_overrides = URL_FIELDS
     list_display = ("slug", "title", "workflow_kind", "reason", "sla_target_minutes", "sla_warning_minutes",
                     "requires_four_eyes", "is_default")
     list_filter = ("reason", "requires_four_eyes", "is_default")
@@ -26,6 +31,7 @@ class RunbookAdmin(admin.ModelAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
+    formfield_overrides = URL_FIELDS
     list_display = ("name", "token_prefix", "owner", "resume_url", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("name", "description")
