@@ -48,6 +48,10 @@ lock: install
 bench: install
 	$(BIN)/python scripts/bench.py
 
+## screenshots: regenerate docs/screenshots/*.png from realistic data (the README shows them)
+screenshots: install
+	$(BIN)/python scripts/screenshots.py
+
 ## chaos: the demo fleet under faults, with workers and web killed at random
 chaos: install
 	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
