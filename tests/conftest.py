@@ -8,6 +8,7 @@ so every test runs there. On a laptop with the embedded defaults, tests marked
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -38,6 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "needs PostgreSQL (row locks): set DATABASE_URL=postgres://… as .ci/run does",
         "redis": None if _redis_url() else "needs Redis: set CELERY_BROKER_URL=redis://… as .ci/run does",
         "browser": None if os.path.exists(CHROMIUM) else f"needs Debian's Chromium at {CHROMIUM}",
+        "compose": None if shutil.which("docker-compose") else "needs docker-compose to validate the compose file",
     }
     # CI runs the production stack: there a test that would be skipped is a failure.
     strict = os.environ.get("REQUIRE_FULL_STACK") == "1"
