@@ -96,8 +96,19 @@ def pause_silent_workflows(now=None) -> int:
     return opened
 
 
+def refresh_sqlite_statistics() -> None:
+    """SQLite has no autovacuum: without statistics its planner sorts the whole queue for the first page."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA optimize")
+
+
 @shared_task(acks_late=True, ignore_result=True)
 def sweep() -> dict:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
-    return {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
-            "sla": record_sla(), "silent": pause_silent_workflows()}
+    result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
+              "sla": record_sla(), "silent": pause_silent_workflows()}
+    refresh_sqlite_statistics()
+    return result
