@@ -159,10 +159,18 @@ def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(live_server
     slept = []
     monkeypatch.setattr("workflows.client.time.sleep", slept.append)
     monkeypatch.setattr(api_module.AgentRateLimit, "allow_request", lambda self, request: False)
+    monkeypatch.setattr(api_module.AgentRateLimit, "wait", lambda self: 5.0)  # Retry-After: 5
     client = RecoveryClient(live_server.url, token, retries=2, backoff=0.01, max_wait=7)
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiError) as raised:
         client.create_workflow("T-1", "refund", "t")
-    assert len(slept) == 2 and all(0 < s <= 7 for s in slept) and max(slept) > 1
+    assert raised.value.retry_after == 5
+    assert slept == [5, 5]  # the server's word beats the 0.01 s backoff
+
+    slept.clear()
+    impatient = RecoveryClient(live_server.url, token, retries=1, backoff=0.01, max_wait=2)
+    with pytest.raises(ApiError):
+        impatient.create_workflow("T-1", "refund", "t")
+    assert slept == [2]  # capped
 
 
 def test_a_truncated_answer_is_retried(client, monkeypatch):
