@@ -106,14 +106,16 @@
 
   document.addEventListener("keydown", function (e) {
     if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
-    if (e.target.closest && e.target.closest("input, textarea, select, [contenteditable]")) return;
+    // Focus can linger on the help dialog's Close button until its async close event has run.
+    var target = e.target.closest && e.target.closest("dialog:not([open])") ? document.body : e.target;
+    if (target.closest && target.closest("input, textarea, select, [contenteditable]")) return;
     if (e.key === "?") { toggleHelp(); e.preventDefault(); return; }
     if (!document.querySelector("[data-queue]") || (help() && help().open)) return;
     var list = rows();
     var i = list.findIndex(function (r) { return r.dataset.id === selectedId; });
     if (e.key === "j") select(list[Math.min(i + 1, list.length - 1)], true);
     else if (e.key === "k") select(list[Math.max(i - 1, 0)], true);
-    else if (e.key === "Enter" && i >= 0 && !e.target.closest("a, button")) window.location.href = list[i].dataset.href;
+    else if (e.key === "Enter" && i >= 0 && !target.closest("a, button")) window.location.href = list[i].dataset.href;
     else if (e.key === "c" && i >= 0) {
       var claim = list[i].querySelector("[data-testid=claim]");
       if (claim) claim.form.requestSubmit(claim);
