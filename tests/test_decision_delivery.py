@@ -93,7 +93,7 @@ def test_after_the_last_attempt_the_checkpoint_returns_to_the_queue_with_the_fai
     assert decide(paused, alice).status == Decision.Status.QUEUED
 
 
-@pytest.mark.parametrize("failure", ["unreachable", "timeout", "crash"])
+@pytest.mark.parametrize("failure", ["unreachable", "timeout", "crash", "bad_signature", "server_error"])
 def test_every_failure_of_an_attempt_ends_in_a_visible_state(paused, alice, receiver, settings, monkeypatch,
                                                               failure):
     settings.DELIVERY_TIMEOUT_SECONDS = 0.5
@@ -103,6 +103,10 @@ def test_every_failure_of_an_attempt_ends_in_a_visible_state(paused, alice, rece
         import time
 
         receiver.respond = lambda record: time.sleep(2) or 200
+    elif failure == "bad_signature":  # the agent refuses what it cannot verify
+        receiver.respond = lambda record: 401
+    elif failure == "server_error":
+        receiver.respond = lambda record: 500
     else:
         monkeypatch.setattr(runtime, "deliver", lambda decision: 1 / 0)
     decision = decide(paused, alice)
