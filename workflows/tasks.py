@@ -9,13 +9,15 @@ lease per attempt decides who may deliver; ``sweep`` reclaims expired leases.
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from . import runtime
-from .models import Checkpoint, Decision, Reason, Workflow
+from .models import Checkpoint, Conflict, Decision, Reason, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,6 @@ def relay_outbox(limit: int = 100) -> int:
     ``SKIP LOCKED`` lets several relays run side by side; a row's next attempt
     moves a lease ahead, so a message lost by the broker is sent again later.
     """
-    from django.conf import settings
-
     sent = 0
     now = timezone.now()
     with transaction.atomic():
@@ -57,7 +57,7 @@ def relay_outbox(limit: int = 100) -> int:
         for pk in due:
             deliver_decision.apply_async((pk,), retry=False)  # raises when the broker is down: row stays due
             Decision.objects.filter(pk=pk, status=Decision.Status.QUEUED).update(
-                next_attempt_at=now + timezone.timedelta(seconds=settings.DELIVERY_LEASE_SECONDS))
+                next_attempt_at=now + timedelta(seconds=settings.DELIVERY_LEASE_SECONDS))
             sent += 1
     return sent
 
@@ -79,8 +79,6 @@ def record_sla(now=None) -> tuple[int, int]:
 
 def pause_silent_workflows(now=None) -> int:
     """A crashed agent process also reaches the pause surface."""
-    from .models import Conflict
-
     now = now or timezone.now()
     opened = 0
     for workflow in Workflow.objects.silent(now).select_related("agent"):
