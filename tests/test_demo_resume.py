@@ -269,3 +269,37 @@ def test_a_delivery_accepted_just_before_a_crash_is_carried_out_once_after_the_r
     workflow.refresh_from_db()
     assert workflow.status == Workflow.Status.COMPLETED
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+
+
+def test_a_delivery_overtaken_by_a_later_checkpoint_is_not_acted_on_after_a_restart(fleet, olivia, operator):
+    """Found by the chaos run: the fleet died after carrying a decision out and pausing again, before it
+    marked that delivery done; at the restart the old delivery ran beside the new decision's, and both
+    reported the same pending effect (each report a "resend" of the other) and executed it."""
+    agent, workflow, first = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
+    agent.faults.forced["notify_customer"] = "model_timeout"
+    overtaken = resume(fleet, first, operator)  # the note is written, then the run pauses again
+    second = workflow.checkpoints.get(status="open")
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 0}
+    with fleet.journal.connect() as conn:  # the process died before it marked the first delivery done
+        conn.execute("UPDATE deliveries SET status = 'accepted' WHERE delivery_id = ?", (str(overtaken.delivery_id),))
+    fleet.server.dispatch = lambda *args: None  # the second delivery is answered 202, then the process dies too
+    current = second.decide(by=operator, action="resume")
+    assert tasks.deliver_decision(current.pk) == "delivered"  # the workflow runs again, by the second decision
+
+    restarted = ResumeServer(fleet.agents, journal=Journal(fleet.journal.path), ledgers=fleet.ledgers, port=0)
+    try:
+        [stale] = [d for d in restarted.journal.unfinished_deliveries()
+                   if d["delivery_id"] == str(overtaken.delivery_id)]
+        restarted.dispatch(stale["agent"], stale["delivery_id"], stale["payload"])
+        assert restarted.join(timeout=30)
+        assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 0}
+
+        assert restarted.recover() == 1  # the current decision, carried out as usual
+        assert restarted.join(timeout=30)
+    finally:
+        restarted.httpd.server_close()
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+    assert fleet.ledgers.duplicates() == {}

@@ -309,9 +309,9 @@ class DemoAgent:
         if action not in ("resume", "retry_step"):
             log.error("%s %s: unknown action %r ignored", self.name, run.external_id, action)
             return "ignored"
-        workflow = self.settle(run)
-        if workflow is None:
-            return "stopped" if self.stop.is_set() else "stuck"
+        workflow = self.settle(run, decision)
+        if isinstance(workflow, str):
+            return workflow
         self.sync(run, workflow, decision.get("resume_state") or run.resume_state)
         self.journal.set_status(run.external_id, "running")
         try:
@@ -321,23 +321,45 @@ class DemoAgent:
             return self.pause(run, pause)
         return self.proceed(run, fault_factor=self.resume_fault_factor)
 
-    def settle(self, run: Run) -> dict | None:
-        """Wait until the console has carried the decision out (the workflow runs again)."""
+    def settle(self, run: Run, decision: dict) -> dict | str:
+        """Wait until the console has carried *this* decision out (the workflow runs again because of it).
+
+        A decision can be overtaken: a delivery accepted just before a crash is carried out again when
+        the process restarts, and by then the run may be paused at a later checkpoint, or an operator
+        may have decided the checkpoint again after the console gave the delivery up. Acting on it would
+        drive the run twice at once (each thread's reports look like resends of the other's), so only
+        the decision that resolved the run's latest checkpoint counts. Returns the workflow, or why not.
+        """
         waited = 0.0
         while True:
             workflow = self.client.get_workflow(run.workflow_id)
-            if workflow.get("status") == "running":
+            current = self.is_current(run, decision, workflow)
+            if current is False:
+                log.warning("%s %s: the decision on checkpoint %s was overtaken; not acting on it", self.name,
+                            run.external_id, run.checkpoint_id)
+                return "superseded"
+            if current and workflow.get("status") == "running":
                 return workflow
             if self.stop.is_set():
-                return None
+                return "stopped"
             if workflow.get("status") in ("completed", "failed", "handed_off", "aborted") \
                     or waited >= self.settle_timeout:
                 log.warning("%s %s: the workflow is %s, not running; not resuming", self.name, run.external_id,
                             workflow.get("status"))
                 self.journal.set_status(run.external_id, "stuck")
-                return None
+                return "stuck"
             self.stop.wait(min(self.poll_interval, 0.25))
             waited += min(self.poll_interval, 0.25)
+
+    def is_current(self, run: Run, decision: dict, workflow: dict) -> bool | None:
+        """True: ``decision`` resolved the run's latest checkpoint. False: it was overtaken. None: not yet."""
+        checkpoints = workflow.get("checkpoints") or []
+        if not checkpoints or str(checkpoints[-1]["id"]) != run.checkpoint_id:
+            return False
+        if checkpoints[-1].get("status") != "resolved":
+            return None
+        resolved_by = self.client.get_checkpoint(run.checkpoint_id).get("decision") or {}
+        return resolved_by.get("delivery_id") == decision.get("delivery_id")
 
     def sync(self, run: Run, workflow: dict, resume_state: dict) -> None:
         """Take the console's record as the truth about what is done (it outlives this process)."""
