@@ -84,3 +84,73 @@ def test_a_console_that_is_not_up_yet_is_retried_politely(seeded, caplog_demo):
         fleet.shutdown(timeout=10)
     assert not any(t.is_alive() for t in fleet.threads)
     assert not [r for r in caplog_demo.records if r.levelno >= logging.ERROR]
+
+
+def test_the_fleet_stops_at_its_total_and_a_restarted_fleet_does_not_start_over(live_server, seeded):
+    port, configs = seeded
+    if connection.vendor == "sqlite":
+        seeded, interval = (port, configs[:1]), 1.0  # one agent, one run at a time (see above)
+    else:
+        interval = 0.1
+    fleet = fleet_for(live_server.url, seeded, fault_rate=0.0, interval=interval, total=4)
+    fleet.start()
+    try:
+        wait_until(lambda: len(fleet.journal.runs(status="completed")) == 4, timeout=60, interval=0.05,
+                   what="four completed runs")
+        wait_until(lambda: not any(t.is_alive() for t in fleet.threads if t.name.startswith("launch-")),
+                   timeout=30, interval=0.05, what="the launch loops to stop at the total")
+    finally:
+        fleet.shutdown(timeout=10)
+
+    restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, interval=interval, total=4)
+    restarted.start()  # the journal counts what the killed process launched
+    try:
+        wait_until(lambda: not any(t.is_alive() for t in restarted.threads if t.name.startswith("launch-")),
+                   timeout=30, interval=0.05, what="the restarted launch loops to see the total reached")
+    finally:
+        restarted.shutdown(timeout=10)
+    assert restarted.journal.launched() == 4
+    assert Workflow.objects.count() == 4
+
+
+def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(live_server, seeded):
+    """What a SIGKILL leaves: journal rows of runs nobody drives any more, running in the console.
+    The webhook agent's run is left to the console's silence sweep; the polling agent, to which
+    nothing is ever delivered, reports the run it lost track of and polls that checkpoint."""
+    from django.utils import timezone
+
+    from tests.helpers import make_user
+    from workflows import tasks
+    from workflows.models import Checkpoint
+
+    killed = fleet_for(live_server.url, seeded, fault_rate=0.0)
+    runs = {name: killed.agents[name].create_run() for name in ("support-bot", "ticket-bot")}
+    killed.server.httpd.server_close()  # killed: its port is free again, its runs are left behind
+    alice = make_user("alice")
+
+    restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, total=0, reconcile_interval=0.1)
+    restarted.start()
+    try:
+        polled = Workflow.objects.get(external_id=runs["ticket-bot"].external_id, agent__name="ticket-bot")
+        wait_until(lambda: polled.checkpoints.exists(), timeout=30, interval=0.05,
+                   what="the polling agent to report the run it lost track of")
+        wait_until(lambda: restarted.journal.run(runs["support-bot"].external_id)["status"] == "orphaned",
+                   timeout=30, interval=0.05, what="the webhook agent's run to be left to the console")
+        polled.checkpoints.get().decide(by=alice, action="resume")
+        wait_until(lambda: Workflow.objects.get(pk=polled.pk).status == "completed", timeout=30, interval=0.05,
+                   what="the polling agent to find the decision and finish the run")
+
+        hooked = Workflow.objects.get(external_id=runs["support-bot"].external_id, agent__name="support-bot")
+        assert hooked.status == "running" and not hooked.checkpoints.exists()
+        assert tasks.pause_silent_workflows(now=timezone.now() + timezone.timedelta(hours=1)) == 1
+        checkpoint = Checkpoint.objects.get(workflow=hooked)
+        assert checkpoint.opened_by_console
+        decision = checkpoint.decide(by=alice, action="resume", money_confirmed=True)
+        assert tasks.deliver_decision(decision.pk) == "delivered"
+        wait_until(lambda: Workflow.objects.get(pk=hooked.pk).status == "completed", timeout=30, interval=0.05,
+                   what="the webhook agent to carry the delivered decision out")
+    finally:
+        restarted.shutdown(timeout=10)
+    assert restarted.ledgers.duplicates() == {}
+    assert len(restarted.ledgers.executions_for(f"{runs['support-bot'].external_id}:refund")) == 1
+    assert len(restarted.ledgers.executions_for(f"{runs['ticket-bot'].external_id}:message")) == 1

@@ -24,7 +24,7 @@ from typing import Any
 
 from workflows.client import ApiError, RecoveryClient, Unavailable
 
-from .journal import WAITING, Journal
+from .journal import CREATING, WAITING, Journal
 from .systems import Fault, Ledgers, RateLimited, SystemFailure
 
 log = logging.getLogger("workflows.demo")
@@ -156,6 +156,7 @@ class DemoAgent:
         self.stop = stop or threading.Event()
         self.plan = {spec.name: spec for spec in PLANS[kind]}
         self.active: set[str] = set()  # external ids of the runs this process is driving
+        self.turns: dict[str, threading.Lock] = {}  # one thread drives a run at a time
         self.lock = threading.Lock()
 
     # --- the life of a workflow -----------------------------------------------------
@@ -170,23 +171,36 @@ class DemoAgent:
         # The counter lives in the agent's journal; if that was wiped while the console kept its
         # workflows, the idempotent create answers an old workflow: skip to the next number then.
         for _ in range(20):
-            number = self.journal.next_number(self.kind)
-            ticket_id = f"{TICKET_PREFIX[self.kind]}-{number}"
-            external_id = ticket_id
-            title = f"{self.kind.replace('_', ' ').capitalize()} for {ticket_id}"
-            workflow = self.client.create_workflow(external_id, self.kind, title,
-                                                   context={"ticket": ticket_id, "agent": self.name})
+            ticket_id = f"{TICKET_PREFIX[self.kind]}-{self.journal.next_number(self.kind)}"
+            run = Run(kind=self.kind, external_id=ticket_id, workflow_id="", ticket_id=ticket_id,
+                      remaining=[spec.name for spec in PLANS[self.kind]])
+            # Journaled before the console is asked: if this process dies before the answer, the fleet
+            # finds the row when it starts again and asks again (the create is idempotent).
+            self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=CREATING,
+                                  state=run.state())
+            try:
+                workflow = self.register(run.external_id)
+            except ApiError as exc:
+                if exc.status < 500 and exc.status != 429:  # refused for good: nothing was created
+                    self.journal.set_status(run.external_id, "refused")
+                raise
             if workflow.get("status") == "running" and not workflow.get("steps"):
                 break
+            self.journal.set_status(run.external_id, "skipped")
         else:
             log.warning("%s: every new ticket number is taken in the console; not starting", self.name)
             return None
-        run = Run(kind=self.kind, external_id=external_id, workflow_id=str(workflow["id"]), ticket_id=ticket_id,
-                  remaining=[spec.name for spec in PLANS[self.kind]])
-        self.journal.save_run(external_id, agent=self.name, kind=self.kind, status="running",
+        run.workflow_id = str(workflow["id"])
+        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status="running",
                               workflow_id=run.workflow_id, state=run.state())
-        log.info("%s %s: started %s", self.name, external_id, self.kind)
+        log.info("%s %s: started %s", self.name, run.external_id, self.kind)
         return run
+
+    def register(self, external_id: str) -> dict:
+        """Create the workflow in the console; the same external id again answers the existing one."""
+        title = f"{self.kind.replace('_', ' ').capitalize()} for {external_id}"
+        return self.client.create_workflow(external_id, self.kind, title,
+                                           context={"ticket": external_id, "agent": self.name})
 
     def drive(self, run: Run, decision: dict | None = None, *, waiting: bool = False) -> str:
         """Work on ``run`` (after ``decision``, if given); a polling agent also waits here for decisions.
@@ -195,16 +209,20 @@ class DemoAgent:
         """
         with self.lock:
             self.active.add(run.external_id)
+            turn = self.turns.setdefault(run.external_id, threading.Lock())
         try:
-            while True:
-                if waiting:
-                    decision = self.await_decision(run)
-                    if decision is None:
-                        return "stopped"
-                outcome = self.carry_out(run, decision) if decision else self.proceed(run)
-                if outcome != "paused" or not self.polls:
-                    return outcome
-                waiting = True
+            # A second driver (a decision delivered while a stalled thread still works on the run) waits
+            # its turn, then works from the console's record of what the first one did.
+            with turn:
+                while True:
+                    if waiting:
+                        decision = self.await_decision(run)
+                        if decision is None:
+                            return "stopped"
+                    outcome = self.carry_out(run, decision) if decision else self.proceed(run)
+                    if outcome != "paused" or not self.polls:
+                        return outcome
+                    waiting = True
         except Unavailable as exc:
             # The workflow stays running in the console; its silence sweep pauses it: never a blank state.
             log.warning("%s %s: console unreachable, leaving the run (%s)", self.name, run.external_id, exc)

@@ -5,6 +5,15 @@ back while more than ``max_open`` checkpoints wait for a decision, so a fleet le
 running overnight leaves a realistic queue, not thousands of rows. When the
 console is not up yet (``make run`` starts it at the same time) the agents wait
 and retry politely. Everything goes through the real HTTP API.
+
+The fleet can be killed at any moment (the chaos run does it). Its journal lets a
+new process pick the runs back up: paused runs wait for their decision again,
+deliveries accepted but not carried out are carried out, and runs whose process
+died mid-step (orphans) are looked up in the console once. An agent with a resume
+endpoint then leaves them to the console's silence sweep (the decision on that
+checkpoint is delivered as any other); a polling agent, to which nothing is ever
+delivered, reports the run it lost track of as a checkpoint and polls it.
+``total`` caps the launches across restarts, counted in the journal.
 """
 
 from __future__ import annotations
@@ -16,18 +25,25 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from workflows.client import ApiError, RecoveryClient, Unavailable
 
 from .agent import PLANS, DemoAgent, FaultPlan
-from .journal import WAITING, Journal
+from .journal import CREATING, ORPHANED, WAITING, Journal
 from .server import ResumeServer
-from .store import demo_dir
+from .store import demo_dir, now_iso
 from .systems import Ledgers
 
 log = logging.getLogger("workflows.demo")
+
+# Journal statuses of runs nobody drives any more; "running" and "creating" count too once stale.
+# ORPHANED is not one: those were looked up once and are left to the console's silence sweep.
+ORPHAN_STATUSES = {"abandoned", "lost", "failed", "stuck"}
+STALE_SECONDS = 60.0  # far longer than a run spends between its journal row and its driving thread
+TERMINAL = {"completed", "failed", "handed_off", "aborted"}
 
 
 @dataclass(frozen=True)
@@ -59,10 +75,15 @@ class Fleet:
     def __init__(self, console_url: str, configs: list[AgentConfig], *, port: int = 8765, interval: float = 4.0,
                  max_open: int = 12, seed: int | None = None, fault_rate: float = 0.35,
                  step_delay: float = 0.6, poll_interval: float = 2.0, retries: int = 3,
-                 ledgers: Ledgers | None = None, journal: Journal | None = None) -> None:
+                 ledgers: Ledgers | None = None, journal: Journal | None = None, total: int | None = None,
+                 reconcile_interval: float = 30.0) -> None:
         self.console_url = console_url
         self.interval = interval
         self.max_open = max_open
+        self.total = total
+        self.reconcile_interval = reconcile_interval
+        self.started_at = now_iso()  # journal rows older than this belong to a process that is gone
+        self.launching = threading.Lock()  # one launch at a time, so the total is never overshot
         self.stop_event = threading.Event()
         self.rng = random.Random(seed)
         self.ledgers = ledgers or Ledgers()
@@ -143,6 +164,9 @@ class Fleet:
         holding = False
         self.stop_event.wait(self.rng.uniform(0, self.interval))  # stagger the agents
         while not self.stop_event.is_set():
+            if self.total is not None and self.journal.launched() >= self.total:
+                log.info("%s: %d workflows launched in all; launching no more", agent.name, self.total)
+                return
             waiting = self.journal.waiting_count()
             if waiting > self.max_open:
                 if not holding:
@@ -153,7 +177,10 @@ class Fleet:
                 continue
             holding = False
             try:
-                run = agent.create_run()
+                with self.launching:
+                    if self.total is not None and self.journal.launched() >= self.total:
+                        continue
+                    run = agent.create_run()
             except Unavailable as exc:
                 outage = min(max(outage * 2, 2.0), 30.0)
                 log.info("%s: console not reachable at %s yet (%s); retrying in %.0fs",
@@ -174,27 +201,103 @@ class Fleet:
             self.stop_event.wait(self.interval * self.rng.uniform(0.5, 1.5))
 
     def housekeeping(self) -> None:
-        """Pick paused runs up again after a restart, and forget runs the console no longer knows."""
+        """Pick paused and orphaned runs up again after a restart, and forget runs the console no longer knows."""
+        next_full = 0.0
         while not self.stop_event.is_set():
+            full = time.monotonic() >= next_full
             with contextlib.suppress(Unavailable):  # the console is not up yet; the launch loops say so
-                self.reconcile()
-            self.stop_event.wait(30.0)
+                self.reconcile(full=full)
+                if full:
+                    next_full = time.monotonic() + 30.0
+            self.stop_event.wait(self.reconcile_interval)
 
-    def reconcile(self) -> None:
-        for row in self.journal.runs(status=WAITING):
+    def reconcile(self, *, full: bool = True) -> None:
+        """``full`` also asks the console about every paused run of an agent with a resume endpoint."""
+        for row in self.journal.runs():
             agent = self.agents.get(row["agent"])
-            if agent is None or row["external_id"] in agent.active:
+            if agent is None or row["external_id"] in agent.active or self.stop_event.is_set():
                 continue
-            if agent.polls:
-                # Not a status check first: for a polling agent, fetching the decision *is* its delivery.
-                log.info("%s %s: waiting again for the decision on its checkpoint", agent.name, row["external_id"])
-                self.spawn(agent.adopt, f"poll-{row['external_id']}", row)
-                continue
-            try:
-                checkpoint = agent.client.get_checkpoint(row["checkpoint_id"])
-            except ApiError as exc:
-                if exc.status in (401, 404):  # the console was reset: this run is gone with it
-                    self.journal.set_status(row["external_id"], "lost")
-                continue
-            if checkpoint.get("status") == "resolved":
-                self.journal.set_status(row["external_id"], "resolved_elsewhere")
+            if row["status"] == WAITING and (agent.polls or full):
+                self.wait_again(agent, row)
+            elif self.is_orphan(row):
+                self.recover_orphan(agent, row)
+
+    def is_orphan(self, row: dict) -> bool:
+        if row["status"] in ORPHAN_STATUSES:
+            return True
+        if row["status"] not in ("running", CREATING):
+            return False
+        stale = datetime.fromisoformat(row["updated_at"]) < datetime.now(UTC) - timedelta(seconds=STALE_SECONDS)
+        return row["updated_at"] < self.started_at or stale
+
+    def adopt(self, agent: DemoAgent, row: dict) -> None:
+        """Drive a paused run of a polling agent again in a thread of its own."""
+        with agent.lock:  # marked before the thread starts, so the next reconcile leaves it alone
+            agent.active.add(row["external_id"])
+        self.spawn(agent.adopt, f"poll-{row['external_id']}", row)
+
+    def recover_orphan(self, agent: DemoAgent, row: dict) -> None:
+        """A run whose driving thread is gone: the console says what became of it."""
+        external_id = row["external_id"]
+        try:
+            if row["workflow_id"]:
+                workflow = agent.client.get_workflow(row["workflow_id"])
+            else:  # journaled, then the process died before the console answered: ask again (idempotent)
+                workflow = agent.register(external_id)
+        except ApiError as exc:
+            if exc.status in (401, 404):  # the console was reset: this run is gone with it
+                self.journal.set_status(external_id, "gone")
+            return
+        workflow_id = str(workflow["id"])
+        if workflow.get("status") in TERMINAL:
+            # "failed" in the journal means "the console refused a report": keep the two apart.
+            status = "finished_failed" if workflow["status"] == "failed" else workflow["status"]
+            self.journal.set_status(external_id, status, workflow_id=workflow_id)
+            return
+        unresolved = [c for c in workflow.get("checkpoints") or [] if c.get("status") != "resolved"]
+        if unresolved:
+            checkpoint = agent.client.get_checkpoint(unresolved[-1]["id"])
+        elif not agent.polls:
+            # Left to the console: its silence sweep pauses the run and the decision comes to the resume
+            # endpoint. Asking again meanwhile would count as a sign of life and hold the sweep off.
+            log.info("%s %s: orphaned by a restart; the console pauses it when it has been silent long enough",
+                     agent.name, external_id)
+            self.journal.set_status(external_id, ORPHANED, workflow_id=workflow_id)
+            return
+        else:
+            # Nothing is ever delivered to a polling agent: it reports the run it lost track of, then polls.
+            checkpoint = self.report_lost_track(agent, row, workflow)
+            if checkpoint is None:
+                return
+        log.info("%s %s: orphaned run paused at checkpoint %s; waiting for its decision", agent.name,
+                 external_id, checkpoint["id"])
+        self.journal.wait_again(external_id, workflow_id=workflow_id, checkpoint_id=str(checkpoint["id"]),
+                                resume_state=checkpoint.get("resume_state") or {})
+        if agent.polls:
+            self.adopt(agent, self.journal.run(external_id))
+
+    def report_lost_track(self, agent: DemoAgent, row: dict, workflow: dict) -> dict | None:
+        last = max((int(s["seq"]) for s in workflow.get("steps") or []), default=None)
+        try:
+            return agent.client.open_checkpoint(
+                str(workflow["id"]), "other", at_seq=last, state=row["state"],
+                detail=f"{agent.name} restarted and lost track of this run after step {last or 0}.")
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            return None  # paused meanwhile (or finished): the next look finds out which
+
+    def wait_again(self, agent: DemoAgent, row: dict) -> None:
+        if agent.polls:
+            # Not a status check first: for a polling agent, fetching the decision *is* its delivery.
+            log.info("%s %s: waiting again for the decision on its checkpoint", agent.name, row["external_id"])
+            self.adopt(agent, row)
+            return
+        try:
+            checkpoint = agent.client.get_checkpoint(row["checkpoint_id"])
+        except ApiError as exc:
+            if exc.status in (401, 404):  # the console was reset: this run is gone with it
+                self.journal.set_status(row["external_id"], "gone")
+            return
+        if checkpoint.get("status") == "resolved":
+            self.journal.set_status(row["external_id"], "resolved_elsewhere")

@@ -14,6 +14,10 @@ from typing import Any
 from .store import SqliteFile, demo_dir, now_iso
 
 WAITING = "waiting"  # a checkpoint is open and the agent waits for the decision
+CREATING = "creating"  # journaled before the console is asked, so a crash in between leaves a trace
+ORPHANED = "orphaned"  # nobody drives it any more (the process died): the console's sweep pauses it
+# Runs that never became a workflow: not counted as launches.
+NOT_LAUNCHED = ("skipped", "refused")
 
 
 class Journal(SqliteFile):
@@ -64,10 +68,10 @@ class Journal(SqliteFile):
                 (external_id, agent, kind, workflow_id, checkpoint_id, status, json.dumps(state or {}),
                  json.dumps(resume_state or {}), now_iso()))
 
-    def set_status(self, external_id: str, status: str) -> None:
+    def set_status(self, external_id: str, status: str, *, workflow_id: str | None = None) -> None:
         with self.connect() as conn:
-            conn.execute("UPDATE runs SET status = ?, updated_at = ? WHERE external_id = ?",
-                         (status, now_iso(), external_id))
+            conn.execute("UPDATE runs SET status = ?, workflow_id = COALESCE(?, workflow_id), updated_at = ?"
+                         " WHERE external_id = ?", (status, workflow_id, now_iso(), external_id))
 
     def run(self, external_id: str) -> dict[str, Any] | None:
         with self.connect() as conn:
@@ -87,6 +91,20 @@ class Journal(SqliteFile):
         with self.connect() as conn:
             rows = conn.execute(sql + " ORDER BY updated_at", args).fetchall()
         return [self._decode(r) for r in rows]
+
+    def launched(self) -> int:
+        """Workflows started so far, across restarts of the runtime (what ``--total`` counts)."""
+        marks = ", ".join("?" for _ in NOT_LAUNCHED)
+        with self.connect() as conn:
+            return conn.execute(f"SELECT COUNT(*) FROM runs WHERE status NOT IN ({marks})",  # noqa: S608
+                                NOT_LAUNCHED).fetchone()[0]
+
+    def wait_again(self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: dict) -> None:
+        """An orphaned run found paused at a checkpoint: wait for its decision, keeping the saved state."""
+        with self.connect() as conn:
+            conn.execute("UPDATE runs SET status = ?, workflow_id = ?, checkpoint_id = ?, resume_state = ?,"
+                         " updated_at = ? WHERE external_id = ?",
+                         (WAITING, workflow_id, checkpoint_id, json.dumps(resume_state), now_iso(), external_id))
 
     def waiting_count(self) -> int:
         with self.connect() as conn:

@@ -26,11 +26,21 @@ class Command(BaseCommand):
                             help="Probability that a workflow hits a fault (0..1).")
         parser.add_argument("--step-delay", type=float, default=0.6,
                             help="Average seconds an agent spends on a step (so the console shows progress).")
+        parser.add_argument("--total", type=int, default=None,
+                            help="Stop launching after this many workflows in all, counted in the journal "
+                                 "(so a restarted fleet goes on where it stopped); keep carrying out decisions.")
+        parser.add_argument("--poll-interval", type=float, default=2.0,
+                            help="Seconds between two looks of a polling agent at its checkpoint.")
+        parser.add_argument("--reconcile-interval", type=float, default=30.0,
+                            help="Seconds between two looks for paused and orphaned runs to pick up again.")
 
     def handle(self, *args: Any, console: str, port: int, agents: int, interval: float, max_open: int,
-               seed: int | None, fault_rate: float, step_delay: float, **options: Any) -> None:
+               seed: int | None, fault_rate: float, step_delay: float, total: int | None, poll_interval: float,
+               reconcile_interval: float, **options: Any) -> None:
         if not 0 <= fault_rate <= 1:
             raise CommandError("--fault-rate must be between 0 and 1.")
+        if total is not None and total < 0:
+            raise CommandError("--total must be 0 or more.")
         path = agents_file()
         if not path.exists():
             raise CommandError(f"{path} is missing: run `python manage.py seed_demo` first.")
@@ -44,7 +54,8 @@ class Command(BaseCommand):
                                   f"run `manage.py seed_demo --fleet-port {port}`")
         try:
             fleet = Fleet(console, configs, port=port, interval=interval, max_open=max_open, seed=seed,
-                          fault_rate=fault_rate, step_delay=step_delay)
+                          fault_rate=fault_rate, step_delay=step_delay, total=total, poll_interval=poll_interval,
+                          reconcile_interval=reconcile_interval)
         except OSError as exc:
             raise CommandError(f"cannot listen on 127.0.0.1:{port}: {exc}") from exc
 
