@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from tests.helpers import make_checkpoint, make_user, make_workflow
+from tests.helpers import make_checkpoint, make_step, make_user, make_workflow
 from workflows.models import Checkpoint, Decision, Event, IllegalTransition, Step, Workflow
 
 
@@ -18,6 +18,8 @@ def subject(model, status):
         obj = make_workflow()
     elif model is Checkpoint:
         obj = make_checkpoint()
+    elif model is Step:
+        obj = make_step(make_workflow(), 1, "issue_refund", "effect", status="pending")
     else:
         operator = make_user("olga")
         obj = make_checkpoint().decisions.create(action="abort", decided_by=operator)
@@ -26,7 +28,7 @@ def subject(model, status):
     return obj
 
 
-@pytest.mark.parametrize("model", [Workflow, Checkpoint, Decision], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("model", [Workflow, Checkpoint, Decision, Step], ids=lambda m: m.__name__)
 def test_every_transition_is_either_allowed_or_refused(db, model):
     for current, to, allowed in pairs(model):
         obj = subject(model, current)

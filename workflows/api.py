@@ -565,13 +565,10 @@ def _update_step(step: Step, payload: StepIn, agent: Agent) -> Step:
     if wanted["status"] not in Step.TRANSITIONS[Step.Status.PENDING]:
         raise ApiError(409, "step_conflict", f"Step {step.seq} is pending; it can only move to committed "
                                              "or failed.", "status")
-    with transaction.atomic():
-        won = Step.objects.filter(pk=step.pk, status=Step.Status.PENDING).update(
-            updated_at=timezone.now(), **{f: wanted[f] for f in SET_ON_TRANSITION})
-        if won:
-            Event.record(step, f"step_{wanted['status']}", actor=agent,
-                         data={"seq": step.seq, "name": step.name, "from": Step.Status.PENDING})
-    step.refresh_from_db()
+    # The one place status changes happen: a compare-and-set that writes the step's Event.
+    won = step.move(wanted["status"], actor=agent, verb=f"step_{wanted['status']}",
+                    data={"seq": step.seq, "name": step.name}, updated_at=timezone.now(),
+                    **{f: wanted[f] for f in SET_ON_TRANSITION if f != "status"})
     # Lost a race with another report of this step: judge this one against what won.
     return step if won else _update_step(step, payload, agent)
 

@@ -268,7 +268,7 @@ class Workflow(Stateful):
         }
 
 
-class Step(models.Model):
+class Step(Stateful):
     class Kind(models.TextChoices):
         MODEL = "model"
         TOOL = "tool"
