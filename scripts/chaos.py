@@ -1,0 +1,875 @@
+"""The demo fleet under chaos: faults at every step, processes killed at random, operators working the queue.
+
+    make chaos                                        # 1,000 workflows
+    make chaos CHAOS_ARGS="--workflows 200 --seed 7"  # or: .venv/bin/python scripts/chaos.py --help
+
+What runs: a fresh PostgreSQL database (``DATABASE_URL``, default
+``postgres://postgres@127.0.0.1:5432/recovery_chaos``, dropped and created
+again, so its name must contain "chaos"), a flushed Redis database
+(``CELERY_BROKER_URL``, default ``redis://127.0.0.1:6379/7``: FLUSHDB, so never
+point it at a broker in use), a fresh VAR_DIR, ``migrate`` and ``seed_demo``;
+then real processes: gunicorn (2 workers), two Celery workers (prefork), beat,
+the outbox relay and the demo fleet (``run_demo_fleet --total N``: simulated
+agents doing the worked example through the real HTTP API, with faults
+injected at every step boundary: model timeouts, garbage tool output, rate
+limits, effects whose outcome is unknown because the call timed out before or
+after it committed). A killer SIGKILLs, at random intervals and in shuffled
+rounds, a Celery worker, the web server or the fleet itself (the agent process
+killed mid-step), each with its whole process group, and starts it again.
+Scripted operators log in over HTTP and work the queue through the same forms
+a person uses: claim, confirm every unknown effect from what the simulated
+systems really recorded (the ledgers: executed -> "happened" with its
+reference, not executed -> "did not happen"), then mostly resume, sometimes
+retry the step or hand off to another operator, rarely abort; a second
+operator approves four-eyes proposals (the money runbooks require them here).
+When the fleet has launched N workflows the killer stops and the run drains:
+until every workflow is terminal, bounded by ``--timeout``. Then it prints
+the report and exits 1 when a target is missed.
+
+The figures, precisely:
+
+- **degraded workflow**: a workflow that did not run straight through, i.e.
+  every workflow except those completed with every step committed and no
+  checkpoint. Its agent hit a fault, or its agent process was killed.
+- **reached a checkpoint** (target 100 %): degraded workflows with at least
+  one checkpoint, over degraded workflows.
+- **blank state** (target none): at the end, a workflow that is neither
+  terminal nor paused at an unresolved checkpoint; also a workflow the fleet
+  launched (its journal says so) that the console does not know. Listed by id.
+- **resumed workflow**: one with a succeeded resume or retry_step decision and
+  no succeeded handoff or abort.
+- **duplicate effect**: an idempotency key the simulated systems executed more
+  than once (they never dedupe).
+- **lost effect**: an effect step committed in the console with no execution
+  in the ledgers, or with a reference the ledgers never issued; an effect an
+  operator confirmed as happened that has no execution; an effect of a
+  completed workflow's plan that never executed.
+- **resumed and completed cleanly** (target 100 %): resumed workflows that are
+  completed with no duplicate and no lost effect, over resumed workflows.
+- **same owner** (target 100 %): resumed workflows whose final owner is the
+  owner recorded on the "opened" event of every checkpoint a resume resolved,
+  over resumed workflows.
+- **decisions lost** (target 0): decisions an operator was answered 302
+  (recorded) for that are not in the database, plus decisions not finished
+  (queued or running) after the drain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.cookiejar
+import io
+import json
+import os
+import random
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BIN = Path(sys.executable).parent
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/recovery_chaos"
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/7"
+KILL_TARGETS = ("worker", "web", "fleet")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workflows", type=int, default=1000, help="Workflows the fleet launches in all.")
+    parser.add_argument("--seed", type=int, default=None, help="Seed faults, kills and operator choices.")
+    parser.add_argument("--kill-interval", type=float, default=6.0,
+                        help="Mean seconds between two kills (0: no kills).")
+    parser.add_argument("--kill-rounds", type=int, default=0,
+                        help="Keep killing until this many rounds (each kind once, shuffled) are done, even when "
+                             "every workflow is launched: a short run still kills each kind that often.")
+    parser.add_argument("--timeout", type=float, default=1200.0,
+                        help="Deadline of the whole run in seconds, drain included.")
+    parser.add_argument("--operators", type=int, default=2, help="Scripted operators working the queue.")
+    parser.add_argument("--fault-rate", type=float, default=0.7, help="Probability that a workflow hits a fault.")
+    parser.add_argument("--interval", type=float, default=0.9,
+                        help="Mean seconds between two launches of one agent (three agents).")
+    parser.add_argument("--step-delay", type=float, default=0.1, help="Mean seconds an agent spends on a step.")
+    parser.add_argument("--silence", type=int, default=15,
+                        help="AGENT_SILENCE_SECONDS: a killed agent's workflows are paused after this.")
+    parser.add_argument("--think", type=float, default=0.6,
+                        help="Mean seconds an operator reads a checkpoint before deciding.")
+    parser.add_argument("--delivery-attempts", type=int, default=4,
+                        help="DELIVERY_MAX_ATTEMPTS: few enough that a delivery to a killed fleet sometimes fails "
+                             "and its checkpoint goes back to the queue.")
+    parser.add_argument("--var-dir", default=None, help="VAR_DIR for this run (default: a fresh temp dir).")
+    parser.add_argument("--json", dest="json_path", default=None, help="Also write the figures to this file.")
+    args = parser.parse_args(argv)
+    if args.workflows < 1 or args.operators < 1:
+        parser.error("--workflows and --operators must be at least 1")
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1_000_000)
+    return args
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+# --- a fresh world -------------------------------------------------------------------------
+
+def database_name(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    name = parts.path.lstrip("/")
+    if not parts.scheme.startswith("postgres") or not name:
+        raise SystemExit(f"DATABASE_URL must be a postgres://…/<name> URL, not {url!r}")
+    if "chaos" not in name:  # it is dropped: never the console's own database by mistake
+        raise SystemExit(f"refusing to drop the database {name!r}: the chaos run drops and creates its database, "
+                         "so its name must contain 'chaos' (e.g. recovery_chaos)")
+    return name
+
+
+def recreate_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    name = database_name(url)
+    parts = urllib.parse.urlsplit(url)
+    maintenance = urllib.parse.urlunsplit(parts._replace(scheme="postgresql", path="/postgres"))
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def flush_broker(url: str) -> None:
+    import redis
+
+    if not url.startswith("redis://"):
+        raise SystemExit(f"CELERY_BROKER_URL must be a redis:// URL, not {url!r}")
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    client.flushdb()
+    client.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class World:
+    args: argparse.Namespace
+    var_dir: Path
+    web_port: int
+    fleet_port: int
+    env: dict[str, str]
+    users: dict[str, str]  # operator username -> password
+
+    @property
+    def console_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+
+def prepare(args: argparse.Namespace) -> World:
+    database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
+    broker_url = os.environ.get("CELERY_BROKER_URL") or DEFAULT_BROKER_URL
+    database_name(database_url)  # checked before anything is flushed
+    recreate_database(database_url)
+    flush_broker(broker_url)
+    var_dir = Path(args.var_dir or tempfile.mkdtemp(prefix="rc-chaos-")).resolve()
+    var_dir.mkdir(parents=True, exist_ok=True)
+    (var_dir / "logs").mkdir(exist_ok=True)
+    env = {
+        "DJANGO_SETTINGS_MODULE": "console.settings", "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker_url, "CELERY_QUEUE": "chaos", "VAR_DIR": str(var_dir),
+        "SECRET_KEY": secrets.token_urlsafe(40), "DEBUG": "false", "MANIFEST_STATIC": "false",
+        "SECURE_COOKIES": "false", "ALLOWED_HOSTS": "127.0.0.1", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
+        "PYTHONPATH": str(ROOT),  # every process imports this tree, whatever else is on the path
+        # Short clocks, so a killed agent's workflows reach the queue and stuck deliveries come back quickly.
+        "AGENT_SILENCE_SECONDS": str(args.silence), "DELIVERY_LEASE_SECONDS": "10",
+        "SWEEP_INTERVAL_SECONDS": "1", "DELIVERY_BACKOFF_SECONDS": "0.5",
+        "DELIVERY_MAX_ATTEMPTS": str(args.delivery_attempts),
+        "DELIVERY_TIMEOUT_SECONDS": "5",
+        # The faults under test are the simulated systems' rate limits, not the console's own.
+        "API_RATE_LIMIT_PER_MINUTE": "0",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    world = World(args=args, var_dir=var_dir, web_port=free_port(), fleet_port=free_port(),
+                  env={**os.environ, **env}, users={})
+    call_command("migrate", verbosity=0)
+    call_command("seed_demo", port=world.web_port, fleet_port=world.fleet_port, stdout=io.StringIO())
+    world.users = configure(args, var_dir)
+    return world
+
+
+def configure(args: argparse.Namespace, var_dir: Path) -> dict[str, str]:
+    """What an admin would set for this run: the global silence limit, operators, four eyes on money."""
+    from django.contrib.auth import get_user_model
+
+    from console.roles import set_role
+    from workflows.models import Agent, Runbook
+
+    Agent.objects.update(silence_seconds=None)  # seed_demo's 300 s would outlast the run's clocks
+    users = {"operator": json.loads((var_dir / "demo" / "users.json").read_text())["operator"]}
+    for n in range(2, args.operators + 1):
+        password = secrets.token_urlsafe(12)
+        user = get_user_model().objects.create_user(f"operator{n}", password=password)
+        set_role(user, "operator")
+        users[user.username] = password
+    if args.operators > 1:  # someone must be there to approve
+        Runbook.objects.filter(slug__in=["refund-unknown-refund", "billing-unknown-credit"]).update(
+            requires_four_eyes=True)
+    return users
+
+
+# --- processes -------------------------------------------------------------------------------
+
+class Service:
+    """One process of the stack, in its own process group: started, killed whole, started again."""
+
+    def __init__(self, name: str, argv: list[str], world: World, ready: Callable[[Service], bool]) -> None:
+        self.name, self.argv, self.world, self.ready = name, argv, world, ready
+        self.popen: subprocess.Popen | None = None
+        self.starts = 0
+        self.log_path = world.var_dir / "logs" / f"{name}.log"
+
+    def start(self, timeout: float = 90.0) -> None:
+        self.starts += 1
+        self.log_path = self.world.var_dir / "logs" / f"{self.name}-{self.starts}.log"
+        argv = [arg.format(start=self.starts) for arg in self.argv]  # "{start}": which start this is
+        with open(self.log_path, "wb") as log:
+            self.popen = subprocess.Popen(argv, cwd=ROOT, env=self.world.env, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.ready(self):
+            if not self.alive():
+                raise RuntimeError(f"{self.name} died on start:\n{self.output()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} not ready after {timeout:.0f}s:\n{self.output()[-3000:]}")
+            time.sleep(0.2)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """The whole group: a killed worker takes its pool children with it, gunicorn its workers."""
+        if self.popen is None:
+            return
+        with suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, sig)
+        if sig == signal.SIGKILL:
+            self.popen.wait()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.alive():
+            self.kill(signal.SIGTERM)
+            with suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout)
+        self.kill(signal.SIGKILL)
+
+
+def printed(text: str) -> Callable[[Service], bool]:
+    return lambda service: text in service.output()
+
+
+def answers_health(service: Service) -> bool:
+    try:
+        with urllib.request.urlopen(f"{service.world.console_url}/healthz", timeout=2) as response:  # noqa: S310
+            return response.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def services(world: World) -> dict[str, Service]:
+    args, python, manage = world.args, str(BIN / "python"), str(ROOT / "manage.py")
+    stack = {
+        "web": Service("web", [str(BIN / "gunicorn"), "console.wsgi", "-b", f"127.0.0.1:{world.web_port}",
+                               "-w", "2", "-k", "gthread", "--threads", "4", "--timeout", "30"],
+                       world, answers_health),
+        "beat": Service("beat", [str(BIN / "celery"), "-A", "console", "beat", "--loglevel=INFO"],
+                        world, printed("beat: Starting")),
+        "relay": Service("relay", [python, manage, "run_relay", "--interval", "1"], world, printed("outbox relay")),
+        "fleet": Service("fleet", [
+            python, manage, "run_demo_fleet", "--console", world.console_url, "--port", str(world.fleet_port),
+            "--agents", "3", "--interval", str(args.interval), "--max-open", "100000",
+            "--seed", f"{args.seed}{{start}}",  # a restarted fleet does not replay the same faults
+            "--fault-rate", str(args.fault_rate), "--step-delay", str(args.step_delay),
+            "--total", str(args.workflows), "--poll-interval", "0.5", "--reconcile-interval", "2"],
+            world, printed("demo fleet:")),
+    }
+    for n in (1, 2):
+        stack[f"worker{n}"] = Service(f"worker{n}", [
+            str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork", "-c", "2", "-n", f"chaos{n}@%h",
+            "-Q", "chaos", "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"],
+            world, printed("ready."))
+    return stack
+
+
+class Killer(threading.Thread):
+    """SIGKILL a worker, the web server or the fleet at random intervals; start it again at once."""
+
+    def __init__(self, stack: dict[str, Service], interval: float, rng: random.Random) -> None:
+        super().__init__(name="killer", daemon=True)
+        self.stack, self.interval, self.rng = stack, interval, rng
+        self.stop = threading.Event()
+        self.kills: Counter[str] = Counter()
+        self.rounds = 0  # complete rounds: every kind killed once more
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        rounds: list[str] = []
+        while not self.stop.wait(self.rng.uniform(0.5, 1.5) * self.interval):
+            if not rounds:  # shuffled rounds: every kind gets killed, in no fixed order
+                rounds = self.rng.sample(KILL_TARGETS, len(KILL_TARGETS))
+            target = rounds.pop()
+            self.rounds += not rounds
+            service = self.stack[self.rng.choice(["worker1", "worker2"])] if target == "worker" else self.stack[target]
+            service.kill()
+            self.kills[target] += 1
+            # Down for a moment, sometimes for longer than a delivery's retries last; then back, even when stopping.
+            time.sleep(self.rng.uniform(5.0, 12.0) if self.rng.random() < 0.25 else self.rng.uniform(0.2, 2.0))
+            self.restart(service)
+
+    def restart(self, service: Service) -> None:
+        for attempt in range(5):
+            try:
+                service.start()
+                return
+            except RuntimeError as exc:  # reported: a stack that cannot come back is a failed run
+                self.errors.append(str(exc)[-500:])
+                say(f"  ! restart {attempt + 1} of {service.name} failed: {str(exc)[-300:]}")
+                service.kill()
+                time.sleep(2)
+
+
+# --- the operators -----------------------------------------------------------------------------
+
+class Down(Exception):
+    """The console did not answer (killed mid-request, restarting): try again shortly."""
+
+
+@dataclass
+class Answer:
+    status: int
+    location: str
+    body: str
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a person sees where the 302 points; so do we
+
+
+class Browser:
+    """A person's browser: cookies (session, CSRF), forms posted as forms, redirects not followed."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), NoRedirect())
+
+    def request(self, method: str, path: str, fields: dict | None = None) -> Answer:
+        data = urllib.parse.urlencode(fields).encode() if fields is not None else None
+        request = urllib.request.Request(self.base_url + path, data=data, method=method)  # noqa: S310
+        try:
+            with self.opener.open(request, timeout=20) as response:
+                return Answer(response.status, response.headers.get("Location", ""),
+                              response.read().decode(errors="replace"))
+        except urllib.error.HTTPError as exc:
+            answer = Answer(exc.code, exc.headers.get("Location", ""), exc.read().decode(errors="replace"))
+            if answer.status >= 500:
+                raise Down(f"{method} {path}: {answer.status}") from None
+            return answer
+        except (urllib.error.URLError, OSError, ConnectionError, TimeoutError) as exc:
+            raise Down(f"{method} {path}: {exc}") from None
+
+    def csrf(self) -> str:
+        return next((c.value for c in self.jar if c.name == "csrftoken"), "")
+
+    def login(self, username: str, password: str) -> None:
+        self.request("GET", "/login/")
+        answer = self.request("POST", "/login/", {"username": username, "password": password,
+                                                  "csrfmiddlewaretoken": self.csrf()})
+        if answer.status != 302:
+            raise RuntimeError(f"login of {username} failed: {answer.status}")
+
+    def post(self, path: str, fields: dict) -> Answer:
+        return self.request("POST", path, {**fields, "csrfmiddlewaretoken": self.csrf()})
+
+
+@dataclass
+class Logbook:
+    """What the operators saw and did, for the report."""
+
+    acknowledged: list[tuple[int, str, str]] = field(default_factory=list)  # (checkpoint, operator, action)
+    counts: Counter[str] = field(default_factory=Counter)
+    invalid: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, what: str) -> None:
+        with self.lock:
+            self.counts[what] += 1
+
+
+class Operator(threading.Thread):
+    """A scripted person working the queue through the console's forms."""
+
+    RETRY_FOR = 90.0  # seconds a person keeps trying while the console restarts
+
+    def __init__(self, username: str, password: str, world: World, others: list[str], rng: random.Random,
+                 record: Logbook, stop: threading.Event) -> None:
+        super().__init__(name=f"operator-{username}", daemon=True)
+        self.username, self.password, self.others, self.rng = username, password, others, rng
+        self.record, self.stop = record, stop
+        self.think = world.args.think
+        self.browser = Browser(world.console_url)
+        from workflows.demo.systems import Ledgers
+
+        self.ledgers = Ledgers(world.var_dir / "demo" / "ledgers.sqlite3")
+        self.user: Any = None
+
+    def run(self) -> None:
+        from django.contrib.auth import get_user_model
+        from django.db import connection
+
+        self.user = get_user_model().objects.get(username=self.username)
+        self.persist(lambda: self.browser.login(self.username, self.password), "login")
+        while not self.stop.is_set():
+            try:
+                busy = self.approve_one() or self.work_one()
+            except Exception as exc:  # a person shrugs and goes on with the next one
+                self.record.count("operator_errors")
+                say(f"  ! {self.username}: {type(exc).__name__}: {exc}")
+                connection.close()
+                busy = False
+            if not busy:
+                self.stop.wait(0.3)
+        connection.close()
+
+    def persist(self, attempt: Callable[[], Any], what: str, done: Callable[[], bool] = lambda: False) -> Any:
+        """Try until the console answers; ``done`` tells when an attempt whose answer was lost did apply."""
+        deadline = time.monotonic() + self.RETRY_FOR
+        while True:
+            try:
+                return attempt()
+            except Down:
+                self.record.count(f"retried_{what}")
+                if time.monotonic() > deadline or self.stop.is_set():
+                    raise
+                time.sleep(self.rng.uniform(0.5, 1.5))
+                if done():
+                    self.record.count(f"applied_unanswered_{what}")
+                    return None
+
+    def post(self, path: str, fields: dict, what: str, done: Callable[[], bool] = lambda: False) -> Answer | None:
+        def attempt() -> Answer:
+            answer = self.browser.post(path, fields)
+            if answer.status == 403 or (answer.status == 302 and answer.location.startswith("/login/")):
+                self.browser.login(self.username, self.password)  # session or CSRF cookie gone: log in again
+                answer = self.browser.post(path, fields)
+            return answer
+
+        return self.persist(attempt, what, done)
+
+    # --- four eyes --------------------------------------------------------------------------------
+    def approve_one(self) -> bool:
+        from workflows.models import Decision
+
+        proposal = (Decision.objects.filter(status=Decision.Status.PROPOSED).exclude(decided_by=self.user)
+                    .order_by("decided_at").first())
+        if proposal is None:
+            return False
+
+        def answered() -> bool:
+            return Decision.objects.filter(pk=proposal.pk).exclude(status=Decision.Status.PROPOSED).exists()
+
+        answer = self.post(f"/decisions/{proposal.pk}/approve/", {}, "approve", done=answered)
+        self.record.count("approved" if answer is None or answer.status == 302 else f"approve_{answer.status}")
+        return True
+
+    # --- the queue ----------------------------------------------------------------------------------
+    def work_one(self) -> bool:
+        from workflows.models import Checkpoint
+
+        checkpoint = Checkpoint.objects.filter(status=Checkpoint.Status.CLAIMED, assignee=self.user).first()
+        if checkpoint is None:
+            first = list(Checkpoint.objects.filter(status=Checkpoint.Status.OPEN)
+                         .order_by("due_at", "pk").values_list("pk", flat=True)[:6])
+            if not first:
+                return False
+            pk = self.rng.choice(first)  # two people on one queue do not all pick the top row
+            if not self.claim(pk):
+                return True
+            checkpoint = Checkpoint.objects.get(pk=pk)
+        self.decide(checkpoint)
+        return True
+
+    def claim(self, pk: int) -> bool:
+        from workflows.models import Checkpoint
+
+        def mine() -> bool:
+            return Checkpoint.objects.filter(pk=pk, status=Checkpoint.Status.CLAIMED, assignee=self.user).exists()
+
+        self.post(f"/checkpoints/{pk}/claim/", {}, "claim", done=mine)
+        if mine():
+            self.record.count("claimed")
+            return True
+        self.record.count("claim_lost")
+        return False
+
+    def confirmations(self, checkpoint: Any) -> dict[str, str]:
+        """Every unknown effect, as the simulated systems really recorded it."""
+        fields = {}
+        for i, effect in enumerate(checkpoint.unknown_effects):
+            executions = self.ledgers.executions_for(effect["idempotency_key"])
+            if executions:
+                fields.update({f"confirm_{i}": "happened", f"ref_{i}": executions[0].ref})
+                self.record.count("confirmed_happened")
+            else:
+                fields[f"confirm_{i}"] = "did_not_happen"
+                self.record.count("confirmed_did_not_happen")
+        return fields
+
+    def choose(self, checkpoint: Any) -> dict[str, str]:
+        roll = self.rng.random()
+        if roll < 0.80:
+            action = "resume"
+        elif roll < 0.88:
+            action = "retry_step"
+        elif roll < 0.97:
+            action = "handoff"
+        else:
+            action = "abort"
+        if checkpoint.runbook and not checkpoint.runbook.allows(action):
+            action = "resume"
+        fields = {"action": action, "money_confirmed": "on",
+                  "instructions": f"chaos: {action} after checking the ledgers"}
+        if action == "handoff":
+            if self.others:
+                fields["new_owner"] = self.rng.choice(self.others)
+            else:
+                fields["handoff_to"] = "Tier-2 support"
+        return fields
+
+    def decide(self, checkpoint: Any) -> None:
+        from workflows.models import Decision
+
+        self.stop.wait(self.rng.uniform(0.5, 1.5) * self.think)  # reading the resume state and the runbook
+        fields = {**self.choose(checkpoint), **self.confirmations(checkpoint)}
+
+        def recorded() -> bool:  # earlier decisions of this checkpoint failed or were rejected: not active
+            return Decision.objects.filter(checkpoint=checkpoint, decided_by=self.user).active().exists()
+
+        answer = self.post(f"/checkpoints/{checkpoint.pk}/decide/", fields, "decide", done=recorded)
+        action = fields["action"]
+        if answer is None:
+            self.record.count(f"decided_{action}")  # applied, its answer lost with the web server
+        elif answer.status == 302 and answer.location.rstrip("/").endswith(f"/checkpoints/{checkpoint.pk}"):
+            with self.record.lock:
+                self.record.acknowledged.append((checkpoint.pk, self.username, action))
+            self.record.count(f"decided_{action}")
+        elif answer.status == 409:
+            self.record.count("decide_conflict")
+        else:
+            self.record.count(f"decide_{answer.status}")
+            with self.record.lock:
+                self.record.invalid.append(f"checkpoint {checkpoint.pk} {action}: {answer.status} "
+                                           f"{snippet(answer.body)}")
+
+
+def snippet(html: str) -> str:
+    """The form errors of a re-rendered page, roughly."""
+    import re
+
+    errors = re.findall(r'class="[^"]*error[^"]*"[^>]*>([^<]{1,200})<', html)
+    return "; ".join(e.strip() for e in errors if e.strip())[:300] or html[:200]
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+TERMINAL = ("completed", "failed", "handed_off", "aborted")
+
+
+def settled(journal: Any, total: int) -> bool:
+    from workflows.models import Decision, Workflow
+
+    if journal.launched() < total or Workflow.objects.count() < journal.launched():
+        return False
+    unfinished = Decision.objects.filter(status__in=["proposed", "queued", "running"])
+    return not Workflow.objects.exclude(status__in=TERMINAL).exists() and not unfinished.exists()
+
+
+def progress(started: float, journal: Any, killer: Killer) -> str:
+    from workflows.models import Checkpoint, Decision, Workflow
+
+    workflows = Counter(Workflow.objects.values_list("status", flat=True))
+    checkpoints = Checkpoint.objects.exclude(status="resolved").count()
+    decisions = Counter(Decision.objects.values_list("status", flat=True))
+    return (f"  {time.monotonic() - started:6.0f}s  launched {journal.launched()}  workflows "
+            f"{dict(sorted(workflows.items()))}  unresolved checkpoints {checkpoints}  decisions "
+            f"{dict(sorted(decisions.items()))}  kills {dict(killer.kills)}")
+
+
+def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]:
+    from workflows.demo.journal import Journal
+
+    args = world.args
+    rng = random.Random(args.seed)
+    stack = services(world)
+    journal = Journal(world.var_dir / "demo" / "runtime.sqlite3")
+    record = Logbook()
+    stop_operators = threading.Event()
+    killer = Killer(stack, args.kill_interval, random.Random(rng.random()))
+    started = time.monotonic()
+    deadline = started + args.timeout
+    operators: list[Operator] = []
+    settled_in_time = False
+    try:
+        for name in ("web", "worker1", "worker2", "beat", "relay", "fleet"):
+            stack[name].start()
+        say(f"stack up in {time.monotonic() - started:.0f}s: web :{world.web_port}, fleet :{world.fleet_port}, "
+            f"logs in {world.var_dir / 'logs'}")
+        names = sorted(world.users)
+        for name in names:
+            operators.append(Operator(name, world.users[name], world, [n for n in names if n != name],
+                                      random.Random(rng.random()), record, stop_operators))
+        for operator in operators:
+            operator.start()
+        if args.kill_interval > 0:
+            killer.start()
+        next_report = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if journal.launched() >= args.workflows and killer.is_alive() and not killer.stop.is_set() \
+                    and killer.rounds >= args.kill_rounds:
+                killer.stop.set()
+                say(f"  all {args.workflows} launched after {time.monotonic() - started:.0f}s: no more kills; draining")
+            if (not killer.is_alive() or killer.stop.is_set()) and settled(journal, args.workflows):
+                settled_in_time = True
+                break
+            if time.monotonic() >= next_report:
+                say(progress(started, journal, killer))
+                next_report = time.monotonic() + 15
+            time.sleep(1.0)
+        killer.stop.set()
+        if killer.is_alive():
+            killer.join(120)
+        if not settled_in_time:
+            say(f"  ! deadline of {args.timeout:.0f}s reached before the run settled")
+        say(progress(started, journal, killer))
+    finally:
+        stop_operators.set()
+        for operator in operators:
+            operator.join(30)
+        killer.stop.set()
+        if killer.is_alive():
+            killer.join(120)  # it may be starting a process again: stop that one too
+        for name in ("fleet", "relay", "beat", "worker1", "worker2", "web"):
+            stack[name].stop()
+    return stack, killer, record, time.monotonic() - started, settled_in_time
+
+
+# --- the report ------------------------------------------------------------------------------------
+
+def share(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 100.0
+
+
+def analyse(world: World, record: Logbook, killer: Killer, duration: float, settled_in_time: bool) -> dict:
+    from django.db.models import Prefetch
+
+    from workflows.demo.agent import PLANS
+    from workflows.demo.journal import Journal
+    from workflows.demo.systems import Ledgers
+    from workflows.models import Checkpoint, Decision, Event, Workflow
+
+    ledgers = Ledgers(world.var_dir / "demo" / "ledgers.sqlite3")
+    journal = Journal(world.var_dir / "demo" / "runtime.sqlite3")
+    executions: dict[str, list[str]] = {}
+    with ledgers.connect() as conn:
+        for key, ref in conn.execute("SELECT idempotency_key, ref FROM executions ORDER BY id"):
+            executions.setdefault(key, []).append(ref)
+    duplicates = {key: len(refs) for key, refs in executions.items() if len(refs) > 1}
+
+    workflows = list(Workflow.objects.select_related("owner", "agent").prefetch_related(
+        "steps", Prefetch("checkpoints", Checkpoint.objects.order_by("opened_at", "pk")),
+        Prefetch("checkpoints__decisions", Decision.objects.select_related("decided_by")),
+        Prefetch("events", Event.objects.filter(verb="opened"), to_attr="opened_events")))
+    known = {(w.agent.name, w.external_id) for w in workflows}
+    missing = [f"{r['agent']}:{r['external_id']}" for r in journal.runs()
+               if r["status"] not in ("skipped", "refused") and (r["agent"], r["external_id"]) not in known]
+
+    degraded = reached = resumed = resumed_clean = same_owner = 0
+    blank: list[str] = list(missing)
+    lost: list[str] = []
+    not_clean: list[str] = []
+    other_owner: list[str] = []
+    for workflow in workflows:
+        steps = list(workflow.steps.all())
+        checkpoints = list(workflow.checkpoints.all())
+        decisions = [d for c in checkpoints for d in c.decisions.all()]
+        straight = workflow.status == "completed" and not checkpoints and all(s.status == "committed" for s in steps)
+        if not straight:
+            degraded += 1
+            reached += bool(checkpoints)
+        unresolved = [c for c in checkpoints if c.status != "resolved"]
+        if workflow.status not in TERMINAL and not (workflow.status == "paused" and unresolved):
+            blank.append(f"{workflow.pk} ({workflow.external_id}, {workflow.status})")
+        gone = lost_effects(workflow, steps, decisions, executions, PLANS)
+        lost.extend(gone)
+        keys = {f"{workflow.external_id}:{spec.key}" for spec in PLANS.get(workflow.kind, ()) if spec.key}
+        doubled = keys & set(duplicates)
+        succeeded = {d.action for d in decisions if d.status == "succeeded"}
+        if succeeded & {"resume", "retry_step"} and not succeeded & {"handoff", "abort"}:
+            resumed += 1
+            if workflow.status == "completed" and not gone and not doubled:
+                resumed_clean += 1
+            else:
+                not_clean.append(f"{workflow.pk} ({workflow.external_id}, {workflow.status}"
+                                 f"{', lost ' + ' '.join(gone) if gone else ''}"
+                                 f"{', duplicated ' + ' '.join(sorted(doubled)) if doubled else ''})")
+            opened_owner = {e.checkpoint_id: e.data.get("owner") for e in workflow.opened_events}
+            owner = workflow.owner.get_username() if workflow.owner else None
+            resumed_at = [c.pk for c in checkpoints
+                          if any(d.status == "succeeded" and d.action in ("resume", "retry_step")
+                                 for d in c.decisions.all())]
+            if all(opened_owner.get(pk) == owner for pk in resumed_at):
+                same_owner += 1
+            else:
+                other_owner.append(f"{workflow.pk} ({workflow.external_id}: {owner})")
+
+    all_decisions = list(Decision.objects.select_related("decided_by"))
+    recorded = {(d.checkpoint_id, d.decided_by.get_username(), d.action) for d in all_decisions}
+    unrecorded = [a for a in record.acknowledged if a not in recorded]
+    unfinished = [f"{d.pk} ({d.action}, {d.status})" for d in all_decisions if d.status in ("queued", "running")]
+    proposed = [d.pk for d in all_decisions if d.status == "proposed"]
+    checkpoints = Checkpoint.objects.all()
+    return {
+        "seed": world.args.seed, "duration_seconds": round(duration), "settled": settled_in_time,
+        "workflows_requested": world.args.workflows, "workflows": len(workflows),
+        "launched": journal.launched(),
+        "workflows_by_status": dict(Counter(w.status for w in workflows)),
+        "degraded": degraded, "reached_checkpoint": reached,
+        "reached_checkpoint_pct": share(reached, degraded),
+        "blank_states": blank,
+        "resumed": resumed, "resumed_clean": resumed_clean, "resumed_clean_pct": share(resumed_clean, resumed),
+        "resumed_not_clean": not_clean,
+        "same_owner": same_owner, "same_owner_pct": share(same_owner, resumed), "other_owner": other_owner,
+        "duplicate_keys": duplicates, "lost_effects": lost,
+        "decisions_acknowledged": len(record.acknowledged), "decisions_unrecorded": unrecorded,
+        "decisions_unfinished": unfinished, "decisions_awaiting_approval": proposed,
+        "decisions_lost": len(unrecorded) + len(unfinished),
+        "decisions_by_action_state": {f"{a}/{s}": n for (a, s), n in sorted(
+            Counter((d.action, d.status) for d in all_decisions).items())},
+        "checkpoints": checkpoints.count(),
+        "checkpoints_by_reason": dict(Counter(checkpoints.values_list("reason", flat=True))),
+        "checkpoints_opened_by_console": checkpoints.filter(opened_by_console=True).count(),
+        "effects_executed": sum(len(refs) for refs in executions.values()),
+        "kills": {target: killer.kills.get(target, 0) for target in KILL_TARGETS},
+        "kill_restart_errors": killer.errors,
+        "operator": dict(sorted(record.counts.items())), "operator_invalid": record.invalid[:20],
+    }
+
+
+def lost_effects(workflow: Any, steps: list, decisions: list, executions: dict[str, list[str]],
+                 plans: dict) -> list[str]:
+    lost = set()
+    for step in steps:
+        if step.kind == "effect" and step.status == "committed":
+            refs = executions.get(step.idempotency_key, [])
+            if not refs or (step.external_ref and step.external_ref not in refs):
+                lost.add(step.idempotency_key)
+    for decision in decisions:
+        for key, verdict in (decision.confirmations or {}).items():
+            if verdict == "happened" and not executions.get(key):
+                lost.add(key)
+    if workflow.status == "completed":
+        for spec in plans.get(workflow.kind, ()):
+            key = f"{workflow.external_id}:{spec.key}"
+            if spec.kind == "effect" and not executions.get(key):
+                lost.add(key)
+    return sorted(lost)
+
+
+def report(figures: dict) -> bool:
+    """Print the report; True when every target is met."""
+    def line(label: str, value: str, target: str, ok: bool) -> None:
+        say(f"  {label:<46} {value:<28} target {target:<6} {'ok' if ok else 'MISSED'}")
+
+    checks = {
+        "launched": figures["workflows"] >= figures["workflows_requested"] and not figures["blank_states"],
+        "reached": figures["reached_checkpoint"] == figures["degraded"],
+        "clean": figures["resumed_clean"] == figures["resumed"],
+        "owner": figures["same_owner"] == figures["resumed"],
+        "decisions": figures["decisions_lost"] == 0,
+        "effects": not figures["duplicate_keys"] and not figures["lost_effects"],
+        "settled": figures["settled"],
+        "restarts": not figures["kill_restart_errors"],
+    }
+    say("")
+    say(f"Chaos run: seed {figures['seed']}, {figures['duration_seconds']} s, "
+        f"{'settled' if figures['settled'] else 'NOT settled before the deadline'}")
+    say(f"  workflows {figures['workflows']} of {figures['workflows_requested']} "
+        f"{figures['workflows_by_status']}; kills {figures['kills']}")
+    line("degraded workflows", f"{figures['degraded']} of {figures['workflows']}", "", True)
+    line("degraded that reached a checkpoint", f"{figures['reached_checkpoint_pct']:.1f} % "
+         f"({figures['reached_checkpoint']}/{figures['degraded']})", "100 %", checks["reached"])
+    line("blank-state workflows", str(len(figures["blank_states"])), "0", checks["launched"])
+    line("resumed that completed, 0 duplicate, 0 lost", f"{figures['resumed_clean_pct']:.1f} % "
+         f"({figures['resumed_clean']}/{figures['resumed']})", "100 %", checks["clean"])
+    line("resumed returned to the same owner", f"{figures['same_owner_pct']:.1f} % "
+         f"({figures['same_owner']}/{figures['resumed']})", "100 %", checks["owner"])
+    line("decisions lost", str(figures["decisions_lost"]), "0", checks["decisions"])
+    line("duplicate effect keys", str(len(figures["duplicate_keys"])), "0", not figures["duplicate_keys"])
+    line("lost effects", str(len(figures["lost_effects"])), "0", not figures["lost_effects"])
+    say(f"  checkpoints {figures['checkpoints']} (opened by the silence sweep: "
+        f"{figures['checkpoints_opened_by_console']}) by reason {figures['checkpoints_by_reason']}")
+    say(f"  decisions by action/state {figures['decisions_by_action_state']}")
+    say(f"  effects executed {figures['effects_executed']}; operators {figures['operator']}")
+    for label, key in (("blank states", "blank_states"), ("resumed, not clean", "resumed_not_clean"),
+                       ("another owner", "other_owner"), ("duplicated keys", "duplicate_keys"),
+                       ("lost effects", "lost_effects"), ("acknowledged, not recorded", "decisions_unrecorded"),
+                       ("decisions not finished", "decisions_unfinished"),
+                       ("decisions awaiting approval", "decisions_awaiting_approval"),
+                       ("operator form errors", "operator_invalid"), ("restart errors", "kill_restart_errors")):
+        if figures[key]:
+            say(f"  {label}: {figures[key] if isinstance(figures[key], dict) else ', '.join(map(str, figures[key][:50]))}")
+    ok = all(checks.values())
+    say("  all targets met" if ok else "  TARGETS MISSED: " + ", ".join(k for k, v in checks.items() if not v))
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    say(f"chaos: {args.workflows} workflows, seed {args.seed}, fault rate {args.fault_rate}, kills every "
+        f"~{args.kill_interval:g}s, {args.operators} operator(s), deadline {args.timeout:.0f}s")
+    world = prepare(args)
+    _stack, killer, record, duration, settled_in_time = run(world)
+    figures = analyse(world, record, killer, duration, settled_in_time)
+    ok = report(figures)
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(figures, indent=2, default=str))
+    say(f"  VAR_DIR (ledgers, journal, logs): {world.var_dir}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""Guarantees 2, 3 and 4 under chaos: `make chaos`, shorter.
+
+Runs scripts/chaos.py as a subprocess on a PostgreSQL database and a Redis of its
+own: the demo fleet with faults at every step, two scripted operators working the
+queue over HTTP, and a Celery worker, the web server and the fleet itself each
+SIGKILLed at least three times. Then it reads the figures the script printed:
+every degraded workflow reached a checkpoint, every resumed one completed with
+no duplicate and no lost effect and went back to its owner, no decision was lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import urllib.parse
+
+import pytest
+from django.conf import settings
+
+from tests.stack import ROOT, private_redis
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+WORKFLOWS = 40
+
+
+@pytest.fixture
+def chaos_database():
+    """A database of its own on the test server: the script drops and creates it."""
+    import psycopg
+    from psycopg import sql
+
+    db = settings.DATABASES["default"]
+    name = f"chaos_{db['NAME']}_{os.getpid()}"[:63]
+    password = f":{urllib.parse.quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
+    server = f"postgresql://{urllib.parse.quote(db.get('USER') or 'postgres')}{password}@" \
+             f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}"
+    yield f"{server}/{name}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def chaos_redis():
+    with private_redis() as server:  # the script flushes its broker database: never a shared one
+        yield server.url
+
+
+def test_the_fleet_survives_faults_and_killed_workers_web_and_agents(chaos_database, chaos_redis, tmp_path):
+    seed = random.SystemRandom().randrange(1_000_000)
+    figures_path = tmp_path / "figures.json"
+    env = {**os.environ, "DATABASE_URL": chaos_database, "CELERY_BROKER_URL": chaos_redis}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--workflows", str(WORKFLOWS), "--seed", str(seed),
+         "--interval", "4", "--kill-interval", "2", "--kill-rounds", "3", "--silence", "10", "--delivery-attempts", "2",
+         "--timeout", "170", "--var-dir", str(tmp_path / "var"), "--json", str(figures_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    output = result.stdout + result.stderr[-3000:]
+    assert figures_path.exists(), output
+    figures = json.loads(figures_path.read_text())
+    context = f"seed {seed}:\n{output[-6000:]}"
+
+    assert result.returncode == 0, context
+    assert figures["settled"], context
+    assert figures["workflows"] == WORKFLOWS, context
+    assert all(figures["kills"][kind] >= 3 for kind in ("worker", "web", "fleet")), context
+    assert figures["degraded"] > 0 and figures["resumed"] > 0, context  # the run did exercise recovery
+    assert figures["reached_checkpoint"] == figures["degraded"], context
+    assert figures["blank_states"] == [], context
+    assert figures["resumed_clean"] == figures["resumed"], context
+    assert figures["duplicate_keys"] == {} and figures["lost_effects"] == [], context
+    assert figures["same_owner"] == figures["resumed"], context
+    assert figures["decisions_lost"] == 0, context
+    # What a person reads: the printed report says the same.
+    assert re.search(r"degraded that reached a checkpoint\s+100\.0 %", result.stdout), context
+    assert re.search(r"resumed that completed, 0 duplicate, 0 lost\s+100\.0 %", result.stdout), context
+    assert re.search(r"resumed returned to the same owner\s+100\.0 %", result.stdout), context
+    assert re.search(r"decisions lost\s+0 ", result.stdout), context
+    assert "all targets met" in result.stdout, context
