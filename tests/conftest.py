@@ -66,32 +66,30 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.fail(f"REQUIRE_FULL_STACK=1 but this test {reason}", pytrace=False)
 
 
-@pytest.fixture
-def alice(db):
+def _persona(username: str, role: str):
     from tests.helpers import make_user
 
-    return make_user("alice", role="operator")
+    return make_user(username, role=role)
+
+
+@pytest.fixture
+def alice(db):
+    return _persona("alice", "operator")
 
 
 @pytest.fixture
 def bob(db):
-    from tests.helpers import make_user
-
-    return make_user("bob", role="operator")
+    return _persona("bob", "operator")
 
 
 @pytest.fixture
 def tess(db):
-    from tests.helpers import make_user
-
-    return make_user("tess", role="tpm")
+    return _persona("tess", "tpm")
 
 
 @pytest.fixture
 def adam(db):
-    from tests.helpers import make_user
-
-    return make_user("adam", role="admin")
+    return _persona("adam", "admin")
 
 
 @pytest.fixture(autouse=True)

@@ -144,28 +144,18 @@ def test_a_crash_between_refund_and_note_resumes_without_a_second_refund(fleet, 
     assert steps[2][2] == refund["external_ref"]
 
 
-def test_a_refund_that_timed_out_after_committing_is_confirmed_not_repeated(fleet, olivia, operator):
-    agent, workflow, checkpoint = paused_run(fleet, olivia, {"issue_refund": "timeout_after_commit"})
+@pytest.mark.parametrize(("fault", "executed_before", "confirmation"), [
+    ("timeout_after_commit", 1, "happened"),  # it really happened: confirmed, not repeated
+    ("timeout_before_commit", 0, "did_not_happen"),  # it did not: issued once, with the same key
+], ids=["after_commit", "before_commit"])
+def test_a_refund_that_timed_out_is_confirmed_and_issued_exactly_once(fleet, olivia, operator, fault,
+                                                                      executed_before, confirmation):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"issue_refund": fault})
     key = f"{workflow.external_id}:refund"
     assert [e["idempotency_key"] for e in checkpoint.unknown_effects] == [key]
-    assert fleet.executed(workflow.external_id)["refund"] == 1  # it really happened
+    assert fleet.executed(workflow.external_id)["refund"] == executed_before
 
-    resume(fleet, checkpoint, operator, confirmations={key: "happened"}, money_confirmed=True)
-
-    workflow.refresh_from_db()
-    assert workflow.status == Workflow.Status.COMPLETED
-    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
-    step = workflow.steps.get(idempotency_key=key)
-    assert step.status == "committed" and step.seq == 3
-    assert step.external_ref == fleet.ledgers.executions_for(key)[0].ref
-
-
-def test_a_refund_that_timed_out_before_committing_is_issued_once_with_the_same_key(fleet, olivia, operator):
-    agent, workflow, checkpoint = paused_run(fleet, olivia, {"issue_refund": "timeout_before_commit"})
-    key = f"{workflow.external_id}:refund"
-    assert fleet.executed(workflow.external_id)["refund"] == 0
-
-    resume(fleet, checkpoint, operator, confirmations={key: "did_not_happen"}, money_confirmed=True)
+    resume(fleet, checkpoint, operator, confirmations={key: confirmation}, money_confirmed=True)
 
     workflow.refresh_from_db()
     assert workflow.status == Workflow.Status.COMPLETED
