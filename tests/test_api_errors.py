@@ -9,6 +9,8 @@ from django.test import Client, override_settings
 
 from tests.apitools import api_agent, assert_error, expect
 from workflows import api as api_module
+from workflows.api import auth as auth_api
+from workflows.api import workflows as workflows_api
 from workflows.models import Checkpoint, Step, Workflow
 
 STEP = {"seq": 1, "name": "read_ticket", "kind": "tool", "status": "committed"}
@@ -321,7 +323,7 @@ def test_the_body_limit_is_configurable(bot, workflow_id):
 def frozen_clock(monkeypatch):
     """The rate limiter's clock, stopped 10 s into a minute so that the window cannot roll over mid-test."""
     clock = types.SimpleNamespace(now=6_000_010.0)
-    monkeypatch.setattr(api_module, "time", types.SimpleNamespace(time=lambda: clock.now))
+    monkeypatch.setattr(auth_api, "time", types.SimpleNamespace(time=lambda: clock.now))
     return clock
 
 
@@ -361,7 +363,7 @@ def test_an_unexpected_error_is_a_json_500(bot, workflow_id, monkeypatch):
     def broken(workflow):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(api_module, "workflow_body", broken)
+    monkeypatch.setattr(workflows_api, "workflow_body", broken)
     error = assert_error(bot.get(f"/workflows/{workflow_id}"), 500, "internal_error", None)
     assert "a bug" not in error["message"]
 
@@ -370,7 +372,7 @@ def test_a_database_outage_is_a_retryable_503(bot, workflow_id, monkeypatch):
     def unavailable(request, workflow_id):
         raise OperationalError("could not connect to server")
 
-    monkeypatch.setattr(api_module, "own_workflow", unavailable)
+    monkeypatch.setattr(workflows_api, "own_workflow", unavailable)
     response = bot.get(f"/workflows/{workflow_id}")
     assert_error(response, 503, "unavailable", None)
     assert response["Retry-After"] == "5"

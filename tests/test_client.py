@@ -5,6 +5,8 @@ from django.db import OperationalError
 
 from tests.helpers import make_agent, make_user
 from workflows import api as api_module
+from workflows.api import steps as steps_api
+from workflows.api import workflows as workflows_api
 from workflows.client import ApiError, RecoveryClient, Unavailable
 from workflows.models import Checkpoint, Step, Workflow
 
@@ -25,15 +27,15 @@ def client(live_server, olivia):
     return RecoveryClient(live_server.url, token, timeout=10, retries=3, backoff=0.01, max_wait=0.05)
 
 
-def counting(monkeypatch, name, behaviour):
-    """Replace workflows.api.<name> with ``behaviour(call_number, original, *args)``; returns the call log."""
-    original, calls = getattr(api_module, name), []
+def counting(monkeypatch, module, name, behaviour):
+    """Replace <module>.<name> with ``behaviour(call_number, original, *args)``; returns the call log."""
+    original, calls = getattr(module, name), []
 
     def wrapper(*args, **kwargs):
         calls.append(args)
         return behaviour(len(calls), original, *args, **kwargs)
 
-    monkeypatch.setattr(api_module, name, wrapper)
+    monkeypatch.setattr(module, name, wrapper)
     return calls
 
 
@@ -116,7 +118,7 @@ def test_a_503_is_retried_and_the_retry_is_harmless(client, monkeypatch):
             raise OperationalError("the database restarted")
         return original(*args, **kwargs)
 
-    calls = counting(monkeypatch, "own_workflow", flaky)
+    calls = counting(monkeypatch, steps_api, "own_workflow", flaky)
     client.report_step(workflow_id, 1, "read_ticket", "tool", "committed")
     assert len(calls) == 2
     assert Step.objects.filter(workflow_id=workflow_id).count() == 1
@@ -142,7 +144,7 @@ def test_a_lost_answer_is_safe_to_resend(client, monkeypatch):
 
 
 def test_a_client_error_is_not_retried(client, monkeypatch):
-    calls = counting(monkeypatch, "own_workflow", lambda n, original, *a, **k: original(*a, **k))
+    calls = counting(monkeypatch, workflows_api, "own_workflow", lambda n, original, *a, **k: original(*a, **k))
     with pytest.raises(ApiError):
         client.get_workflow("424242")
     assert len(calls) == 1

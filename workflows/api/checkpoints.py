@@ -1,0 +1,78 @@
+"""4, 5: opening a checkpoint and reading it with its decision."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import Router, Status
+
+from ..models import Checkpoint, Conflict, Decision, Workflow
+from .errors import ApiError, not_found
+from .schemas import ERRORS, CheckpointIn, CheckpointOut
+from .shaping import calling_agent, canonical, checkpoint_body, own_workflow, parse_pk
+
+router = Router()
+
+
+def checkpoint_conflict(workflow: Workflow, exc: Conflict) -> ApiError:
+    workflow.refresh_from_db()
+    if unresolved := workflow.checkpoints.unresolved().first():
+        return ApiError(409, "checkpoint_open", f"Checkpoint {unresolved.pk} is still {unresolved.status}; "
+                                                "a workflow has at most one open checkpoint.")
+    if workflow.is_terminal:
+        return ApiError(409, "workflow_finished", f"The workflow is {workflow.status}; it cannot pause.")
+    return ApiError(409, "conflict", str(exc))
+
+
+def _resent_checkpoint(workflow: Workflow, payload: CheckpointIn) -> Checkpoint | None:
+    """The unresolved checkpoint this very request opened before (its answer was lost), if any."""
+    checkpoint = workflow.checkpoints.unresolved().filter(opened_by_console=False).first()
+    if checkpoint is None:
+        return None
+    sent = (payload.reason, payload.detail or "", payload.at_seq, canonical(payload.state or {}))
+    recorded = (checkpoint.reason, checkpoint.detail, checkpoint.at_seq, canonical(checkpoint.state))
+    return checkpoint if sent == recorded else None
+
+
+@router.post("/workflows/{workflow_id}/checkpoints", response={200: CheckpointOut, 201: CheckpointOut, **ERRORS})
+def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointIn) -> Status:
+    """Pause the workflow at a checkpoint for an operator; answers the computed resume state.
+
+    An identical resend of the open checkpoint answers 200 with it; any other while one is open, 409."""
+    workflow = own_workflow(request, workflow_id)
+    try:
+        checkpoint = Checkpoint.open_for(workflow, reason=payload.reason, detail=payload.detail or "",
+                                         at_seq=payload.at_seq, state=payload.state or {},
+                                         actor=calling_agent(request))
+    except Conflict as exc:
+        # Not a second checkpoint but this request again, its first answer lost (or a concurrent twin).
+        if resent := _resent_checkpoint(workflow, payload):
+            return Status(200, checkpoint_body(resent, visible_decision(resent, deliver=False)))
+        raise checkpoint_conflict(workflow, exc) from None
+    return Status(201, checkpoint_body(checkpoint))
+
+
+def visible_decision(checkpoint: Checkpoint, *, deliver: bool = True) -> Decision | None:
+    """The decision the agent may act on. A proposal awaiting four eyes is not one yet; a failed
+    delivery is not one any more (the checkpoint went back to the operators)."""
+    decision = checkpoint.current_decision()
+    if decision is None or decision.status == Decision.Status.PROPOSED:
+        return None
+    if deliver and decision.status == Decision.Status.QUEUED and decision.is_polled:
+        # This fetch is the delivery for an agent without a resume endpoint.
+        decision.mark_succeeded(how="fetched_by_agent")
+        decision.refresh_from_db()
+        checkpoint.refresh_from_db()
+    return decision
+
+
+@router.get("/checkpoints/{checkpoint_id}", response={200: CheckpointOut, **ERRORS})
+def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict:
+    """The checkpoint and its decision. Agents without a resume endpoint poll this."""
+    pk = parse_pk(checkpoint_id)
+    checkpoint = (Checkpoint.objects.filter(pk=pk, workflow__agent=calling_agent(request))
+                  .select_related("workflow__agent", "runbook", "assignee").first() if pk else None)
+    if checkpoint is None:
+        raise not_found("checkpoint")
+    checkpoint.workflow.touch()
+    decision = visible_decision(checkpoint)
+    return checkpoint_body(checkpoint, decision)

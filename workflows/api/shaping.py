@@ -1,0 +1,92 @@
+"""Reading an agent's own objects and shaping them into the bodies API.md documents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from ..models import Agent, Checkpoint, Decision, Workflow
+from .errors import not_found
+
+
+def calling_agent(request: HttpRequest) -> Agent:
+    return request.auth  # type: ignore[attr-defined]
+
+
+def parse_pk(raw: str) -> int | None:
+    # Ids are opaque to agents; anything but a bigint-sized number cannot be one of ours.
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
+
+
+def own_workflow(request: HttpRequest, workflow_id: str) -> Workflow:
+    pk = parse_pk(workflow_id)
+    workflow = calling_agent(request).workflows.filter(pk=pk).first() if pk else None
+    if workflow is None:
+        raise not_found("workflow")
+    workflow.touch()  # any call counts as a sign of life for the silence sweep
+    return workflow
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user else None
+
+
+def checkpoint_summary(checkpoint: Checkpoint) -> dict:
+    return {"id": str(checkpoint.pk), "status": checkpoint.status, "reason": checkpoint.reason,
+            "detail": checkpoint.detail, "at_seq": checkpoint.at_seq, "opened_at": checkpoint.opened_at,
+            "due_at": checkpoint.due_at, "breached": checkpoint.is_breached,
+            "resolved_at": checkpoint.resolved_at}
+
+
+def workflow_body(workflow: Workflow) -> dict:
+    workflow.refresh_from_db()  # callers changed it through other instances (open_for, touch)
+    return {
+        "id": str(workflow.pk), "external_id": workflow.external_id, "kind": workflow.kind,
+        "title": workflow.title, "status": workflow.status, "owner": _username(workflow.owner),
+        "agent": workflow.agent.name, "context": workflow.context, "summary": workflow.summary,
+        "created_at": workflow.created_at, "last_activity_at": workflow.last_activity_at,
+        "finished_at": workflow.finished_at,
+        "steps": [step.as_dict() for step in workflow.steps.order_by("seq")],
+        "checkpoints": [checkpoint_summary(c) for c in workflow.checkpoints.order_by("opened_at", "pk")],
+    }
+
+
+def decision_body(decision: Decision) -> dict:
+    return {
+        "action": decision.action, "instructions": decision.instructions,
+        "confirmations": decision.confirmations,
+        "new_owner": _username(decision.new_owner) or decision.handoff_to or None,
+        "decided_by": decision.decided_by.get_username(), "decided_at": decision.decided_at,
+        "state": decision.status, "delivery_id": str(decision.delivery_id),
+    }
+
+
+def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) -> dict:
+    runbook = checkpoint.runbook
+    return {
+        **checkpoint_summary(checkpoint),
+        "workflow_id": str(checkpoint.workflow_id), "assignee": _username(checkpoint.assignee),
+        "warn_at": checkpoint.warn_at,
+        "runbook": {"slug": runbook.slug, "title": runbook.title, "url": runbook.url or None} if runbook else None,
+        "resume_state": checkpoint.resume_state,
+        "decision": decision_body(decision) if decision else None,
+    }
+
+
+def canonical(value: Any) -> Any:
+    """A value as comparable after a trip through the database.
+
+    jsonb keeps numbers as decimals: 1.5e300 comes back as a 301-digit integer, which Python
+    compares exactly with the float and finds different. Compared as floats, a resend of the
+    same number is the same number; True stays distinct from 1.
+    """
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int) and abs(value) > 2**53:
+        return float(value)
+    if isinstance(value, dict):
+        return {key: canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [canonical(item) for item in value]
+    return value

@@ -1,0 +1,23 @@
+"""The domain: agents, workflows and their trajectories, checkpoints, decisions, runbooks, events.
+
+Every status change goes through ``Stateful.move``: it refuses a transition
+that is not in the model's ``TRANSITIONS`` table, applies the allowed one as a
+compare-and-set ``UPDATE … WHERE status = <current>`` (so racing operators and
+double clicks are harmless) and writes an ``Event`` in the same transaction.
+
+One module per noun; everything is imported from here (``from workflows.models import …``).
+"""
+
+from .agents import Agent
+from .base import Conflict, IllegalTransition, Stateful, hash_token
+from .checkpoints import Checkpoint, CheckpointQuerySet
+from .decisions import Decision, DecisionQuerySet, wake_relay
+from .events import Event
+from .runbooks import Action, Reason, Runbook, all_actions
+from .workflows import Step, Workflow, WorkflowQuerySet
+
+__all__ = [
+    "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Conflict", "Decision", "DecisionQuerySet",
+    "Event", "IllegalTransition", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
+    "all_actions", "hash_token", "wake_relay",
+]

@@ -1,0 +1,247 @@
+"""Checkpoints: the pause points on the operator queue, with their resume state and SLA clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .base import Conflict, Stateful
+from .events import Event
+from .runbooks import Action, Reason, Runbook
+from .workflows import Workflow
+
+User = settings.AUTH_USER_MODEL
+
+
+class CheckpointQuerySet(models.QuerySet):
+    def unresolved(self) -> CheckpointQuerySet:
+        return self.exclude(status=Checkpoint.Status.RESOLVED)
+
+    def open(self) -> CheckpointQuerySet:
+        """On the operator queue: waiting for someone to decide."""
+        return self.filter(status__in=[Checkpoint.Status.OPEN, Checkpoint.Status.CLAIMED])
+
+    def breached(self) -> CheckpointQuerySet:
+        return self.filter(breached_at__isnull=False)
+
+    def due(self, now: Any = None) -> CheckpointQuerySet:
+        """Open checkpoints past their SLA target whose breach is not recorded yet."""
+        return self.open().filter(breached_at__isnull=True, due_at__lte=now or timezone.now())
+
+    def warning(self, now: Any = None) -> CheckpointQuerySet:
+        return self.open().filter(warned_at__isnull=True, warn_at__lte=now or timezone.now())
+
+    def for_queue(self) -> CheckpointQuerySet:
+        return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook")
+
+
+class Checkpoint(Stateful):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CLAIMED = "claimed"
+        DECIDED = "decided"
+        RESOLVED = "resolved"
+
+    TRANSITIONS = {
+        Status.OPEN: {Status.CLAIMED, Status.DECIDED},
+        Status.CLAIMED: {Status.OPEN, Status.CLAIMED, Status.DECIDED},
+        # A failed delivery puts the checkpoint back on the queue; a rejected
+        # four-eyes proposal gives it back to its proposer (claimed).
+        Status.DECIDED: {Status.RESOLVED, Status.OPEN, Status.CLAIMED},
+    }
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="checkpoints")
+    reason = models.CharField(max_length=32, choices=Reason.choices)
+    detail = models.TextField(blank=True)
+    at_seq = models.PositiveIntegerField(null=True, blank=True)
+    state = models.JSONField(default=dict, blank=True, help_text="The agent's own state, as sent.")
+    resume_state = models.JSONField(default=dict, help_text="Computed from the steps when the checkpoint opened.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    opened_by_console = models.BooleanField(default=False)
+    runbook = models.ForeignKey(Runbook, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    assignee = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    opened_at = models.DateTimeField(default=timezone.now)
+    warn_at = models.DateTimeField()
+    due_at = models.DateTimeField()
+    warned_at = models.DateTimeField(null=True, blank=True)
+    breached_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    objects = CheckpointQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["due_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow"], condition=~Q(status="resolved"),
+                                    name="one_unresolved_checkpoint_per_workflow"),
+        ]
+        indexes = [
+            # The operator queue (open/claimed by due time) and the SLA scan.
+            models.Index(fields=["status", "due_at"], name="checkpoint_queue"),
+            models.Index(fields=["status", "breached_at", "due_at"], name="checkpoint_sla_scan"),
+            models.Index(fields=["assignee", "status"], name="checkpoint_by_assignee"),
+            # The queue page in its order: an ordered walk that stops after one page,
+            # where (status, due_at) would sort every open row for `status IN (open, claimed)`.
+            models.Index(fields=["due_at", "id"], condition=Q(status__in=["open", "claimed"]),
+                         name="checkpoint_queue_order"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_reason_display()} on {self.workflow}"
+
+    @classmethod
+    def open_for(cls, workflow: Workflow, *, reason: str, detail: str = "", at_seq: int | None = None,
+                 state: Any = None, actor: Any = None, by_console: bool = False) -> Checkpoint:
+        """Pause the workflow at a new checkpoint. Conflict if one is already unresolved."""
+        with transaction.atomic():
+            workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
+            if workflow.checkpoints.unresolved().exists():
+                raise Conflict("The workflow already has an open checkpoint.")
+            if workflow.status not in (Workflow.Status.RUNNING, Workflow.Status.RESUMING):
+                raise Conflict(f"A {workflow.status} workflow cannot be paused.")
+            runbook = Runbook.match(workflow.kind, reason)
+            now = timezone.now()
+            target = timedelta(minutes=runbook.sla_target_minutes if runbook else 30)
+            warning = timedelta(minutes=runbook.sla_warning_minutes if runbook else 10)
+            try:
+                with transaction.atomic():
+                    checkpoint = cls.objects.create(
+                        workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
+                        resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}),
+                        runbook=runbook, opened_at=now, due_at=now + target,
+                        warn_at=now + max(target - warning, timedelta(0)), opened_by_console=by_console)
+            except IntegrityError as exc:  # a concurrent open won the partial unique index
+                raise Conflict("The workflow already has an open checkpoint.") from exc
+            Event.record(checkpoint, "opened", actor=actor, data={
+                "reason": reason, "detail": detail[:500],
+                # Who the workflow goes back to on resume, as it was when it was interrupted.
+                "owner": workflow.owner.get_username() if workflow.owner else None})
+            workflow.move(Workflow.Status.PAUSED, actor=actor, verb="paused", last_activity_at=now)
+        return checkpoint
+
+    @property
+    def is_breached(self) -> bool:
+        return self.breached_at is not None
+
+    @property
+    def unknown_effects(self) -> list[dict]:
+        return self.resume_state.get("unknown_effects", [])
+
+    def claim(self, *, by: Any) -> bool:
+        """OPEN -> CLAIMED. False when someone else got there first."""
+        if self.status != self.Status.OPEN:
+            return False
+        return self.move(self.Status.CLAIMED, actor=by, verb="claimed", assignee=by, claimed_at=timezone.now())
+
+    def release(self, *, by: Any) -> bool:
+        if self.status != self.Status.CLAIMED:
+            return False
+        return self.move(self.Status.OPEN, actor=by, verb="released", assignee=None, claimed_at=None)
+
+    def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
+        """Give a queued checkpoint to another operator (claimed on their behalf)."""
+        if self.status not in (self.Status.OPEN, self.Status.CLAIMED):
+            return False
+        return self.move(self.Status.CLAIMED, actor=by, verb="assigned",
+                         data={"to": to.get_username(), "note": note[:1000]},
+                         assignee=to, claimed_at=timezone.now())
+
+    def record_breach(self, now: Any = None) -> bool:
+        """Record the SLA breach once, whatever the number of schedulers racing here."""
+        now = now or timezone.now()
+        with transaction.atomic():
+            won = Checkpoint.objects.filter(
+                pk=self.pk, breached_at__isnull=True, status__in=[self.Status.OPEN, self.Status.CLAIMED]
+            ).update(breached_at=now)
+            if won:
+                escalate_to = self.runbook.escalation_target if self.runbook else None
+                Event.record(self, "sla_breached", data={
+                    "due_at": self.due_at.isoformat(),
+                    "escalated_to": escalate_to.get_username() if escalate_to else None})
+        self.refresh_from_db()
+        return bool(won)
+
+    def touches_money(self) -> bool:
+        """True when the resume state holds an unknown or pending effect that moves money."""
+        pending = self.resume_state.get("pending")
+        effects = self.unknown_effects + ([pending] if pending and pending.get("kind") == "effect" else [])
+        return any(isinstance(e.get("input"), dict) and "amount" in e["input"] for e in effects)
+
+    def missing_confirmations(self, confirmations: dict) -> list[str]:
+        return [e["idempotency_key"] for e in self.unknown_effects
+                if confirmations.get(e["idempotency_key"]) not in Decision.CONFIRMATION_VALUES]
+
+    def current_decision(self) -> Decision | None:
+        return self.decisions.active().select_related("decided_by", "new_owner").first()
+
+    def decide(self, *, by: Any, action: str, instructions: str = "", confirmations: dict | None = None,
+               confirmation_refs: dict | None = None, new_owner: Any = None, handoff_to: str = "",
+               money_confirmed: bool = False) -> Decision:
+        """Record the operator's decision; the row is the outbox entry a worker carries out.
+
+        Raises Conflict (naming the winner) when another decision got there first,
+        and ValueError when the decision itself is not acceptable.
+        """
+        confirmations = {k: v for k, v in (confirmations or {}).items() if v}
+        if action not in Action.values:
+            raise ValueError(f"Unknown action {action!r}.")
+        if self.runbook and not self.runbook.allows(action):
+            raise ValueError(f"The runbook “{self.runbook.title}” does not allow {Action(action).label.lower()}.")
+        unknown_keys = {e["idempotency_key"] for e in self.unknown_effects}
+        if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Decision.CONFIRMATION_VALUES]:
+            raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")
+        if action in (Action.RESUME, Action.RETRY_STEP) and (missing := self.missing_confirmations(confirmations)):
+            raise ValueError("Confirm what happened to every unknown effect before resuming: " + ", ".join(missing))
+        if action == Action.HANDOFF and not (new_owner or handoff_to.strip()):
+            raise ValueError("A handoff needs a new owner or the human process that takes it over.")
+        money = action in (Action.RESUME, Action.RETRY_STEP) and self.touches_money()
+        if money and not money_confirmed:
+            raise ValueError("This decision touches money: tick the explicit confirmation.")
+        four_eyes = money and bool(self.runbook and self.runbook.requires_four_eyes)
+        with transaction.atomic():
+            if self.status not in (self.Status.OPEN, self.Status.CLAIMED):
+                raise Conflict(self.conflict_message())
+            if self.status == self.Status.CLAIMED and self.assignee_id not in (None, by.pk):
+                raise Conflict(f"{self.assignee.get_username()} has claimed this checkpoint.")
+            try:
+                with transaction.atomic():
+                    decision = Decision.objects.create(
+                        checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
+                        confirmation_refs=confirmation_refs or {}, new_owner=new_owner,
+                        handoff_to=handoff_to.strip(), decided_by=by,
+                        status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
+            except IntegrityError as exc:
+                raise Conflict(self.conflict_message()) from exc
+            if not self.move(self.Status.DECIDED, actor=by, verb="decided",
+                             data={"action": action, "four_eyes": four_eyes},
+                             assignee=self.assignee or by):
+                raise Conflict(self.conflict_message())  # rolls the decision back too
+            if not four_eyes:
+                decision.enqueue()
+        return decision
+
+    def conflict_message(self) -> str:
+        self.refresh_from_db()
+        decision = self.current_decision()
+        if decision:
+            return (f"Already decided: {decision.get_action_display().lower()} by "
+                    f"{decision.decided_by.get_username()} at {decision.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
+        return f"The checkpoint is {self.status}; it cannot be decided now."
+
+    def record_warning(self, now: Any = None) -> bool:
+        with transaction.atomic():
+            won = Checkpoint.objects.filter(pk=self.pk, warned_at__isnull=True).update(
+                warned_at=now or timezone.now())
+            if won:
+                Event.record(self, "sla_warning", data={"due_at": self.due_at.isoformat()})
+        return bool(won)
+
+
+# Decisions refer to checkpoints; importing them last lets each module name the other.
+from .decisions import Decision  # noqa: E402

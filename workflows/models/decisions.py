@@ -1,0 +1,222 @@
+"""Decisions: what an operator approved on a checkpoint; each row is its own outbox entry."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from .agents import Agent
+from .base import Stateful
+from .checkpoints import Checkpoint
+from .runbooks import Action
+from .workflows import Workflow
+
+User = settings.AUTH_USER_MODEL
+
+
+class DecisionQuerySet(models.QuerySet):
+    def active(self) -> DecisionQuerySet:
+        return self.exclude(status__in=[Decision.Status.FAILED, Decision.Status.REJECTED])
+
+    def dispatchable(self, now: Any = None) -> DecisionQuerySet:
+        """The outbox: queued decisions whose next attempt is due."""
+        return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now or timezone.now())
+
+    def stuck(self, now: Any = None) -> DecisionQuerySet:
+        """Running decisions whose delivery lease expired: the worker died or hung."""
+        return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now or timezone.now())
+
+
+class Decision(Stateful):
+    """What an operator approved on a checkpoint. The row is its own outbox entry."""
+
+    class Status(models.TextChoices):
+        PROPOSED = "proposed"  # waiting for a second operator (four eyes)
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        REJECTED = "rejected"  # the second operator said no
+
+    TRANSITIONS = {
+        Status.PROPOSED: {Status.QUEUED, Status.REJECTED},
+        Status.QUEUED: {Status.RUNNING, Status.SUCCEEDED},
+        # RUNNING -> QUEUED: an attempt failed (or its lease expired) and another one is due.
+        Status.RUNNING: {Status.SUCCEEDED, Status.FAILED, Status.QUEUED},
+    }
+
+    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="decisions")
+    action = models.CharField(max_length=16, choices=Action.choices)
+    instructions = models.TextField(blank=True)
+    confirmations = models.JSONField(default=dict, blank=True,
+                                     help_text="idempotency_key -> happened | did_not_happen")
+    confirmation_refs = models.JSONField(default=dict, blank=True,
+                                         help_text="idempotency_key -> external reference an operator saw")
+    new_owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    handoff_to = models.CharField(max_length=200, blank=True, help_text="A human process, when not a person.")
+    decided_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
+    decided_at = models.DateTimeField(default=timezone.now)
+    approved_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    delivery_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = DecisionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-decided_at"]
+        constraints = [
+            # One decision per checkpoint: failed and rejected ones stay as history.
+            models.UniqueConstraint(fields=["checkpoint"], condition=~Q(status__in=["failed", "rejected"]),
+                                    name="one_active_decision_per_checkpoint"),
+        ]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="decision_outbox"),
+            models.Index(fields=["status", "lease_expires_at"], name="decision_leases"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_action_display()} on {self.checkpoint}"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.REJECTED)
+
+    CONFIRMATION_VALUES = ("happened", "did_not_happen")
+
+    @property
+    def agent(self) -> Agent:
+        return self.checkpoint.workflow.agent
+
+    @property
+    def is_polled(self) -> bool:
+        """Agents without a resume endpoint fetch their decision from the API."""
+        return not self.agent.resume_url
+
+    def enqueue(self) -> None:
+        """Ready for delivery: resuming workflows show it at once; the relay picks the row up."""
+        workflow = self.checkpoint.workflow
+        if self.action in (Action.RESUME, Action.RETRY_STEP) and workflow.status == Workflow.Status.PAUSED:
+            workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb="resuming")
+        if not self.is_polled:
+            Decision.objects.filter(pk=self.pk).update(next_attempt_at=timezone.now())
+            transaction.on_commit(wake_relay)
+
+    def approve(self, *, by: Any) -> bool:
+        """Four eyes: a second operator lets a money decision go out."""
+        if by.pk == self.decided_by_id:
+            raise ValueError("The second approval must come from another operator.")
+        with transaction.atomic():
+            if not self.move(self.Status.QUEUED, actor=by, verb="approved", approved_by=by):
+                return False
+            self.enqueue()
+        return True
+
+    def reject(self, *, by: Any, note: str = "") -> bool:
+        with transaction.atomic():
+            if not self.move(self.Status.REJECTED, actor=by, verb="rejected", data={"note": note[:1000]},
+                             finished_at=timezone.now(), last_error=f"Rejected by {by.get_username()}: {note}"[:2000]):
+                return False
+            self.checkpoint.move(Checkpoint.Status.CLAIMED, actor=by, verb="reopened", assignee=self.decided_by)
+        return True
+
+    def start_attempt(self, *, lease_seconds: int | None = None) -> bool:
+        """QUEUED -> RUNNING under a lease. Only the holder of a live lease may deliver."""
+        lease = timedelta(seconds=lease_seconds or settings.DELIVERY_LEASE_SECONDS)
+        if self.status != self.Status.QUEUED:
+            return False
+        return self.move(self.Status.RUNNING, verb="delivery_started", data={"attempt": self.attempts + 1},
+                         attempts=models.F("attempts") + 1, lease_expires_at=timezone.now() + lease,
+                         next_attempt_at=None)
+
+    def mark_succeeded(self, *, how: str = "delivered") -> bool:
+        with transaction.atomic():
+            if not self.move(self.Status.SUCCEEDED, verb=how, finished_at=timezone.now(),
+                             lease_expires_at=None, next_attempt_at=None, last_error=""):
+                return False
+            self.carry_out()
+        return True
+
+    def carry_out(self) -> None:
+        """The decision reached the agent: resolve the checkpoint and move the workflow on."""
+        checkpoint = self.checkpoint
+        checkpoint.move(Checkpoint.Status.RESOLVED, verb="resolved", resolved_at=timezone.now())
+        workflow = checkpoint.workflow
+        workflow.refresh_from_db()
+        now = timezone.now()
+        if self.action in (Action.RESUME, Action.RETRY_STEP):
+            if workflow.status == Workflow.Status.RESUMING:
+                workflow.move(Workflow.Status.RUNNING, verb="resumed", last_activity_at=now)
+        elif self.action == Action.HANDOFF:
+            packet = self.handoff_packet()
+            workflow.move(Workflow.Status.HANDED_OFF, verb="handed_off", actor=self.decided_by,
+                          data={"to": packet["to"]}, owner=self.new_owner or workflow.owner,
+                          handoff_note=packet["note"], last_activity_at=now)
+        elif self.action == Action.ABORT:
+            workflow.move(Workflow.Status.ABORTED, verb="aborted", actor=self.decided_by,
+                          summary=self.instructions, finished_at=now, last_activity_at=now)
+
+    def handoff_packet(self) -> dict:
+        to = self.new_owner.get_username() if self.new_owner else self.handoff_to
+        return {"to": to, "note": self.instructions}
+
+    def mark_attempt_failed(self, error: str) -> bool:
+        """An attempt failed: retry with backoff, or after the last one fail and requeue the checkpoint."""
+        self.refresh_from_db()
+        if self.status != self.Status.RUNNING:
+            return False
+        if self.attempts < settings.DELIVERY_MAX_ATTEMPTS:
+            delay = settings.DELIVERY_BACKOFF_SECONDS * (2 ** (self.attempts - 1))
+            return self.move(self.Status.QUEUED, verb="delivery_retry",
+                             data={"attempt": self.attempts, "error": error[:500]},
+                             last_error=error[:2000], lease_expires_at=None,
+                             next_attempt_at=timezone.now() + timedelta(seconds=delay))
+        with transaction.atomic():
+            if not self.move(self.Status.FAILED, verb="delivery_failed",
+                             data={"attempts": self.attempts, "error": error[:500]},
+                             last_error=error[:2000], lease_expires_at=None, finished_at=timezone.now()):
+                return False
+            self.checkpoint.move(Checkpoint.Status.OPEN, verb="returned_to_queue",
+                                 data={"error": error[:500]}, assignee=None, claimed_at=None)
+            workflow = self.checkpoint.workflow
+            workflow.refresh_from_db()
+            if workflow.status == Workflow.Status.RESUMING:
+                workflow.move(Workflow.Status.PAUSED, verb="paused", data={"error": error[:500]})
+        return True
+
+    def payload(self) -> dict:
+        """What the agent's resume endpoint receives (API.md)."""
+        checkpoint = self.checkpoint
+        workflow = checkpoint.workflow
+        return {
+            "workflow_id": str(workflow.pk),
+            "external_id": workflow.external_id,
+            "checkpoint_id": str(checkpoint.pk),
+            "action": self.action,
+            "instructions": self.instructions,
+            "confirmations": self.confirmations,
+            # Beyond API.md: the external reference the operator saw for each effect confirmed as happened.
+            "confirmation_refs": self.confirmation_refs,
+            "resume_state": checkpoint.resume_state,
+            "new_owner": self.new_owner.get_username() if self.new_owner else (self.handoff_to or None),
+            "delivery_id": str(self.delivery_id),
+        }
+
+
+def wake_relay() -> None:
+    """Nudge the outbox relay (LISTEN/NOTIFY on PostgreSQL); polling covers every other case."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("NOTIFY recovery_outbox")
