@@ -9,12 +9,9 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from workflows.models import Action, Checkpoint, Reason
+from workflows.models import Action, Checkpoint, Confirmation, Reason
 
 from .roles import operators
-
-CONFIRMATION_CHOICES = [("happened", "Happened"), ("did_not_happen", "Did not happen")]
-CONFIRMATION_VALUES = [value for value, _label in CONFIRMATION_CHOICES]
 
 
 class AssignForm(forms.Form):
@@ -47,7 +44,7 @@ class DecisionForm(forms.Form):
         self.checkpoint = checkpoint
         self.fields["new_owner"].queryset = operators()
         for i, _effect in enumerate(checkpoint.unknown_effects):
-            self.fields[f"confirm_{i}"] = forms.ChoiceField(choices=CONFIRMATION_CHOICES, required=False,
+            self.fields[f"confirm_{i}"] = forms.ChoiceField(choices=Confirmation.choices, required=False,
                                                             widget=forms.RadioSelect)
             self.fields[f"ref_{i}"] = forms.CharField(max_length=200, required=False, strip=True)
 
@@ -59,23 +56,30 @@ class DecisionForm(forms.Form):
     @property
     def all_confirmed(self) -> bool:
         """Every unknown effect has an answer (bound or re-rendered): resume may be enabled."""
-        return all(confirm.value() in CONFIRMATION_VALUES for _i, _e, confirm, _r in self.effects)
+        return all(confirm.value() in Confirmation.values for _i, _e, confirm, _r in self.effects)
 
     def clean(self) -> dict:
         data = super().clean()
+        # The model enforces the rule too; here it becomes an error beside the field it concerns.
+        unreferenced = set(Confirmation.unreferenced(*self._answers()))
         for i, effect, _confirm, _ref in self.effects:
-            if data.get(f"confirm_{i}") == "happened" and not data.get(f"ref_{i}"):
+            if effect["idempotency_key"] in unreferenced:
                 self.add_error(f"ref_{i}", f"Give the external reference you saw for {effect.get('name')}.")
         if data.get("action") == Action.ABORT and not data.get("instructions"):
             self.add_error("instructions", "Say why the workflow is aborted.")
         return data
 
-    def decision_kwargs(self) -> dict:
+    def _answers(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The confirmations and references given, by idempotency key."""
         data = self.cleaned_data
         keys = [effect["idempotency_key"] for effect in self.checkpoint.unknown_effects]
-        confirmations = {k: data.get(f"confirm_{i}") for i, k in enumerate(keys) if data.get(f"confirm_{i}")}
-        refs = {k: data[f"ref_{i}"] for i, k in enumerate(keys)
-                if confirmations.get(k) == "happened" and data.get(f"ref_{i}")}
+        confirmations = {k: data[f"confirm_{i}"] for i, k in enumerate(keys) if data.get(f"confirm_{i}")}
+        refs = {k: data[f"ref_{i}"] for i, k in enumerate(keys) if data.get(f"ref_{i}")}
+        return confirmations, refs
+
+    def decision_kwargs(self) -> dict:
+        data = self.cleaned_data
+        confirmations, refs = self._answers()
         return {"action": data["action"], "instructions": data.get("instructions", ""),
                 "confirmations": confirmations, "confirmation_refs": refs,
                 "new_owner": data.get("new_owner"), "handoff_to": data.get("handoff_to", ""),

@@ -26,6 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows.models import (
+    RESUMING_ACTIONS,
     Action,
     Agent,
     Checkpoint,
@@ -132,7 +133,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     base = filters.narrow(Checkpoint.objects.open())
     rows, has_prev, has_next = _keyset_page(
         filters.in_scope(base, user=request.user).for_queue().prefetch_related(
-            Prefetch("events", Event.objects.filter(verb="assigned").select_related("actor_user").order_by("-at"),
+            Prefetch("events", Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
                      to_attr="assignments")),
         params, params["per"])
     context = {"checkpoints": rows, "filters": params, "tabs": _tabs(request, base, params),
@@ -185,12 +186,11 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "events": events[::-1],
         "ghost_stop": bool(checkpoint.at_seq) and checkpoint.at_seq > (steps[-1].seq if steps else 0),
         "holder_event": next((e for e in events if e.checkpoint_id == checkpoint.pk
-                              and e.verb in ("claimed", "assigned")), None),
+                              and e.verb in (Event.Verb.CLAIMED, Event.Verb.ASSIGNED)), None),
         "decision": decision, "decision_error": error, "can_act": acting,
         "can_approve": acting and decision is not None and decision.status == Decision.Status.PROPOSED
         and decision.decided_by_id != user.pk,
-        "can_decide": acting and checkpoint.status in (Checkpoint.Status.OPEN, Checkpoint.Status.CLAIMED)
-        and checkpoint.assignee_id in (None, user.pk),
+        "can_decide": acting and checkpoint.is_open and checkpoint.assignee_id in (None, user.pk),
         "form": form or DecisionForm(checkpoint=checkpoint), "assign_form": AssignForm() if acting else None,
         "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
         "returns_to": _returns_to(checkpoint, events), "money": checkpoint.touches_money(),
@@ -200,7 +200,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
 
 def _returns_to(checkpoint: Checkpoint, events: list[Event]) -> str | None:
     """The owner the workflow had when it was interrupted (recorded on "opened"), else today's default."""
-    opened = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb == "opened"), None)
+    opened = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb == Event.Verb.OPENED), None)
     if opened and "owner" in opened.data:
         return opened.data["owner"]
     owner = checkpoint.workflow.owner or checkpoint.workflow.agent.owner
@@ -338,7 +338,7 @@ def mine(request: HttpRequest) -> HttpResponse:
         "holding": Checkpoint.objects.open().for_queue().filter(assignee=user)[:100],
         "resumed": Decision.objects.filter(
             Q(decided_by=user) | Q(checkpoint__workflow__owner=user),
-            action__in=[Action.RESUME, Action.RETRY_STEP], status=Decision.Status.SUCCEEDED,
+            action__in=RESUMING_ACTIONS, status=Decision.Status.SUCCEEDED,
             finished_at__gte=timezone.now() - timedelta(days=7),
         ).select_related("checkpoint__workflow", "decided_by").order_by("-finished_at")[:20],
         "can_act": can_act(user),

@@ -712,7 +712,7 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     workflows = list(Workflow.objects.select_related("owner", "agent").prefetch_related(
         "steps", Prefetch("checkpoints", Checkpoint.objects.order_by("opened_at", "pk")),
         Prefetch("checkpoints__decisions", Decision.objects.select_related("decided_by")),
-        Prefetch("events", Event.objects.filter(verb="opened"), to_attr="opened_events")))
+        Prefetch("events", Event.objects.filter(verb=Event.Verb.OPENED), to_attr="opened_events")))
     known = {(w.agent.name, w.external_id) for w in workflows}
     missing = [f"{r['agent']}:{r['external_id']}" for r in journal.runs()
                if r["status"] not in ("skipped", "refused") and (r["agent"], r["external_id"]) not in known]

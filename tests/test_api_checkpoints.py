@@ -227,7 +227,7 @@ def test_an_abort_reaches_the_agent_and_ends_the_workflow(bot, alice):
 def test_confirmations_of_unknown_effects_reach_the_agent(bot, alice):
     _, checkpoint_id = paused(bot, refund="pending")
     checkpoint_of(checkpoint_id).decide(by=alice, action="resume", confirmations={"T-1042:refund": "happened"},
-                                        money_confirmed=True)
+                                        confirmation_refs={"T-1042:refund": "R-88"}, money_confirmed=True)
     decision = bot.checkpoint(checkpoint_id)["decision"]
     assert decision["confirmations"] == {"T-1042:refund": "happened"}
 

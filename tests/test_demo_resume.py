@@ -155,7 +155,10 @@ def test_a_refund_that_timed_out_is_confirmed_and_issued_exactly_once(fleet, oli
     assert [e["idempotency_key"] for e in checkpoint.unknown_effects] == [key]
     assert fleet.executed(workflow.external_id)["refund"] == executed_before
 
-    resume(fleet, checkpoint, operator, confirmations={key: confirmation}, money_confirmed=True)
+    # What the operator saw on the ledgers: the refund's reference when it happened.
+    refs = {key: fleet.ledgers.executions_for(key)[0].ref} if executed_before else {}
+    resume(fleet, checkpoint, operator, confirmations={key: confirmation}, confirmation_refs=refs,
+           money_confirmed=True)
 
     workflow.refresh_from_db()
     assert workflow.status == Workflow.Status.COMPLETED

@@ -103,7 +103,8 @@ def test_an_unknown_refund_must_be_confirmed_before_the_resume_reaches_the_agent
         stored.decide(by=alice, action="resume", money_confirmed=True)
     assert bot.checkpoint(checkpoint["id"])["decision"] is None
 
-    stored.decide(by=alice, action="resume", money_confirmed=True, confirmations={"T-1042:refund": "happened"})
+    stored.decide(by=alice, action="resume", money_confirmed=True, confirmations={"T-1042:refund": "happened"},
+                  confirmation_refs={"T-1042:refund": "R-88"})
     decision = bot.checkpoint(checkpoint["id"])["decision"]
     assert decision["confirmations"] == {"T-1042:refund": "happened"}
     # Told it happened, the agent records the refund as committed rather than issuing it again.

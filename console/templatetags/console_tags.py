@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -152,41 +153,65 @@ def _dicts(value: Any) -> list[dict]:
 def event_text(event: Event) -> str:
     """One audit entry as a sentence (after its actor's name)."""
     d = event.data if isinstance(event.data, dict) else {}
-    note = f": “{d['note']}”" if d.get("note") else ""
-    error = f": {d['error']}" if d.get("error") else ""
-    texts = {
-        "opened": f"opened the checkpoint ({_reason(d.get('reason'))})"
-                  + (f": {d['detail']}" if d.get("detail") else ""),
-        "claimed": "claimed the checkpoint",
-        "released": "released the checkpoint",
-        "assigned": f"assigned the checkpoint to {d.get('to')}{note}",
-        "decided": f"decided: {str(d.get('action', '')).replace('_', ' ')}"
-                   + (" (waits for a second operator)" if d.get("four_eyes") else ""),
-        "approved": "approved the decision",
-        "rejected": f"rejected the decision{note}",
-        "resuming": "started resuming the workflow",
-        "delivery_started": f"delivery attempt {d.get('attempt', '')} started",
-        "delivery_retry": f"delivery attempt {d.get('attempt', '')} failed, retrying{error}",
-        "delivery_failed": f"delivery failed after {d.get('attempts', '')} attempts{error}",
-        "returned_to_queue": f"checkpoint back on the queue{error}",
-        "delivered": "decision delivered to the agent",
-        "resolved": "checkpoint resolved",
-        "resumed": "workflow resumed",
-        "handed_off": f"workflow handed off to {d.get('to')}",
-        "aborted": "workflow aborted",
-        "paused": "workflow paused" + error,
-        "reopened": "checkpoint reopened for its proposer",
-        "sla_warning": "SLA warning: the target is near",
-        "sla_breached": "SLA breached" + (f", escalated to {d['escalated_to']}" if d.get("escalated_to") else ""),
-    }
-    if event.verb in texts:
-        return _clip_long(texts[event.verb])
-    text = event.verb.replace("_", " ")
-    if "from" in d and "to" in d:
-        text += f" ({d['from']} → {d['to']})"
-    if d.get("summary"):
-        text += f": {d['summary']}"
+    try:
+        text = _EVENT_TEXTS[Event.Verb(event.verb)](d)
+    except ValueError:  # a row written before its verb was named (or renamed)
+        text = event.verb.replace("_", " ") + _change(d)
     return _clip_long(text)
+
+
+def _note(d: dict) -> str:
+    return f": “{d['note']}”" if d.get("note") else ""
+
+
+def _error(d: dict) -> str:
+    return f": {d['error']}" if d.get("error") else ""
+
+
+def _change(d: dict) -> str:
+    change = f" ({d['from']} → {d['to']})" if "from" in d and "to" in d else ""
+    return change + (f": {d['summary']}" if d.get("summary") else "")
+
+
+def _step(d: dict, what: str) -> str:
+    return f"step {d.get('seq', '')} {d.get('name', '')} {what}".replace("  ", " ")
+
+
+V = Event.Verb
+# Every verb has its sentence: tests/test_event_text.py fails on a verb missing here.
+_EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
+    V.CREATED: lambda d: "started the workflow",
+    V.STEP_PENDING: lambda d: _step(d, "started"),
+    V.STEP_COMMITTED: lambda d: _step(d, "committed"),
+    V.STEP_FAILED: lambda d: _step(d, "failed"),
+    V.FINISHED_COMPLETED: lambda d: "workflow completed" + (f": {d['summary']}" if d.get("summary") else ""),
+    V.FINISHED_FAILED: lambda d: "workflow failed" + (f": {d['summary']}" if d.get("summary") else ""),
+    V.OPENED: lambda d: f"opened the checkpoint ({_reason(d.get('reason'))})"
+                        + (f": {d['detail']}" if d.get("detail") else ""),
+    V.PAUSED: lambda d: "workflow paused" + _error(d),
+    V.CLAIMED: lambda d: "claimed the checkpoint",
+    V.RELEASED: lambda d: "released the checkpoint",
+    V.ASSIGNED: lambda d: f"assigned the checkpoint to {d.get('to')}{_note(d)}",
+    V.DECIDED: lambda d: f"decided: {str(d.get('action', '')).replace('_', ' ')}"
+                         + (" (waits for a second operator)" if d.get("four_eyes") else ""),
+    V.APPROVED: lambda d: "approved the decision",
+    V.REJECTED: lambda d: f"rejected the decision{_note(d)}",
+    V.REOPENED: lambda d: "checkpoint reopened for its proposer",
+    V.RESUMING: lambda d: "started resuming the workflow",
+    V.DELIVERY_STARTED: lambda d: f"delivery attempt {d.get('attempt', '')} started",
+    V.DELIVERY_RETRY: lambda d: f"delivery attempt {d.get('attempt', '')} failed, retrying{_error(d)}",
+    V.DELIVERY_FAILED: lambda d: f"delivery failed after {d.get('attempts', '')} attempts{_error(d)}",
+    V.RETURNED_TO_QUEUE: lambda d: f"checkpoint back on the queue{_error(d)}",
+    V.DELIVERED: lambda d: "decision delivered to the agent",
+    V.FETCHED_BY_AGENT: lambda d: "decision fetched by the agent",
+    V.RESOLVED: lambda d: "checkpoint resolved",
+    V.RESUMED: lambda d: "workflow resumed",
+    V.HANDED_OFF: lambda d: f"workflow handed off to {d.get('to')}",
+    V.ABORTED: lambda d: "workflow aborted",
+    V.SLA_WARNING: lambda d: "SLA warning: the target is near",
+    V.SLA_BREACHED: lambda d: "SLA breached"
+                              + (f", escalated to {d['escalated_to']}" if d.get("escalated_to") else ""),
+}
 
 
 def _clip_long(text: str) -> str:

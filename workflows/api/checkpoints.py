@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from ..models import Checkpoint, Conflict, Decision, Workflow
+from ..models import Checkpoint, Conflict, Decision, Event, Workflow
 from .errors import ApiError, not_found
 from .schemas import ERRORS, CheckpointIn, CheckpointOut
 from .shaping import calling_agent, canonical, checkpoint_body, own_workflow, parse_pk
@@ -59,7 +59,7 @@ def visible_decision(checkpoint: Checkpoint, *, deliver: bool = True) -> Decisio
         return None
     if deliver and decision.status == Decision.Status.QUEUED and decision.is_polled:
         # This fetch is the delivery for an agent without a resume endpoint.
-        decision.mark_succeeded(how="fetched_by_agent")
+        decision.mark_succeeded(how=Event.Verb.FETCHED_BY_AGENT)
         decision.refresh_from_db()
         checkpoint.refresh_from_db()
     return decision

@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from ..models import Step
+from ..models import Action, Checkpoint, Decision, Reason, Step, Workflow
 
 # PositiveIntegerField is a 32-bit column on PostgreSQL; larger values would be a DB error.
 MAX_SEQ = 2_147_483_647
+
+
+
+def one_of(values: Any) -> Any:
+    """A Literal of the model's choices: the API and the models name one vocabulary."""
+    return Literal[tuple(str(value) for value in values)]
+
+
+if TYPE_CHECKING:  # a Literal built at runtime is a plain str to a type checker
+    StepKind = StepStatus = ReasonValue = FinishStatus = CheckpointStatus = WorkflowStatus = str
+    ActionValue = DecisionState = str
+else:
+    StepKind = one_of(Step.Kind.values)
+    StepStatus = one_of(Step.Status.values)
+    ReasonValue = one_of(Reason.values)
+    FinishStatus = one_of(Workflow.FINISHED_BY_AGENT)
+    CheckpointStatus = one_of(Checkpoint.Status.values)
+    WorkflowStatus = one_of(Workflow.Status.values)
+    ActionValue = one_of(Action.values)
+    DecisionState = one_of(Decision.SHOWN_TO_AGENT)
 
 
 # --- Schemas -------------------------------------------------------------------
@@ -40,8 +60,8 @@ class WorkflowIn(Strict):
 class StepIn(Strict):
     seq: int = Field(ge=1, le=MAX_SEQ)
     name: Text200
-    kind: Literal["model", "tool", "effect", "message"]
-    status: Literal["pending", "committed", "failed"]
+    kind: StepKind
+    status: StepStatus
     input: Any = None
     output: Any = None
     verified: bool = False
@@ -60,15 +80,14 @@ class StepIn(Strict):
 
 
 class CheckpointIn(Strict):
-    reason: Literal["model_timeout", "tool_error", "rate_limit", "provider_change", "untrusted_output",
-                    "manual", "other"]
+    reason: ReasonValue
     detail: str | None = ""
     at_seq: int | None = Field(default=None, ge=1, le=MAX_SEQ)
     state: dict[str, Any] | None = None
 
 
 class FinishIn(Strict):
-    status: Literal["completed", "failed"]
+    status: FinishStatus
     summary: str | None = ""
 
 
@@ -76,7 +95,7 @@ class StepOut(BaseModel):
     seq: int
     name: str
     kind: str
-    status: Literal["pending", "committed", "failed"]
+    status: StepStatus
     input: Any
     output: Any
     verified: bool
@@ -87,7 +106,7 @@ class StepOut(BaseModel):
 
 class CheckpointSummaryOut(BaseModel):
     id: str
-    status: Literal["open", "claimed", "decided", "resolved"]
+    status: CheckpointStatus
     reason: str
     detail: str
     at_seq: int | None
@@ -102,7 +121,7 @@ class WorkflowOut(BaseModel):
     external_id: str
     kind: str
     title: str
-    status: Literal["running", "paused", "resuming", "completed", "failed", "handed_off", "aborted"]
+    status: WorkflowStatus
     owner: str | None
     agent: str
     context: dict[str, Any]
@@ -132,13 +151,13 @@ class ResumeStateOut(BaseModel):
 
 
 class DecisionOut(BaseModel):
-    action: Literal["resume", "handoff", "retry_step", "abort"]
+    action: ActionValue
     instructions: str
     confirmations: dict[str, str]
     new_owner: str | None
     decided_by: str
     decided_at: datetime
-    state: Literal["queued", "running", "succeeded", "failed"]
+    state: DecisionState
     delivery_id: str
 
 

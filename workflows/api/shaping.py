@@ -56,7 +56,7 @@ def decision_body(decision: Decision) -> dict:
     return {
         "action": decision.action, "instructions": decision.instructions,
         "confirmations": decision.confirmations,
-        "new_owner": _username(decision.new_owner) or decision.handoff_to or None,
+        "new_owner": decision.new_owner_name,
         "decided_by": decision.decided_by.get_username(), "decided_at": decision.decided_at,
         "state": decision.status, "delivery_id": str(decision.delivery_id),
     }

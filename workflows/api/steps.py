@@ -46,7 +46,7 @@ def _create_step(workflow: Workflow, payload: StepIn, agent: Agent) -> Step | No
     try:
         with transaction.atomic():
             step = Step.objects.create(workflow=workflow, **payload.model_dump())
-            Event.record(step, f"step_{step.status}", actor=agent,
+            Event.record(step, Event.Verb.step(step.status), actor=agent,
                          data={"seq": step.seq, "name": step.name, "kind": step.kind})
     except IntegrityError:
         if workflow.steps.filter(seq=payload.seq).exists():
@@ -72,7 +72,7 @@ def _update_step(step: Step, payload: StepIn, agent: Agent) -> Step:
         raise ApiError(409, "step_conflict", f"Step {step.seq} is pending; it can only move to committed "
                                              "or failed.", "status")
     # The one place status changes happen: a compare-and-set that writes the step's Event.
-    won = step.move(wanted["status"], actor=agent, verb=f"step_{wanted['status']}",
+    won = step.move(wanted["status"], actor=agent, verb=Event.Verb.step(wanted["status"]),
                     data={"seq": step.seq, "name": step.name}, updated_at=timezone.now(),
                     **{f: wanted[f] for f in SET_ON_TRANSITION if f != "status"})
     # Lost a race with another report of this step: judge this one against what won.

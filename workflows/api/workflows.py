@@ -35,7 +35,7 @@ def _create_workflow(agent: Agent, payload: WorkflowIn, owner: Any) -> Workflow 
             workflow = Workflow.objects.create(
                 agent=agent, external_id=payload.external_id, kind=payload.kind, title=payload.title,
                 owner=owner, context=payload.context or {})
-            Event.record(workflow, "created", actor=agent, data={"external_id": payload.external_id})
+            Event.record(workflow, Event.Verb.CREATED, actor=agent, data={"external_id": payload.external_id})
     except IntegrityError:
         if agent.workflows.filter(external_id=payload.external_id).exists():
             return None

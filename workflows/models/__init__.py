@@ -11,13 +11,14 @@ One module per noun; everything is imported from here (``from workflows.models i
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Stateful, hash_token
 from .checkpoints import Checkpoint, CheckpointQuerySet
-from .decisions import Decision, DecisionQuerySet, wake_relay
+from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
-from .runbooks import Action, Reason, Runbook, all_actions
+from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, all_actions
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
-    "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Conflict", "Decision", "DecisionQuerySet",
+    "RESUMING_ACTIONS", "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Confirmation", "Conflict",
+    "Decision", "DecisionQuerySet",
     "Event", "IllegalTransition", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
     "all_actions", "hash_token", "wake_relay",
 ]

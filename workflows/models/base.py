@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
+
+if TYPE_CHECKING:
+    from .events import Event
 
 
 class IllegalTransition(Exception):
@@ -29,17 +32,17 @@ class Stateful(models.Model):
     class Meta:
         abstract = True
 
-    def move(self, to: str, *, actor: Any = None, verb: str | None = None, data: dict | None = None,
+    def move(self, to: str, *, verb: Event.Verb, actor: Any = None, data: dict | None = None,
              **fields: Any) -> bool:
         """Current status -> ``to``. False when the row changed under us first."""
         current = self.status
         if to not in self.TRANSITIONS.get(current, set()):
             raise IllegalTransition(f"{type(self).__name__} {self.pk}: {current} -> {to} is not allowed")
-        from .events import Event  # events refer back to every model
+        from .events import Event  # noqa: F811  events refer back to every model
 
         with transaction.atomic():
             won = type(self).objects.filter(pk=self.pk, status=current).update(status=to, **fields)
             if won:
-                Event.record(self, verb or to, actor=actor, data={"from": current, "to": to, **(data or {})})
+                Event.record(self, verb, actor=actor, data={"from": current, "to": to, **(data or {})})
         self.refresh_from_db()
         return bool(won)

@@ -12,19 +12,30 @@ from django.utils import timezone
 
 from .base import Conflict, Stateful
 from .events import Event
-from .runbooks import Action, Reason, Runbook
+from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook
 from .workflows import Workflow
 
 User = settings.AUTH_USER_MODEL
 
 
+class CheckpointStatus(models.TextChoices):
+    OPEN = "open"
+    CLAIMED = "claimed"
+    DECIDED = "decided"
+    RESOLVED = "resolved"
+
+
+# On the operator queue: waiting for someone to decide. Module level so that Meta's index can name it.
+OPEN_STATUSES = (CheckpointStatus.OPEN, CheckpointStatus.CLAIMED)
+
+
 class CheckpointQuerySet(models.QuerySet):
     def unresolved(self) -> CheckpointQuerySet:
-        return self.exclude(status=Checkpoint.Status.RESOLVED)
+        return self.exclude(status=CheckpointStatus.RESOLVED)
 
     def open(self) -> CheckpointQuerySet:
         """On the operator queue: waiting for someone to decide."""
-        return self.filter(status__in=[Checkpoint.Status.OPEN, Checkpoint.Status.CLAIMED])
+        return self.filter(status__in=OPEN_STATUSES)
 
     def breached(self) -> CheckpointQuerySet:
         return self.filter(breached_at__isnull=False)
@@ -41,11 +52,8 @@ class CheckpointQuerySet(models.QuerySet):
 
 
 class Checkpoint(Stateful):
-    class Status(models.TextChoices):
-        OPEN = "open"
-        CLAIMED = "claimed"
-        DECIDED = "decided"
-        RESOLVED = "resolved"
+    Status = CheckpointStatus
+    OPEN_STATUSES = OPEN_STATUSES
 
     TRANSITIONS = {
         Status.OPEN: {Status.CLAIMED, Status.DECIDED},
@@ -78,7 +86,7 @@ class Checkpoint(Stateful):
     class Meta:
         ordering = ["due_at"]
         constraints = [
-            models.UniqueConstraint(fields=["workflow"], condition=~Q(status="resolved"),
+            models.UniqueConstraint(fields=["workflow"], condition=~Q(status=CheckpointStatus.RESOLVED),
                                     name="one_unresolved_checkpoint_per_workflow"),
         ]
         indexes = [
@@ -88,7 +96,7 @@ class Checkpoint(Stateful):
             models.Index(fields=["assignee", "status"], name="checkpoint_by_assignee"),
             # The queue page in its order: an ordered walk that stops after one page,
             # where (status, due_at) would sort every open row for `status IN (open, claimed)`.
-            models.Index(fields=["due_at", "id"], condition=Q(status__in=["open", "claimed"]),
+            models.Index(fields=["due_at", "id"], condition=Q(status__in=list(OPEN_STATUSES)),
                          name="checkpoint_queue_order"),
         ]
 
@@ -118,12 +126,17 @@ class Checkpoint(Stateful):
                         warn_at=now + max(target - warning, timedelta(0)), opened_by_console=by_console)
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
-            Event.record(checkpoint, "opened", actor=actor, data={
+            Event.record(checkpoint, Event.Verb.OPENED, actor=actor, data={
                 "reason": reason, "detail": detail[:500],
                 # Who the workflow goes back to on resume, as it was when it was interrupted.
                 "owner": workflow.owner.get_username() if workflow.owner else None})
-            workflow.move(Workflow.Status.PAUSED, actor=actor, verb="paused", last_activity_at=now)
+            workflow.move(Workflow.Status.PAUSED, actor=actor, verb=Event.Verb.PAUSED, last_activity_at=now)
         return checkpoint
+
+    @property
+    def is_open(self) -> bool:
+        """On the operator queue: open or claimed, not decided yet."""
+        return self.status in OPEN_STATUSES
 
     @property
     def is_breached(self) -> bool:
@@ -137,18 +150,18 @@ class Checkpoint(Stateful):
         """OPEN -> CLAIMED. False when someone else got there first."""
         if self.status != self.Status.OPEN:
             return False
-        return self.move(self.Status.CLAIMED, actor=by, verb="claimed", assignee=by, claimed_at=timezone.now())
+        return self.move(self.Status.CLAIMED, actor=by, verb=Event.Verb.CLAIMED, assignee=by, claimed_at=timezone.now())
 
     def release(self, *, by: Any) -> bool:
         if self.status != self.Status.CLAIMED:
             return False
-        return self.move(self.Status.OPEN, actor=by, verb="released", assignee=None, claimed_at=None)
+        return self.move(self.Status.OPEN, actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None)
 
     def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
         """Give a queued checkpoint to another operator (claimed on their behalf)."""
-        if self.status not in (self.Status.OPEN, self.Status.CLAIMED):
+        if not self.is_open:
             return False
-        return self.move(self.Status.CLAIMED, actor=by, verb="assigned",
+        return self.move(self.Status.CLAIMED, actor=by, verb=Event.Verb.ASSIGNED,
                          data={"to": to.get_username(), "note": note[:1000]},
                          assignee=to, claimed_at=timezone.now())
 
@@ -157,11 +170,11 @@ class Checkpoint(Stateful):
         now = now or timezone.now()
         with transaction.atomic():
             won = Checkpoint.objects.filter(
-                pk=self.pk, breached_at__isnull=True, status__in=[self.Status.OPEN, self.Status.CLAIMED]
+                pk=self.pk, breached_at__isnull=True, status__in=OPEN_STATUSES
             ).update(breached_at=now)
             if won:
                 escalate_to = self.runbook.escalation_target if self.runbook else None
-                Event.record(self, "sla_breached", data={
+                Event.record(self, Event.Verb.SLA_BREACHED, data={
                     "due_at": self.due_at.isoformat(),
                     "escalated_to": escalate_to.get_username() if escalate_to else None})
         self.refresh_from_db()
@@ -175,7 +188,7 @@ class Checkpoint(Stateful):
 
     def missing_confirmations(self, confirmations: dict) -> list[str]:
         return [e["idempotency_key"] for e in self.unknown_effects
-                if confirmations.get(e["idempotency_key"]) not in Decision.CONFIRMATION_VALUES]
+                if confirmations.get(e["idempotency_key"]) not in Confirmation.values]
 
     def current_decision(self) -> Decision | None:
         return self.decisions.active().select_related("decided_by", "new_owner").first()
@@ -194,18 +207,22 @@ class Checkpoint(Stateful):
         if self.runbook and not self.runbook.allows(action):
             raise ValueError(f"The runbook “{self.runbook.title}” does not allow {Action(action).label.lower()}.")
         unknown_keys = {e["idempotency_key"] for e in self.unknown_effects}
-        if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Decision.CONFIRMATION_VALUES]:
+        if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Confirmation.values]:
             raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")
-        if action in (Action.RESUME, Action.RETRY_STEP) and (missing := self.missing_confirmations(confirmations)):
+        if unreferenced := Confirmation.unreferenced(confirmations, confirmation_refs or {}):
+            raise ValueError("Give the external reference you saw for every effect that happened: "
+                             + ", ".join(unreferenced))
+        confirmation_refs = Confirmation.references(confirmations, confirmation_refs or {})
+        if action in RESUMING_ACTIONS and (missing := self.missing_confirmations(confirmations)):
             raise ValueError("Confirm what happened to every unknown effect before resuming: " + ", ".join(missing))
         if action == Action.HANDOFF and not (new_owner or handoff_to.strip()):
             raise ValueError("A handoff needs a new owner or the human process that takes it over.")
-        money = action in (Action.RESUME, Action.RETRY_STEP) and self.touches_money()
+        money = action in RESUMING_ACTIONS and self.touches_money()
         if money and not money_confirmed:
             raise ValueError("This decision touches money: tick the explicit confirmation.")
         four_eyes = money and bool(self.runbook and self.runbook.requires_four_eyes)
         with transaction.atomic():
-            if self.status not in (self.Status.OPEN, self.Status.CLAIMED):
+            if not self.is_open:
                 raise Conflict(self.conflict_message())
             if self.status == self.Status.CLAIMED and self.assignee_id not in (None, by.pk):
                 raise Conflict(f"{self.assignee.get_username()} has claimed this checkpoint.")
@@ -213,12 +230,12 @@ class Checkpoint(Stateful):
                 with transaction.atomic():
                     decision = Decision.objects.create(
                         checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
-                        confirmation_refs=confirmation_refs or {}, new_owner=new_owner,
+                        confirmation_refs=confirmation_refs, new_owner=new_owner,
                         handoff_to=handoff_to.strip(), decided_by=by,
                         status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
             except IntegrityError as exc:
                 raise Conflict(self.conflict_message()) from exc
-            if not self.move(self.Status.DECIDED, actor=by, verb="decided",
+            if not self.move(self.Status.DECIDED, actor=by, verb=Event.Verb.DECIDED,
                              data={"action": action, "four_eyes": four_eyes},
                              assignee=self.assignee or by):
                 raise Conflict(self.conflict_message())  # rolls the decision back too
@@ -239,9 +256,9 @@ class Checkpoint(Stateful):
             won = Checkpoint.objects.filter(pk=self.pk, warned_at__isnull=True).update(
                 warned_at=now or timezone.now())
             if won:
-                Event.record(self, "sla_warning", data={"due_at": self.due_at.isoformat()})
+                Event.record(self, Event.Verb.SLA_WARNING, data={"due_at": self.due_at.isoformat()})
         return bool(won)
 
 
 # Decisions refer to checkpoints; importing them last lets each module name the other.
-from .decisions import Decision  # noqa: E402
+from .decisions import Confirmation, Decision  # noqa: E402

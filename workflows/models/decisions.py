@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -14,15 +15,54 @@ from django.utils import timezone
 from .agents import Agent
 from .base import Stateful
 from .checkpoints import Checkpoint
-from .runbooks import Action
+from .events import Event
+from .runbooks import RESUMING_ACTIONS, Action
 from .workflows import Workflow
 
 User = settings.AUTH_USER_MODEL
 
 
+class Confirmation(models.TextChoices):
+    """What an operator says happened to an effect whose outcome the agent could not know."""
+
+    HAPPENED = "happened", "Happened"
+    DID_NOT_HAPPEN = "did_not_happen", "Did not happen"
+
+    @property
+    def needs_reference(self) -> bool:
+        """An effect confirmed as happened names the external reference the operator saw."""
+        return self is Confirmation.HAPPENED
+
+    @classmethod
+    def unreferenced(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> list[str]:
+        """The keys confirmed as happened without the external reference that proves it."""
+        return [key for key, value in confirmations.items()
+                if value in cls.values and cls(value).needs_reference and not str(refs.get(key) or "").strip()]
+
+    @classmethod
+    def references(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> dict[str, str]:
+        """The references worth keeping: one for each effect confirmed as happened."""
+        return {key: str(refs[key]).strip() for key, value in confirmations.items()
+                if value in cls.values and cls(value).needs_reference and str(refs.get(key) or "").strip()}
+
+
+class DecisionStatus(models.TextChoices):
+    PROPOSED = "proposed"  # waiting for a second operator (four eyes)
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REJECTED = "rejected"  # the second operator said no
+
+
+# History, not the checkpoint's decision: a failed delivery or a rejected proposal. Module level so that
+# Meta's constraint can name it.
+INACTIVE_STATUSES = (DecisionStatus.FAILED, DecisionStatus.REJECTED)
+
+
 class DecisionQuerySet(models.QuerySet):
     def active(self) -> DecisionQuerySet:
-        return self.exclude(status__in=[Decision.Status.FAILED, Decision.Status.REJECTED])
+        return self.exclude(status__in=INACTIVE_STATUSES)
 
     def dispatchable(self, now: Any = None) -> DecisionQuerySet:
         """The outbox: queued decisions whose next attempt is due."""
@@ -36,13 +76,9 @@ class DecisionQuerySet(models.QuerySet):
 class Decision(Stateful):
     """What an operator approved on a checkpoint. The row is its own outbox entry."""
 
-    class Status(models.TextChoices):
-        PROPOSED = "proposed"  # waiting for a second operator (four eyes)
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        REJECTED = "rejected"  # the second operator said no
+    Status = DecisionStatus
+    # What an agent sees of its decision: a proposal is not one yet (four eyes), a rejection never was.
+    SHOWN_TO_AGENT = (Status.QUEUED, Status.RUNNING, Status.SUCCEEDED, Status.FAILED)
 
     TRANSITIONS = {
         Status.PROPOSED: {Status.QUEUED, Status.REJECTED},
@@ -55,7 +91,7 @@ class Decision(Stateful):
     action = models.CharField(max_length=16, choices=Action.choices)
     instructions = models.TextField(blank=True)
     confirmations = models.JSONField(default=dict, blank=True,
-                                     help_text="idempotency_key -> happened | did_not_happen")
+                                     help_text="idempotency_key -> " + " | ".join(Confirmation.values))
     confirmation_refs = models.JSONField(default=dict, blank=True,
                                          help_text="idempotency_key -> external reference an operator saw")
     new_owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -77,7 +113,7 @@ class Decision(Stateful):
         ordering = ["-decided_at"]
         constraints = [
             # One decision per checkpoint: failed and rejected ones stay as history.
-            models.UniqueConstraint(fields=["checkpoint"], condition=~Q(status__in=["failed", "rejected"]),
+            models.UniqueConstraint(fields=["checkpoint"], condition=~Q(status__in=list(INACTIVE_STATUSES)),
                                     name="one_active_decision_per_checkpoint"),
         ]
         indexes = [
@@ -92,7 +128,14 @@ class Decision(Stateful):
     def is_finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.REJECTED)
 
-    CONFIRMATION_VALUES = ("happened", "did_not_happen")
+    @property
+    def resumes(self) -> bool:
+        return self.action in RESUMING_ACTIONS
+
+    @property
+    def new_owner_name(self) -> str | None:
+        """Who takes a handoff over: an operator's username, or the human process named instead."""
+        return self.new_owner.get_username() if self.new_owner else (self.handoff_to or None)
 
     @property
     def agent(self) -> Agent:
@@ -106,8 +149,8 @@ class Decision(Stateful):
     def enqueue(self) -> None:
         """Ready for delivery: resuming workflows show it at once; the relay picks the row up."""
         workflow = self.checkpoint.workflow
-        if self.action in (Action.RESUME, Action.RETRY_STEP) and workflow.status == Workflow.Status.PAUSED:
-            workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb="resuming")
+        if self.resumes and workflow.status == Workflow.Status.PAUSED:
+            workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING)
         if not self.is_polled:
             Decision.objects.filter(pk=self.pk).update(next_attempt_at=timezone.now())
             transaction.on_commit(wake_relay)
@@ -117,17 +160,17 @@ class Decision(Stateful):
         if by.pk == self.decided_by_id:
             raise ValueError("The second approval must come from another operator.")
         with transaction.atomic():
-            if not self.move(self.Status.QUEUED, actor=by, verb="approved", approved_by=by):
+            if not self.move(self.Status.QUEUED, actor=by, verb=Event.Verb.APPROVED, approved_by=by):
                 return False
             self.enqueue()
         return True
 
     def reject(self, *, by: Any, note: str = "") -> bool:
         with transaction.atomic():
-            if not self.move(self.Status.REJECTED, actor=by, verb="rejected", data={"note": note[:1000]},
+            if not self.move(self.Status.REJECTED, actor=by, verb=Event.Verb.REJECTED, data={"note": note[:1000]},
                              finished_at=timezone.now(), last_error=f"Rejected by {by.get_username()}: {note}"[:2000]):
                 return False
-            self.checkpoint.move(Checkpoint.Status.CLAIMED, actor=by, verb="reopened", assignee=self.decided_by)
+            self.checkpoint.move(Checkpoint.Status.CLAIMED, actor=by, verb=Event.Verb.REOPENED, assignee=self.decided_by)
         return True
 
     def start_attempt(self, *, lease_seconds: int | None = None) -> bool:
@@ -135,11 +178,11 @@ class Decision(Stateful):
         lease = timedelta(seconds=lease_seconds or settings.DELIVERY_LEASE_SECONDS)
         if self.status != self.Status.QUEUED:
             return False
-        return self.move(self.Status.RUNNING, verb="delivery_started", data={"attempt": self.attempts + 1},
+        return self.move(self.Status.RUNNING, verb=Event.Verb.DELIVERY_STARTED, data={"attempt": self.attempts + 1},
                          attempts=models.F("attempts") + 1, lease_expires_at=timezone.now() + lease,
                          next_attempt_at=None)
 
-    def mark_succeeded(self, *, how: str = "delivered") -> bool:
+    def mark_succeeded(self, *, how: Event.Verb = Event.Verb.DELIVERED) -> bool:
         with transaction.atomic():
             if not self.move(self.Status.SUCCEEDED, verb=how, finished_at=timezone.now(),
                              lease_expires_at=None, next_attempt_at=None, last_error=""):
@@ -150,25 +193,24 @@ class Decision(Stateful):
     def carry_out(self) -> None:
         """The decision reached the agent: resolve the checkpoint and move the workflow on."""
         checkpoint = self.checkpoint
-        checkpoint.move(Checkpoint.Status.RESOLVED, verb="resolved", resolved_at=timezone.now())
+        checkpoint.move(Checkpoint.Status.RESOLVED, verb=Event.Verb.RESOLVED, resolved_at=timezone.now())
         workflow = checkpoint.workflow
         workflow.refresh_from_db()
         now = timezone.now()
-        if self.action in (Action.RESUME, Action.RETRY_STEP):
+        if self.resumes:
             if workflow.status == Workflow.Status.RESUMING:
-                workflow.move(Workflow.Status.RUNNING, verb="resumed", last_activity_at=now)
+                workflow.move(Workflow.Status.RUNNING, verb=Event.Verb.RESUMED, last_activity_at=now)
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
-            workflow.move(Workflow.Status.HANDED_OFF, verb="handed_off", actor=self.decided_by,
+            workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,
                           data={"to": packet["to"]}, owner=self.new_owner or workflow.owner,
                           handoff_note=packet["note"], last_activity_at=now)
         elif self.action == Action.ABORT:
-            workflow.move(Workflow.Status.ABORTED, verb="aborted", actor=self.decided_by,
+            workflow.move(Workflow.Status.ABORTED, verb=Event.Verb.ABORTED, actor=self.decided_by,
                           summary=self.instructions, finished_at=now, last_activity_at=now)
 
     def handoff_packet(self) -> dict:
-        to = self.new_owner.get_username() if self.new_owner else self.handoff_to
-        return {"to": to, "note": self.instructions}
+        return {"to": self.new_owner_name or "", "note": self.instructions}
 
     def mark_attempt_failed(self, error: str) -> bool:
         """An attempt failed: retry with backoff, or after the last one fail and requeue the checkpoint."""
@@ -177,21 +219,21 @@ class Decision(Stateful):
             return False
         if self.attempts < settings.DELIVERY_MAX_ATTEMPTS:
             delay = settings.DELIVERY_BACKOFF_SECONDS * (2 ** (self.attempts - 1))
-            return self.move(self.Status.QUEUED, verb="delivery_retry",
+            return self.move(self.Status.QUEUED, verb=Event.Verb.DELIVERY_RETRY,
                              data={"attempt": self.attempts, "error": error[:500]},
                              last_error=error[:2000], lease_expires_at=None,
                              next_attempt_at=timezone.now() + timedelta(seconds=delay))
         with transaction.atomic():
-            if not self.move(self.Status.FAILED, verb="delivery_failed",
+            if not self.move(self.Status.FAILED, verb=Event.Verb.DELIVERY_FAILED,
                              data={"attempts": self.attempts, "error": error[:500]},
                              last_error=error[:2000], lease_expires_at=None, finished_at=timezone.now()):
                 return False
-            self.checkpoint.move(Checkpoint.Status.OPEN, verb="returned_to_queue",
+            self.checkpoint.move(Checkpoint.Status.OPEN, verb=Event.Verb.RETURNED_TO_QUEUE,
                                  data={"error": error[:500]}, assignee=None, claimed_at=None)
             workflow = self.checkpoint.workflow
             workflow.refresh_from_db()
             if workflow.status == Workflow.Status.RESUMING:
-                workflow.move(Workflow.Status.PAUSED, verb="paused", data={"error": error[:500]})
+                workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED, data={"error": error[:500]})
         return True
 
     def payload(self) -> dict:
@@ -208,7 +250,7 @@ class Decision(Stateful):
             # Beyond API.md: the external reference the operator saw for each effect confirmed as happened.
             "confirmation_refs": self.confirmation_refs,
             "resume_state": checkpoint.resume_state,
-            "new_owner": self.new_owner.get_username() if self.new_owner else (self.handoff_to or None),
+            "new_owner": self.new_owner_name,
             "delivery_id": str(self.delivery_id),
         }
 

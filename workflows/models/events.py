@@ -16,6 +16,48 @@ User = settings.AUTH_USER_MODEL
 class Event(models.Model):
     """The append-only audit trail."""
 
+    class Verb(models.TextChoices):
+        """Every kind of entry in the trail; console_tags.event_text gives each one its sentence."""
+
+        CREATED = "created"
+        STEP_PENDING = "step_pending"
+        STEP_COMMITTED = "step_committed"
+        STEP_FAILED = "step_failed"
+        FINISHED_COMPLETED = "finished_completed"
+        FINISHED_FAILED = "finished_failed"
+        OPENED = "opened"
+        PAUSED = "paused"
+        CLAIMED = "claimed"
+        RELEASED = "released"
+        ASSIGNED = "assigned"
+        DECIDED = "decided"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        REOPENED = "reopened"
+        RESUMING = "resuming"
+        DELIVERY_STARTED = "delivery_started"
+        DELIVERY_RETRY = "delivery_retry"
+        DELIVERY_FAILED = "delivery_failed"
+        RETURNED_TO_QUEUE = "returned_to_queue"
+        DELIVERED = "delivered"
+        FETCHED_BY_AGENT = "fetched_by_agent"
+        RESOLVED = "resolved"
+        RESUMED = "resumed"
+        HANDED_OFF = "handed_off"
+        ABORTED = "aborted"
+        SLA_WARNING = "sla_warning"
+        SLA_BREACHED = "sla_breached"
+
+        @classmethod
+        def step(cls, status: str) -> Event.Verb:
+            """A step recorded or moved to ``status`` (pending, committed, failed)."""
+            return cls(f"step_{status}")
+
+        @classmethod
+        def finished(cls, status: str) -> Event.Verb:
+            """A workflow finished as ``status`` (completed, failed)."""
+            return cls(f"finished_{status}")
+
     class ActorType(models.TextChoices):
         OPERATOR = "operator"
         AGENT = "agent"
@@ -25,6 +67,7 @@ class Event(models.Model):
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
     actor_user = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     actor_agent = models.ForeignKey("workflows.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Not choices= on the column: a new verb is a line in Verb, not a migration; record() refuses strays.
     verb = models.CharField(max_length=64)
     workflow = models.ForeignKey("workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     checkpoint = models.ForeignKey("workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE,
@@ -53,9 +96,10 @@ class Event(models.Model):
         return "system"
 
     @classmethod
-    def record(cls, subject: models.Model, verb: str, *, actor: Any = None, data: dict | None = None) -> Event:
+    def record(cls, subject: models.Model, verb: Event.Verb, *, actor: Any = None,
+               data: dict | None = None) -> Event:
         # Dispatch on the model's name: this module sits below every model it records.
-        event = cls(verb=verb, data=data or {})
+        event = cls(verb=cls.Verb(verb), data=data or {})  # ValueError on a verb nobody named
         if actor is not None and actor._meta.label == "workflows.Agent":
             event.actor_type, event.actor_agent = cls.ActorType.AGENT, actor
         elif actor is not None:

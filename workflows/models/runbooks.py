@@ -15,6 +15,15 @@ class Action(models.TextChoices):
     RETRY_STEP = "retry_step", "Retry step"
     ABORT = "abort", "Abort"
 
+    @property
+    def resumes(self) -> bool:
+        """The agent carries on with the workflow (so unknown effects must be confirmed first)."""
+        return self in RESUMING_ACTIONS
+
+
+# The actions after which the agent carries on with the workflow.
+RESUMING_ACTIONS = frozenset({Action.RESUME, Action.RETRY_STEP})
+
 
 class Reason(models.TextChoices):
     MODEL_TIMEOUT = "model_timeout", "Model timeout"

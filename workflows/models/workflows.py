@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from .agents import Agent
 from .base import Conflict, Stateful
+from .events import Event
 
 User = settings.AUTH_USER_MODEL
 
@@ -40,6 +41,8 @@ class Workflow(Stateful):
         ABORTED = "aborted"
 
     TERMINAL = {Status.COMPLETED, Status.FAILED, Status.HANDED_OFF, Status.ABORTED}
+    # How an agent may finish its own workflow (the new owner finishes handed-off work the same way).
+    FINISHED_BY_AGENT = (Status.COMPLETED, Status.FAILED)
     TRANSITIONS = {
         Status.RUNNING: {Status.PAUSED, Status.COMPLETED, Status.FAILED},
         Status.PAUSED: {Status.RESUMING, Status.HANDED_OFF, Status.ABORTED},
@@ -87,7 +90,7 @@ class Workflow(Stateful):
     def finish(self, status: str, summary: str, *, actor: Any) -> bool:
         if self.checkpoints.unresolved().exists():
             raise Conflict("The workflow has an open checkpoint; it cannot finish until it is resolved.")
-        return self.move(status, actor=actor, verb=f"finished_{status}", data={"summary": summary},
+        return self.move(status, actor=actor, verb=Event.Verb.finished(status), data={"summary": summary},
                          summary=summary, finished_at=timezone.now())
 
     def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None) -> dict:
