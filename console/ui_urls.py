@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import views
+from . import views, workflow_views
 
 urlpatterns = [
     path("", views.queue, name="queue"),
@@ -15,5 +15,7 @@ urlpatterns = [
     path("checkpoints/<int:pk>/decide/", views.decide, name="decide"),
     path("decisions/<int:pk>/approve/", views.approve, name="approve"),
     path("decisions/<int:pk>/reject/", views.reject, name="reject"),
+    path("search/", workflow_views.search, name="search"),
+    path("workflows/<int:pk>/", workflow_views.workflow_page, name="workflow"),
     path("workflows/<int:pk>/complete/", views.complete_handoff, name="complete_handoff"),
 ]

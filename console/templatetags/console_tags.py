@@ -35,6 +35,15 @@ def pretty_json(value: Any) -> str:
 
 
 @register.filter
+def json_preview(value: Any, width: int = 90) -> str:
+    """One line of compact JSON for a collapsed input or output; the full text is behind an expand."""
+    if value is None:
+        return "null"
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+@register.filter
 def entries(mapping: Any) -> list[tuple]:
     """``dict.items()`` that an agent cannot shadow: ``{{ d.items }}`` looks up the key "items" first."""
     return list(mapping.items()) if isinstance(mapping, dict) else []

@@ -29,6 +29,22 @@ class WorkflowQuerySet(models.QuerySet):
             + list(Agent.objects.exclude(silence_seconds=None).values_list("silence_seconds", flat=True))))
         return self.filter(status=Workflow.Status.RUNNING, last_activity_at__lt=now - shortest)
 
+    def matching(self, text: str) -> WorkflowQuerySet:
+        """The navigation search: an id, the external id a customer quotes, a title or an agent's name.
+
+        Exact matches (id, external id, agent) rank first; titles and external ids also match in part.
+        """
+        text = text.strip()[:200]
+        if not text:
+            return self.none()
+        exact = Q(external_id__iexact=text) | Q(agent__name__iexact=text)
+        if text.isdigit() and int(text) <= 2_147_483_647:
+            exact |= Q(pk=int(text))
+        loose = Q(external_id__icontains=text) | Q(title__icontains=text)
+        return (self.filter(exact | loose).select_related("agent", "owner")
+                .annotate(exact_match=models.Case(models.When(exact, then=0), default=1))
+                .order_by("exact_match", "-last_activity_at", "-pk"))
+
 
 class Workflow(Stateful):
     class Status(models.TextChoices):

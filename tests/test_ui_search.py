@@ -1,0 +1,52 @@
+"""The navigation search finds a workflow by the ticket a customer quotes, its title, its agent or its id."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from tests.helpers import make_agent, make_workflow
+
+
+def test_the_ticket_id_a_customer_quotes_opens_its_workflow(client, alice):
+    workflow = make_workflow(external_id="T-4242")
+    make_workflow(external_id="T-42420")  # a longer id that contains it does not get in the way
+    client.force_login(alice)
+
+    response = client.get(reverse("search"), {"q": " t-4242 "})
+
+    assert response.status_code == 302 and response["Location"] == reverse("workflow", args=[workflow.pk])
+
+
+def test_a_title_word_lists_every_match(client, alice):
+    a = make_workflow(title="Refund for a broken kettle")
+    b = make_workflow(title="Kettle arrived late")
+    make_workflow(title="Something else")
+    client.force_login(alice)
+
+    html = client.get(reverse("search"), {"q": "kettle"}).content.decode()
+
+    assert html.count('data-testid="search-result"') == 2
+    assert reverse("workflow", args=[a.pk]) in html and reverse("workflow", args=[b.pk]) in html
+    assert 'value="kettle"' in html  # the box keeps what was typed
+
+
+def test_an_agent_name_and_an_id_find_workflows(client, alice):
+    agent, _ = make_agent("billing-bot")
+    first, second = make_workflow(agent), make_workflow(agent)
+    make_workflow()
+    client.force_login(alice)
+
+    html = client.get(reverse("search"), {"q": "billing-bot"}).content.decode()
+    assert html.count('data-testid="search-result"') == 2
+    response = client.get(reverse("search"), {"q": str(second.pk)})
+    assert response["Location"] == reverse("workflow", args=[second.pk])
+    assert first.pk != second.pk
+
+
+def test_nothing_found_says_where_it_looked_and_escapes_the_query(client, alice):
+    client.force_login(alice)
+
+    html = client.get(reverse("search"), {"q": "<script>x</script>"}).content.decode()
+
+    assert "No workflow matches" in html and "<script>x</script>" not in html
+    assert client.get(reverse("search"), {"q": "9" * 40}).status_code == 200  # beyond any id: no error
