@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from console.workflow_views import STEPS_PER_PAGE
-from tests.helpers import make_checkpoint, make_step, make_user, make_workflow, make_worked_example
+from tests.helpers import make_checkpoint, make_step, make_user, make_worked_example, make_workflow
 from workflows.models import Step
 
 
