@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET
 
-from workflows.models import Decision, Workflow
+from workflows.models import Checkpoint, Decision, Workflow
 
 from .views import _render
 
@@ -39,7 +39,7 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
     events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:EVENTS_SHOWN])
     context = {
         "workflow": workflow, "page": page, "steps": page.object_list, "step_count": paginator.count,
-        "checkpoints": checkpoints, "open_checkpoint": next((c for c in checkpoints if c.status != "resolved"), None),
+        "checkpoints": checkpoints, "open_checkpoint": next((c for c in checkpoints if c.status != Checkpoint.Status.RESOLVED), None),
         "decisions": decisions, "events": events[::-1], "events_clipped": len(events) == EVENTS_SHOWN,
         "highlight": int(seq) if seq.isdigit() else None,
     }
