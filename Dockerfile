@@ -8,7 +8,7 @@ WORKDIR /app
 COPY requirements.lock pyproject.toml ./
 RUN pip install --no-cache-dir -r requirements.lock
 COPY . .
-RUN pip install --no-cache-dir --no-deps . \
+RUN pip install --no-cache-dir --no-deps ./clients/python . \
  && DEBUG=true SECRET_KEY=build-only python manage.py collectstatic --noinput -v 0 \
  && useradd --system --home /app console && mkdir -p /app/var && chown -R console /app/var
 USER console

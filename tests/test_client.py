@@ -1,13 +1,13 @@
-"""workflows.client.RecoveryClient against a live console: every endpoint, errors, retries."""
+"""recovery_client.RecoveryClient against a live console: every endpoint, errors, retries."""
 
 import pytest
 from django.db import OperationalError
+from recovery_client import ApiError, RecoveryClient, Unavailable
 
 from tests.helpers import make_agent, make_user
 from workflows import api as api_module
 from workflows.api import steps as steps_api
 from workflows.api import workflows as workflows_api
-from workflows.client import ApiError, RecoveryClient, Unavailable
 from workflows.models import Checkpoint, Step, Workflow
 
 # The live server runs in another thread: it must see committed rows.
@@ -159,7 +159,7 @@ def test_an_unreachable_console_is_unavailable_after_the_retries():
 def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(live_server, monkeypatch):
     _, token = make_agent("patient-bot")
     slept = []
-    monkeypatch.setattr("workflows.client.time.sleep", slept.append)
+    monkeypatch.setattr("recovery_client.client.time.sleep", slept.append)
     monkeypatch.setattr(api_module.AgentRateLimit, "allow_request", lambda self, request: False)
     monkeypatch.setattr(api_module.AgentRateLimit, "wait", lambda self: 5.0)  # Retry-After: 5
     client = RecoveryClient(live_server.url, token, retries=2, backoff=0.01, max_wait=7)
@@ -176,7 +176,7 @@ def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(live_server
 
 
 def test_a_truncated_answer_is_retried(client, monkeypatch):
-    from workflows import client as client_module
+    from recovery_client import client as client_module
 
     real = client_module.urllib.request.urlopen
     calls = []

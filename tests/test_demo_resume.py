@@ -12,10 +12,10 @@ import urllib.request
 
 import pytest
 from django.db import connection
+from recovery_client import RecoveryClient, sign
 
 from tests.helpers import make_user
 from workflows import runtime, tasks
-from workflows.client import RecoveryClient, sign
 from workflows.demo.agent import DemoAgent, FaultPlan
 from workflows.demo.journal import Journal
 from workflows.demo.server import ResumeServer

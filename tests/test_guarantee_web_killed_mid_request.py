@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
+from recovery_client import RecoveryClient
 
 from tests.helpers import make_agent
 from tests.stack import BIN, Stack, free_port, wait_until
-from workflows.client import RecoveryClient
 from workflows.models import Checkpoint, Event, Step, Workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

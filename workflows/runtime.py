@@ -7,8 +7,8 @@ import urllib.error
 import urllib.request
 
 from django.conf import settings
+from recovery_client import sign
 
-from .client import sign
 from .models import Decision
 
 

@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from workflows.client import ApiError, RecoveryClient, Unavailable
+from recovery_client import ApiError, RecoveryClient, Unavailable
 
 from .journal import CREATING, WAITING, Journal
 from .systems import Fault, Ledgers, RateLimited, SystemFailure

@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from workflows.client import ApiError, RecoveryClient, Unavailable
+from recovery_client import ApiError, RecoveryClient, Unavailable
 
 from .agent import PLANS, DemoAgent, FaultPlan
 from .journal import CREATING, ORPHANED, WAITING, Journal

@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from workflows.client import verify_signature
+from recovery_client import verify_signature
 
 from .journal import Journal
 from .systems import Ledgers

@@ -1,16 +1,14 @@
-"""The agent-side client for the Recovery Console API v1.
+"""The HTTP client for the Recovery Console agent API v1 (one method per endpoint).
 
-Standard library only, importable without Django: copy this file into an
-agent runtime or ``from workflows.client import RecoveryClient``. Every call
-is safe to retry because the API is idempotent (creates dedupe on
-``external_id``, steps on ``seq``), so transient failures (connection errors,
-429, 5xx) are retried with exponential backoff.
+Standard library only. Every call is safe to retry because the API is
+idempotent (creates dedupe on ``external_id``, steps on ``seq``), so transient
+failures (connection errors, 429, 5xx, an answer cut short) are retried with
+exponential backoff and jitter, waiting at least as long as a ``Retry-After``
+asks, up to ``max_wait``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import http.client
 import json
 import random
@@ -19,7 +17,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-__all__ = ["ApiError", "RecoveryClient", "Unavailable", "sign", "verify_signature"]
+__all__ = ["ApiError", "Json", "RecoveryClient", "Unavailable"]
+
+Json = dict[str, Any]  # a JSON object as the API answers it
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
 
@@ -42,16 +42,6 @@ class Unavailable(Exception):
     """The console could not be reached after every retry."""
 
 
-def sign(secret: str, body: bytes) -> str:
-    """The ``X-Recovery-Signature`` header value for a raw body."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def verify_signature(secret: str, body: bytes, header: str | None) -> bool:
-    """Check a delivery's signature in constant time (use it in the resume endpoint)."""
-    return bool(header) and hmac.compare_digest(sign(secret, body), header)
-
-
 class RecoveryClient:
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 5,
                  backoff: float = 0.25, max_wait: float = 30.0) -> None:
@@ -64,46 +54,46 @@ class RecoveryClient:
 
     # --- endpoints (API.md) -------------------------------------------------
     def create_workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
-                        context: dict | None = None) -> dict:
+                        context: Json | None = None) -> Json:
         return self._call("POST", "/workflows", {"external_id": external_id, "kind": kind, "title": title,
                                                  "owner": owner, "context": context or {}})
 
-    def get_workflow(self, workflow_id: str) -> dict:
+    def get_workflow(self, workflow_id: str) -> Json:
         return self._call("GET", f"/workflows/{workflow_id}")
 
     def report_step(self, workflow_id: str, seq: int, name: str, kind: str, status: str, *,
                     input: Any = None, output: Any = None, verified: bool = False,  # noqa: A002
                     promise: str | None = None, idempotency_key: str | None = None,
-                    external_ref: str | None = None) -> dict:
+                    external_ref: str | None = None) -> Json:
         return self._call("POST", f"/workflows/{workflow_id}/steps", {
             "seq": seq, "name": name, "kind": kind, "status": status, "input": input, "output": output,
             "verified": verified, "promise": promise, "idempotency_key": idempotency_key,
             "external_ref": external_ref})
 
     def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
-                        state: dict | None = None) -> dict:
+                        state: Json | None = None) -> Json:
         return self._call("POST", f"/workflows/{workflow_id}/checkpoints",
                           {"reason": reason, "detail": detail, "at_seq": at_seq, "state": state or {}})
 
-    def get_checkpoint(self, checkpoint_id: str) -> dict:
+    def get_checkpoint(self, checkpoint_id: str) -> Json:
         return self._call("GET", f"/checkpoints/{checkpoint_id}")
 
-    def finish(self, workflow_id: str, status: str, summary: str = "") -> dict:
+    def finish(self, workflow_id: str, status: str, summary: str = "") -> Json:
         return self._call("POST", f"/workflows/{workflow_id}/finish", {"status": status, "summary": summary})
 
-    def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0) -> dict:
+    def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0) -> Json:
         """Poll a checkpoint until it carries a decision (for agents without a resume endpoint)."""
         deadline = time.monotonic() + timeout
         while True:
-            checkpoint = self.get_checkpoint(checkpoint_id)
-            if checkpoint.get("decision"):
-                return checkpoint["decision"]
+            decision = self.get_checkpoint(checkpoint_id).get("decision")
+            if isinstance(decision, dict):
+                return decision
             if time.monotonic() > deadline:
                 raise TimeoutError(f"No decision on checkpoint {checkpoint_id} after {timeout:.0f}s")
             time.sleep(interval)
 
     # --- transport ------------------------------------------------------------
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+    def _call(self, method: str, path: str, body: Json | None = None) -> Json:
         data = json.dumps(body).encode() if body is not None else None
         last: Exception | None = None
         for attempt in range(self.retries + 1):
@@ -126,7 +116,7 @@ class RecoveryClient:
             raise last
         raise Unavailable(f"{method} {path}: {last}") from last
 
-    def _once(self, method: str, path: str, data: bytes | None) -> dict:
+    def _once(self, method: str, path: str, data: bytes | None) -> Json:
         request = urllib.request.Request(  # noqa: S310 - the URL is the operator-configured console
             self.base_url + "/api/v1" + path, data=data, method=method,
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
@@ -145,9 +135,12 @@ class RecoveryClient:
                 raise ApiError(exc.code, "http_error", raw[:200].decode(errors="replace"),
                                retry_after=retry_after) from None
         try:
-            return json.loads(raw or b"{}")
+            answer = json.loads(raw or b"{}")
         except ValueError as exc:
             raise _Garbled(f"truncated or malformed answer: {raw[:80]!r}") from exc
+        if not isinstance(answer, dict):
+            raise _Garbled(f"the answer is not a JSON object: {raw[:80]!r}")
+        return answer
 
 
 def _seconds(value: str | None) -> float | None:

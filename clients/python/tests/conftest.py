@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakeconsole import TOKEN, FakeConsole, running  # noqa: E402
+from recovery_client import RecoveryClient  # noqa: E402
+
+
+@pytest.fixture
+def console() -> Iterator[FakeConsole]:
+    with running() as fake:
+        yield fake
+
+
+@pytest.fixture
+def client(console: FakeConsole) -> RecoveryClient:
+    return RecoveryClient(console.url, TOKEN, timeout=5, retries=3, backoff=0.001, max_wait=0.01)
