@@ -11,6 +11,7 @@ header that static/console.js turns into a toast.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -101,6 +102,20 @@ def _keyset_page(queryset: QuerySet, params: dict, size: int) -> tuple[list[Chec
     return rows[:size], bool(after), len(rows) > size
 
 
+def _reverser(name: str) -> Callable[[int], str]:
+    """``reverse(name, args=[pk])`` for many pks at the price of one reversal."""
+    marker = 9_876_543_210_123
+    prefix, suffix = reverse(name, args=[marker]).split(str(marker))
+    return lambda pk: f"{prefix}{pk}{suffix}"
+
+
+def _with_row_urls(rows: list[Checkpoint]) -> list[Checkpoint]:
+    workbench, claim, workflow = _reverser("workbench"), _reverser("claim"), _reverser("workflow")
+    for c in rows:
+        c.workbench_url, c.claim_url, c.workflow_url = workbench(c.pk), claim(c.pk), workflow(c.workflow_id)
+    return rows
+
+
 def _query(request: HttpRequest, **changes: Any) -> str:
     params = QueryDict(mutable=True)
     params.update(request.GET)
@@ -136,7 +151,7 @@ def queue(request: HttpRequest) -> HttpResponse:
             Prefetch("events", Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
                      to_attr="assignments")),
         params, params["per"])
-    context = {"checkpoints": rows, "filters": params, "tabs": _tabs(request, base, params),
+    context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": _tabs(request, base, params),
                "can_act": can_act(request.user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
