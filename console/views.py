@@ -203,9 +203,8 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "holder_event": next((e for e in events if e.checkpoint_id == checkpoint.pk
                               and e.verb in (Event.Verb.CLAIMED, Event.Verb.ASSIGNED)), None),
         "decision": decision, "decision_error": error, "can_act": acting,
-        "can_approve": acting and decision is not None and decision.status == Decision.Status.PROPOSED
-        and decision.decided_by_id != user.pk,
-        "can_decide": acting and checkpoint.is_open and checkpoint.assignee_id in (None, user.pk),
+        "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
+        "can_decide": acting and checkpoint.may_be_decided_by(user),
         "form": form or DecisionForm(checkpoint=checkpoint), "assign_form": AssignForm() if acting else None,
         "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
         "returns_to": _returns_to(checkpoint, events), "money": checkpoint.touches_money(),

@@ -5,10 +5,10 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from ..models import Checkpoint, Conflict, Decision, Event, Workflow
+from ..models import Checkpoint, Conflict, Workflow, canonical
 from .errors import ApiError, not_found
 from .schemas import ERRORS, CheckpointIn, CheckpointOut
-from .shaping import calling_agent, canonical, checkpoint_body, own_workflow, parse_pk
+from .shaping import calling_agent, checkpoint_body, own_workflow, parse_pk
 
 router = Router()
 
@@ -46,23 +46,9 @@ def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointI
     except Conflict as exc:
         # Not a second checkpoint but this request again, its first answer lost (or a concurrent twin).
         if resent := _resent_checkpoint(workflow, payload):
-            return Status(200, checkpoint_body(resent, visible_decision(resent, deliver=False)))
+            return Status(200, checkpoint_body(resent, resent.decision_for_agent()))
         raise checkpoint_conflict(workflow, exc) from None
     return Status(201, checkpoint_body(checkpoint))
-
-
-def visible_decision(checkpoint: Checkpoint, *, deliver: bool = True) -> Decision | None:
-    """The decision the agent may act on. A proposal awaiting four eyes is not one yet; a failed
-    delivery is not one any more (the checkpoint went back to the operators)."""
-    decision = checkpoint.current_decision()
-    if decision is None or decision.status == Decision.Status.PROPOSED:
-        return None
-    if deliver and decision.status == Decision.Status.QUEUED and decision.is_polled:
-        # This fetch is the delivery for an agent without a resume endpoint.
-        decision.mark_succeeded(how=Event.Verb.FETCHED_BY_AGENT)
-        decision.refresh_from_db()
-        checkpoint.refresh_from_db()
-    return decision
 
 
 @router.get("/checkpoints/{checkpoint_id}", response={200: CheckpointOut, **ERRORS})
@@ -74,5 +60,9 @@ def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict:
     if checkpoint is None:
         raise not_found("checkpoint")
     checkpoint.workflow.touch()
-    decision = visible_decision(checkpoint)
+    decision = checkpoint.decision_for_agent()
+    # An agent without a resume endpoint polls: this fetch is the delivery of its decision.
+    if decision is not None and decision.awaits_fetch:
+        decision.mark_fetched()  # a concurrent fetch may win: the same outcome, recorded once
+        checkpoint.refresh_from_db()
     return checkpoint_body(checkpoint, decision)

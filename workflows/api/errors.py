@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 
 from ..api_json import BodyRejected, dotted
-from ..models import Conflict, IllegalTransition
+from ..models import Conflict, IllegalTransition, Invalid
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +112,8 @@ HANDLERS: dict[type[Exception], Any] = {
     AuthenticationError: on_auth_error,
     Throttled: on_throttled,
     Http404: lambda request, exc: error_response(404, "not_found", "Not found."),
-    Conflict: lambda request, exc: error_response(409, "conflict", str(exc)),
+    Conflict: lambda request, exc: error_response(409, exc.code, str(exc), exc.field),
+    Invalid: lambda request, exc: error_response(422, exc.code, str(exc), exc.field),
     IllegalTransition: lambda request, exc: error_response(409, "conflict", str(exc)),
     OperationalError: on_unavailable,
     InterfaceError: on_unavailable,

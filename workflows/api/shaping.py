@@ -72,21 +72,3 @@ def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) ->
         "resume_state": checkpoint.resume_state,
         "decision": decision_body(decision) if decision else None,
     }
-
-
-def canonical(value: Any) -> Any:
-    """A value as comparable after a trip through the database.
-
-    jsonb keeps numbers as decimals: 1.5e300 comes back as a 301-digit integer, which Python
-    compares exactly with the float and finds different. Compared as floats, a resend of the
-    same number is the same number; True stays distinct from 1.
-    """
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, int) and abs(value) > 2**53:
-        return float(value)
-    if isinstance(value, dict):
-        return {key: canonical(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [canonical(item) for item in value]
-    return value

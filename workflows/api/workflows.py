@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from ..models import Agent, Conflict, Event, IllegalTransition, Workflow
+from ..models import Agent, Conflict, IllegalTransition, Workflow
 from .checkpoints import checkpoint_conflict
 from .errors import ApiError
 from .schemas import ERRORS, FinishIn, WorkflowIn, WorkflowOut
@@ -18,44 +14,13 @@ from .shaping import calling_agent, own_workflow, workflow_body
 router = Router()
 
 
-def _owner(username: str | None, agent: Agent) -> Any:
-    if username is None:
-        return agent.owner
-    User = get_user_model()
-    owner = User.objects.filter(**{User.USERNAME_FIELD: username}, is_active=True).first()
-    if owner is None:
-        raise ApiError(422, "unknown_owner", f"No active console user is called {username!r}.", "owner")
-    return owner
-
-
-def _create_workflow(agent: Agent, payload: WorkflowIn, owner: Any) -> Workflow | None:
-    """The new workflow, or None when a concurrent create with the same external_id won."""
-    try:
-        with transaction.atomic():
-            workflow = Workflow.objects.create(
-                agent=agent, external_id=payload.external_id, kind=payload.kind, title=payload.title,
-                owner=owner, context=payload.context or {})
-            Event.record(workflow, Event.Verb.CREATED, actor=agent, data={"external_id": payload.external_id})
-    except IntegrityError:
-        if agent.workflows.filter(external_id=payload.external_id).exists():
-            return None
-        raise
-    return workflow
-
-
 @router.post("/workflows", response={200: WorkflowOut, 201: WorkflowOut, **ERRORS})
 def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status:
     """Start a workflow. The same external_id again answers 200 with the existing one."""
-    agent = calling_agent(request)
-    # A resend answers what the first request made, even if its owner was deactivated since.
-    workflow = agent.workflows.filter(external_id=payload.external_id).first()
-    if workflow is None:
-        created = _create_workflow(agent, payload, _owner(payload.owner, agent))
-        if created is not None:
-            return Status(201, workflow_body(created))
-        workflow = agent.workflows.get(external_id=payload.external_id)
-    workflow.touch()
-    return Status(200, workflow_body(workflow))
+    workflow, created = Workflow.objects.start(
+        calling_agent(request), external_id=payload.external_id, kind=payload.kind, title=payload.title,
+        owner_name=payload.owner, context=payload.context)
+    return Status(201 if created else 200, workflow_body(workflow))
 
 
 @router.get("/workflows/{workflow_id}", response={200: WorkflowOut, **ERRORS})

@@ -9,7 +9,7 @@ One module per noun; everything is imported from here (``from workflows.models i
 """
 
 from .agents import Agent
-from .base import Conflict, IllegalTransition, Stateful, hash_token
+from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, hash_token
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
@@ -19,6 +19,6 @@ from .workflows import Step, Workflow, WorkflowQuerySet
 __all__ = [
     "RESUMING_ACTIONS", "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Confirmation", "Conflict",
     "Decision", "DecisionQuerySet",
-    "Event", "IllegalTransition", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
-    "all_actions", "hash_token", "wake_relay",
+    "Event", "IllegalTransition", "Invalid", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
+    "all_actions", "canonical", "hash_token", "wake_relay",
 ]

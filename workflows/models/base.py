@@ -16,7 +16,37 @@ class IllegalTransition(Exception):
 
 
 class Conflict(Exception):
-    """The request conflicts with recorded state (the API answers 409)."""
+    """The request conflicts with recorded state (the API answers 409 with ``code`` and ``field``)."""
+
+    def __init__(self, message: str, *, code: str = "conflict", field: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.field = code, field
+
+
+class Invalid(ValueError):
+    """A value the domain cannot accept (the API answers 422 with ``code`` and ``field``)."""
+
+    def __init__(self, message: str, *, code: str = "invalid_value", field: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.field = code, field
+
+
+def canonical(value: Any) -> Any:
+    """A value as comparable after a trip through the database.
+
+    jsonb keeps numbers as decimals: 1.5e300 comes back as a 301-digit integer, which Python
+    compares exactly with the float and finds different. Compared as floats, a resend of the
+    same number is the same number; True stays distinct from 1.
+    """
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int) and abs(value) > 2**53:
+        return float(value)
+    if isinstance(value, dict):
+        return {key: canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [canonical(item) for item in value]
+    return value
 
 
 def hash_token(token: str) -> str:

@@ -193,14 +193,28 @@ class Checkpoint(Stateful):
     def current_decision(self) -> Decision | None:
         return self.decisions.active().select_related("decided_by", "new_owner").first()
 
-    def decide(self, *, by: Any, action: str, instructions: str = "", confirmations: dict | None = None,
-               confirmation_refs: dict | None = None, new_owner: Any = None, handoff_to: str = "",
-               money_confirmed: bool = False) -> Decision:
-        """Record the operator's decision; the row is the outbox entry a worker carries out.
+    def decision_for_agent(self) -> Decision | None:
+        """The decision the agent may act on. A proposal awaiting four eyes is not one yet; a failed
+        delivery is not one any more (the checkpoint went back to the operators)."""
+        decision = self.current_decision()
+        return decision if decision is not None and decision.status in Decision.SHOWN_TO_AGENT else None
 
-        Raises Conflict (naming the winner) when another decision got there first,
-        and ValueError when the decision itself is not acceptable.
+    def may_be_decided_by(self, user: Any) -> bool:
+        """On the queue, and not held by another operator."""
+        return self.is_open and self.assignee_id in (None, user.pk)
+
+    def decide(self, *, by: Any, **proposal: Any) -> Decision:
+        """Record the operator's decision (``proposal``: draft_decision's arguments).
+
+        Raises ValueError when the decision itself is not acceptable, and Conflict
+        (naming the winner) when another decision got there first.
         """
+        return self.record_decision(self.draft_decision(**proposal), by=by)
+
+    def draft_decision(self, *, action: str, instructions: str = "", confirmations: dict | None = None,
+                       confirmation_refs: dict | None = None, new_owner: Any = None, handoff_to: str = "",
+                       money_confirmed: bool = False) -> Decision:
+        """The decision as it would be recorded, unsaved. ValueError when it is not acceptable."""
         confirmations = {k: v for k, v in (confirmations or {}).items() if v}
         if action not in Action.values:
             raise ValueError(f"Unknown action {action!r}.")
@@ -212,7 +226,6 @@ class Checkpoint(Stateful):
         if unreferenced := Confirmation.unreferenced(confirmations, confirmation_refs or {}):
             raise ValueError("Give the external reference you saw for every effect that happened: "
                              + ", ".join(unreferenced))
-        confirmation_refs = Confirmation.references(confirmations, confirmation_refs or {})
         if action in RESUMING_ACTIONS and (missing := self.missing_confirmations(confirmations)):
             raise ValueError("Confirm what happened to every unknown effect before resuming: " + ", ".join(missing))
         if action == Action.HANDOFF and not (new_owner or handoff_to.strip()):
@@ -221,22 +234,28 @@ class Checkpoint(Stateful):
         if money and not money_confirmed:
             raise ValueError("This decision touches money: tick the explicit confirmation.")
         four_eyes = money and bool(self.runbook and self.runbook.requires_four_eyes)
+        return Decision(checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
+                        confirmation_refs=Confirmation.references(confirmations, confirmation_refs or {}),
+                        new_owner=new_owner, handoff_to=handoff_to.strip(),
+                        status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
+
+    def record_decision(self, decision: Decision, *, by: Any) -> Decision:
+        """OPEN|CLAIMED -> DECIDED, saving the drafted decision: the row is the outbox entry a worker
+        carries out. Conflict (naming the winner) when another decision got there first."""
         with transaction.atomic():
             if not self.is_open:
                 raise Conflict(self.conflict_message())
-            if self.status == self.Status.CLAIMED and self.assignee_id not in (None, by.pk):
+            if not self.may_be_decided_by(by):
                 raise Conflict(f"{self.assignee.get_username()} has claimed this checkpoint.")
+            decision.decided_by = by
             try:
                 with transaction.atomic():
-                    decision = Decision.objects.create(
-                        checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
-                        confirmation_refs=confirmation_refs, new_owner=new_owner,
-                        handoff_to=handoff_to.strip(), decided_by=by,
-                        status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
+                    decision.save(force_insert=True)
             except IntegrityError as exc:
                 raise Conflict(self.conflict_message()) from exc
+            four_eyes = decision.status == Decision.Status.PROPOSED
             if not self.move(self.Status.DECIDED, actor=by, verb=Event.Verb.DECIDED,
-                             data={"action": action, "four_eyes": four_eyes},
+                             data={"action": decision.action, "four_eyes": four_eyes},
                              assignee=self.assignee or by):
                 raise Conflict(self.conflict_message())  # rolls the decision back too
             if not four_eyes:

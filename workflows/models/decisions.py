@@ -155,6 +155,10 @@ class Decision(Stateful):
             Decision.objects.filter(pk=self.pk).update(next_attempt_at=timezone.now())
             transaction.on_commit(wake_relay)
 
+    def may_be_approved_by(self, user: Any) -> bool:
+        """Four eyes: a proposal waits for an operator other than its proposer."""
+        return self.status == self.Status.PROPOSED and self.decided_by_id != user.pk
+
     def approve(self, *, by: Any) -> bool:
         """Four eyes: a second operator lets a money decision go out."""
         if by.pk == self.decided_by_id:
@@ -182,9 +186,22 @@ class Decision(Stateful):
                          attempts=models.F("attempts") + 1, lease_expires_at=timezone.now() + lease,
                          next_attempt_at=None)
 
-    def mark_succeeded(self, *, how: Event.Verb = Event.Verb.DELIVERED) -> bool:
+    def mark_succeeded(self) -> bool:
+        """The agent's resume endpoint accepted the decision."""
+        return self._succeed(Event.Verb.DELIVERED)
+
+    @property
+    def awaits_fetch(self) -> bool:
+        """Queued for an agent that polls: its next fetch of the checkpoint is the delivery."""
+        return self.status == self.Status.QUEUED and self.is_polled
+
+    def mark_fetched(self) -> bool:
+        """A polling agent fetched its queued decision: that is the delivery. False when none awaited it."""
+        return self.awaits_fetch and self._succeed(Event.Verb.FETCHED_BY_AGENT)
+
+    def _succeed(self, verb: Event.Verb) -> bool:
         with transaction.atomic():
-            if not self.move(self.Status.SUCCEEDED, verb=how, finished_at=timezone.now(),
+            if not self.move(self.Status.SUCCEEDED, verb=verb, finished_at=timezone.now(),
                              lease_expires_at=None, next_attempt_at=None, last_error=""):
                 return False
             self.carry_out()

@@ -2,22 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from .agents import Agent
-from .base import Conflict, Stateful
+from .base import Conflict, Invalid, Stateful, canonical
 from .events import Event
 
 User = settings.AUTH_USER_MODEL
 
 
+def active_user(username: str) -> Any:
+    """The active console user called ``username``; Invalid when there is none."""
+    model = get_user_model()
+    user = model._default_manager.filter(**{model.USERNAME_FIELD: username}, is_active=True).first()
+    if user is None:
+        raise Invalid(f"No active console user is called {username!r}.", code="unknown_owner", field="owner")
+    return user
+
+
 class WorkflowQuerySet(models.QuerySet):
+    def start(self, agent: Agent, *, external_id: str, kind: str, title: str, owner_name: str | None = None,
+              context: dict | None = None) -> tuple[Workflow, bool]:
+        """The agent's workflow for ``external_id``: new (True), or the one an earlier request made (False).
+
+        A resend answers what the first request made, even if its owner was deactivated since;
+        a new workflow belongs to ``owner_name`` (Invalid if no active user has it) or the agent's owner.
+        """
+        workflow = agent.workflows.filter(external_id=external_id).first()
+        if workflow is None:
+            owner = agent.owner if owner_name is None else active_user(owner_name)
+            try:
+                with transaction.atomic():
+                    workflow = self.create(agent=agent, external_id=external_id, kind=kind, title=title,
+                                           owner=owner, context=context or {})
+                    Event.record(workflow, Event.Verb.CREATED, actor=agent, data={"external_id": external_id})
+                return workflow, True
+            except IntegrityError:  # a concurrent start with the same external_id won
+                workflow = agent.workflows.filter(external_id=external_id).first()
+                if workflow is None:
+                    raise
+        workflow.touch()
+        return workflow, False
+
     def owned_by(self, user: Any) -> WorkflowQuerySet:
         return self.filter(owner=user)
 
@@ -109,6 +143,46 @@ class Workflow(Stateful):
         return self.move(status, actor=actor, verb=Event.Verb.finished(status), data={"summary": summary},
                          summary=summary, finished_at=timezone.now())
 
+    def record_step(self, report: Mapping[str, Any], *, actor: Agent) -> tuple[Step, bool]:
+        """Record one step of the trajectory, idempotently: ``report`` holds ``seq`` and Step.RECORDED_FIELDS.
+
+        Returns the step and True when it is new; False for an identical resend or a pending step
+        moved on to committed or failed. Conflict when the workflow is finished, the idempotency key
+        belongs to another step, or the report would change what is recorded.
+        """
+        if self.is_terminal:
+            raise Conflict(f"The workflow is {self.status}; it takes no more steps.", code="workflow_finished")
+        step = self.steps.filter(seq=report["seq"]).first()
+        if step is None:
+            created = self._create_step(report, actor=actor)
+            if created is not None:
+                return created, True
+            step = self.steps.get(seq=report["seq"])
+        return step.apply_report(report, actor=actor), False
+
+    def _create_step(self, report: Mapping[str, Any], *, actor: Agent) -> Step | None:
+        """The new step, or None when a step with this seq exists by now (a concurrent report won)."""
+        key = report.get("idempotency_key")
+        if holder := self._key_holder(key):
+            if holder.seq == report["seq"]:
+                return None
+            raise Step.key_taken(holder.seq)
+        try:
+            with transaction.atomic():
+                step = Step.objects.create(workflow=self, **report)
+                Event.record(step, Event.Verb.step(step.status), actor=actor,
+                             data={"seq": step.seq, "name": step.name, "kind": step.kind})
+        except IntegrityError:
+            if self.steps.filter(seq=report["seq"]).exists():
+                return None
+            if holder := self._key_holder(key):
+                raise Step.key_taken(holder.seq) from None
+            raise
+        return step
+
+    def _key_holder(self, key: str | None) -> Step | None:
+        return self.steps.filter(idempotency_key=key).first() if key else None
+
     def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None) -> dict:
         """The minimum that makes the next step safe, computed from the recorded steps."""
         steps = list(self.steps.order_by("seq"))
@@ -176,6 +250,12 @@ class Step(Stateful):
 
     RECORDED_FIELDS = ("name", "kind", "status", "input", "output", "verified", "promise",
                        "idempotency_key", "external_ref")
+    # What a step is: a report may not change these once recorded (report a new seq instead).
+    IDENTITY_FIELDS = ("name", "kind", "input", "idempotency_key")
+    # What moving a pending step on to committed or failed may set.
+    SET_ON_TRANSITION = ("status", "output", "verified", "promise", "external_ref")
+    # A null in a resend means "not repeated", not "erase": commit reports need not resend the input.
+    KEPT_WHEN_NULL = ("input", "output", "promise", "idempotency_key", "external_ref")
 
     @property
     def is_unknown_effect(self) -> bool:
@@ -183,3 +263,34 @@ class Step(Stateful):
 
     def as_dict(self) -> dict:
         return {"seq": self.seq, **{f: getattr(self, f) for f in self.RECORDED_FIELDS}}
+
+    @staticmethod
+    def key_taken(seq: int) -> Conflict:
+        return Conflict(f"Step {seq} of this workflow already uses this idempotency_key; "
+                        "an effect is recorded once.", code="idempotency_key_taken", field="idempotency_key")
+
+    def as_reported(self, report: Mapping[str, Any]) -> dict:
+        """The step as this report would leave it."""
+        recorded = self.as_dict()
+        return {f: recorded[f] if f in self.KEPT_WHEN_NULL and report[f] is None else report[f] for f in recorded}
+
+    def apply_report(self, report: Mapping[str, Any], *, actor: Agent) -> Step:
+        """Identical resend: unchanged. pending -> committed|failed: applied. Anything else: Conflict."""
+        wanted, recorded = self.as_reported(report), self.as_dict()
+        if canonical(wanted) == canonical(recorded):
+            return self
+        if self.status != self.Status.PENDING:
+            raise Conflict(f"Step {self.seq} is already {self.status}; a recorded step cannot change "
+                           "(resend it unchanged or report a new seq).", code="step_conflict")
+        if changed := [f for f in self.IDENTITY_FIELDS if canonical(wanted[f]) != canonical(recorded[f])]:
+            raise Conflict(f"Step {self.seq} was recorded with a different {', '.join(changed)}; "
+                           "report a new seq instead.", code="step_conflict", field=changed[0])
+        if wanted["status"] not in self.TRANSITIONS[self.Status.PENDING]:
+            raise Conflict(f"Step {self.seq} is pending; it can only move to committed or failed.",
+                           code="step_conflict", field="status")
+        # The one place status changes happen: a compare-and-set that writes the step's Event.
+        won = self.move(wanted["status"], actor=actor, verb=Event.Verb.step(wanted["status"]),
+                        data={"seq": self.seq, "name": self.name}, updated_at=timezone.now(),
+                        **{f: wanted[f] for f in self.SET_ON_TRANSITION if f != "status"})
+        # Lost a race with another report of this step: judge this one against what won.
+        return self if won else self.apply_report(report, actor=actor)
