@@ -124,6 +124,9 @@ X_FRAME_OPTIONS = "DENY"
 # --- Agent API -------------------------------------------------------------
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=1024 * 1024)
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=1200)
+# An agent token seen this recently is resolved from the cache (CACHE_URL) without a query;
+# rotating or revoking the token drops it at once. 0 turns the cache off.
+AGENT_TOKEN_CACHE_SECONDS = env.int("AGENT_TOKEN_CACHE_SECONDS", default=30)
 DATA_UPLOAD_MAX_MEMORY_SIZE = max(API_MAX_BODY_BYTES, 2_621_440)
 
 # --- Recovery behaviour ----------------------------------------------------

@@ -2,16 +2,47 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.core.cache import cache
+from django.db import models, transaction
 
 from .base import hash_token
 
 User = settings.AUTH_USER_MODEL
+log = logging.getLogger(__name__)
+
+
+def _token_key(token_hash: str) -> str:
+    return f"recovery-console:agent-token:{token_hash}"
+
+
+def forget_tokens(token_hashes: Iterable[str]) -> None:
+    """Drop cached agents now and again after the commit, so no request re-caches the old row in between."""
+    keys = [_token_key(h) for h in set(token_hashes) if h]
+
+    def drop() -> None:
+        try:
+            cache.delete_many(keys)
+        except Exception:  # the TTL still bounds how long a revoked token can be seen
+            log.exception("Could not drop cached agent tokens; they expire within %ss",
+                          settings.AGENT_TOKEN_CACHE_SECONDS)
+
+    drop()
+    transaction.on_commit(drop)
+
+
+class AgentQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> int:
+        hashes = list(self.values_list("token_hash", flat=True))
+        updated = super().update(**kwargs)
+        forget_tokens(hashes + [kwargs.get("token_hash", "")])
+        return updated
 
 
 class Agent(models.Model):
@@ -29,11 +60,29 @@ class Agent(models.Model):
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = AgentQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        super().save(*args, **kwargs)
+        # Any change (rotation, deactivation, a new owner or endpoint) is seen by the next request.
+        forget_tokens([self.token_hash, getattr(self, "_stored_token_hash", "")])
+        self._stored_token_hash = self.token_hash
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        forget_tokens([self.token_hash])
+        return super().delete(*args, **kwargs)
+
+    @classmethod
+    def from_db(cls, db: Any, field_names: Any, values: Any) -> Agent:
+        agent = super().from_db(db, field_names, values)
+        agent._stored_token_hash = agent.__dict__.get("token_hash", "")  # what a rotation must forget
+        return agent
 
     @classmethod
     def register(cls, name: str, *, resume_url: str = "", owner: Any = None,
@@ -53,7 +102,24 @@ class Agent(models.Model):
 
     @classmethod
     def authenticate(cls, token: str) -> Agent | None:
-        return cls.objects.filter(token_hash=hash_token(token), is_active=True).first()
+        """The active agent holding this token. A token seen in the last AGENT_TOKEN_CACHE_SECONDS costs
+        no query: every save or delete of the agent (rotation, revocation) drops it from the cache."""
+        token_hash = hash_token(token)
+        key = _token_key(token_hash)
+        try:
+            agent = cache.get(key)
+        except Exception:  # a cache outage costs a query, never the API
+            log.warning("Agent token cache unavailable; reading the database", exc_info=True)
+            return cls.objects.filter(token_hash=token_hash, is_active=True).first()
+        if agent is not None:
+            return agent
+        agent = cls.objects.filter(token_hash=token_hash, is_active=True).first()
+        if agent is not None and settings.AGENT_TOKEN_CACHE_SECONDS:
+            try:
+                cache.add(key, agent, timeout=settings.AGENT_TOKEN_CACHE_SECONDS)
+            except Exception:
+                log.warning("Agent token cache unavailable; not caching", exc_info=True)
+        return agent
 
     @property
     def silence_limit(self) -> timedelta:
