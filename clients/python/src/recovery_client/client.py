@@ -15,7 +15,11 @@ import random
 import time
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .reasons import ReasonMap
+    from .workflow import Decision, Workflow
 
 __all__ = ["ApiError", "Json", "RecoveryClient", "Unavailable"]
 
@@ -91,6 +95,18 @@ class RecoveryClient:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"No decision on checkpoint {checkpoint_id} after {timeout:.0f}s")
             time.sleep(interval)
+
+    # --- a run, reported as it happens (workflow.py) ---------------------------------
+    def workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
+                 context: Json | None = None, reasons: ReasonMap | None = None, state: Json | None = None,
+                 finish: bool = True, summary: str = "", settle_timeout: float = 60.0,
+                 poll_interval: float = 0.5, decision: Decision | None = None) -> Workflow:
+        """``with client.workflow("T-1042", "refund", "Refund for T-1042") as wf:`` (see ``Workflow``)."""
+        from .workflow import Workflow
+
+        return Workflow(self, external_id, kind, title, owner=owner, context=context, reasons=reasons,
+                        state=state, finish=finish, summary=summary, settle_timeout=settle_timeout,
+                        poll_interval=poll_interval, decision=decision)
 
     # --- transport ------------------------------------------------------------
     def _call(self, method: str, path: str, body: Json | None = None) -> Json:

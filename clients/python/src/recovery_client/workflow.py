@@ -1,0 +1,331 @@
+"""``workflow(...)``, ``step(...)`` and ``effect(...)``: report a run as it happens, pause it when it degrades.
+
+A run is plain Python code inside ``with client.workflow(...) as wf``. Each
+``wf.step(...)``/``wf.effect(...)`` block is reported ``pending`` on entry and
+``committed`` (with its output, verified or not) on a clean exit. When the code
+raises, the step is marked ``failed`` (an effect stays ``pending``: its outcome
+is unknown, so the console asks an operator to confirm it), a checkpoint opens
+with the reason the exception stands for (``reasons.reason_for``) and the
+agent's ``wf.state``, and ``Paused`` is raised in place of the exception.
+
+Running the same code again after the operator's decision resumes it: the
+workflow is found by its ``external_id``, steps committed earlier are matched
+by name and occurrence and come back ``done`` with their recorded output, an
+effect is matched by its idempotency key (``<external_id>:<name>``, with
+``:<n>`` from the second occurrence of a name on) and is never executed twice;
+an effect whose outcome was unknown follows the operator's confirmation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+from .client import ApiError, Json
+from .reasons import InvalidOutput, Reason, ReasonMap, reason_for
+
+if TYPE_CHECKING:
+    from .client import RecoveryClient
+
+__all__ = ["Decision", "Paused", "StepScope", "Stopped", "Workflow", "jsonable"]
+
+StepKind = Literal["model", "tool", "effect", "message"]
+TERMINAL = frozenset({"completed", "failed", "handed_off", "aborted"})
+UNRESOLVED = frozenset({"open", "claimed", "decided"})
+RESUMING_ACTIONS = frozenset({"resume", "retry_step"})
+MAX_DETAIL = 2000
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON can carry it: objects the encoder does not know become their ``repr``."""
+    return json.loads(json.dumps(value, default=repr))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an operator decided on a checkpoint (API.md: ``GET /checkpoints/{id}`` or a delivery)."""
+
+    checkpoint_id: str
+    action: str
+    instructions: str = ""
+    confirmations: dict[str, str] = field(default_factory=dict)
+    new_owner: str | None = None
+    delivery_id: str | None = None
+    resume_state: Json = field(default_factory=dict)
+
+    @property
+    def resumes(self) -> bool:
+        """True when the agent should carry on (``resume`` or ``retry_step``)."""
+        return self.action in RESUMING_ACTIONS
+
+    @classmethod
+    def from_json(cls, checkpoint_id: str, body: Json, resume_state: Json | None = None) -> Decision:
+        return cls(checkpoint_id=checkpoint_id, action=str(body.get("action")),
+                   instructions=str(body.get("instructions") or ""),
+                   confirmations={str(k): str(v) for k, v in (body.get("confirmations") or {}).items()},
+                   new_owner=body.get("new_owner"), delivery_id=body.get("delivery_id"),
+                   resume_state=resume_state or body.get("resume_state") or {})
+
+
+class Paused(Exception):
+    """The workflow waits at a checkpoint for an operator's decision."""
+
+    def __init__(self, workflow: Workflow, checkpoint: Json, reason: str) -> None:
+        super().__init__(f"workflow {workflow.external_id} paused at checkpoint {checkpoint.get('id')} ({reason})")
+        self.workflow, self.checkpoint, self.reason = workflow, checkpoint, reason
+
+    @property
+    def checkpoint_id(self) -> str:
+        return str(self.checkpoint["id"])
+
+    def wait_for_decision(self, *, interval: float = 2.0, timeout: float = 3600.0) -> Decision:
+        """Poll the console until an operator decides (for agents without a resume endpoint)."""
+        return self.workflow.wait_for_decision(self.checkpoint_id, interval=interval, timeout=timeout)
+
+
+class Stopped(Exception):
+    """The console says this run is over for the agent: finished, handed off or aborted."""
+
+    def __init__(self, external_id: str, status: str) -> None:
+        super().__init__(f"workflow {external_id} is {status}; the agent does not run it any more")
+        self.external_id, self.status = external_id, status
+
+
+class Workflow:
+    """One run of an agent on one job, as a context manager (``client.workflow(...)`` makes one)."""
+
+    def __init__(self, client: RecoveryClient, external_id: str, kind: str, title: str, *,
+                 owner: str | None = None, context: Json | None = None, reasons: ReasonMap | None = None,
+                 state: Json | None = None, finish: bool = True, summary: str = "",
+                 settle_timeout: float = 60.0, poll_interval: float = 0.5,
+                 decision: Decision | None = None) -> None:
+        self.client, self.external_id, self.kind, self.title = client, external_id, kind, title
+        self.owner, self.context, self.reasons = owner, context or {}, reasons
+        self.state: Json = dict(state or {})  # the agent's own state, sent with every checkpoint
+        self.summary = summary
+        self.finish_on_exit = finish
+        self.settle_timeout, self.poll_interval = settle_timeout, poll_interval
+        self.id = ""
+        self.status = ""
+        self.decision = decision  # the decision this run resumes from (a delivery's, or read at start)
+        self.recorded: list[Json] = []
+        self._seq = 0
+        self._occurrences: Counter[str] = Counter()
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self) -> Workflow:
+        """Create the workflow (idempotent on ``external_id``) and load what the console recorded.
+
+        Raises ``Paused`` while a checkpoint waits for an operator and ``Stopped`` once the
+        workflow is finished, handed off or aborted. A decision still being delivered is waited
+        for (``settle_timeout``), so a resume receiver may start the run at once.
+        """
+        body = self.client.create_workflow(self.external_id, self.kind, self.title, owner=self.owner,
+                                           context=self.context)
+        self.id = str(body["id"])
+        deadline = time.monotonic() + self.settle_timeout
+        while True:
+            self._load(body)
+            latest = (body.get("checkpoints") or [None])[-1]
+            if self.status in TERMINAL:
+                raise Stopped(self.external_id, self.status)
+            if latest is None or latest.get("status") not in UNRESOLVED:
+                break
+            if latest.get("status") != "decided" or time.monotonic() > deadline:
+                raise Paused(self, self.client.get_checkpoint(str(latest["id"])), str(latest.get("reason")))
+            time.sleep(self.poll_interval)  # the decision is on its way: the console marks it delivered soon
+            body = self.client.get_workflow(self.id)
+        if latest is not None and self.decision is None:
+            checkpoint = self.client.get_checkpoint(str(latest["id"]))
+            if isinstance(checkpoint.get("decision"), dict):
+                self.decision = Decision.from_json(str(latest["id"]), checkpoint["decision"],
+                                                   checkpoint.get("resume_state"))
+        return self
+
+    def _load(self, body: Json) -> None:
+        self.status = str(body.get("status"))
+        self.recorded = sorted(body.get("steps") or [], key=lambda s: int(s["seq"]))
+        self._seq = max([int(s["seq"]) for s in self.recorded] + [self._seq])
+
+    def __enter__(self) -> Workflow:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            if self.finish_on_exit and self.status not in TERMINAL:
+                self.finish("completed", self.summary)
+            return
+        if isinstance(exc, Exception) and not isinstance(exc, Paused | Stopped):
+            self.pause_for(exc)
+
+    def finish(self, status: Literal["completed", "failed"] = "completed", summary: str = "") -> Json:
+        body = self.client.finish(self.id, status, summary)
+        self.status = str(body.get("status", status))
+        return body
+
+    # --- steps ----------------------------------------------------------------------------
+    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None,  # noqa: A002
+             promise: str | None = None) -> StepScope:
+        """A model call, tool call or message: ``pending`` now, ``committed``/``failed`` when the block ends."""
+        if kind == "effect":
+            return self.effect(name, input=input, promise=promise)
+        occurrence = self._next_occurrence(name)
+        done = [s for s in self.recorded if s["name"] == name and s["kind"] != "effect" and s["status"] != "failed"]
+        recorded = done[occurrence - 1] if len(done) >= occurrence else None
+        return StepScope(self, name, kind, input, promise, key=None, recorded=recorded)
+
+    def effect(self, name: str, *, input: Any = None, key: str | None = None,  # noqa: A002
+               promise: str | None = None) -> StepScope:
+        """A side effect on an external system, under a stable idempotency key (``scope.idempotency_key``).
+
+        ``scope.done`` is True when an earlier run committed it (or an operator confirmed it
+        happened): do not execute it again; ``scope.recorded`` holds its record.
+        """
+        occurrence = self._next_occurrence(name)
+        key = key or self.idempotency_key(name, occurrence)
+        recorded = next((s for s in self.recorded if s.get("idempotency_key") == key), None)
+        return StepScope(self, name, "effect", input, promise, key=key, recorded=recorded)
+
+    def idempotency_key(self, name: str, occurrence: int = 1) -> str:
+        return f"{self.external_id}:{name}" + (f":{occurrence}" if occurrence > 1 else "")
+
+    def _next_occurrence(self, name: str) -> int:
+        self._occurrences[name] += 1
+        return self._occurrences[name]
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def report(self, seq: int, name: str, kind: StepKind, status: str, **fields: Any) -> Json:
+        """Report a step (``RecoveryClient.report_step``) and keep the local record in step with it."""
+        if "input" in fields:
+            fields["input"] = jsonable(fields["input"])
+        if "output" in fields:
+            fields["output"] = jsonable(fields["output"])
+        body = self.client.report_step(self.id, seq, name, kind, status, **fields)
+        self.recorded = [s for s in self.recorded if int(s["seq"]) != seq] + [body]
+        self.recorded.sort(key=lambda s: int(s["seq"]))
+        return body
+
+    # --- checkpoints and decisions ----------------------------------------------------------
+    def checkpoint(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
+                   state: Json | None = None) -> Json:
+        """Open a checkpoint with ``wf.state`` (or ``state``); the one already open if there is one."""
+        try:
+            body = self.client.open_checkpoint(self.id, reason, detail=detail[:MAX_DETAIL], at_seq=at_seq,
+                                               state=jsonable(self.state if state is None else state))
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+            latest = (self.client.get_workflow(self.id).get("checkpoints") or [None])[-1]
+            if latest is None or latest.get("status") not in UNRESOLVED:
+                raise
+            body = self.client.get_checkpoint(str(latest["id"]))
+        self.status = "paused"
+        return body
+
+    def pause(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
+              state: Json | None = None) -> Paused:
+        """Open a checkpoint and return the ``Paused`` to raise: ``raise wf.pause("manual", "needs a look")``."""
+        checkpoint = self.checkpoint(reason, detail, at_seq=at_seq, state=state)
+        return Paused(self, checkpoint, reason)
+
+    def pause_for(self, exc: Exception, *, at_seq: int | None = None, step: str | None = None,
+                  state: Json | None = None) -> None:
+        """Open the checkpoint ``exc`` stands for and raise ``Paused`` from it."""
+        reason = reason_for(exc, self.reasons)
+        where = f" in step {step} (seq {at_seq})" if step else ""
+        error = {"type": type(exc).__name__, "message": str(exc)[:MAX_DETAIL], "step": step}
+        raise self.pause(reason, f"{type(exc).__name__}{where}: {exc}",
+                         at_seq=at_seq, state={**(self.state if state is None else state), "error": error}) from exc
+
+    def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0) -> Decision:
+        body = self.client.wait_for_decision(checkpoint_id, interval=interval, timeout=timeout)
+        self.decision = Decision.from_json(checkpoint_id, body)
+        return self.decision
+
+    def confirmation(self, key: str | None) -> str | None:
+        """The operator's word on an effect whose outcome was unknown: ``happened``, ``did_not_happen`` or None."""
+        return self.decision.confirmations.get(key) if self.decision and key else None
+
+
+class StepScope:
+    """One step as a context manager; ``record()`` its output, ``verify()`` it, read ``done``."""
+
+    def __init__(self, workflow: Workflow, name: str, kind: StepKind, input: Any,  # noqa: A002
+                 promise: str | None, *, key: str | None, recorded: Json | None) -> None:
+        self.workflow, self.name, self.kind, self.input, self.promise = workflow, name, kind, input, promise
+        self.idempotency_key = key
+        self.recorded = recorded
+        self.seq = int(recorded["seq"]) if recorded else 0
+        self.done = bool(recorded and recorded["status"] == "committed")
+        self.output: Any = recorded.get("output") if self.done and recorded else None
+        self.external_ref: str | None = recorded.get("external_ref") if self.done and recorded else None
+        self.verified = False
+
+    def record(self, output: Any = None, *, verified: bool | None = None, external_ref: str | None = None,
+               promise: str | None = None) -> None:
+        """What the step produced, committed with it when the block ends."""
+        self.output = output
+        if verified is not None:
+            self.verified = verified
+        if external_ref is not None:
+            self.external_ref = external_ref
+        if promise is not None:
+            self.promise = promise
+
+    def verify(self, output: Any, check: Callable[[Any], object]) -> Any:
+        """Record ``output`` as verified when ``check(output)`` is truthy; else raise ``InvalidOutput``.
+
+        A check that raises (a pydantic model, a JSON schema validator) counts as a refusal too;
+        either way the checkpoint reason is ``tool_error``.
+        """
+        try:
+            accepted = check(output)
+        except Exception as exc:
+            raise InvalidOutput(f"{self.name}: the output failed its check: {exc}") from exc
+        if not accepted:
+            raise InvalidOutput(f"{self.name}: the output failed its check")
+        self.record(output, verified=True)
+        return output
+
+    def _fields(self) -> dict[str, Any]:
+        return {"input": self.input, "promise": self.promise, "idempotency_key": self.idempotency_key}
+
+    def __enter__(self) -> StepScope:
+        wf = self.workflow
+        if self.done:
+            return self
+        if self.recorded is not None:  # pending since a run that died in it: the same seq carries on
+            if wf.confirmation(self.idempotency_key) == "happened":
+                self.record({"confirmed_by_operator": "happened"})
+                wf.report(self.seq, self.name, self.kind, "committed", **self._fields(), output=self.output)
+                self.done = True
+            return self
+        self.seq = wf.next_seq()
+        wf.report(self.seq, self.name, self.kind, "pending", **self._fields())
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        wf = self.workflow
+        if exc is None:
+            if not self.done:
+                wf.report(self.seq, self.name, self.kind, "committed", **self._fields(), output=self.output,
+                          verified=self.verified, external_ref=self.external_ref)
+                self.done = True
+            return
+        if not isinstance(exc, Exception) or isinstance(exc, Paused | Stopped):
+            return
+        if self.kind != "effect" and not self.done:
+            # An effect stays pending: whether it happened is unknown, and the console asks a human.
+            wf.report(self.seq, self.name, self.kind, "failed", **self._fields(),
+                      output={"error": type(exc).__name__, "message": str(exc)[:MAX_DETAIL]})
+        wf.pause_for(exc, at_seq=self.seq or None, step=self.name)
