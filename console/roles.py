@@ -1,18 +1,45 @@
-"""Who may do what in the console: three groups, checked in views.
+"""Who may do what: the roles, and the access rule every URL of the console declares.
 
-Operators and admins act on checkpoints (claim, assign, decide, approve); TPMs
-read everything and change nothing. Superusers count as admins so a fresh
-``createsuperuser`` can work the queue without a group.
+Three groups: operators and admins act on checkpoints (claim, assign, decide,
+approve, complete handed-off work); TPMs read everything and change nothing.
+Superusers count as admins so a fresh ``createsuperuser`` can work the queue.
+
+**Every view states its rule** with one decorator, and
+``tests/test_access_rules.py`` walks every URL pattern of the URLconf as every
+principal (anonymous, operator, TPM, admin, superuser, an agent token): a URL
+whose view declares no rule fails the suite. The README's role matrix is
+generated from these rules (``python manage.py access_matrix``)::
+
+    @role_required(*READERS)            # pages: operators, TPMs, admins
+    @require_GET
+    def queue(request): ...
+
+    @role_required(*ACTORS)             # anything that changes state
+    @require_POST
+    def claim(request, pk): ...
+
+    path("login/", public(views.Login.as_view()), name="login")
+
+An htmx endpoint is a view like any other: the page view that renders the
+partial (``_render`` in console/views.py) carries the page's rule, and a
+dedicated partial or action URL gets its own decorator. A refused htmx request
+gets the same answer as a page: anonymous → the login redirect (the login view
+answers htmx with ``HX-Redirect``), a role that may not → 403 with the reason.
+The agent API declares ``AGENT`` for all its operations in one place
+(``workflows/api/__init__.py``); the Django admin is ``ADMIN_SITE`` (staff,
+then model permissions), recognised from its views.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.contrib.auth.views import redirect_to_login
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -23,6 +50,33 @@ ADMIN = "admin"
 ROLES = (OPERATOR, TPM, ADMIN)
 ACTING_ROLES = (OPERATOR, ADMIN)
 
+# Who can knock on a URL: the three roles, plus the principals without one.
+ANONYMOUS = "anonymous"
+SUPERUSER = "superuser"
+AGENT_TOKEN = "agent token"  # noqa: S105 - the name of a principal, not a secret
+PRINCIPALS = (ANONYMOUS, OPERATOR, TPM, ADMIN, SUPERUSER, AGENT_TOKEN)
+
+READERS = (OPERATOR, TPM, ADMIN)  # every console page
+ACTORS = ACTING_ROLES  # every state change
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Which principals a URL lets through, in words for the README's matrix."""
+
+    allowed: frozenset[str]
+    summary: str
+    finer: str = ""  # a further check inside the view (model permissions) that may still answer 403
+
+    def allows(self, principal: str) -> bool:
+        return principal in self.allowed
+
+
+PUBLIC = Rule(frozenset(PRINCIPALS), "anyone (no sign-in)")
+AGENT = Rule(frozenset({AGENT_TOKEN}), "agent runtimes with a valid API token")
+ADMIN_SITE = Rule(frozenset({ADMIN, SUPERUSER}), "Django admin: active staff accounts",
+                  finer="Django model permissions")
+
 
 def set_role(user: Any, role: str) -> None:
     """Put the user in exactly the group of ``role`` (groups are created on first use)."""
@@ -31,36 +85,141 @@ def set_role(user: Any, role: str) -> None:
     group, _ = Group.objects.get_or_create(name=role)
     user.groups.remove(*Group.objects.filter(name__in=ROLES).exclude(pk=group.pk))
     user.groups.add(group)
-    user.__dict__.pop("_console_can_act", None)
+    if role == ADMIN:
+        _grant_admin_permissions(group)
+    if user.is_staff != (role == ADMIN or user.is_superuser):  # the Django admin is for admins
+        user.is_staff = role == ADMIN or user.is_superuser
+        user.save(update_fields=["is_staff"])
+    user.__dict__.pop("_console_roles", None)
+
+
+def _grant_admin_permissions(group: Group) -> None:
+    """Admins configure agents, runbooks and users in the Django admin: they need its model permissions."""
+    from django.contrib.auth.models import Permission
+
+    wanted = Permission.objects.filter(Q(content_type__app_label="workflows")
+                                       | Q(content_type__app_label="auth", content_type__model__in=["user", "group"]))
+    if group.permissions.count() != wanted.count():
+        group.permissions.set(wanted)
+
+
+def roles_of(user: Any) -> frozenset[str]:
+    """The console roles of a signed-in, active user (superusers count as admins); cached per request."""
+    if not user.is_authenticated or not user.is_active:
+        return frozenset()
+    if "_console_roles" not in user.__dict__:
+        names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
+        if user.is_superuser:
+            names |= {ADMIN, SUPERUSER}
+        user._console_roles = frozenset(names)
+    return user._console_roles
 
 
 def can_act(user: Any) -> bool:
-    """Operators and admins may change checkpoints; cached on the user for the request."""
-    if not user.is_authenticated or not user.is_active:
-        return False
-    if "_console_can_act" not in user.__dict__:
-        user._console_can_act = user.is_superuser or user.groups.filter(name__in=ACTING_ROLES).exists()
-    return user._console_can_act
+    """Operators and admins may change checkpoints and workflows."""
+    return bool(roles_of(user) & set(ACTORS))
 
 
 def is_admin(user: Any) -> bool:
-    return user.is_superuser or user.groups.filter(name=ADMIN).exists()
+    return ADMIN in roles_of(user)
 
 
 def operators() -> QuerySet:
-    """Everyone a checkpoint can be assigned or handed off to."""
+    """Everyone who may act: assignees, handoff targets and the owners an agent may name."""
     return (get_user_model().objects.filter(is_active=True)
             .filter(Q(groups__name__in=ACTING_ROLES) | Q(is_superuser=True)).distinct().order_by("username"))
 
 
+# --- declaring a URL's rule ------------------------------------------------------------
+
+def declare(rule: Rule) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Attach ``rule`` to a view that enforces it some other way (the API, the admin)."""
+
+    def mark(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        view.access_rule = rule  # type: ignore[attr-defined]
+        return view
+
+    return mark
+
+
+def public(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Anyone may open this URL (the login page, health checks)."""
+    return declare(PUBLIC)(view)
+
+
+def role_required(*roles: str, why: str = "") -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Signed-in users with one of ``roles`` (superusers count as admins); others are refused.
+
+    Anonymous requests are sent to the login page; a signed-in user without the
+    role gets the 403 page saying why. Use ``READERS`` for pages and ``ACTORS``
+    for anything that changes state.
+    """
+    unknown = set(roles) - set(ROLES)
+    if unknown or not roles:
+        raise ValueError(f"role_required takes roles among {ROLES}, got {roles!r}")
+    allowed = frozenset(roles) | ({SUPERUSER} if ADMIN in roles else set())
+    names = " and ".join(_plural(r) for r in roles)
+    reason = why or f"This page is for {names}."
+    rule = Rule(allowed, f"signed-in {names}")
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            if roles_of(request.user) & allowed:
+                return view(request, *args, **kwargs)
+            return render(request, "403.html", {"exception": reason}, status=403)
+
+        wrapper.access_rule = rule  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
 def operator_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Actions are for operators and admins; a TPM gets a 403 page that says why."""
+    return role_required(*ACTORS, why="Your role is read-only: only operators and admins can claim, assign, "
+                                      "decide checkpoints or complete handed-off work.")(view)
 
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if can_act(request.user):
-            return view(request, *args, **kwargs)
-        return render(request, "403.html", {"exception": "Your role is read-only: only operators and admins "
-                                            "can claim, assign or decide checkpoints."}, status=403)
 
-    return wrapper
+def _plural(role: str) -> str:
+    return {OPERATOR: "operators", TPM: "TPMs", ADMIN: "admins"}[role]
+
+
+# --- reading the rules back ------------------------------------------------------------
+
+def rule_of(callback: Callable[..., Any], namespace: str = "") -> Rule | None:
+    """The rule a resolved view declares; None when it declares none (the suite fails on that)."""
+    rule = getattr(callback, "access_rule", None)
+    if rule is not None:
+        return rule
+    if namespace.split(":")[0] == "admin":
+        # Django's admin wraps every view but its login page in AdminSite.admin_view (active staff only).
+        from django.contrib.admin import AdminSite
+
+        site = getattr(callback, "__self__", None) or getattr(callback, "admin_site", None)
+        signing = isinstance(site, AdminSite) and callback.__name__ in ("login", "logout")
+        return PUBLIC if signing else ADMIN_SITE
+    return None
+
+
+def url_rules() -> Iterable[tuple[str, str, Callable[..., Any], Rule | None]]:
+    """(route, name, view, rule) for every URL pattern of the URLconf, resolved, not hand-listed."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    def walk(patterns: Iterable[Any], prefix: str, namespace: str) -> Iterable[tuple[str, str, Any, Rule | None]]:
+        for p in patterns:
+            route = prefix + str(p.pattern)
+            if isinstance(p, URLResolver):
+                ns = f"{namespace}{p.namespace}:" if p.namespace else namespace
+                yield from walk(p.url_patterns, route, ns)
+            elif isinstance(p, URLPattern):
+                yield route, f"{namespace}{p.name or ''}", p.callback, rule_of(p.callback, namespace)
+
+    yield from walk(get_resolver().url_patterns, "", "")
+
+
+def principal_label(principal: str) -> str:
+    return {ANONYMOUS: "anonymous", OPERATOR: "operator", TPM: "TPM", ADMIN: "admin", SUPERUSER: "superuser",
+            AGENT_TOKEN: "agent token"}[principal]

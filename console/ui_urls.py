@@ -2,11 +2,12 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from . import views, workflow_views
+from .roles import public
 
 urlpatterns = [
     path("", views.queue, name="queue"),
-    path("login/", views.Login.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", public(views.Login.as_view()), name="login"),
+    path("logout/", public(auth_views.LogoutView.as_view()), name="logout"),
     path("mine/", views.mine, name="mine"),
     path("checkpoints/<int:pk>/", views.workbench, name="workbench"),
     path("checkpoints/<int:pk>/claim/", views.claim, name="claim"),

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.db.models import Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
@@ -40,7 +39,7 @@ from workflows.models import (
 )
 
 from .forms import AssignForm, CompleteForm, DecisionForm, QueueFilterForm, RejectForm
-from .roles import can_act, is_admin, operator_required
+from .roles import READERS, can_act, is_admin, operator_required, role_required
 
 COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -140,7 +139,7 @@ class Login(LoginView):
 
 # --- the queue -------------------------------------------------------------------------
 
-@login_required
+@role_required(*READERS)
 @require_GET
 def queue(request: HttpRequest) -> HttpResponse:
     filters = QueueFilterForm(request.GET)
@@ -183,7 +182,7 @@ def _tabs(request: HttpRequest, base: QuerySet, params: dict) -> list[dict]:
 WORKBENCH_PARTIALS = ("workbench-actions", "decision-status")
 
 
-@login_required
+@role_required(*READERS)
 @require_GET
 def workbench(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
@@ -235,9 +234,8 @@ def _holder_message(checkpoint: Checkpoint, user: Any) -> str:
     return checkpoint.conflict_message()
 
 
-@login_required
-@require_POST
 @operator_required
+@require_POST
 def claim(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("assignee"), pk=pk)
     if checkpoint.claim(by=request.user):
@@ -247,9 +245,8 @@ def claim(request: HttpRequest, pk: int) -> HttpResponse:
     return _back(request, _workbench_url(checkpoint))
 
 
-@login_required
-@require_POST
 @operator_required
+@require_POST
 def release(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint, pk=pk)
     if checkpoint.assignee_id != request.user.pk and not is_admin(request.user):
@@ -261,9 +258,8 @@ def release(request: HttpRequest, pk: int) -> HttpResponse:
     return _back(request, _workbench_url(checkpoint))
 
 
-@login_required
-@require_POST
 @operator_required
+@require_POST
 def assign(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint, pk=pk)
     form = AssignForm(request.POST)
@@ -276,9 +272,8 @@ def assign(request: HttpRequest, pk: int) -> HttpResponse:
     return _back(request, _workbench_url(checkpoint))
 
 
-@login_required
-@require_POST
 @operator_required
+@require_POST
 def decide(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
     if request.POST.get("action") == "check":  # the no-JavaScript way to unlock resume: re-render, decide nothing
@@ -297,9 +292,8 @@ def decide(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(_workbench_url(checkpoint))
 
 
-@login_required
-@require_POST
 @operator_required
+@require_POST
 def approve(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
     try:
@@ -316,9 +310,8 @@ def approve(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(_workbench_url(decision.checkpoint))
 
 
-@login_required
-@require_POST
 @operator_required
+@require_POST
 def reject(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
     form = RejectForm(request.POST)
@@ -336,7 +329,7 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
 
 # --- my workflows ------------------------------------------------------------------
 
-@login_required
+@role_required(*READERS)
 @require_GET
 def mine(request: HttpRequest) -> HttpResponse:
     user = request.user
@@ -360,7 +353,7 @@ def mine(request: HttpRequest) -> HttpResponse:
     return _render(request, "console/mine.html", context)
 
 
-@login_required
+@operator_required
 @require_POST
 def complete_handoff(request: HttpRequest, pk: int) -> HttpResponse:
     """The new owner of handed-off work says it is done."""

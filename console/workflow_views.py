@@ -7,7 +7,6 @@ clipped at ``pretty_json``'s limit, and the event log shows its latest entries.
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -15,6 +14,7 @@ from django.views.decorators.http import require_GET
 
 from workflows.models import Checkpoint, Decision, Workflow
 
+from .roles import READERS, role_required
 from .views import _render
 
 STEPS_PER_PAGE = 50
@@ -22,7 +22,7 @@ EVENTS_SHOWN = 200
 SEARCH_RESULTS = 50
 
 
-@login_required
+@role_required(*READERS)
 @require_GET
 def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
     workflow = get_object_or_404(Workflow.objects.select_related("agent", "owner"), pk=pk)
@@ -46,7 +46,7 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
     return _render(request, "console/workflow.html", context, partials=("trajectory",))
 
 
-@login_required
+@role_required(*READERS)
 @require_GET
 def search(request: HttpRequest) -> HttpResponse:
     """Find a workflow by external id, title, agent or id; one exact hit opens its page."""

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from console.roles import can_act, operators
 from tests.helpers import make_checkpoint, make_user
-from workflows.models import Checkpoint
+from workflows.models import Checkpoint, Workflow
 
 
 def test_make_user_puts_each_persona_in_its_group(alice, tess, adam):
@@ -56,3 +56,24 @@ def test_an_admin_can_act(client, adam):
     client.post(reverse("claim", args=[checkpoint.pk]))
     checkpoint.refresh_from_db()
     assert checkpoint.assignee == adam
+
+
+def test_a_tpm_who_owns_handed_off_work_cannot_complete_it(client, tess):
+    # Finding 1 of issue 12: the owner check alone let a read-only TPM complete a workflow.
+    workflow = make_checkpoint().workflow
+    Workflow.objects.filter(pk=workflow.pk).update(owner=tess, status=Workflow.Status.HANDED_OFF)
+    client.force_login(tess)
+
+    response = client.post(reverse("complete_handoff", args=[workflow.pk]), {"summary": "done"})
+
+    assert response.status_code == 403
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.HANDED_OFF
+
+
+def test_a_user_without_a_role_sees_no_page(client, db):
+    from django.contrib.auth import get_user_model
+
+    nobody = get_user_model().objects.create_user("nobody", password="pw-" + "x" * 12)
+    client.force_login(nobody)
+    assert client.get(reverse("queue")).status_code == 403

@@ -19,6 +19,8 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.urls import URLPattern, re_path
 from ninja import NinjaAPI
 
+from console.roles import AGENT, PUBLIC, declare, public
+
 from ..api_json import StrictJSONParser
 from . import checkpoints, steps, workflows
 from .auth import AgentRateLimit, AgentToken
@@ -55,11 +57,13 @@ def unknown_path(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpRespons
 
 class RecoveryAPI(NinjaAPI):
     def _get_urls(self) -> list[Any]:
+        # Every operation needs an agent token (AgentToken below); the schema and the JSON 404s are public.
         patterns = super()._get_urls()
         for pattern in patterns:
             if isinstance(pattern, URLPattern):
-                pattern.callback = _json_fallbacks(pattern.callback)
-        return [*patterns, re_path(r"^.*$", unknown_path)]
+                rule = PUBLIC if pattern.name in ("openapi-json", "api-root") else AGENT
+                pattern.callback = declare(rule)(_json_fallbacks(pattern.callback))
+        return [*patterns, re_path(r"^.*$", public(unknown_path))]
 
     def get_openapi_operation_id(self, operation: Any) -> str:
         # Stable ids from before the split by resource (workflows_api_<view>): generated clients use them.
