@@ -168,6 +168,28 @@ def test_a_refund_that_timed_out_is_confirmed_and_issued_exactly_once(fleet, oli
     assert step.external_ref == fleet.ledgers.executions_for(key)[0].ref
 
 
+def test_a_refund_the_payment_system_refused_is_retried_under_its_key_and_commits_once(fleet, olivia, operator):
+    agent, workflow, checkpoint = paused_run(fleet, olivia, {"issue_refund": "service_error"})
+    key = f"{workflow.external_id}:refund"
+    failed = workflow.steps.get(idempotency_key=key)
+    assert failed.status == "failed" and checkpoint.unknown_effects == []  # refused: known not to have happened
+    assert fleet.executed(workflow.external_id)["refund"] == 0
+
+    decision = checkpoint.decide(by=operator, action="retry_step", instructions="Try the refund again.",
+                                 money_confirmed=True)
+    assert decision.payload()["retry"] == {"seq": failed.seq, "name": "issue_refund", "idempotency_key": key,
+                                           "attempt": 2}
+    deliver(fleet, decision)
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+    step = workflow.steps.get(idempotency_key=key)
+    assert (step.seq, step.status, step.attempts) == (failed.seq, "committed", 2)
+    assert step.history[0]["status"] == "failed" and "500" in step.history[0]["output"]["error"]
+    assert step.external_ref == fleet.ledgers.executions_for(key)[0].ref
+
+
 def test_a_delivery_retried_with_the_same_id_is_acted_on_once(fleet, olivia, operator):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     calls = []

@@ -55,7 +55,8 @@ def test_the_transition_tables_cover_the_lifecycles_of_design_md():
     assert Workflow.TRANSITIONS[Workflow.Status.PAUSED] >= {"resuming", "handed_off", "aborted"}
     assert Workflow.TRANSITIONS[Workflow.Status.RESUMING] >= {"running"}
     assert not any(Workflow.TRANSITIONS.get(s) for s in ("completed", "failed", "aborted"))
-    assert Step.TRANSITIONS == {"pending": {"committed", "failed"}}
+    # Issue 11: a failed effect may be retried under its key (failed -> pending); committed stays final.
+    assert Step.TRANSITIONS == {"pending": {"committed", "failed"}, "failed": {"pending"}}
     assert Checkpoint.TRANSITIONS[Checkpoint.Status.OPEN] >= {"claimed", "decided"}
     assert not Checkpoint.TRANSITIONS.get(Checkpoint.Status.RESOLVED)
     assert not any(Decision.TRANSITIONS.get(s) for s in ("succeeded", "failed", "rejected"))

@@ -205,6 +205,7 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
     V.STEP_PENDING: lambda d: _step(d, "started"),
     V.STEP_COMMITTED: lambda d: _step(d, "committed"),
     V.STEP_FAILED: lambda d: _step(d, "failed"),
+    V.STEP_RETRIED: lambda d: _step(d, f"retried under its key (attempt {d.get('attempt', '')})"),
     V.FINISHED_COMPLETED: lambda d: "workflow completed" + (f": {d['summary']}" if d.get("summary") else ""),
     V.FINISHED_FAILED: lambda d: "workflow failed" + (f": {d['summary']}" if d.get("summary") else ""),
     V.OPENED: lambda d: f"opened the checkpoint ({_reason(d.get('reason'))})"
@@ -232,6 +233,14 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
     V.SLA_WARNING: lambda d: "SLA warning: the target is near",
     V.SLA_BREACHED: lambda d: "SLA breached"
                               + (f", escalated to {d['escalated_to']}" if d.get("escalated_to") else ""),
+    V.REPLAY_REQUESTED: lambda d: f"asked for a replay of steps {d.get('from_seq')}..{d.get('to_seq')}",
+    V.REPLAY_STARTED: lambda d: "the runtime was asked to replay the steps",
+    V.REPLAY_SUCCEEDED: lambda d: "replay finished: " + (f"first divergence at {d['explanation']}"
+                                                         if d.get("explanation") else "no drift"),
+    V.REPLAY_FAILED: lambda d: f"replay failed: {d.get('reason', '')}",
+    V.REPLAY_CANCELLED: lambda d: "cancelled the replay",
+    V.REPLAY_SAFETY_VIOLATION: lambda d: "replay broke the safety rule: "
+                                         + " ".join(str(v) for v in d.get("violations") or [])[:400],
 }
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from recovery_client import ApiError, RecoveryClient, Unavailable
 
 from .journal import CREATING, WAITING, Journal
-from .systems import Fault, Ledgers, RateLimited, SystemFailure
+from .systems import Fault, Ledgers, RateLimited, ServiceError, SystemFailure
 
 log = logging.getLogger("workflows.demo")
 
@@ -69,9 +69,10 @@ TICKET_PREFIX = {"refund": "T", "billing_dispute": "INV", "ticket_triage": "Q"}
 FAULTS_BY_KIND: dict[str, tuple[str, ...]] = {
     "tool": ("garbage", "garbage", "tool_error", "rate_limit"),
     "model": ("model_timeout", "model_timeout", "rate_limit"),
-    "effect": ("model_timeout", "rate_limit", "timeout_after_commit", "timeout_before_commit"),
+    "effect": ("model_timeout", "rate_limit", "timeout_after_commit", "timeout_before_commit", "service_error"),
 }
 SYSTEM_FAULTS = {"garbage": Fault.GARBAGE, "tool_error": Fault.ERROR, "rate_limit": Fault.RATE_LIMIT,
+                 "service_error": Fault.ERROR,
                  "timeout_after_commit": Fault.TIMEOUT_AFTER_COMMIT,
                  "timeout_before_commit": Fault.TIMEOUT_BEFORE_COMMIT}
 REFERENCE = re.compile(r"[RNM]-[0-9A-F]{8}")
@@ -120,6 +121,7 @@ class Run:
     decision: dict | None = None
     refs: dict[str, str] = field(default_factory=dict)
     committed: set[str] = field(default_factory=set)  # idempotency keys known to be done
+    failed: dict[str, int] = field(default_factory=dict)  # idempotency key -> seq of a failed effect to retry
     next_seq: int = 1
     checkpoint_id: str = ""
     resume_state: dict = field(default_factory=dict)
@@ -391,6 +393,8 @@ class DemoAgent:
             if step.get("external_ref"):
                 run.refs.setdefault(step["name"], step["external_ref"])
         for step in steps:
+            if step.get("kind") == "effect" and step.get("status") == "failed" and step.get("idempotency_key"):
+                run.failed[step["idempotency_key"]] = int(step["seq"])  # retried under the same seq and key
             if step.get("status") != "committed":
                 continue
             if step.get("kind") == "tool" and step.get("verified") and run.ticket is None:
@@ -492,8 +496,10 @@ class DemoAgent:
         if key in run.committed:
             log.info("%s %s: %s already committed; skipping it", self.name, run.external_id, key)
             return
-        seq = run.take_seq()
-        request = self.effect_input(run, spec)
+        # A failed attempt is retried as a new attempt of the same step (failed -> pending), same input and key.
+        retry_seq = run.failed.pop(key, None)
+        seq = retry_seq or run.take_seq()
+        request = self.effect_input(run, spec) if retry_seq is None else self.recorded_input(run, seq)
         # Reported before acting: if the call never answers, the console knows the outcome is unknown.
         self.report(run, seq, spec, "pending", input=request, idempotency_key=key,
                     promise=request.get("promise"))
@@ -503,6 +509,12 @@ class DemoAgent:
                        fault: Fault | None) -> None:
         try:
             answer = self.call_system(spec, request, key, fault)
+        except (RateLimited, ServiceError) as exc:
+            # The system refused it: nothing happened, so the effect failed and can be retried under its key.
+            self.report(run, seq, spec, "failed", input=request, output={"error": str(exc)}, idempotency_key=key,
+                        promise=request.get("promise"))
+            reason = "rate_limit" if isinstance(exc, RateLimited) else "tool_error"
+            raise Paused(reason, f"{spec.name} failed: {exc}; nothing happened, retry it under {key}.", seq) from exc
         except SystemFailure as exc:
             # Left pending on purpose: the agent cannot know whether it happened, an operator can.
             reason = "rate_limit" if isinstance(exc, RateLimited) else "tool_error"
@@ -514,6 +526,12 @@ class DemoAgent:
                     external_ref=answer, promise=request.get("promise"))
         run.committed.add(key)
         run.refs[spec.name] = answer
+
+    def recorded_input(self, run: Run, seq: int) -> dict:
+        """A retry repeats the failed attempt's input exactly (the console refuses another)."""
+        workflow = self.client.get_workflow(run.workflow_id)
+        step = next(s for s in workflow.get("steps") or [] if int(s["seq"]) == seq)
+        return step.get("input") or {}
 
     def effect_input(self, run: Run, spec: StepSpec) -> dict:
         ticket, decision = run.ticket or {}, run.decision or {}

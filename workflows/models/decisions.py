@@ -17,7 +17,7 @@ from .base import Stateful
 from .checkpoints import Checkpoint
 from .events import Event
 from .runbooks import RESUMING_ACTIONS, Action
-from .workflows import Workflow
+from .workflows import Step, Workflow
 
 User = settings.AUTH_USER_MODEL
 
@@ -269,7 +269,20 @@ class Decision(Stateful):
             "resume_state": checkpoint.resume_state,
             "new_owner": self.new_owner_name,
             "delivery_id": str(self.delivery_id),
+            # Beyond API.md v1's first fields: which failed effect a retry_step tries again, under its key.
+            "retry": self.retry_target(),
         }
+
+    def retry_target(self) -> dict | None:
+        """For retry_step: the failed effect to attempt again (the one the agent stopped at, else the latest)."""
+        if self.action != Action.RETRY_STEP:
+            return None
+        failed = self.checkpoint.workflow.steps.filter(kind=Step.Kind.EFFECT, status=Step.Status.FAILED).order_by("-seq")
+        step = failed.filter(seq=self.checkpoint.at_seq).first() or failed.first()
+        if step is None:
+            return None
+        return {"seq": step.seq, "name": step.name, "idempotency_key": step.idempotency_key,
+                "attempt": step.attempts + 1}
 
 
 def wake_relay() -> None:

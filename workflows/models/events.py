@@ -23,6 +23,7 @@ class Event(models.Model):
         STEP_PENDING = "step_pending"
         STEP_COMMITTED = "step_committed"
         STEP_FAILED = "step_failed"
+        STEP_RETRIED = "step_retried"
         FINISHED_COMPLETED = "finished_completed"
         FINISHED_FAILED = "finished_failed"
         OPENED = "opened"
@@ -47,6 +48,12 @@ class Event(models.Model):
         ABORTED = "aborted"
         SLA_WARNING = "sla_warning"
         SLA_BREACHED = "sla_breached"
+        REPLAY_REQUESTED = "replay_requested"
+        REPLAY_STARTED = "replay_started"
+        REPLAY_SUCCEEDED = "replay_succeeded"
+        REPLAY_FAILED = "replay_failed"
+        REPLAY_CANCELLED = "replay_cancelled"
+        REPLAY_SAFETY_VIOLATION = "replay_safety_violation"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:
@@ -115,7 +122,7 @@ class Event(models.Model):
             subject, kind = subject.workflow, "workflow"
         if kind == "workflow":
             event.workflow = subject
-        elif kind == "step":
+        elif kind in ("step", "replayrun"):
             event.workflow_id = subject.workflow_id
         event.save()
         return event

@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .agents import Agent
-from .base import Conflict, Invalid, Stateful, canonical
+from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
 from .events import Event
 
 User = settings.AUTH_USER_MODEL
@@ -215,7 +215,11 @@ class Step(Stateful):
         COMMITTED = "committed"
         FAILED = "failed"
 
-    TRANSITIONS = {Status.PENDING: {Status.COMMITTED, Status.FAILED}}
+    TRANSITIONS = {
+        Status.PENDING: {Status.COMMITTED, Status.FAILED},
+        # A failed effect may be tried again under the same idempotency key (``retry``).
+        Status.FAILED: {Status.PENDING},
+    }
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="steps")
     seq = models.PositiveIntegerField()
@@ -230,6 +234,9 @@ class Step(Stateful):
     promise = models.TextField(null=True, blank=True)  # noqa: DJ001
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     external_ref = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    attempts = models.PositiveIntegerField(default=1, help_text="1 + the retries of a failed effect.")
+    history = models.JSONField(default=list, blank=True,
+                               help_text="The earlier attempts of a retried effect, oldest first.")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
@@ -261,6 +268,27 @@ class Step(Stateful):
     def is_unknown_effect(self) -> bool:
         return self.kind == self.Kind.EFFECT and self.status == self.Status.PENDING
 
+    @property
+    def is_retryable(self) -> bool:
+        """A failed effect: nothing happened, so it may be tried again under its key."""
+        return self.kind == self.Kind.EFFECT and self.status == self.Status.FAILED
+
+    def retry(self, *, actor: Any = None) -> bool:
+        """FAILED -> PENDING: a new attempt of a failed effect under the same idempotency key.
+
+        The failed attempt is kept in ``history`` (and in the event); False when another report
+        retried it first. Only effects: any other step is simply reported again under a new seq.
+        """
+        if not self.is_retryable:
+            raise IllegalTransition(f"Step {self.seq} is a {self.status} {self.kind}; only a failed effect "
+                                    "is retried under its key.")
+        earlier = {"attempt": self.attempts, "status": self.status, "output": self.output,
+                   "external_ref": self.external_ref, "at": self.updated_at.isoformat()}
+        return self.move(self.Status.PENDING, actor=actor, verb=Event.Verb.STEP_RETRIED,
+                         data={"seq": self.seq, "name": self.name, "attempt": self.attempts + 1},
+                         attempts=models.F("attempts") + 1, history=[*self.history, earlier],
+                         output=None, external_ref=None, updated_at=timezone.now())
+
     def as_dict(self) -> dict:
         return {"seq": self.seq, **{f: getattr(self, f) for f in self.RECORDED_FIELDS}}
 
@@ -275,16 +303,21 @@ class Step(Stateful):
         return {f: recorded[f] if f in self.KEPT_WHEN_NULL and report[f] is None else report[f] for f in recorded}
 
     def apply_report(self, report: Mapping[str, Any], *, actor: Agent) -> Step:
-        """Identical resend: unchanged. pending -> committed|failed: applied. Anything else: Conflict."""
+        """Identical resend: unchanged. pending -> committed|failed, and a failed effect reported pending
+        again (a retry under its key): applied. Anything else: Conflict."""
         wanted, recorded = self.as_reported(report), self.as_dict()
         if canonical(wanted) == canonical(recorded):
             return self
-        if self.status != self.Status.PENDING:
+        retrying = self.is_retryable and wanted["status"] == self.Status.PENDING
+        if self.status != self.Status.PENDING and not retrying:
             raise Conflict(f"Step {self.seq} is already {self.status}; a recorded step cannot change "
                            "(resend it unchanged or report a new seq).", code="step_conflict")
         if changed := [f for f in self.IDENTITY_FIELDS if canonical(wanted[f]) != canonical(recorded[f])]:
             raise Conflict(f"Step {self.seq} was recorded with a different {', '.join(changed)}; "
                            "report a new seq instead.", code="step_conflict", field=changed[0])
+        if retrying:  # failed -> pending: a new attempt of the same effect under the same key
+            won = self.retry(actor=actor)
+            return self if won else self.apply_report(report, actor=actor)
         if wanted["status"] not in self.TRANSITIONS[self.Status.PENDING]:
             raise Conflict(f"Step {self.seq} is pending; it can only move to committed or failed.",
                            code="step_conflict", field="status")
