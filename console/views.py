@@ -206,7 +206,8 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "can_decide": acting and checkpoint.may_be_decided_by(user),
         "form": form or DecisionForm(checkpoint=checkpoint), "assign_form": AssignForm() if acting else None,
         "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
-        "returns_to": _returns_to(checkpoint, events), "money": checkpoint.touches_money(),
+        "returns_to": _returns_to(checkpoint, events), "money_reasons": (money := checkpoint.money_reasons()),
+        "money": bool(money),
     }
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
 

@@ -59,9 +59,17 @@ def make_worked_example(*, refund_status: str = "committed", owner=None, agent: 
     return workflow
 
 
+# What the worked example's agent reports it will do after the refund: no more money.
+REMAINING_PLAN = [
+    {"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
+    {"name": "notify_customer", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
+]
+
+
 def make_checkpoint(workflow: Workflow | None = None, *, reason: str = "model_timeout", **kwargs: Any) -> Checkpoint:
+    """A checkpoint as a current agent opens it, with its plan (pass ``plan=None`` for one that sends none)."""
     workflow = workflow or make_worked_example()
     return Checkpoint.open_for(workflow, reason=reason, detail=kwargs.pop("detail", "model timed out"),
                                at_seq=kwargs.pop("at_seq", 4),
                                state=kwargs.pop("state", {"remaining": ["write_ticket_note", "notify_customer"]}),
-                               **kwargs)
+                               plan=kwargs.pop("plan", REMAINING_PLAN), **kwargs)

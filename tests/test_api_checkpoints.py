@@ -29,7 +29,8 @@ def paused(agent_api, *, refund: str = "committed") -> tuple[str, str]:
     workflow_id = agent_api.create_workflow("T-1042")["id"]
     for step in (READ_TICKET, DECIDE_REFUND, issue_refund(refund)):
         agent_api.report(workflow_id, **step)
-    checkpoint = agent_api.open_checkpoint(workflow_id, at_seq=4, state={"remaining": ["write_ticket_note"]})
+    checkpoint = agent_api.open_checkpoint(workflow_id, at_seq=4, state={"remaining": ["write_ticket_note"]},
+                                           plan=[{"name": "write_ticket_note", "kind": "effect"}])
     return workflow_id, checkpoint["id"]
 
 

@@ -50,8 +50,11 @@ def test_the_client_drives_the_worked_example_through_every_endpoint(client, ali
     assert step["external_ref"] == "R-88"
 
     checkpoint = client.open_checkpoint(workflow_id, "model_timeout", detail="timed out", at_seq=4,
-                                        state={"remaining": ["write_ticket_note"]})
+                                        state={"remaining": ["write_ticket_note"]},
+                                        plan=[{"name": "write_ticket_note", "kind": "effect"}])
     assert checkpoint["status"] == "open"
+    assert checkpoint["resume_state"]["plan"] == [{"name": "write_ticket_note", "kind": "effect", "amount": None,
+                                                  "currency": None, "moves_money": False}]
     assert checkpoint["resume_state"]["promises"] == ["refund within 5 days"]
     assert client.get_checkpoint(checkpoint["id"])["decision"] is None
     assert client.get_workflow(workflow_id)["status"] == "paused"

@@ -12,6 +12,8 @@ from tests.helpers import make_user
 from workflows.models import Checkpoint, Step, Workflow
 
 REMAINING = {"remaining": ["write_ticket_note", "notify_customer"]}
+# The agent's own account of what a resume will do: the note and the message, no more money.
+PLAN = [{"name": "write_ticket_note", "kind": "effect"}, {"name": "notify_customer", "kind": "effect"}]
 NOTE = {"seq": 4, "name": "write_ticket_note", "kind": "effect", "status": "committed",
         "input": {"note": "Refunded 42.00 EUR (R-88)."}, "idempotency_key": "T-1042:note", "external_ref": "N-7"}
 NOTIFY = {"seq": 5, "name": "notify_customer", "kind": "effect", "status": "committed",
@@ -29,12 +31,12 @@ def bot(olivia):
     return api_agent("support-bot", owner=olivia)
 
 
-def crash_between_refund_and_note(bot, *, refund: str = "committed") -> tuple[str, dict]:
+def crash_between_refund_and_note(bot, *, refund: str = "committed", **plan: list | None) -> tuple[str, dict]:
     workflow_id = bot.create_workflow("T-1042")["id"]
     for step in (READ_TICKET, DECIDE_REFUND, issue_refund(refund)):
         bot.report(workflow_id, **step)
     checkpoint = bot.open_checkpoint(workflow_id, reason="model_timeout", detail="model timed out after step 3",
-                                     at_seq=4, state=REMAINING)
+                                     at_seq=4, state=REMAINING, **(plan or {"plan": PLAN}))
     return workflow_id, checkpoint
 
 

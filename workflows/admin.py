@@ -22,8 +22,8 @@ URL_FIELDS = {models.URLField: {"assume_scheme": "https"}}
 class RunbookAdmin(admin.ModelAdmin):
     formfield_overrides = URL_FIELDS
     list_display = ("slug", "title", "workflow_kind", "reason", "sla_target_minutes", "sla_warning_minutes",
-                    "requires_four_eyes", "is_default")
-    list_filter = ("reason", "requires_four_eyes", "is_default")
+                    "requires_four_eyes", "four_eyes_on_every_resume", "is_default")
+    list_filter = ("reason", "requires_four_eyes", "four_eyes_on_every_resume", "is_default")
     search_fields = ("slug", "title", "workflow_kind")
     prepopulated_fields = {"slug": ("title",)}
     autocomplete_fields = ("escalation_target",)

@@ -110,8 +110,9 @@ def _participle(verb: str) -> str:
 
 
 def _money(effect: dict) -> str:
-    data = effect.get("input")
-    if not isinstance(data, dict) or "amount" not in data:
+    """' of 42.00 EUR' for a recorded effect (amount in its input) or a planned one (amount on the step)."""
+    data = effect.get("input") if "input" in effect else effect
+    if not isinstance(data, dict) or data.get("amount") in (None, ""):
         return ""
     currency = data.get("currency")
     return f" of {data['amount']}" + (f" {currency}" if isinstance(currency, str) else "")
@@ -121,9 +122,9 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_ITEM_CHARS else text[:MAX_ITEM_CHARS - 1] + "…"
 
 
-def _not_done(name: Any) -> str:
+def _not_done(name: Any, money: str = "") -> str:
     verb, thing = _words(name)
-    return f"{thing} not {_participle(verb)}" if verb else f"{thing} not done"
+    return f"{thing}{money} not {_participle(verb)}" if verb else f"{thing}{money} not done"
 
 
 @register.simple_tag
@@ -150,12 +151,16 @@ def resume_summary(resume_state: Any) -> list[dict]:
         items.append({"kind": "unknown", "text": f"{thing}{_money(effect)}: outcome unknown"})
     state = resume_state.get("state")
     remaining = state.get("remaining") if isinstance(state, dict) else None
-    if isinstance(remaining, list):
-        names = [str(r) for r in remaining if isinstance(r, str | int) and str(r) not in done_names][:20]
+    plan = resume_state.get("plan")
+    if isinstance(plan, list):  # the agent's own account of what is left, with the money at stake
+        todo = [(str(s.get("name")), _money(s)) for s in _dicts(plan) if s.get("kind") in ("effect", "message")
+                and str(s.get("name")) not in done_names][:20]
+    elif isinstance(remaining, list):
+        todo = [(str(r), "") for r in remaining if isinstance(r, str | int) and str(r) not in done_names][:20]
     else:
         pending = resume_state.get("pending")
-        names = [str(pending["name"])] if isinstance(pending, dict) and pending.get("name") else []
-    items += [{"kind": "todo", "text": _not_done(name)} for name in names]
+        todo = [(str(pending["name"]), "")] if isinstance(pending, dict) and pending.get("name") else []
+    items += [{"kind": "todo-money" if money else "todo", "text": _not_done(name, money)} for name, money in todo]
     promises = resume_state.get("promises")
     for promise in (promises if isinstance(promises, list) else [])[:20]:
         items.append({"kind": "promise", "text": f"promised: {promise}"})

@@ -28,8 +28,9 @@ def _resent_checkpoint(workflow: Workflow, payload: CheckpointIn) -> Checkpoint 
     checkpoint = workflow.checkpoints.unresolved().filter(opened_by_console=False).first()
     if checkpoint is None:
         return None
-    sent = (payload.reason, payload.detail or "", payload.at_seq, canonical(payload.state or {}))
-    recorded = (checkpoint.reason, checkpoint.detail, checkpoint.at_seq, canonical(checkpoint.state))
+    sent = (payload.reason, payload.detail or "", payload.at_seq, canonical(payload.state or {}),
+            payload.plan_steps())
+    recorded = (checkpoint.reason, checkpoint.detail, checkpoint.at_seq, canonical(checkpoint.state), checkpoint.plan)
     return checkpoint if sent == recorded else None
 
 
@@ -42,7 +43,7 @@ def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointI
     try:
         checkpoint = Checkpoint.open_for(workflow, reason=payload.reason, detail=payload.detail or "",
                                          at_seq=payload.at_seq, state=payload.state or {},
-                                         actor=calling_agent(request))
+                                         plan=payload.plan_steps(), actor=calling_agent(request))
     except Conflict as exc:
         # Not a second checkpoint but this request again, its first answer lost (or a concurrent twin).
         if resent := _resent_checkpoint(workflow, payload):

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from ..models import Action, Checkpoint, Decision, Reason, Step, Workflow
@@ -79,11 +88,58 @@ class StepIn(Strict):
         return value
 
 
+Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
+MAX_PLAN_STEPS = 200
+
+
+class PlanStepIn(Strict):
+    """One step the agent will take if resumed. For an effect that moves money: the amount at stake."""
+
+    name: Text200
+    kind: StepKind
+    amount: str | int | float | None = None
+    currency: Currency | None = None
+    moves_money: bool | None = None
+
+    @field_validator("amount")
+    @classmethod
+    def amount_is_a_decimal(cls, value: str | int | float | None) -> str | None:
+        if value is None or isinstance(value, bool):
+            return None
+        try:
+            amount = Decimal(str(value))
+        except InvalidOperation:
+            raise PydanticCustomError("invalid_amount", "amount must be a decimal number such as \"120.60\"") from None
+        if not amount.is_finite() or amount < 0 or len(amount.as_tuple().digits) > 18:
+            raise PydanticCustomError("invalid_amount", "amount must be a finite, non-negative decimal of at most "
+                                                "18 digits")
+        return str(value) if isinstance(value, str) else format(amount, "f")
+
+    @model_validator(mode="after")
+    def money_belongs_to_effects(self) -> PlanStepIn:
+        if self.amount is not None and self.currency is None:
+            raise PydanticCustomError("currency_required", "an amount needs its currency (ISO 4217, e.g. EUR)")
+        if self.moves_money is None:
+            self.moves_money = self.amount is not None
+        if self.moves_money and self.kind != Step.Kind.EFFECT:
+            raise PydanticCustomError("money_on_non_effect", "only an effect step can move money")
+        return self
+
+    def normalized(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "amount": self.amount, "currency": self.currency,
+                "moves_money": bool(self.moves_money)}
+
+
 class CheckpointIn(Strict):
     reason: ReasonValue
     detail: str | None = ""
     at_seq: int | None = Field(default=None, ge=1, le=MAX_SEQ)
     state: dict[str, Any] | None = None
+    # Optional (API v1 stays compatible): without it the console cannot know what a resume will do.
+    plan: list[PlanStepIn] | None = Field(default=None, max_length=MAX_PLAN_STEPS)
+
+    def plan_steps(self) -> list[dict] | None:
+        return None if self.plan is None else [step.normalized() for step in self.plan]
 
 
 class FinishIn(Strict):
@@ -139,6 +195,14 @@ class RunbookOut(BaseModel):
     url: str | None
 
 
+class PlanStepOut(BaseModel):
+    name: str
+    kind: str
+    amount: str | None
+    currency: str | None
+    moves_money: bool
+
+
 class ResumeStateOut(BaseModel):
     # Computed by the model; keep any key it adds later rather than silently dropping it.
     model_config = ConfigDict(extra="allow")
@@ -148,6 +212,8 @@ class ResumeStateOut(BaseModel):
     promises: list[str]
     unknown_effects: list[StepOut]
     state: Any
+    plan: list[PlanStepOut] | None = Field(
+        default=None, description="The agent's remaining plan as sent with the checkpoint; null when it sent none.")
 
 
 class DecisionOut(BaseModel):

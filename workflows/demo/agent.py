@@ -62,6 +62,7 @@ PLANS: dict[str, tuple[StepSpec, ...]] = {
     ),
 }
 TICKET_PREFIX = {"refund": "T", "billing_dispute": "INV", "ticket_triage": "Q"}
+MONEY_STEPS = {"issue_refund", "issue_credit"}
 
 # Faults the fleet injects, by step kind. For an effect, "model_timeout" and "rate_limit" hit the
 # model call that plans the step (before it is reported: the worked example's crash between 3 and 4);
@@ -261,7 +262,7 @@ class DemoAgent:
     def pause(self, run: Run, pause: Paused) -> str:
         try:
             checkpoint = self.client.open_checkpoint(run.workflow_id, pause.reason, detail=pause.detail,
-                                                     at_seq=pause.at_seq, state=run.state())
+                                                     at_seq=pause.at_seq, state=run.state(), plan=self.plan_of(run))
         except ApiError as exc:
             if exc.status != 409:
                 raise
@@ -277,6 +278,25 @@ class DemoAgent:
         log.info("%s %s: paused at step %s, %s: %s%s", self.name, run.external_id, pause.at_seq, pause.reason,
                  pause.detail, f" (unknown: {', '.join(unknown)})" if unknown else "")
         return "paused"
+
+    def plan_of(self, run: Run) -> list[dict]:
+        """What a resume will do: the remaining steps, and for the money effect what is at stake.
+
+        Before the model has decided, the ticket's amount is the most that can move; when even the
+        ticket is unread, the amount is unknown but the step still says it moves money."""
+        plan = []
+        for name in run.remaining:
+            spec = self.plan[name]
+            step: dict[str, Any] = {"name": name, "kind": spec.kind}
+            if name in MONEY_STEPS:
+                ticket, decision = run.ticket or {}, run.decision or {}
+                amount = decision.get("amount", ticket.get("amount"))
+                currency = decision.get("currency", ticket.get("currency"))
+                step["moves_money"] = True
+                if amount is not None and currency:
+                    step.update(amount=str(amount), currency=str(currency))
+            plan.append(step)
+        return plan
 
     def complete(self, run: Run) -> str:
         summary = "; ".join(f"{name} {ref}" for name, ref in run.refs.items()) or "done"
@@ -536,7 +556,7 @@ class DemoAgent:
     def effect_input(self, run: Run, spec: StepSpec) -> dict:
         ticket, decision = run.ticket or {}, run.decision or {}
         amount, currency = decision.get("amount", ticket.get("amount")), decision.get("currency", ticket.get("currency"))
-        if spec.name in ("issue_refund", "issue_credit"):
+        if spec.name in MONEY_STEPS:
             return {"ticket": run.ticket_id, "amount": amount, "currency": currency, "to": ticket.get("customer")}
         if spec.name == "write_ticket_note":
             done = ", ".join(f"{name} {ref}" for name, ref in run.refs.items()) or "no effect yet"
@@ -548,7 +568,7 @@ class DemoAgent:
                 "promise": f"customer told: {promise}"}
 
     def call_system(self, spec: StepSpec, request: dict, key: str, fault: Fault | None) -> str:
-        if spec.name in ("issue_refund", "issue_credit"):
+        if spec.name in MONEY_STEPS:
             return self.ledgers.payments.refund(key, ticket=request["ticket"], amount=str(request["amount"]),
                                                 currency=str(request["currency"]), agent=self.name, fault=fault,
                                                 operation="refund" if spec.name == "issue_refund" else "credit")

@@ -105,7 +105,8 @@ class Checkpoint(Stateful):
 
     @classmethod
     def open_for(cls, workflow: Workflow, *, reason: str, detail: str = "", at_seq: int | None = None,
-                 state: Any = None, actor: Any = None, by_console: bool = False) -> Checkpoint:
+                 state: Any = None, plan: list[dict] | None = None, actor: Any = None,
+                 by_console: bool = False) -> Checkpoint:
         """Pause the workflow at a new checkpoint. Conflict if one is already unresolved."""
         with transaction.atomic():
             workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
@@ -121,7 +122,7 @@ class Checkpoint(Stateful):
                 with transaction.atomic():
                     checkpoint = cls.objects.create(
                         workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
-                        resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}),
+                        resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
                         runbook=runbook, opened_at=now, due_at=now + target,
                         warn_at=now + max(target - warning, timedelta(0)), opened_by_console=by_console)
             except IntegrityError as exc:  # a concurrent open won the partial unique index
@@ -180,11 +181,41 @@ class Checkpoint(Stateful):
         self.refresh_from_db()
         return bool(won)
 
-    def touches_money(self) -> bool:
-        """True when the resume state holds an unknown or pending effect that moves money."""
+    @property
+    def plan(self) -> list[dict] | None:
+        """What the agent will do if resumed, as it reported it; None when it did not say."""
+        plan = self.resume_state.get("plan")
+        return plan if isinstance(plan, list) else None
+
+    def money_reasons(self) -> list[str]:
+        """Why resuming this checkpoint can move money, in words for the operator; empty when it cannot.
+
+        Money is at stake when an unknown or pending effect carries an amount, when the agent's plan
+        holds an effect that moves money, or, when the agent sent no plan, when its kind of workflow
+        has ever committed an effect that carried an amount (an unknown future is assumed to repeat it).
+        """
         pending = self.resume_state.get("pending")
         effects = self.unknown_effects + ([pending] if pending and pending.get("kind") == "effect" else [])
-        return any(isinstance(e.get("input"), dict) and "amount" in e["input"] for e in effects)
+        reasons = [f"{e.get('name')} ({'outcome unknown' if e in self.unknown_effects else 'pending'})"
+                   f"{_at_stake(e.get('input'))}" for e in effects if isinstance(e.get("input"), dict)
+                   and "amount" in e["input"]]
+        if self.plan is not None:
+            reasons += [f"{step.get('name')} is planned{_at_stake(step)}" for step in self.plan
+                        if step.get("moves_money")]
+        elif Workflow.objects.filter(kind=self.workflow.kind).that_moved_money().exists():
+            reasons.append(f"the agent did not report its plan, and {self.workflow.kind} workflows have "
+                           "moved money before")
+        return reasons
+
+    def touches_money(self) -> bool:
+        return bool(self.money_reasons())
+
+    def needs_second_operator(self, action: str, *, money: bool) -> bool:
+        """Four eyes: on a money resume under a runbook that asks for it, or on every resume if it says so."""
+        runbook = self.runbook
+        if runbook is None or action not in RESUMING_ACTIONS:
+            return False
+        return runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
 
     def missing_confirmations(self, confirmations: dict) -> list[str]:
         return [e["idempotency_key"] for e in self.unknown_effects
@@ -233,7 +264,7 @@ class Checkpoint(Stateful):
         money = action in RESUMING_ACTIONS and self.touches_money()
         if money and not money_confirmed:
             raise ValueError("This decision touches money: tick the explicit confirmation.")
-        four_eyes = money and bool(self.runbook and self.runbook.requires_four_eyes)
+        four_eyes = self.needs_second_operator(action, money=money)
         return Decision(checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
                         confirmation_refs=Confirmation.references(confirmations, confirmation_refs or {}),
                         new_owner=new_owner, handoff_to=handoff_to.strip(),
@@ -277,6 +308,13 @@ class Checkpoint(Stateful):
             if won:
                 Event.record(self, Event.Verb.SLA_WARNING, data={"due_at": self.due_at.isoformat()})
         return bool(won)
+
+
+def _at_stake(data: Any) -> str:
+    if not isinstance(data, dict) or data.get("amount") in (None, ""):
+        return ""
+    currency = data.get("currency")
+    return f": {data['amount']}" + (f" {currency}" if isinstance(currency, str) else "")
 
 
 # Decisions refer to checkpoints; importing them last lets each module name the other.

@@ -55,6 +55,9 @@ class Runbook(models.Model):
     allowed_actions = models.JSONField(default=all_actions)
     requires_four_eyes = models.BooleanField(
         default=False, help_text="A decision that touches money needs a second operator's approval.")
+    four_eyes_on_every_resume = models.BooleanField(
+        default=False, help_text="Every resume or retry of a matching checkpoint needs a second operator's "
+                                 "approval, whether or not it touches money.")
 
     class Meta:
         ordering = ["slug"]

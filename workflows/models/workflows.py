@@ -55,6 +55,11 @@ class WorkflowQuerySet(models.QuerySet):
     def owned_by(self, user: Any) -> WorkflowQuerySet:
         return self.filter(owner=user)
 
+    def that_moved_money(self) -> WorkflowQuerySet:
+        """Workflows with a committed effect that carried an amount: their kind moves money."""
+        return self.filter(steps__kind=Step.Kind.EFFECT, steps__status=Step.Status.COMMITTED,
+                           steps__input__has_key="amount")
+
     def silent(self, now: Any = None) -> WorkflowQuerySet:
         """Running workflows whose agent said nothing for its silence limit (refined per agent in Python)."""
         now = now or timezone.now()
@@ -183,8 +188,11 @@ class Workflow(Stateful):
     def _key_holder(self, key: str | None) -> Step | None:
         return self.steps.filter(idempotency_key=key).first() if key else None
 
-    def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None) -> dict:
-        """The minimum that makes the next step safe, computed from the recorded steps."""
+    def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None,
+                     plan: list[dict] | None = None) -> dict:
+        """The minimum that makes the next step safe, computed from the recorded steps.
+
+        ``plan`` is what the agent says it will do if resumed (None: it did not say)."""
         steps = list(self.steps.order_by("seq"))
         committed = [s.as_dict() for s in steps if s.kind == Step.Kind.EFFECT and s.status == Step.Status.COMMITTED]
         unknown = [s.as_dict() for s in steps if s.is_unknown_effect]
@@ -200,6 +208,7 @@ class Workflow(Stateful):
             "promises": [s.promise for s in steps if s.promise and s.status != Step.Status.FAILED],
             "unknown_effects": unknown,
             "state": agent_state if agent_state is not None else {},
+            "plan": plan,
         }
 
 

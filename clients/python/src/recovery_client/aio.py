@@ -39,9 +39,9 @@ class AsyncRecoveryClient:
         return await asyncio.to_thread(self.sync.report_step, workflow_id, seq, name, kind, status, **fields)
 
     async def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
-                              state: Json | None = None) -> Json:
+                              state: Json | None = None, plan: list[Json] | None = None) -> Json:
         return await asyncio.to_thread(self.sync.open_checkpoint, workflow_id, reason, detail=detail,
-                                       at_seq=at_seq, state=state)
+                                       at_seq=at_seq, state=state, plan=plan)
 
     async def get_checkpoint(self, checkpoint_id: str) -> Json:
         return await asyncio.to_thread(self.sync.get_checkpoint, checkpoint_id)

@@ -75,9 +75,14 @@ class RecoveryClient:
             "external_ref": external_ref})
 
     def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
-                        state: Json | None = None) -> Json:
-        return self._call("POST", f"/workflows/{workflow_id}/checkpoints",
-                          {"reason": reason, "detail": detail, "at_seq": at_seq, "state": state or {}})
+                        state: Json | None = None, plan: list[Json] | None = None) -> Json:
+        """Pause the workflow. ``plan``: the steps still to do if resumed, each ``{"name", "kind"}`` and,
+        for an effect that moves money, ``"amount"`` and ``"currency"``; without it the console assumes
+        the worst about money for kinds of workflow that have moved money before."""
+        body: Json = {"reason": reason, "detail": detail, "at_seq": at_seq, "state": state or {}}
+        if plan is not None:
+            body["plan"] = plan
+        return self._call("POST", f"/workflows/{workflow_id}/checkpoints", body)
 
     def get_checkpoint(self, checkpoint_id: str) -> Json:
         return self._call("GET", f"/checkpoints/{checkpoint_id}")

@@ -107,6 +107,8 @@ class Workflow:
         self.client, self.external_id, self.kind, self.title = client, external_id, kind, title
         self.owner, self.context, self.reasons = owner, context or {}, reasons
         self.state: Json = dict(state or {})  # the agent's own state, sent with every checkpoint
+        # What a resume will do, sent with every checkpoint when set: [{"name", "kind", "amount", "currency"}].
+        self.plan: list[Json] | None = None
         self.summary = summary
         self.finish_on_exit = finish
         self.settle_timeout, self.poll_interval = settle_timeout, poll_interval
@@ -220,7 +222,8 @@ class Workflow:
         """Open a checkpoint with ``wf.state`` (or ``state``); the one already open if there is one."""
         try:
             body = self.client.open_checkpoint(self.id, reason, detail=detail[:MAX_DETAIL], at_seq=at_seq,
-                                               state=jsonable(self.state if state is None else state))
+                                               state=jsonable(self.state if state is None else state),
+                                               plan=jsonable(self.plan) if self.plan is not None else None)
         except ApiError as exc:
             if exc.status != 409:
                 raise
