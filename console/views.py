@@ -33,7 +33,6 @@ from workflows.models import (
     Conflict,
     Decision,
     Event,
-    IllegalTransition,
     Reason,
     Workflow,
 )
@@ -255,7 +254,7 @@ def release(request: HttpRequest, pk: int) -> HttpResponse:
     elif checkpoint.release(by=request.user):
         messages.success(request, "Released: the checkpoint is back on the queue, unassigned.")
     else:
-        messages.error(request, f"The checkpoint is {checkpoint.status}; there is nothing to release.")
+        messages.error(request, checkpoint.conflict_message())
     return _back(request, _workbench_url(checkpoint))
 
 
@@ -297,17 +296,10 @@ def decide(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def approve(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
-    try:
-        won = decision.approve(by=request.user)
-    except ValueError as exc:  # the proposer approving their own decision
-        messages.error(request, str(exc))
-    except IllegalTransition:
-        messages.error(request, f"The decision is {decision.status}; it no longer waits for approval.")
+    if decision.approve(by=request.user):
+        messages.success(request, "Approved: the decision is queued for delivery.")
     else:
-        if won:
-            messages.success(request, "Approved: the decision is queued for delivery.")
-        else:
-            messages.error(request, "Someone else answered this decision first.")
+        messages.error(request, decision.refusal(by=request.user))
     return redirect(_workbench_url(decision.checkpoint))
 
 
@@ -317,14 +309,10 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
     form = RejectForm(request.POST)
     form.is_valid()
-    try:
-        won = decision.reject(by=request.user, note=form.cleaned_data.get("note", ""))
-    except IllegalTransition:
-        won = False
-    if won:
+    if decision.reject(by=request.user, note=form.cleaned_data.get("note", "")):
         messages.success(request, f"Rejected: the checkpoint is back with {decision.decided_by.get_username()}.")
     else:
-        messages.error(request, f"The decision is {decision.status}; it no longer waits for approval.")
+        messages.error(request, decision.refusal(by=request.user))
     return redirect(_workbench_url(decision.checkpoint))
 
 
@@ -361,14 +349,9 @@ def complete_handoff(request: HttpRequest, pk: int) -> HttpResponse:
     workflow = get_object_or_404(Workflow.objects.owned_by(request.user), pk=pk, status=Workflow.Status.HANDED_OFF)
     form = CompleteForm(request.POST)
     form.is_valid()
-    try:
-        done = workflow.finish(Workflow.Status.COMPLETED, form.cleaned_data.get("summary", ""), actor=request.user)
-    except (Conflict, IllegalTransition) as exc:
-        done, reason = False, str(exc)
-    else:
-        reason = "it changed meanwhile"
-    if done:
+    # No Conflict here: a handed-off workflow has no unresolved checkpoint (only running ones pause).
+    if workflow.finish(Workflow.Status.COMPLETED, form.cleaned_data.get("summary", ""), actor=request.user):
         messages.success(request, f"“{workflow.title}” is completed.")
     else:
-        messages.error(request, f"Could not complete “{workflow.title}”: {reason}")
+        messages.error(request, f"Could not complete “{workflow.title}”: it changed meanwhile.")
     return redirect("mine")

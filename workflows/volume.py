@@ -25,7 +25,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from .models import Agent, Reason, Step
+from .models import Agent, Checkpoint, Reason, Step
 
 KINDS = ("refund", "billing_dispute", "ticket_triage", "account_recovery", "order_change")
 STEP_PLAN = (  # name, kind: the shape of a support agent's run, repeated as far as a workflow goes
@@ -33,7 +33,7 @@ STEP_PLAN = (  # name, kind: the shape of a support agent's run, repeated as far
     ("write_ticket_note", Step.Kind.EFFECT), ("notify_customer", Step.Kind.MESSAGE),
     ("summarise_case", Step.Kind.MODEL), ("lookup_order", Step.Kind.TOOL), ("update_crm", Step.Kind.EFFECT),
 )
-OPEN_STATES = ("open", "claimed")
+OPEN_STATES = Checkpoint.OPEN_STATUSES
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from ..models import Agent, Conflict, IllegalTransition, Workflow
+from ..models import Agent, Conflict, Workflow
 from .checkpoints import checkpoint_conflict
 from .errors import ApiError
 from .schemas import ERRORS, FinishIn, WorkflowIn, WorkflowOut
@@ -36,10 +36,8 @@ def _finish(workflow: Workflow, payload: FinishIn, agent: Agent) -> None:
         won = workflow.finish(payload.status, payload.summary or "", actor=agent)
     except Conflict as exc:
         raise checkpoint_conflict(workflow, exc) from None
-    except IllegalTransition:
-        raise ApiError(409, "conflict", f"A {workflow.status} workflow cannot finish yet.") from None
     if not won and workflow.status != payload.status:
-        raise ApiError(409, "conflict", f"The workflow became {workflow.status} meanwhile; it cannot finish.")
+        raise ApiError(409, "conflict", f"The workflow is {workflow.status}; it cannot finish now.")
 
 
 @router.post("/workflows/{workflow_id}/finish", response={200: WorkflowOut, **ERRORS})

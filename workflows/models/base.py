@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
@@ -63,15 +64,28 @@ class Stateful(models.Model):
         abstract = True
 
     def move(self, to: str, *, verb: Event.Verb, actor: Any = None, data: dict | None = None,
+             from_: Iterable[str] | None = None, expect: Mapping[str, Any] | None = None,
              **fields: Any) -> bool:
-        """Current status -> ``to``. False when the row changed under us first."""
+        """The status this instance read -> ``to``, as one compare-and-set ``UPDATE … WHERE``.
+
+        ``from_`` names the statuses this transition starts from (default: the one read), and
+        ``expect`` the other fields the caller read and relies on (e.g. ``{"assignee_id": 3}``).
+        Returns False whenever the row is not as expected: someone else got there first, or this
+        instance was read before they did. Raises IllegalTransition only for an impossible request:
+        a move that the transition table allows from none of ``from_``.
+        """
         current = self.status
-        if to not in self.TRANSITIONS.get(current, set()):
-            raise IllegalTransition(f"{type(self).__name__} {self.pk}: {current} -> {to} is not allowed")
+        sources = set(from_) if from_ is not None else {current}
+        if impossible := sorted(s for s in sources if to not in self.TRANSITIONS.get(s, set())):
+            raise IllegalTransition(f"{type(self).__name__} {self.pk}: {', '.join(impossible)} -> {to} "
+                                    "is not allowed")
+        if current not in sources:
+            return False  # read after someone else moved it elsewhere
         from .events import Event  # noqa: F811  events refer back to every model
 
         with transaction.atomic():
-            won = type(self).objects.filter(pk=self.pk, status=current).update(status=to, **fields)
+            won = type(self).objects.filter(pk=self.pk, status=current, **(expect or {})).update(
+                status=to, **fields)
             if won:
                 Event.record(self, verb, actor=actor, data={"from": current, "to": to, **(data or {})})
         self.refresh_from_db()

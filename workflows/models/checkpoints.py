@@ -149,20 +149,20 @@ class Checkpoint(Stateful):
 
     def claim(self, *, by: Any) -> bool:
         """OPEN -> CLAIMED. False when someone else got there first."""
-        if self.status != self.Status.OPEN:
-            return False
-        return self.move(self.Status.CLAIMED, actor=by, verb=Event.Verb.CLAIMED, assignee=by, claimed_at=timezone.now())
+        return self.move(self.Status.CLAIMED, from_=[self.Status.OPEN], actor=by, verb=Event.Verb.CLAIMED,
+                         assignee=by, claimed_at=timezone.now())
 
     def release(self, *, by: Any) -> bool:
-        if self.status != self.Status.CLAIMED:
-            return False
-        return self.move(self.Status.OPEN, actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None)
+        """CLAIMED -> OPEN, unassigned. False when it changed hands (or status) since it was read."""
+        return self.move(self.Status.OPEN, from_=[self.Status.CLAIMED], expect={"assignee_id": self.assignee_id},
+                         actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None)
 
     def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
-        """Give a queued checkpoint to another operator (claimed on their behalf)."""
-        if not self.is_open:
-            return False
-        return self.move(self.Status.CLAIMED, actor=by, verb=Event.Verb.ASSIGNED,
+        """Give a queued checkpoint to another operator (claimed on their behalf).
+
+        False when it changed hands (or was decided) since it was read: the assigner saw another holder."""
+        return self.move(self.Status.CLAIMED, from_=OPEN_STATUSES, expect={"assignee_id": self.assignee_id},
+                         actor=by, verb=Event.Verb.ASSIGNED,
                          data={"to": to.get_username(), "note": note[:1000]},
                          assignee=to, claimed_at=timezone.now())
 
@@ -273,24 +273,25 @@ class Checkpoint(Stateful):
     def record_decision(self, decision: Decision, *, by: Any) -> Decision:
         """OPEN|CLAIMED -> DECIDED, saving the drafted decision: the row is the outbox entry a worker
         carries out. Conflict (naming the winner) when another decision got there first."""
-        with transaction.atomic():
-            if not self.is_open:
-                raise Conflict(self.conflict_message())
-            if not self.may_be_decided_by(by):
-                raise Conflict(f"{self.assignee.get_username()} has claimed this checkpoint.")
-            decision.decided_by = by
-            try:
-                with transaction.atomic():
-                    decision.save(force_insert=True)
-            except IntegrityError as exc:
-                raise Conflict(self.conflict_message()) from exc
-            four_eyes = decision.status == Decision.Status.PROPOSED
-            if not self.move(self.Status.DECIDED, actor=by, verb=Event.Verb.DECIDED,
-                             data={"action": decision.action, "four_eyes": four_eyes},
-                             assignee=self.assignee or by):
-                raise Conflict(self.conflict_message())  # rolls the decision back too
-            if not four_eyes:
-                decision.enqueue()
+        if not self.may_be_decided_by(by):
+            raise Conflict(self.conflict_message())
+        four_eyes = decision.status == Decision.Status.PROPOSED
+        decision.decided_by = by
+        try:
+            with transaction.atomic():
+                decision.save(force_insert=True)
+                # Decided by whoever held it as read: a claim or reassignment meanwhile makes this lose.
+                won = self.move(self.Status.DECIDED, from_=OPEN_STATUSES, expect={"assignee_id": self.assignee_id},
+                                actor=by, verb=Event.Verb.DECIDED,
+                                data={"action": decision.action, "four_eyes": four_eyes},
+                                assignee=self.assignee or by)
+                if won and not four_eyes:
+                    decision.enqueue()
+                transaction.set_rollback(not won)  # a lost move takes the decision row back with it
+        except IntegrityError as exc:  # another active decision won the partial unique index
+            raise Conflict(self.conflict_message()) from exc
+        if not won:
+            raise Conflict(self.conflict_message())  # asked after the rollback, so it names the winner
         return decision
 
     def conflict_message(self) -> str:
@@ -299,7 +300,9 @@ class Checkpoint(Stateful):
         if decision:
             return (f"Already decided: {decision.get_action_display().lower()} by "
                     f"{decision.decided_by.get_username()} at {decision.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
-        return f"The checkpoint is {self.status}; it cannot be decided now."
+        if self.status == self.Status.CLAIMED and self.assignee:
+            return f"{self.assignee.get_username()} has claimed this checkpoint."
+        return f"The checkpoint is {self.status} now: someone else acted on it first."
 
     def record_warning(self, now: Any = None) -> bool:
         with transaction.atomic():

@@ -160,29 +160,40 @@ class Decision(Stateful):
         return self.status == self.Status.PROPOSED and self.decided_by_id != user.pk
 
     def approve(self, *, by: Any) -> bool:
-        """Four eyes: a second operator lets a money decision go out."""
-        if by.pk == self.decided_by_id:
-            raise ValueError("The second approval must come from another operator.")
+        """Four eyes: a second operator lets a money decision go out. False when ``by`` may not (the
+        proposer) or the proposal was answered first; ``refusal`` says which."""
+        if self.decided_by_id == by.pk:
+            return False
         with transaction.atomic():
-            if not self.move(self.Status.QUEUED, actor=by, verb=Event.Verb.APPROVED, approved_by=by):
+            if not self.move(self.Status.QUEUED, from_=[self.Status.PROPOSED], actor=by, verb=Event.Verb.APPROVED,
+                             approved_by=by):
                 return False
             self.enqueue()
         return True
 
     def reject(self, *, by: Any, note: str = "") -> bool:
+        """The second operator says no: the checkpoint goes back to its proposer. False when answered first."""
         with transaction.atomic():
-            if not self.move(self.Status.REJECTED, actor=by, verb=Event.Verb.REJECTED, data={"note": note[:1000]},
+            if not self.move(self.Status.REJECTED, from_=[self.Status.PROPOSED], actor=by, verb=Event.Verb.REJECTED, data={"note": note[:1000]},
                              finished_at=timezone.now(), last_error=f"Rejected by {by.get_username()}: {note}"[:2000]):
                 return False
-            self.checkpoint.move(Checkpoint.Status.CLAIMED, actor=by, verb=Event.Verb.REOPENED, assignee=self.decided_by)
+            self.checkpoint.move(Checkpoint.Status.CLAIMED, from_=[Checkpoint.Status.DECIDED], actor=by,
+                                 verb=Event.Verb.REOPENED, assignee=self.decided_by)
         return True
+
+    def refusal(self, *, by: Any) -> str:
+        """Why ``by`` could not approve or reject this decision, as it stands now."""
+        self.refresh_from_db()
+        if self.status != self.Status.PROPOSED:
+            return f"The decision is {self.status}; it no longer waits for approval."
+        if self.decided_by_id == by.pk:
+            return "The second approval must come from another operator."
+        return "Someone else answered this decision first."
 
     def start_attempt(self, *, lease_seconds: int | None = None) -> bool:
         """QUEUED -> RUNNING under a lease. Only the holder of a live lease may deliver."""
         lease = timedelta(seconds=lease_seconds or settings.DELIVERY_LEASE_SECONDS)
-        if self.status != self.Status.QUEUED:
-            return False
-        return self.move(self.Status.RUNNING, verb=Event.Verb.DELIVERY_STARTED, data={"attempt": self.attempts + 1},
+        return self.move(self.Status.RUNNING, from_=[self.Status.QUEUED], verb=Event.Verb.DELIVERY_STARTED, data={"attempt": self.attempts + 1},
                          attempts=models.F("attempts") + 1, lease_expires_at=timezone.now() + lease,
                          next_attempt_at=None)
 
@@ -201,7 +212,8 @@ class Decision(Stateful):
 
     def _succeed(self, verb: Event.Verb) -> bool:
         with transaction.atomic():
-            if not self.move(self.Status.SUCCEEDED, verb=verb, finished_at=timezone.now(),
+            if not self.move(self.Status.SUCCEEDED, from_=[self.Status.QUEUED, self.Status.RUNNING], verb=verb,
+                             finished_at=timezone.now(),
                              lease_expires_at=None, next_attempt_at=None, last_error=""):
                 return False
             self.carry_out()
@@ -231,17 +243,17 @@ class Decision(Stateful):
 
     def mark_attempt_failed(self, error: str) -> bool:
         """An attempt failed: retry with backoff, or after the last one fail and requeue the checkpoint."""
-        self.refresh_from_db()
-        if self.status != self.Status.RUNNING:
-            return False
+        self.refresh_from_db()  # the attempt count decides between retrying and failing
+        this_attempt = {"attempts": self.attempts}
         if self.attempts < settings.DELIVERY_MAX_ATTEMPTS:
             delay = settings.DELIVERY_BACKOFF_SECONDS * (2 ** (self.attempts - 1))
-            return self.move(self.Status.QUEUED, verb=Event.Verb.DELIVERY_RETRY,
+            return self.move(self.Status.QUEUED, from_=[self.Status.RUNNING], expect=this_attempt, verb=Event.Verb.DELIVERY_RETRY,
                              data={"attempt": self.attempts, "error": error[:500]},
                              last_error=error[:2000], lease_expires_at=None,
                              next_attempt_at=timezone.now() + timedelta(seconds=delay))
         with transaction.atomic():
-            if not self.move(self.Status.FAILED, verb=Event.Verb.DELIVERY_FAILED,
+            if not self.move(self.Status.FAILED, from_=[self.Status.RUNNING], expect=this_attempt,
+                             verb=Event.Verb.DELIVERY_FAILED,
                              data={"attempts": self.attempts, "error": error[:500]},
                              last_error=error[:2000], lease_expires_at=None, finished_at=timezone.now()):
                 return False

@@ -145,7 +145,8 @@ class Workflow(Stateful):
     def finish(self, status: str, summary: str, *, actor: Any) -> bool:
         if self.checkpoints.unresolved().exists():
             raise Conflict("The workflow has an open checkpoint; it cannot finish until it is resolved.")
-        return self.move(status, actor=actor, verb=Event.Verb.finished(status), data={"summary": summary},
+        return self.move(status, from_=[self.Status.RUNNING, self.Status.HANDED_OFF], actor=actor,
+                         verb=Event.Verb.finished(status), data={"summary": summary},
                          summary=summary, finished_at=timezone.now())
 
     def record_step(self, report: Mapping[str, Any], *, actor: Agent) -> tuple[Step, bool]:
