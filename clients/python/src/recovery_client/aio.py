@@ -114,7 +114,8 @@ class AsyncWorkflow:
     async def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0,
                                 timeout: float = 3600.0) -> Decision:
         body = await self.client.wait_for_decision(checkpoint_id, interval=interval, timeout=timeout)
-        self.sync.decision = Decision.from_json(checkpoint_id, body)
+        checkpoint = await self.client.get_checkpoint(checkpoint_id)
+        self.sync.decision = Decision.from_json(checkpoint_id, body, checkpoint.get("resume_state"))
         return self.sync.decision
 
 

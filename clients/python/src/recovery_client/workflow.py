@@ -251,7 +251,8 @@ class Workflow:
 
     def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0) -> Decision:
         body = self.client.wait_for_decision(checkpoint_id, interval=interval, timeout=timeout)
-        self.decision = Decision.from_json(checkpoint_id, body)
+        resume_state = self.client.get_checkpoint(checkpoint_id).get("resume_state")  # the agent state rides here
+        self.decision = Decision.from_json(checkpoint_id, body, resume_state)
         return self.decision
 
     def confirmation(self, key: str | None) -> str | None:
