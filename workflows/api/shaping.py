@@ -19,12 +19,17 @@ def parse_pk(raw: str) -> int | None:
     return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
 
 
-def own_workflow(request: HttpRequest, workflow_id: str) -> Workflow:
+def own_workflow(request: HttpRequest, workflow_id: str, *, touch: bool = True) -> Workflow:
+    """The calling agent's workflow (404 for anyone else's), touched: any call is a sign of life.
+
+    ``touch=False`` for callers that touch it in their own transaction (recording steps).
+    """
     pk = parse_pk(workflow_id)
     workflow = calling_agent(request).workflows.filter(pk=pk).first() if pk else None
     if workflow is None:
         raise not_found("workflow")
-    workflow.touch()  # any call counts as a sign of life for the silence sweep
+    if touch:
+        workflow.touch()
     return workflow
 
 

@@ -105,6 +105,14 @@ class Event(models.Model):
     @classmethod
     def record(cls, subject: models.Model, verb: Event.Verb, *, actor: Any = None,
                data: dict | None = None) -> Event:
+        event = cls.about(subject, verb, actor=actor, data=data)
+        event.save()
+        return event
+
+    @classmethod
+    def about(cls, subject: models.Model, verb: Event.Verb, *, actor: Any = None,
+              data: dict | None = None) -> Event:
+        """The event ``record`` would write, unsaved: for writing many with one ``bulk_create``."""
         # Dispatch on the model's name: this module sits below every model it records.
         event = cls(verb=cls.Verb(verb), data=data or {})  # ValueError on a verb nobody named
         if actor is not None and actor._meta.label == "workflows.Agent":
@@ -124,5 +132,4 @@ class Event(models.Model):
             event.workflow = subject
         elif kind in ("step", "replayrun"):
             event.workflow_id = subject.workflow_id
-        event.save()
         return event

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -140,7 +140,9 @@ class Workflow(Stateful):
         return self.status in self.TERMINAL
 
     def touch(self) -> None:
-        Workflow.objects.filter(pk=self.pk).update(last_activity_at=timezone.now())
+        """A sign of life from the agent, for the silence sweep."""
+        self.last_activity_at = timezone.now()
+        Workflow.objects.filter(pk=self.pk).update(last_activity_at=self.last_activity_at)
 
     def finish(self, status: str, summary: str, *, actor: Any) -> bool:
         if self.checkpoints.unresolved().exists():
@@ -156,35 +158,53 @@ class Workflow(Stateful):
         moved on to committed or failed. Conflict when the workflow is finished, the idempotency key
         belongs to another step, or the report would change what is recorded.
         """
+        return self.record_steps([report], actor=actor)[0]
+
+    def record_steps(self, reports: list[Mapping[str, Any]], *, actor: Agent) -> list[tuple[Step, bool]]:
+        """Record steps in order, each by ``record_step``'s rules, in one transaction: all or none.
+
+        New steps cost one ``INSERT … ON CONFLICT DO NOTHING`` for the lot and one insert of their
+        events; only a report whose seq or idempotency key is already taken is looked up and judged
+        against what is recorded (a resend, a pending -> committed|failed, or a Conflict).
+        """
         if self.is_terminal:
             raise Conflict(f"The workflow is {self.status}; it takes no more steps.", code="workflow_finished")
-        step = self.steps.filter(seq=report["seq"]).first()
-        if step is None:
-            created = self._create_step(report, actor=actor)
-            if created is not None:
-                return created, True
-            step = self.steps.get(seq=report["seq"])
-        return step.apply_report(report, actor=actor), False
-
-    def _create_step(self, report: Mapping[str, Any], *, actor: Agent) -> Step | None:
-        """The new step, or None when a step with this seq exists by now (a concurrent report won)."""
-        key = report.get("idempotency_key")
-        if holder := self._key_holder(key):
-            if holder.seq == report["seq"]:
-                return None
-            raise Step.key_taken(holder.seq)
+        seqs = [report["seq"] for report in reports]
+        if len(set(seqs)) != len(seqs):
+            raise Invalid("Each step of a batch needs its own seq.", code="duplicate_seq", field="seq")
         try:
-            with transaction.atomic():
-                step = Step.objects.create(workflow=self, **report)
+            with transaction.atomic():  # one commit: the sign of life, the steps and their events
+                self.touch()
+                new = Step.insert_new(self, reports)
+                Event.objects.bulk_create([
+                    Event.about(new[seq], Event.Verb.step(new[seq].status), actor=actor,
+                                data={"seq": seq, "name": new[seq].name, "kind": new[seq].kind})
+                    for seq in seqs if seq in new])
+                return [(new[r["seq"]], True) if r["seq"] in new else (self._apply_to_recorded(r, actor), False)
+                        for r in reports]
+        except (Conflict, Invalid):
+            self.touch()  # a refused report is a sign of life too
+            raise
+
+    def _apply_to_recorded(self, report: Mapping[str, Any], actor: Agent, *, retry: bool = True) -> Step:
+        step = self.steps.filter(seq=report["seq"]).first()
+        if step is None:  # the insert met another step's idempotency key, not this seq
+            key = report.get("idempotency_key")
+            if key is None and report["kind"] == Step.Kind.EFFECT:
+                raise Invalid("An effect step needs an idempotency_key, so that it is never executed twice.",
+                              code="idempotency_key_required", field="idempotency_key")
+            if holder := self._key_holder(key):
+                raise Step.key_taken(holder.seq)
+            if not retry:
+                raise Conflict(f"Step {report['seq']} could not be recorded; report it again.", code="conflict")
+            # The conflicting row is gone again (its transaction rolled back): insert once more.
+            if new := Step.insert_new(self, [report]):
+                step = new[report["seq"]]
                 Event.record(step, Event.Verb.step(step.status), actor=actor,
                              data={"seq": step.seq, "name": step.name, "kind": step.kind})
-        except IntegrityError:
-            if self.steps.filter(seq=report["seq"]).exists():
-                return None
-            if holder := self._key_holder(key):
-                raise Step.key_taken(holder.seq) from None
-            raise
-        return step
+                return step
+            return self._apply_to_recorded(report, actor, retry=False)
+        return step.apply_report(report, actor=actor)
 
     def _key_holder(self, key: str | None) -> Step | None:
         return self.steps.filter(idempotency_key=key).first() if key else None
@@ -301,6 +321,37 @@ class Step(Stateful):
 
     def as_dict(self) -> dict:
         return {"seq": self.seq, **{f: getattr(self, f) for f in self.RECORDED_FIELDS}}
+
+    INSERTED_FIELDS = ("workflow", "seq", *RECORDED_FIELDS, "created_at", "updated_at")
+
+    @classmethod
+    def insert_new(cls, workflow: Workflow, reports: list[Mapping[str, Any]]) -> dict[int, Step]:
+        """Insert the reports whose seq and idempotency key are free, in one statement; the new steps by seq.
+
+        ``ON CONFLICT DO NOTHING`` settles a race with a concurrent report in the database: no lookup
+        before, no IntegrityError and savepoint after.
+        """
+        now = timezone.now()
+        # An effect without its key can only be a later report of a recorded step (kept when null).
+        steps = [cls(workflow=workflow, created_at=now, updated_at=now, **report) for report in reports
+                 if report["kind"] != cls.Kind.EFFECT or report.get("idempotency_key") is not None]
+        if not steps:
+            return {}
+        fields = [cls._meta.get_field(name) for name in cls.INSERTED_FIELDS]
+        row = f"({', '.join(['%s'] * len(fields))})"
+        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # ours, values are parameters
+        sql = (f"INSERT INTO {cls._meta.db_table} ({columns}) "  # noqa: S608
+               f"VALUES {', '.join([row] * len(steps))} ON CONFLICT DO NOTHING RETURNING seq, id")
+        params = [f.get_db_prep_save(getattr(step, f.attname), connection) for step in steps for f in fields]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            inserted = dict(cursor.fetchall())
+        new = {}
+        for step in steps:
+            if step.seq in inserted:
+                step.pk, step._state.adding, step._state.db = inserted[step.seq], False, connection.alias
+                new[step.seq] = step
+        return new
 
     @staticmethod
     def key_taken(seq: int) -> Conflict:
