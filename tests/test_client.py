@@ -206,3 +206,17 @@ def test_a_truncated_answer_is_retried(client, monkeypatch):
     workflow = client.create_workflow("T-9", "refund", "t")
     assert len(calls) == 2 and workflow["external_id"] == "T-9"
     assert Workflow.objects.filter(external_id="T-9").count() == 1
+
+
+def test_report_steps_records_a_batch_once_however_often_it_is_sent(client):
+    wf = client.create_workflow("T-1042", "refund", "Refund for ticket T-1042")
+    steps = [{"seq": 1, "name": "read_ticket", "kind": "tool", "status": "committed", "verified": True},
+             {"seq": 2, "name": "issue_refund", "kind": "effect", "status": "pending", **REFUND}]
+    assert client.report_steps(wf["id"], steps)["created"] == [1, 2]
+    again = client.report_steps(wf["id"], steps)
+    assert again["created"] == [] and [s["seq"] for s in again["steps"]] == [1, 2]
+    with pytest.raises(ApiError) as refused:
+        client.report_steps(wf["id"], [{"seq": 3, "name": "again", "kind": "effect", "status": "pending",
+                                        "idempotency_key": "T-1042:refund"}])
+    assert (refused.value.status, refused.value.field) == (409, "steps.0.idempotency_key")
+    assert Step.objects.filter(workflow_id=wf["id"]).count() == 2

@@ -7,6 +7,7 @@ PATHS = {
     "/api/v1/workflows": {"post"},
     "/api/v1/workflows/{workflow_id}": {"get"},
     "/api/v1/workflows/{workflow_id}/steps": {"post"},
+    "/api/v1/workflows/{workflow_id}/steps/batch": {"post"},
     "/api/v1/workflows/{workflow_id}/checkpoints": {"post"},
     "/api/v1/checkpoints/{checkpoint_id}": {"get"},
     "/api/v1/workflows/{workflow_id}/finish": {"post"},
@@ -44,6 +45,8 @@ def test_the_documented_status_codes_match_the_contract(document):
     assert {"200", "201", "422", "401", "404"} <= set(paths["/api/v1/workflows"]["post"]["responses"])
     assert {"200", "201", "409"} <= set(paths["/api/v1/workflows/{workflow_id}/steps"]["post"]["responses"])
     assert {"201", "409"} <= set(paths["/api/v1/workflows/{workflow_id}/checkpoints"]["post"]["responses"])
+    assert {"200", "201", "409", "413", "422"} <= set(
+        paths["/api/v1/workflows/{workflow_id}/steps/batch"]["post"]["responses"])
 
 
 def test_the_schemas_name_the_contract_fields_and_enums(document):

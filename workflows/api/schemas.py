@@ -130,6 +130,13 @@ class PlanStepIn(Strict):
                 "moves_money": bool(self.moves_money)}
 
 
+MAX_BATCH_STEPS = 500
+
+
+class StepBatchIn(Strict):
+    steps: list[StepIn] = Field(min_length=1, max_length=MAX_BATCH_STEPS)
+
+
 class CheckpointIn(Strict):
     reason: ReasonValue
     detail: str | None = ""

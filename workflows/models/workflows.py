@@ -171,7 +171,9 @@ class Workflow(Stateful):
             raise Conflict(f"The workflow is {self.status}; it takes no more steps.", code="workflow_finished")
         seqs = [report["seq"] for report in reports]
         if len(set(seqs)) != len(seqs):
-            raise Invalid("Each step of a batch needs its own seq.", code="duplicate_seq", field="seq")
+            duplicate = Invalid("Each step of a batch needs its own seq.", code="duplicate_seq", field="seq")
+            duplicate.index = next(i for i, seq in enumerate(seqs) if seq in seqs[:i])
+            raise duplicate
         try:
             with transaction.atomic():  # one commit: the sign of life, the steps and their events
                 self.touch()
@@ -180,8 +182,15 @@ class Workflow(Stateful):
                     Event.about(new[seq], Event.Verb.step(new[seq].status), actor=actor,
                                 data={"seq": seq, "name": new[seq].name, "kind": new[seq].kind})
                     for seq in seqs if seq in new])
-                return [(new[r["seq"]], True) if r["seq"] in new else (self._apply_to_recorded(r, actor), False)
-                        for r in reports]
+                results = []
+                for index, report in enumerate(reports):
+                    try:
+                        results.append((new[report["seq"]], True) if report["seq"] in new
+                                       else (self._apply_to_recorded(report, actor), False))
+                    except (Conflict, Invalid) as exc:
+                        exc.index = index  # which report of a batch was refused
+                        raise
+                return results
         except (Conflict, Invalid):
             self.touch()  # a refused report is a sign of life too
             raise
@@ -322,8 +331,6 @@ class Step(Stateful):
     def as_dict(self) -> dict:
         return {"seq": self.seq, **{f: getattr(self, f) for f in self.RECORDED_FIELDS}}
 
-    INSERTED_FIELDS = ("workflow", "seq", *RECORDED_FIELDS, "created_at", "updated_at")
-
     @classmethod
     def insert_new(cls, workflow: Workflow, reports: list[Mapping[str, Any]]) -> dict[int, Step]:
         """Insert the reports whose seq and idempotency key are free, in one statement; the new steps by seq.
@@ -337,7 +344,7 @@ class Step(Stateful):
                  if report["kind"] != cls.Kind.EFFECT or report.get("idempotency_key") is not None]
         if not steps:
             return {}
-        fields = [cls._meta.get_field(name) for name in cls.INSERTED_FIELDS]
+        fields = [f for f in cls._meta.concrete_fields if not f.primary_key]  # defaults from the instances
         row = f"({', '.join(['%s'] * len(fields))})"
         columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # ours, values are parameters
         sql = (f"INSERT INTO {cls._meta.db_table} ({columns}) "  # noqa: S608

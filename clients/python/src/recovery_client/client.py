@@ -74,6 +74,16 @@ class RecoveryClient:
             "verified": verified, "promise": promise, "idempotency_key": idempotency_key,
             "external_ref": external_ref})
 
+    def report_steps(self, workflow_id: str, steps: list[Json]) -> Json:
+        """Report up to 500 steps of one workflow at once (each a dict with ``report_step``'s fields).
+
+        All or none are recorded; the same batch again is a harmless retry. Answers
+        ``{"created": [seq, …], "steps": [step, …]}``.
+        """
+        fields = ("input", "output", "promise", "idempotency_key", "external_ref")
+        body = [{**{f: None for f in fields}, "verified": False, **step} for step in steps]
+        return self._call("POST", f"/workflows/{workflow_id}/steps/batch", {"steps": body})
+
     def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
                         state: Json | None = None, plan: list[Json] | None = None) -> Json:
         """Pause the workflow. ``plan``: the steps still to do if resumed, each ``{"name", "kind"}`` and,

@@ -1,0 +1,94 @@
+"""POST /workflows/{id}/steps/batch: many steps of one workflow, all or none, idempotent like single reports."""
+
+import pytest
+
+from tests.apitools import api_agent, expect
+from workflows.models import Event, Step
+
+pytestmark = pytest.mark.django_db
+
+
+def step(seq, name="read_ticket", kind="tool", status="committed", **fields):
+    return {"seq": seq, "name": name, "kind": kind, "status": status, **fields}
+
+
+def batch(bot, workflow_id, steps):
+    return bot.post(f"/workflows/{workflow_id}/steps/batch", {"steps": steps})
+
+
+@pytest.fixture
+def bot():
+    return api_agent()
+
+
+@pytest.fixture
+def workflow_id(bot):
+    return bot.create_workflow("T-1042")["id"]
+
+
+def recorded(workflow_id):
+    return list(Step.objects.filter(workflow_id=workflow_id).order_by("seq").values_list("seq", "status"))
+
+
+def test_a_batch_records_every_step_with_its_event(bot, workflow_id):
+    steps = [step(1), step(2, "decide", "model"), step(3, "issue_refund", "effect", "pending",
+                                                        idempotency_key="T-1042:refund", input={"amount": "42.00"})]
+    body = expect(batch(bot, workflow_id, steps), 201)
+    assert body["created"] == [1, 2, 3]
+    assert [s["seq"] for s in body["steps"]] == [1, 2, 3]
+    assert body["steps"][2]["input"] == {"amount": "42.00"} and body["steps"][2]["status"] == "pending"
+    assert recorded(workflow_id) == [(1, "committed"), (2, "committed"), (3, "pending")]
+    assert Event.objects.filter(workflow_id=workflow_id, verb__startswith="step_").count() == 3
+    assert bot.workflow(workflow_id)["steps"] == body["steps"]  # the same bodies a GET shows
+
+
+def test_the_same_batch_again_is_200_and_changes_nothing(bot, workflow_id):
+    steps = [step(1), step(2, "issue_refund", "effect", "pending", idempotency_key="k")]
+    expect(batch(bot, workflow_id, steps), 201)
+    events = Event.objects.count()
+    body = expect(batch(bot, workflow_id, steps), 200)
+    assert body["created"] == [] and len(body["steps"]) == 2
+    assert Event.objects.count() == events
+
+
+def test_a_batch_mixes_new_steps_resends_and_commits(bot, workflow_id):
+    expect(batch(bot, workflow_id, [step(1), step(2, "issue_refund", "effect", "pending", idempotency_key="k")]), 201)
+    body = expect(batch(bot, workflow_id, [
+        step(1), step(2, "issue_refund", "effect", "committed", idempotency_key="k", external_ref="R-1"),
+        step(3, "write_note", "effect", "committed", idempotency_key="n")]), 201)
+    assert body["created"] == [3]
+    assert recorded(workflow_id) == [(1, "committed"), (2, "committed"), (3, "committed")]
+    assert Step.objects.get(workflow_id=workflow_id, seq=2).external_ref == "R-1"
+
+
+@pytest.mark.parametrize(("bad", "status", "code", "field"), [
+    (step(1, "other_name"), 409, "step_conflict", "steps.2"),  # a committed step cannot change at all
+    (step(9, "refund_again", "effect", "pending", idempotency_key="k"), 409, "idempotency_key_taken",
+     "steps.2.idempotency_key"),
+    (step(4), 422, "duplicate_seq", "steps.2.seq"),
+])
+def test_one_refused_step_records_none_of_the_batch(bot, workflow_id, bad, status, code, field):
+    expect(batch(bot, workflow_id, [step(1), step(2, "issue_refund", "effect", "pending", idempotency_key="k")]), 201)
+    before = (recorded(workflow_id), Event.objects.count())
+    response = batch(bot, workflow_id, [step(3), step(4), bad, step(5)])
+    error = expect(response, status)["error"]
+    assert (error["code"], error["field"]) == (code, field)
+    assert "Nothing in this batch was recorded" in error["message"]
+    assert (recorded(workflow_id), Event.objects.count()) == before
+
+
+def test_limits_and_validation_name_the_step(bot, workflow_id):
+    error = expect(batch(bot, workflow_id, [step(1), step(2, "pay", "effect")]), 422)["error"]
+    assert error["field"] == "steps.1.idempotency_key"
+    error = expect(batch(bot, workflow_id, []), 422)["error"]
+    assert (error["code"], error["field"]) == ("too_short", "steps")
+    error = expect(batch(bot, workflow_id, [step(i) for i in range(1, 502)]), 422)["error"]
+    assert (error["code"], error["field"]) == ("too_long", "steps")
+    assert recorded(workflow_id) == []
+
+
+def test_a_finished_workflow_takes_no_batch_and_another_agents_is_404(bot, workflow_id):
+    bot.finish(workflow_id)
+    assert expect(batch(bot, workflow_id, [step(1)]), 409)["error"]["code"] == "workflow_finished"
+    other = api_agent()
+    assert batch(other, workflow_id, [step(1)]).status_code == 404
