@@ -135,6 +135,11 @@ DELIVERY_LEASE_SECONDS = env.int("DELIVERY_LEASE_SECONDS", default=60)
 DELIVERY_TIMEOUT_SECONDS = env.float("DELIVERY_TIMEOUT_SECONDS", default=10.0)
 DELIVERY_MAX_ATTEMPTS = env.int("DELIVERY_MAX_ATTEMPTS", default=6)
 DELIVERY_BACKOFF_SECONDS = env.float("DELIVERY_BACKOFF_SECONDS", default=2.0)
+# Where deliveries may go (workflows/runtime.py): https only, and no loopback, private or link-local
+# targets, unless DEBUG; the networks listed in DELIVERY_ALLOWED_NETWORKS (CIDR) are allowed anyway.
+DELIVERY_REQUIRE_HTTPS = env.bool("DELIVERY_REQUIRE_HTTPS", default=not DEBUG)
+DELIVERY_REFUSE_PRIVATE_ADDRESSES = env.bool("DELIVERY_REFUSE_PRIVATE_ADDRESSES", default=not DEBUG)
+DELIVERY_ALLOWED_NETWORKS = env.list("DELIVERY_ALLOWED_NETWORKS", default=[])
 # How often the outbox relay and the sweeps run (Celery beat and the relay loop).
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", default=5.0)
 # A workflow whose agent says nothing for this long gets a checkpoint (per agent override).

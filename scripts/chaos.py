@@ -203,6 +203,8 @@ def prepare(args: argparse.Namespace) -> World:
         "DELIVERY_TIMEOUT_SECONDS": "5",
         # The faults under test are the simulated systems' rate limits, not the console's own.
         "API_RATE_LIMIT_PER_MINUTE": "0",
+        # The demo fleet listens on loopback over plain http: allow exactly that for deliveries.
+        "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32", "DELIVERY_REQUIRE_HTTPS": "false",
     }
     os.environ.update(env)
     import django

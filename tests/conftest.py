@@ -98,6 +98,18 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# Test traffic goes to loopback only, where receivers and the demo fleet listen over plain http: these
+# rules let exactly that through (tests/stack.py gives the same to the processes it starts).
+# tests/test_delivery_safety.py puts the production rules back to attack them.
+LOOPBACK_DELIVERY = {"DELIVERY_ALLOWED_NETWORKS": ["127.0.0.1/32", "::1/128"], "DELIVERY_REQUIRE_HTTPS": False}
+
+
+@pytest.fixture(autouse=True)
+def _deliveries_to_loopback(settings):
+    for name, value in LOOPBACK_DELIVERY.items():
+        setattr(settings, name, value)
+
+
 @pytest.fixture
 def receiver():
     """A recording resume endpoint (tests.stack.Receiver)."""

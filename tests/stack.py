@@ -98,7 +98,8 @@ class Stack:
         env.update({
             "DATABASE_URL": database_url(), "CELERY_BROKER_URL": self.broker_url, "CELERY_QUEUE": self.queue,
             "SECRET_KEY": settings.SECRET_KEY, "DEBUG": "false", "SECURE_COOKIES": "false", "CONN_MAX_AGE": "0", "MANIFEST_STATIC": "false",
-            "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO", **self.overrides})
+            "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
+            "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32,::1/128", "DELIVERY_REQUIRE_HTTPS": "false", **self.overrides})
         return env
 
     def start(self, name: str, argv: list[str], ready: str | None = None, timeout: float = 60.0) -> Proc:
@@ -180,7 +181,8 @@ class Receiver:
             def do_POST(self) -> None:  # noqa: N802
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 record = {"body": json.loads(raw), "raw": raw, "delivery": self.headers.get("X-Recovery-Delivery"),
-                          "signature": self.headers.get("X-Recovery-Signature")}
+                          "signature": self.headers.get("X-Recovery-Signature"), "host": self.headers.get("Host"),
+                          "path": self.path}
                 with receiver.lock:
                     receiver.deliveries.append(record)
                 status = receiver.respond(record)

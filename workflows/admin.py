@@ -35,7 +35,7 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("name", "token_prefix", "owner", "resume_url", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("name", "description")
-    fields = ("name", "description", "resume_url", "owner", "silence_seconds", "is_active",
+    fields = ("name", "description", "resume_url", "allow_plain_http", "owner", "silence_seconds", "is_active",
               "token_prefix", "created_at")
     readonly_fields = ("token_prefix", "created_at")
     actions = ("rotate_token",)

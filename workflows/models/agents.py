@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from .base import hash_token
@@ -51,6 +52,9 @@ class Agent(models.Model):
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     token_prefix = models.CharField(max_length=12, editable=False, help_text="First characters, to recognise a token.")
     resume_url = models.URLField(blank=True, help_text="Decisions are POSTed here; empty means the agent polls.")
+    allow_plain_http = models.BooleanField(
+        default=False, help_text="Deliver over plain http even where https is required: only for an on-premise "
+                                 "agent on a network you trust.")
     signing_secret = models.CharField(max_length=64, editable=False,
                                       help_text="HMAC-SHA256 key for X-Recovery-Signature.")
     owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
@@ -78,6 +82,16 @@ class Agent(models.Model):
         forget_tokens([self.token_hash])
         return super().delete(*args, **kwargs)
 
+    def clean(self) -> None:
+        """The admin refuses resume URLs deliveries could never go to (workflows/runtime.py has the rules)."""
+        if self.resume_url:
+            from ..runtime import check_resume_url  # the runtime module imports the models
+
+            try:
+                check_resume_url(self.resume_url, allow_plain_http=self.allow_plain_http)
+            except ValidationError as exc:
+                raise ValidationError({"resume_url": exc.messages}) from None
+
     @classmethod
     def from_db(cls, db: Any, field_names: Any, values: Any) -> Agent:
         agent = super().from_db(db, field_names, values)
@@ -86,9 +100,10 @@ class Agent(models.Model):
 
     @classmethod
     def register(cls, name: str, *, resume_url: str = "", owner: Any = None,
-                 description: str = "") -> tuple[Agent, str]:
+                 description: str = "", allow_plain_http: bool = False) -> tuple[Agent, str]:
         """Create an agent; returns it with its token, which is never stored in clear."""
         agent = cls(name=name, resume_url=resume_url, owner=owner, description=description,
+                    allow_plain_http=allow_plain_http,
                     signing_secret=secrets.token_hex(32))
         token = agent.set_new_token()
         agent.save()

@@ -11,6 +11,7 @@ from django.core.validators import URLValidator, validate_slug
 from django.db import IntegrityError
 
 from workflows.models import Agent
+from workflows.runtime import check_resume_url
 
 
 class Command(BaseCommand):
@@ -22,16 +23,18 @@ class Command(BaseCommand):
                             help="Where decisions are POSTed. Without it the agent polls GET /api/v1/checkpoints/{id}.")
         parser.add_argument("--owner", default=None, help="Username of the default owner of its workflows.")
         parser.add_argument("--description", default="")
+        parser.add_argument("--allow-plain-http", action="store_true",
+                            help="Allow an http resume URL where https is required (an on-premise agent).")
 
     def handle(self, *args: Any, name: str, resume_url: str, owner: str | None, description: str,
-               **options: Any) -> None:
-        self._validate(name, resume_url)
+               allow_plain_http: bool = False, **options: Any) -> None:
+        self._validate(name, resume_url, allow_plain_http)
         if Agent.objects.filter(name=name).exists():
             raise CommandError(f"An agent named {name!r} already exists; pick another name "
                                "(its token cannot be shown again).")
         try:
             agent, token = Agent.register(name, resume_url=resume_url, owner=self._owner(owner),
-                                          description=description[:200])
+                                          description=description[:200], allow_plain_http=allow_plain_http)
         except IntegrityError as exc:  # created concurrently since the check above
             raise CommandError(f"An agent named {name!r} already exists.") from exc
         self.stdout.write(self.style.SUCCESS(f"Agent {agent.name!r} created."))
@@ -42,7 +45,7 @@ class Command(BaseCommand):
                              else "; it polls for decisions, so the secret is only needed if it later gets "
                                   "a resume URL."))
 
-    def _validate(self, name: str, resume_url: str) -> None:
+    def _validate(self, name: str, resume_url: str, allow_plain_http: bool) -> None:
         try:
             validate_slug(name)
         except ValidationError:
@@ -54,6 +57,10 @@ class Command(BaseCommand):
                 URLValidator(schemes=["http", "https"])(resume_url)
             except ValidationError:
                 raise CommandError(f"{resume_url!r} is not an http(s) URL.") from None
+            try:
+                check_resume_url(resume_url, allow_plain_http=allow_plain_http)
+            except ValidationError as exc:
+                raise CommandError(" ".join(exc.messages)) from None
 
     def _owner(self, username: str | None) -> Any:
         if username is None:
