@@ -12,6 +12,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import urllib3
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -114,8 +115,13 @@ REFUSED = {
 @pytest.mark.parametrize("url", REFUSED)
 def test_private_and_metadata_targets_are_refused_before_connecting(db, production_rules, alice, monkeypatch, url):
     production_rules.DELIVERY_REQUIRE_HTTPS = False  # the address rule, not the scheme rule, is under test
-    connections: list[object] = []
-    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connections.append(a) or 1 / 0)
+    connections: list[object] = []  # were a refused target connected to, the attempt would stop here
+
+    def no_connection(address, *args, **kwargs):
+        connections.append(address)
+        raise OSError("the test allows no connection here")
+
+    monkeypatch.setattr(urllib3.util.connection, "create_connection", no_connection)
     decision = _decision(url, alice)
 
     assert tasks.deliver_decision(decision.pk) == "retry"
