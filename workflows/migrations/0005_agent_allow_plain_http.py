@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0002_sqlite_queue_index'),
+        ('workflows', '0004_runbook_four_eyes_on_every_resume'),
     ]
 
     operations = [
