@@ -130,6 +130,15 @@ def operators() -> QuerySet:
             .filter(Q(groups__name__in=ACTING_ROLES) | Q(is_superuser=True)).distinct().order_by("username"))
 
 
+def owner_candidates() -> QuerySet:
+    """Who may own a workflow an agent reports: active members of the operator or admin group.
+
+    Narrower than ``operators()``: a superuser account without a role is not a work queue.
+    """
+    return (get_user_model().objects.filter(is_active=True, groups__name__in=ACTING_ROLES)
+            .distinct().order_by("username"))
+
+
 # --- declaring a URL's rule ------------------------------------------------------------
 
 def declare(rule: Rule) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:

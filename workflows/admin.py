@@ -12,6 +12,8 @@ from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from console.roles import owner_candidates
+
 from .models import Agent, Checkpoint, Decision, Event, Runbook, Step, Workflow
 
 # A typed-in "example.com/hook" means https (Django 6's default, chosen now).
@@ -39,6 +41,11 @@ class AgentAdmin(admin.ModelAdmin):
               "token_prefix", "created_at")
     readonly_fields = ("token_prefix", "created_at")
     actions = ("rotate_token",)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "owner":  # an agent's workflows go to someone who may act on them
+            kwargs["queryset"] = owner_candidates()
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
         token = None

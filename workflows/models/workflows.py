@@ -19,12 +19,20 @@ from .events import Event
 User = settings.AUTH_USER_MODEL
 
 
-def active_user(username: str) -> Any:
-    """The active console user called ``username``; Invalid when there is none."""
+def eligible_owner(username: str) -> Any:
+    """The active operator or admin called ``username``; Invalid otherwise.
+
+    Agents are other people's programs: the answer is the same whether nobody has the name or
+    its user may not act (a TPM, a superuser without a role, a deactivated account), so it
+    neither tells which usernames exist nor hands work to someone who cannot act on it.
+    """
+    from console.roles import owner_candidates
+
     model = get_user_model()
-    user = model._default_manager.filter(**{model.USERNAME_FIELD: username}, is_active=True).first()
+    user = owner_candidates().filter(**{model.USERNAME_FIELD: username}).first()
     if user is None:
-        raise Invalid(f"No active console user is called {username!r}.", code="unknown_owner", field="owner")
+        raise Invalid("owner must be the username of an active operator or admin.", code="unknown_owner",
+                      field="owner")
     return user
 
 
@@ -38,7 +46,7 @@ class WorkflowQuerySet(models.QuerySet):
         """
         workflow = agent.workflows.filter(external_id=external_id).first()
         if workflow is None:
-            owner = agent.owner if owner_name is None else active_user(owner_name)
+            owner = agent.owner if owner_name is None else eligible_owner(owner_name)
             try:
                 with transaction.atomic():
                     workflow = self.create(agent=agent, external_id=external_id, kind=kind, title=title,

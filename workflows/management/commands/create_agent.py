@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator, validate_slug
 from django.db import IntegrityError
 
+from console.roles import owner_candidates
 from workflows.models import Agent
 from workflows.runtime import check_resume_url
 
@@ -66,7 +67,8 @@ class Command(BaseCommand):
         if username is None:
             return None
         User = get_user_model()
-        owner = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
+        owner = owner_candidates().filter(**{User.USERNAME_FIELD: username}).first()
         if owner is None:
-            raise CommandError(f"No user is called {username!r}.")
+            raise CommandError(f"No user called {username!r} may own an agent's workflows: only active "
+                               "operators and admins can.")
         return owner
