@@ -144,6 +144,12 @@ DELIVERY_ALLOWED_NETWORKS = env.list("DELIVERY_ALLOWED_NETWORKS", default=[])
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", default=5.0)
 # A workflow whose agent says nothing for this long gets a checkpoint (per agent override).
 AGENT_SILENCE_SECONDS = env.int("AGENT_SILENCE_SECONDS", default=900)
+# Replays (issue 11): bounded in range, request size, concurrency per agent and time.
+REPLAY_MAX_STEPS = env.int("REPLAY_MAX_STEPS", default=50)
+REPLAY_MAX_REQUEST_BYTES = env.int("REPLAY_MAX_REQUEST_BYTES", default=1_048_576)
+REPLAY_MAX_CONCURRENT_PER_AGENT = env.int("REPLAY_MAX_CONCURRENT_PER_AGENT", default=2)
+REPLAY_TIMEOUT_SECONDS = env.float("REPLAY_TIMEOUT_SECONDS", default=30.0)
+REPLAY_DEADLINE_SECONDS = env.int("REPLAY_DEADLINE_SECONDS", default=300)
 
 # --- Celery ----------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")

@@ -190,6 +190,8 @@ def workbench(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionForm | None = None,
                error: str = "", status: int = 200) -> HttpResponse:
+    from .workflow_views import replay_offer  # the workflow pages import this module
+
     user, workflow = request.user, checkpoint.workflow
     events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:200])
     steps = list(workflow.steps.order_by("seq"))
@@ -207,6 +209,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
         "returns_to": _returns_to(checkpoint, events), "money_reasons": (money := checkpoint.money_reasons()),
         "money": bool(money),
+        **replay_offer(request, workflow, checkpoint),
     }
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
 

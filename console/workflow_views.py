@@ -7,14 +7,17 @@ clipped at ``pretty_json``'s limit, and the event log shows its latest entries.
 
 from __future__ import annotations
 
+from django import forms
+from django.conf import settings
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
-from workflows.models import Checkpoint, Decision, Workflow
+from workflows.models import Agent, Checkpoint, Conflict, Decision, ReplayRun, Workflow
 
-from .roles import READERS, role_required
+from .roles import ACTORS, READERS, can_act, role_required
 from .views import _render
 
 STEPS_PER_PAGE = 50
@@ -42,6 +45,8 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
         "checkpoints": checkpoints, "open_checkpoint": next((c for c in checkpoints if c.status != Checkpoint.Status.RESOLVED), None),
         "decisions": decisions, "events": events[::-1], "events_clipped": len(events) == EVENTS_SHOWN,
         "highlight": int(seq) if seq.isdigit() else None,
+        "replays": workflow.replays.select_related("requested_by")[:50],
+        **replay_offer(request, workflow, checkpoints[0] if checkpoints else None),
     }
     return _render(request, "console/workflow.html", context, partials=("trajectory",))
 
@@ -58,3 +63,64 @@ def search(request: HttpRequest) -> HttpResponse:
         return redirect("workflow", pk=only[0].pk)
     return _render(request, "console/search.html", {
         "q": text, "search_query": text, "results": results[:SEARCH_RESULTS], "more": len(results) > SEARCH_RESULTS})
+
+
+# --- replays -------------------------------------------------------------------------------
+
+class ReplayForm(forms.Form):
+    from_seq = forms.IntegerField(min_value=1)
+    to_seq = forms.IntegerField(min_value=1)
+    checkpoint = forms.IntegerField(required=False)
+
+
+def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> dict:
+    """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
+    last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
+    stop = min(checkpoint.at_seq or last, last) if checkpoint else last
+    return {"replay_why_not": workflow.agent.cannot(Agent.Capability.REPLAY), "can_act": can_act(request.user),
+            "replay_from": max(1, stop - 4), "replay_to": stop, "replay_max": settings.REPLAY_MAX_STEPS,
+            "replay_checkpoint": checkpoint, "last_seq": last}
+
+
+@role_required(*ACTORS)
+@require_POST
+def request_replay(request: HttpRequest, pk: int) -> HttpResponse:
+    workflow = get_object_or_404(Workflow.objects.select_related("agent"), pk=pk)
+    form = ReplayForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Give the first and the last step of the range to replay.")
+        return redirect("workflow", pk=pk)
+    data = form.cleaned_data
+    checkpoint = workflow.checkpoints.filter(pk=data["checkpoint"]).first() if data["checkpoint"] else None
+    try:
+        run = ReplayRun.request(workflow, from_seq=data["from_seq"], to_seq=data["to_seq"], by=request.user,
+                                checkpoint=checkpoint)
+    except (ValueError, Conflict) as exc:
+        messages.error(request, f"Replay not started: {exc}")
+        return redirect("workflow", pk=pk)
+    messages.success(request, f"Replay of steps {run.from_seq}..{run.to_seq} asked for; the runtime is working on it.")
+    return redirect("replay", pk=run.pk)
+
+
+@role_required(*READERS)
+@require_GET
+def replay_page(request: HttpRequest, pk: int) -> HttpResponse:
+    """Recorded vs replayed, side by side: the first divergence on top, downstream steps marked."""
+    run = get_object_or_404(ReplayRun.objects.select_related("workflow__agent", "requested_by", "agent"), pk=pk)
+    rows = run.comparison or []
+    first = next((r for r in rows if r.get("verdict") == "diverged"), None)
+    history = run.workflow.replays.select_related("requested_by", "agent")[:20]
+    return _render(request, "console/replay.html", {
+        "run": run, "workflow": run.workflow, "rows": rows, "first": first, "history": history,
+        "can_act": can_act(request.user)}, partials=("replay-result",))
+
+
+@role_required(*ACTORS)
+@require_POST
+def cancel_replay(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(ReplayRun, pk=pk)
+    if run.cancel(by=request.user):
+        messages.success(request, "Replay cancelled; results that arrive later are refused.")
+    else:
+        messages.error(request, f"The replay is already {run.status}.")
+    return redirect("replay", pk=pk)

@@ -11,6 +11,11 @@ PATHS = {
     "/api/v1/workflows/{workflow_id}/checkpoints": {"post"},
     "/api/v1/checkpoints/{checkpoint_id}": {"get"},
     "/api/v1/workflows/{workflow_id}/finish": {"post"},
+    # Additions for replays (issue 11); v1's endpoints above are unchanged.
+    "/api/v1/agent": {"get"},
+    "/api/v1/agent/capabilities": {"post"},
+    "/api/v1/replays/{replay_id}": {"get"},
+    "/api/v1/replays/{replay_id}/results": {"post"},
 }
 
 

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 
 from console.roles import owner_candidates
 
-from .models import Agent, Checkpoint, Decision, Event, Runbook, Step, Workflow
+from .models import Agent, Checkpoint, Decision, DriftIgnoreRule, Event, ReplayRun, Runbook, Step, Workflow
 
 # A typed-in "example.com/hook" means https (Django 6's default, chosen now).
 URL_FIELDS = {models.URLField: {"assume_scheme": "https"}}
@@ -37,9 +37,9 @@ class AgentAdmin(admin.ModelAdmin):
     list_display = ("name", "token_prefix", "owner", "resume_url", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("name", "description")
-    fields = ("name", "description", "resume_url", "allow_plain_http", "owner", "silence_seconds", "is_active",
-              "token_prefix", "created_at")
-    readonly_fields = ("token_prefix", "created_at")
+    fields = ("name", "description", "resume_url", "replay_url", "allow_plain_http", "capabilities", "kinds",
+              "owner", "silence_seconds", "is_active", "token_prefix", "runtime_version", "created_at")
+    readonly_fields = ("token_prefix", "runtime_version", "created_at")
     actions = ("rotate_token",)
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
@@ -92,6 +92,26 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(DriftIgnoreRule)
+class DriftIgnoreRuleAdmin(admin.ModelAdmin):
+    """Differences the drift finder ignores: timestamps, generated ids (glob over the dotted path)."""
+
+    list_display = ("path", "step_kind", "workflow_kind", "note")
+    list_filter = ("step_kind",)
+    search_fields = ("path", "workflow_kind", "note")
+
+
+@admin.register(ReplayRun)
+class ReplayRunAdmin(admin.ModelAdmin):
+    list_display = ("pk", "workflow", "from_seq", "to_seq", "status", "requested_by", "requested_at",
+                    "first_divergent_seq")
+    list_filter = ("status",)
+    readonly_fields = [f.name for f in ReplayRun._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # replays are asked for from the workflow page, where the bounds are checked
 
 
 @admin.register(Workflow)

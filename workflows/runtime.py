@@ -30,7 +30,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from recovery_client import sign
 
-from .models import Decision
+from .models import Decision, ReplayRun
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -154,11 +154,13 @@ def check_resume_url(url: str, *, allow_plain_http: bool = False) -> None:
         return
 
 
-def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bool = False) -> Answer:
+def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bool = False,
+         timeout: float | None = None, max_bytes: int = ANSWER_MAX_BYTES, what: str = "resume endpoint") -> Answer:
     """POST ``body`` to ``url`` under the rules above; any answer, or DeliveryError when none came."""
     target = parse_target(url, allow_plain_http=allow_plain_http)
     address = resolve(target)
-    timeout = urllib3.Timeout(total=settings.DELIVERY_TIMEOUT_SECONDS)
+    seconds = settings.DELIVERY_TIMEOUT_SECONDS if timeout is None else timeout
+    timeout = urllib3.Timeout(total=seconds)
     if target.scheme == "https":
         pool: urllib3.HTTPConnectionPool = urllib3.HTTPSConnectionPool(
             str(address), target.port, timeout=timeout, retries=False, maxsize=1, cert_reqs="CERT_REQUIRED",
@@ -169,11 +171,15 @@ def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bo
         response = pool.urlopen("POST", target.path, body=body, headers={**headers, "Host": target.host_header},
                                 redirect=False, retries=False, preload_content=False, assert_same_host=False)
         try:
-            answer = Answer(response.status, dict(response.headers), response.read(ANSWER_MAX_BYTES))
+            answer = Answer(response.status, dict(response.headers), response.read(max_bytes))
         finally:
             response.release_conn()
+    except urllib3.exceptions.NewConnectionError as exc:  # a subclass of ConnectTimeoutError in urllib3 2
+        raise DeliveryError(f"The agent's {what} could not be reached: {exc}.") from exc
+    except urllib3.exceptions.TimeoutError as exc:
+        raise DeliveryError(f"The agent's {what} did not answer within {seconds:g} s.") from exc
     except urllib3.exceptions.HTTPError as exc:
-        raise DeliveryError(f"The agent's resume endpoint could not be reached: {getattr(exc, 'reason', None) or exc}.") from exc
+        raise DeliveryError(f"The agent's {what} could not be reached: {getattr(exc, 'reason', None) or exc}.") from exc
     finally:
         pool.close()
     return answer
@@ -204,3 +210,39 @@ def _reason(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+# --- replays (issue 11) -----------------------------------------------------------------
+
+class ReplayError(Exception):
+    """The runtime could not replay: unreachable, refused, too slow or answered garbage. Ends the replay."""
+
+
+REPLAY_ANSWER_MAX_BYTES = 4 * 1024 * 1024  # up to REPLAY_MAX_STEPS outputs
+
+
+def replay(run: ReplayRun) -> dict | None:
+    """POST the signed replay request under the delivery rules above; the parsed JSON answer (results inline),
+    or None when the runtime accepted it (202) and will post its results later. ReplayError with the reason."""
+    agent = run.agent
+    body = json.dumps(run.request_payload(), sort_keys=True).encode()
+    try:
+        answer = post(agent.replay_url, body, {
+            "Content-Type": "application/json", "X-Recovery-Replay": str(run.replay_id),
+            "X-Recovery-Signature": sign(agent.signing_secret, body), "User-Agent": "recovery-console/1"},
+            allow_plain_http=agent.allow_plain_http, timeout=settings.REPLAY_TIMEOUT_SECONDS,
+            max_bytes=REPLAY_ANSWER_MAX_BYTES + 1, what="replay endpoint")
+    except DeliveryError as exc:
+        raise ReplayError(str(exc)) from exc
+    if answer.status == 202:
+        return None
+    if not 200 <= answer.status < 300:
+        raise ReplayError(f"The agent's replay endpoint answered {answer.status} {_reason(answer.status)}"
+                          + (" (replays never follow redirects)." if 300 <= answer.status < 400 else "."))
+    if len(answer.body) > REPLAY_ANSWER_MAX_BYTES:
+        raise ReplayError(f"The runtime's answer is larger than {REPLAY_ANSWER_MAX_BYTES} bytes.")
+    try:
+        return json.loads(answer.body)
+    except ValueError:
+        raise ReplayError(f"The runtime answered {answer.status} with a body that is not JSON: "
+                          f"{answer.body[:120].decode(errors='replace')!r}.") from None

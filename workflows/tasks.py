@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import runtime
-from .models import Checkpoint, Conflict, Decision, Reason, Workflow
+from .models import Checkpoint, Conflict, Decision, Reason, ReplayRun, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,40 @@ def deliver_decision(decision_id: int) -> str:
         return "retry"
     decision.mark_succeeded()
     return "delivered"
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def run_replay(replay_id: int) -> str:
+    """Ask the runtime to replay; record its answer. Every failure ends the run failed with its reason."""
+    run = ReplayRun.objects.select_related("agent", "workflow").filter(pk=replay_id).first()
+    if run is None or not run.start():
+        return "skipped"  # cancelled, expired or taken by another worker meanwhile
+    try:
+        answer = runtime.replay(run)
+    except runtime.ReplayError as exc:
+        run.fail(str(exc))
+        return "failed"
+    except Exception as exc:  # a bug must still end the replay visibly, never leave it running
+        log.exception("replaying %s", replay_id)
+        run.fail(f"Internal error while replaying: {type(exc).__name__}: {exc}")
+        return "failed"
+    if answer is None:
+        return "waiting"  # accepted: the runtime posts its results before the deadline, or the sweep fails it
+    run.record_results(answer)
+    return "recorded"
+
+
+def settle_replays(now=None) -> tuple[int, int]:
+    """Fail replays past their deadline (never stuck); send again queued ones a lost broker message left."""
+    now = now or timezone.now()
+    expired = sum(run.fail(f"No result before the deadline ({settings.REPLAY_DEADLINE_SECONDS} s after it was "
+                           "asked for): the runtime is too slow or never answered.")
+                  for run in ReplayRun.objects.expired(now))
+    stale = ReplayRun.objects.filter(status=ReplayRun.Status.QUEUED,
+                                     requested_at__lt=now - timedelta(seconds=settings.DELIVERY_LEASE_SECONDS))
+    for run in stale[:100]:
+        run.dispatch()
+    return expired, stale.count()
 
 
 def relay_outbox(limit: int = 100) -> int:
@@ -107,6 +141,6 @@ def refresh_sqlite_statistics() -> None:
 def sweep() -> dict:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
-              "sla": record_sla(), "silent": pause_silent_workflows()}
+              "sla": record_sla(), "silent": pause_silent_workflows(), "replays": settle_replays()}
     refresh_sqlite_statistics()
     return result

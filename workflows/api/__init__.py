@@ -22,7 +22,7 @@ from ninja import NinjaAPI
 from console.roles import AGENT, PUBLIC, declare, public
 
 from ..api_json import StrictJSONParser
-from . import checkpoints, steps, workflows
+from . import checkpoints, replays, steps, workflows
 from .auth import AgentRateLimit, AgentToken
 from .errors import HANDLERS, error_response
 from .schemas import CheckpointIn, CheckpointOut, DecisionOut, StepIn, WorkflowIn, WorkflowOut
@@ -79,5 +79,5 @@ api = RecoveryAPI(
 )
 for _exc, _handler in HANDLERS.items():
     api.add_exception_handler(_exc, _handler)
-for _router in (workflows.router, steps.router, checkpoints.router):
+for _router in (workflows.router, steps.router, checkpoints.router, replays.router):
     api.add_router("", _router)

@@ -255,3 +255,44 @@ class ErrorOut(BaseModel):
 
 # Documented on every operation: the codes API.md lists, plus 500/503 (503 is worth a retry).
 ERRORS = {frozenset({400, 401, 404, 405, 409, 413, 422, 429, 500, 503}): ErrorOut}
+
+
+# --- Replays and capabilities (issue 11: additions to v1, nothing above changes) ---------------
+
+class CapabilitiesIn(Strict):
+    capabilities: list[Literal["replay", "fork", "failover"]]
+    runtime_version: Annotated[str, StringConstraints(max_length=200)] | None = None
+    kinds: list[Text100] | None = None
+
+
+class AgentOut(BaseModel):
+    name: str
+    capabilities: list[str]
+    runtime_version: str
+    kinds: list[str]
+    replay_endpoint: bool
+
+
+class ReplayResultIn(Strict):
+    seq: int = Field(ge=1, le=MAX_SEQ)
+    output: Any = None
+    effects: list[Any] | None = None
+
+
+class ReplayResultsIn(Strict):
+    results: list[ReplayResultIn] | None = None
+    runtime_version: Annotated[str, StringConstraints(max_length=200)] | None = None
+    error: Annotated[str, StringConstraints(max_length=2000)] | None = None
+
+
+class ReplayOut(BaseModel):
+    id: str
+    workflow_id: str
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    from_seq: int
+    to_seq: int
+    reason: str
+    runtime_version: str
+    first_divergent_seq: int | None
+    explanation: str
+    safety_violations: list[str]

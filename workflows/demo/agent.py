@@ -77,6 +77,15 @@ SYSTEM_FAULTS = {"garbage": Fault.GARBAGE, "tool_error": Fault.ERROR, "rate_limi
                  "timeout_after_commit": Fault.TIMEOUT_AFTER_COMMIT,
                  "timeout_before_commit": Fault.TIMEOUT_BEFORE_COMMIT}
 REFERENCE = re.compile(r"[RNM]-[0-9A-F]{8}")
+RUNTIME_VERSION = "demo-agent/1.1"
+
+
+class ProviderBehaviour:
+    """The switchable "provider changed behaviour" fault, shared by a fleet's agents (on the ledgers page)."""
+
+    def __init__(self, changed: bool = False) -> None:
+        self.changed = changed
+
 TICKET_FIELDS = ("ticket", "customer", "email", "subject", "amount", "currency")
 
 
@@ -145,7 +154,8 @@ class DemoAgent:
     def __init__(self, name: str, *, client: RecoveryClient, ledgers: Ledgers, journal: Journal, kind: str,
                  faults: FaultPlan | None = None, signing_secret: str = "", polls: bool = False,
                  poll_interval: float = 2.0, settle_timeout: float = 60.0, step_delay: float = 0.0,
-                 resume_fault_factor: float = 0.5, stop: threading.Event | None = None) -> None:
+                 resume_fault_factor: float = 0.5, stop: threading.Event | None = None,
+                 provider: ProviderBehaviour | None = None) -> None:
         if kind not in PLANS:
             raise ValueError(f"Unknown workflow kind {kind!r}; known: {', '.join(PLANS)}")
         self.name, self.client, self.ledgers, self.journal, self.kind = name, client, ledgers, journal, kind
@@ -157,6 +167,8 @@ class DemoAgent:
         self.step_delay = step_delay
         self.resume_fault_factor = resume_fault_factor
         self.stop = stop or threading.Event()
+        self.provider = provider or ProviderBehaviour()
+        self.replay_misbehaviour = ""  # tests: "fabricate_effect", "extra_effect" (the console must catch both)
         self.plan = {spec.name: spec for spec in PLANS[kind]}
         self.active: set[str] = set()  # external ids of the runs this process is driving
         self.turns: dict[str, threading.Lock] = {}  # one thread drives a run at a time
@@ -495,17 +507,53 @@ class DemoAgent:
             error = "model call timed out after 30 s" if fault == "model_timeout" else "model provider answered 429"
             self.report(run, seq, spec, "failed", input=prompt, output={"error": error})
             raise Paused(fault, f"{spec.name}: {error}.", seq)
-        amount, currency = ticket.get("amount", "0.00"), ticket.get("currency", "EUR")
-        if self.kind == "refund":
-            output = {"decision": "refund", "amount": amount, "currency": currency,
-                      "rationale": "eligible under the 30-day refund policy"}
-        elif self.kind == "billing_dispute":
-            output = {"decision": "credit", "amount": f"{float(amount) / 2:.2f}", "currency": currency,
-                      "rationale": "half of the invoice was billed in error"}
-        else:
-            output = {"category": random.choice(("delivery", "billing", "product")), "priority": "normal"}
+        output = self.model_answer(spec.name, ticket, run.ticket_id)
         self.report(run, seq, spec, "committed", input=prompt, output=output, promise=spec.promise)
         run.decision = output
+
+    def model_answer(self, step_name: str, ticket: dict, ticket_id: str) -> dict:
+        """What the model answers for a ticket: deterministic, so a replay of a healthy run matches its recording.
+
+        With ``provider.changed`` on, the provider "changed behaviour": it answers amounts in cents.
+        """
+        amount, currency = ticket.get("amount", "0.00"), ticket.get("currency", "EUR")
+        if self.provider.changed:
+            amount = f"{float(amount) * 100:.2f}"
+        if step_name == "decide_refund":
+            return {"decision": "refund", "amount": amount, "currency": currency,
+                    "rationale": "eligible under the 30-day refund policy"}
+        if step_name == "assess_dispute":
+            return {"decision": "credit", "amount": f"{float(amount) / 2:.2f}", "currency": currency,
+                    "rationale": "half of the invoice was billed in error"}
+        return {"category": random.Random(ticket_id).choice(("delivery", "billing", "product")), "priority": "normal"}
+
+    # --- replay (docs/API.md, "Replaying a step range") ------------------------------------
+    def replay(self, request: dict) -> dict:
+        """Re-execute the steps with their recorded inputs. Effects answer their recorded output and are never
+        executed: this method holds no way to call payments, tickets' notes or messaging."""
+        ticket_id = str(request.get("external_id") or "")
+        ticket: dict | None = None
+        results = []
+        for step in request.get("steps") or []:
+            name, kind, data = str(step.get("name")), step.get("kind"), step.get("input")
+            if kind == "effect":
+                output = step.get("recorded_output")
+                if self.replay_misbehaviour == "fabricate_effect":
+                    output = {"ref": "R-0BADBEEF"}  # as if it had executed the refund again
+            elif kind == "tool" and name in ("read_ticket", "read_invoice"):
+                wanted = data.get("ticket") if isinstance(data, dict) else None
+                output = ticket = self.ledgers.tickets.read(str(wanted or ticket_id))  # a read commits nothing
+            elif kind == "model":
+                ticket = ticket if isinstance(ticket, dict) else self.ledgers.tickets.read(ticket_id)
+                output = self.model_answer(name, ticket, ticket_id)  # type: ignore[arg-type]
+            else:
+                output = {"error": f"{self.name} cannot replay a {kind} step named {name}"}
+            result = {"seq": step.get("seq"), "output": output}
+            if self.replay_misbehaviour == "extra_effect" and kind == "effect":
+                result["effects"] = [{"name": name, "idempotency_key": step.get("idempotency_key")}]
+            results.append(result)
+        return {"results": results, "runtime_version": RUNTIME_VERSION + (" (provider changed)"
+                                                                         if self.provider.changed else "")}
 
     def effect_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
         if fault in ("model_timeout", "rate_limit"):

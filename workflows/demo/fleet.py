@@ -31,7 +31,7 @@ from typing import Any
 
 from recovery_client import ApiError, RecoveryClient, Unavailable
 
-from .agent import PLANS, DemoAgent, FaultPlan
+from .agent import PLANS, RUNTIME_VERSION, DemoAgent, FaultPlan, ProviderBehaviour
 from .journal import CREATING, ORPHANED, WAITING, Journal
 from .server import ResumeServer
 from .store import demo_dir, now_iso
@@ -76,8 +76,9 @@ class Fleet:
                  max_open: int = 12, seed: int | None = None, fault_rate: float = 0.35,
                  step_delay: float = 0.6, poll_interval: float = 2.0, retries: int = 3,
                  ledgers: Ledgers | None = None, journal: Journal | None = None, total: int | None = None,
-                 reconcile_interval: float = 30.0) -> None:
+                 reconcile_interval: float = 30.0, provider_changed: bool = False) -> None:
         self.console_url = console_url
+        self.provider = ProviderBehaviour(provider_changed)  # one switch for every agent and the ledgers page
         self.interval = interval
         self.max_open = max_open
         self.total = total
@@ -98,9 +99,9 @@ class Fleet:
                 config.name, client=client, ledgers=self.ledgers, journal=self.journal, kind=config.kind,
                 faults=FaultPlan(fault_rate, rng=random.Random(self.rng.random())),
                 signing_secret=config.signing_secret, polls=config.polls, poll_interval=poll_interval,
-                step_delay=step_delay, stop=self.stop_event)
+                step_delay=step_delay, stop=self.stop_event, provider=self.provider)
         self.server = ResumeServer({n: a for n, a in self.agents.items() if not a.polls},
-                                   journal=self.journal, ledgers=self.ledgers, port=port)
+                                   journal=self.journal, ledgers=self.ledgers, port=port, provider=self.provider)
         self.threads: list[threading.Thread] = []
         self.runs: set[threading.Thread] = set()
         self.lock = threading.Lock()
@@ -113,9 +114,20 @@ class Fleet:
                                              for n, a in self.agents.items()),
                  self.server.url("/ledgers"), self.console_url)
         self.server.recover()
+        self.advertise()
         self.thread(self.housekeeping, "fleet-housekeeping")
         for agent in self.agents.values():
             self.thread(self.launch_loop, f"launch-{agent.name}", agent)
+
+    def advertise(self) -> None:
+        """Agents with an endpoint tell the console they can replay (the replay URL itself is admin-set)."""
+        for agent in self.agents.values():
+            if agent.polls:
+                continue
+            try:
+                agent.client.advertise(["replay"], runtime_version=RUNTIME_VERSION, kinds=[agent.kind])
+            except (ApiError, Unavailable) as exc:
+                log.warning("%s: could not advertise its capabilities: %s", agent.name, exc)
 
     def wait(self) -> None:
         """Block until ``stop`` (a signal handler calls it)."""

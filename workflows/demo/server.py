@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from recovery_client import verify_signature
 
+from .agent import ProviderBehaviour
 from .journal import Journal
 from .systems import Ledgers
 
@@ -32,6 +33,7 @@ log = logging.getLogger("workflows.demo")
 
 MAX_BODY = 1024 * 1024
 RESUME_PATH = re.compile(r"/agents/([a-z0-9][a-z0-9_-]{0,63})/resume")
+REPLAY_PATH = re.compile(r"/agents/([a-z0-9][a-z0-9_-]{0,63})/replay")
 # Outcomes that leave the delivery "accepted", to be carried out again when the fleet next starts.
 UNFINISHED = {"stopped", "abandoned"}
 REQUIRED = ("workflow_id", "external_id", "checkpoint_id", "action", "delivery_id")
@@ -42,8 +44,9 @@ class ResumeServer:
     ``signing_secret`` and ``on_delivery(payload)`` (a ``DemoAgent``)."""
 
     def __init__(self, agents: dict[str, Any], *, journal: Journal, ledgers: Ledgers, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, provider: ProviderBehaviour | None = None) -> None:
         self.agents = agents
+        self.provider = provider or ProviderBehaviour()
         self.journal = journal
         self.ledgers = ledgers
         self.httpd = ThreadingHTTPServer((host, port), Handler)
@@ -52,6 +55,8 @@ class ResumeServer:
         self.workers: set[threading.Thread] = set()
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
+        self.replay_fault = ""  # tests: "garbage" | "hang"
+        self.unhang = threading.Event()
 
     @property
     def port(self) -> int:
@@ -103,6 +108,29 @@ class ResumeServer:
         self.dispatch(name, delivery_id, payload)
         return 202, {"status": "accepted", "delivery_id": delivery_id}
 
+    def receive_replay(self, name: str, body: bytes, signature: str | None) -> tuple[int, Any]:
+        """A signed replay request: answered inline (200) with the results. ``replay_fault`` lets tests
+        make this runtime misbehave as a broken one would: ``garbage`` (not JSON) or ``hang`` (too slow)."""
+        agent = self.agents.get(name)
+        if agent is None or not agent.signing_secret:
+            return 404, {"error": "no such agent here"}
+        if not verify_signature(agent.signing_secret, body, signature):
+            log.warning("%s: replay refused: bad signature", name)
+            return 401, {"error": "bad signature"}
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return 400, {"error": "the body is not JSON"}
+        if not isinstance(request, dict) or not isinstance(request.get("steps"), list):
+            return 400, {"error": "the body needs a list of steps"}
+        if self.replay_fault == "hang":
+            self.unhang.wait(60)
+        if self.replay_fault == "garbage":
+            return 200, b"<html><body>502 Bad Gateway</body></html>"
+        log.info("%s %s: replaying steps %s..%s", name, request.get("external_id"), request.get("from_seq"),
+                 request.get("to_seq"))
+        return 200, agent.replay(request)
+
     def dispatch(self, name: str, delivery_id: str, payload: dict) -> None:
         agent = self.agents[name]
 
@@ -149,8 +177,15 @@ class ResumeServer:
         dup_list = "".join(f"<li><code>{escape(k)}</code> × {n}</li>" for k, n in duplicates.items())
         money = ", ".join(f"{escape(v)} {escape(c)}" for c, v in totals["money"].items()) or "nothing"
         counts = ", ".join(f"{escape(str(n))} {escape(op)}" for op, n in totals["by_operation"].items()) or "none"
+        changed = self.provider.changed
+        provider = (f"<p class={'bad' if changed else 'ok'}>The provider "
+                    + ("<strong>changed behaviour</strong>: the model answers amounts in cents (replays of earlier "
+                       "workflows now drift at their model step)." if changed else "behaves as recorded.")
+                    + f"</p><form method=post action=/faults/provider><input type=hidden name=changed "
+                      f"value={'0' if changed else '1'}><button>{'Restore the provider' if changed else 'Make the provider change behaviour'}"
+                      "</button></form>")
         return PAGE.format(
-            search=escape(search, quote=True), counts=counts, money=money,
+            provider=provider, search=escape(search, quote=True), counts=counts, money=money,
             duplicates=f"<ul class=bad>{dup_list}</ul>" if duplicates else "<p class=ok>No key was executed twice.</p>",
             found=f"{len(rows)} execution(s) matching <code>{escape(search)}</code>" if search
             else f"The latest {len(rows)} execution(s)",
@@ -172,6 +207,7 @@ a key listed twice is a duplicated effect. To settle an unknown refund, search f
 <form method=get action=/ledgers><label>Idempotency key, reference or ticket
 <input name=q value="{search}" size=32></label> <button>Search</button> <a href=/ledgers>all</a></form>
 <p>Totals: {counts}; money moved: {money}.</p>
+<h2>Model provider</h2>{provider}
 <h2>Duplicated keys</h2>{duplicates}
 <h2>{found}</h2>
 <table><thead><tr><th>When (UTC)<th>System<th>Operation<th>Idempotency key<th>Reference<th>Ticket<th>Amount
@@ -189,7 +225,11 @@ class Handler(BaseHTTPRequestHandler):
         return self.server.app  # type: ignore[attr-defined]
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-        match = RESUME_PATH.fullmatch(urlsplit(self.path).path)
+        path = urlsplit(self.path).path
+        if path == "/faults/provider":
+            return self.toggle_provider()
+        replaying = REPLAY_PATH.fullmatch(path)
+        match = RESUME_PATH.fullmatch(path) or replaying
         if not match:
             return self.reply(404, {"error": "not found"})
         try:
@@ -199,9 +239,26 @@ class Handler(BaseHTTPRequestHandler):
         if not 0 <= length <= MAX_BODY:
             return self.reply(413, {"error": "body too large"})
         body = self.rfile.read(length)
+        if replaying:
+            status, answer = self.app.receive_replay(match.group(1), body, self.headers.get("X-Recovery-Signature"))
+            if isinstance(answer, bytes):
+                return self.send(status, answer, "text/html")
+            return self.reply(status, answer)
         status, answer = self.app.receive(match.group(1), body, self.headers.get("X-Recovery-Signature"),
                                           self.headers.get("X-Recovery-Delivery"))
         self.reply(status, answer)
+
+    def toggle_provider(self) -> None:
+        """The ledgers page's switch for the "provider changed behaviour" fault (a form post, no body needed)."""
+        length = int(self.headers.get("Content-Length") or 0)
+        form = parse_qs(self.rfile.read(min(length, 1000)).decode(errors="replace"))
+        self.app.provider.changed = (form.get("changed") or ["0"])[0] == "1"
+        log.warning("provider behaviour %s", "CHANGED: the model answers amounts in cents" if self.app.provider.changed
+                    else "back to normal")
+        self.send_response(303)
+        self.send_header("Location", "/ledgers")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_GET(self) -> None:  # noqa: N802
         url = urlsplit(self.path)

@@ -13,12 +13,13 @@ from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, has
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
+from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, all_actions
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
     "RESUMING_ACTIONS", "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Confirmation", "Conflict",
-    "Decision", "DecisionQuerySet",
+    "Decision", "DecisionQuerySet", "DriftIgnoreRule", "ReplayRun", "ReplayRunQuerySet",
     "Event", "IllegalTransition", "Invalid", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
     "all_actions", "canonical", "hash_token", "wake_relay",
 ]

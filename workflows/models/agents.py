@@ -47,6 +47,13 @@ class AgentQuerySet(models.QuerySet):
 
 
 class Agent(models.Model):
+    class Capability(models.TextChoices):
+        """What a runtime can do beyond API v1; agents advertise them, and the UI hides what they cannot."""
+
+        REPLAY = "replay", "Replay a step range without side effects"
+        FORK = "fork", "Restart from a step as a new workflow"
+        FAILOVER = "failover", "Take over another agent's workflows as a standby"
+
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
@@ -61,6 +68,12 @@ class Agent(models.Model):
                               help_text="Default owner of this agent's workflows.")
     silence_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Open a checkpoint when a running workflow is silent this long.")
+    capabilities = models.JSONField(default=list, blank=True,
+                                    help_text="Advertised by the agent (or set here): replay, fork, failover.")
+    replay_url = models.URLField(blank=True, help_text="Replay requests are POSTed here (signed like decisions).")
+    runtime_version = models.CharField(max_length=200, blank=True, help_text="As the agent last reported it.")
+    kinds = models.JSONField(default=list, blank=True,
+                             help_text="Workflow kinds this runtime runs, for standby matching; empty: any kind.")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -83,14 +96,16 @@ class Agent(models.Model):
         return super().delete(*args, **kwargs)
 
     def clean(self) -> None:
-        """The admin refuses resume URLs deliveries could never go to (workflows/runtime.py has the rules)."""
-        if self.resume_url:
-            from ..runtime import check_resume_url  # the runtime module imports the models
+        """The admin refuses resume and replay URLs requests could never go to (workflows/runtime.py's rules)."""
+        from ..runtime import check_resume_url  # the runtime module imports the models
 
+        for field in ("resume_url", "replay_url"):
+            if not getattr(self, field):
+                continue
             try:
-                check_resume_url(self.resume_url, allow_plain_http=self.allow_plain_http)
+                check_resume_url(getattr(self, field), allow_plain_http=self.allow_plain_http)
             except ValidationError as exc:
-                raise ValidationError({"resume_url": exc.messages}) from None
+                raise ValidationError({field: exc.messages}) from None
 
     @classmethod
     def from_db(cls, db: Any, field_names: Any, values: Any) -> Agent:
@@ -135,6 +150,34 @@ class Agent(models.Model):
             except Exception:
                 log.warning("Agent token cache unavailable; not caching", exc_info=True)
         return agent
+
+    def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
+                  kinds: list[str] | None = None) -> None:
+        """What the runtime says it supports; None leaves a field as it was."""
+        self.capabilities = [c for c in capabilities if c in self.Capability.values]
+        fields = ["capabilities"]
+        if runtime_version is not None:
+            self.runtime_version, fields = runtime_version, [*fields, "runtime_version"]
+        if kinds is not None:
+            self.kinds, fields = kinds, [*fields, "kinds"]
+        self.save(update_fields=fields)
+
+    def can(self, capability: str) -> bool:
+        return not self.cannot(capability)
+
+    def cannot(self, capability: str) -> str:
+        """Why this agent cannot do ``capability`` (a sentence for the operator), or "" when it can."""
+        label = self.Capability(capability).label.lower()
+        if not self.is_active:
+            return f"{self.name} is deactivated."
+        if capability not in (self.capabilities or []):
+            return f"{self.name} does not advertise “{label}”: its runtime has not said it supports it."
+        if capability == self.Capability.REPLAY and not self.replay_url:
+            return f"{self.name} has no replay endpoint configured (an admin sets it on the agent)."
+        return ""
+
+    def runs_kind(self, kind: str) -> bool:
+        return not self.kinds or kind in self.kinds
 
     @property
     def silence_limit(self) -> timedelta:

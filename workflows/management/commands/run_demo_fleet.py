@@ -31,12 +31,15 @@ class Command(BaseCommand):
                                  "(so a restarted fleet goes on where it stopped); keep carrying out decisions.")
         parser.add_argument("--poll-interval", type=float, default=2.0,
                             help="Seconds between two looks of a polling agent at its checkpoint.")
+        parser.add_argument("--provider-changed", action="store_true",
+                            help="Start with the model provider's changed behaviour on (amounts in cents); the "
+                                 "ledgers page switches it.")
         parser.add_argument("--reconcile-interval", type=float, default=30.0,
                             help="Seconds between two looks for paused and orphaned runs to pick up again.")
 
     def handle(self, *args: Any, console: str, port: int, agents: int, interval: float, max_open: int,
                seed: int | None, fault_rate: float, step_delay: float, total: int | None, poll_interval: float,
-               reconcile_interval: float, **options: Any) -> None:
+               reconcile_interval: float, provider_changed: bool = False, **options: Any) -> None:
         if not 0 <= fault_rate <= 1:
             raise CommandError("--fault-rate must be between 0 and 1.")
         if total is not None and total < 0:
@@ -55,7 +58,7 @@ class Command(BaseCommand):
         try:
             fleet = Fleet(console, configs, port=port, interval=interval, max_open=max_open, seed=seed,
                           fault_rate=fault_rate, step_delay=step_delay, total=total, poll_interval=poll_interval,
-                          reconcile_interval=reconcile_interval)
+                          reconcile_interval=reconcile_interval, provider_changed=provider_changed)
         except OSError as exc:
             raise CommandError(f"cannot listen on 127.0.0.1:{port}: {exc}") from exc
 

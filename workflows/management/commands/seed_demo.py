@@ -158,6 +158,10 @@ class Command(BaseCommand):
                 agent.owner = agent.owner or owner
                 agent.is_active = True
                 agent.save()
+            # The fleet's runtimes answer replays next to their resume endpoint (an admin's setting).
+            replay_url = resume_url.removesuffix("/resume") + "/replay" if resume_url else ""
+            Agent.objects.filter(pk=agent.pk).update(replay_url=replay_url, kinds=[kind],
+                                                     capabilities=["replay"] if replay_url else [])
             entries.append({"name": name, "kind": kind, "token": token, "signing_secret": agent.signing_secret,
                             "resume_url": resume_url, "owner": agent.owner.get_username() if agent.owner else None})
         return entries, rotated

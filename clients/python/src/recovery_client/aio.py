@@ -61,6 +61,19 @@ class AsyncRecoveryClient:
                 raise TimeoutError(f"No decision on checkpoint {checkpoint_id} after {timeout:.0f}s")
             await asyncio.sleep(interval)
 
+    async def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
+                        kinds: list[str] | None = None) -> Json:
+        return await asyncio.to_thread(self.sync.advertise, capabilities, runtime_version=runtime_version,
+                                       kinds=kinds)
+
+    async def get_replay(self, replay_id: str) -> Json:
+        return await asyncio.to_thread(self.sync.get_replay, replay_id)
+
+    async def post_replay_results(self, replay_id: str, results: list[Json] | None = None, *,
+                                  runtime_version: str | None = None, error: str | None = None) -> Json:
+        return await asyncio.to_thread(self.sync.post_replay_results, replay_id, results,
+                                       runtime_version=runtime_version, error=error)
+
     def workflow(self, external_id: str, kind: str, title: str, **options: Any) -> AsyncWorkflow:
         """``async with client.workflow("T-1042", "refund", "Refund for T-1042") as wf:``."""
         return AsyncWorkflow(self, self.sync.workflow(external_id, kind, title, **options))

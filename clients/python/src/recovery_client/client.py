@@ -111,6 +111,23 @@ class RecoveryClient:
                 raise TimeoutError(f"No decision on checkpoint {checkpoint_id} after {timeout:.0f}s")
             time.sleep(interval)
 
+    # --- replays (additions to v1: docs/API.md, "Replaying a step range") ----------------
+    def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
+                  kinds: list[str] | None = None) -> Json:
+        """Tell the console what this runtime supports: ``replay``, ``fork``, ``failover``."""
+        return self._call("POST", "/agent/capabilities", {"capabilities": capabilities,
+                                                          "runtime_version": runtime_version, "kinds": kinds})
+
+    def get_replay(self, replay_id: str) -> Json:
+        """A replay asked of this runtime (check ``status`` for ``cancelled`` during a long one)."""
+        return self._call("GET", f"/replays/{replay_id}")
+
+    def post_replay_results(self, replay_id: str, results: list[Json] | None = None, *,
+                            runtime_version: str | None = None, error: str | None = None) -> Json:
+        """Results of a replay answered 202: ``[{"seq", "output", "effects"?}]``, or ``error`` saying why not."""
+        return self._call("POST", f"/replays/{replay_id}/results",
+                          {"results": results, "runtime_version": runtime_version, "error": error})
+
     # --- a run, reported as it happens (workflow.py) ---------------------------------
     def workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
                  context: Json | None = None, reasons: ReasonMap | None = None, state: Json | None = None,

@@ -1,0 +1,79 @@
+"""Additions to v1 for replays (docs/API.md, "Replaying a step range"): what the agent can do, and results
+sent later for a long replay. Nothing here changes an endpoint of v1."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.http import HttpRequest
+from ninja import Router
+
+from ..models import Agent, ReplayRun
+from .errors import ApiError, not_found
+from .schemas import ERRORS, AgentOut, CapabilitiesIn, ReplayOut, ReplayResultsIn
+from .shaping import calling_agent
+
+router = Router()
+
+
+def agent_body(agent: Agent) -> dict:
+    return {"name": agent.name, "capabilities": list(agent.capabilities or []),
+            "runtime_version": agent.runtime_version, "kinds": list(agent.kinds or []),
+            "replay_endpoint": bool(agent.replay_url)}
+
+
+def replay_body(run: ReplayRun) -> dict:
+    return {"id": str(run.replay_id), "workflow_id": str(run.workflow_id), "status": run.status,
+            "from_seq": run.from_seq, "to_seq": run.to_seq, "reason": run.reason,
+            "runtime_version": run.runtime_version, "first_divergent_seq": run.first_divergent_seq,
+            "explanation": run.explanation, "safety_violations": list(run.safety_violations or [])}
+
+
+@router.get("/agent", response={200: AgentOut, **ERRORS})
+def get_agent(request: HttpRequest) -> dict:
+    """The calling agent as the console knows it: its advertised capabilities."""
+    return agent_body(calling_agent(request))
+
+
+@router.post("/agent/capabilities", response={200: AgentOut, **ERRORS})
+def advertise_capabilities(request: HttpRequest, payload: CapabilitiesIn) -> dict:
+    """The runtime says what it supports; the console offers operators only that (the URLs stay admin-set)."""
+    agent = calling_agent(request)
+    agent.advertise(sorted(set(payload.capabilities)), runtime_version=payload.runtime_version,
+                    kinds=payload.kinds)
+    return agent_body(agent)
+
+
+def _own_replay(request: HttpRequest, replay_id: str) -> ReplayRun:
+    try:
+        key = uuid.UUID(replay_id)
+    except ValueError:
+        raise not_found("replay") from None
+    run = ReplayRun.objects.filter(replay_id=key, agent=calling_agent(request)).first()
+    if run is None:
+        raise not_found("replay")
+    return run
+
+
+@router.get("/replays/{replay_id}", response={200: ReplayOut, **ERRORS})
+def get_replay(request: HttpRequest, replay_id: str) -> dict:
+    """A long replay checks here whether an operator cancelled it."""
+    return replay_body(_own_replay(request, replay_id))
+
+
+@router.post("/replays/{replay_id}/results", response={200: ReplayOut, **ERRORS})
+def post_replay_results(request: HttpRequest, replay_id: str, payload: ReplayResultsIn) -> dict:
+    """Results of a replay the runtime accepted with 202 (or ``error``: why it could not replay)."""
+    run = _own_replay(request, replay_id)
+    agent = calling_agent(request)
+    if payload.error:
+        recorded = run.fail(f"The runtime could not replay: {payload.error}")
+    elif payload.results is None:
+        raise ApiError(422, "missing_field", "Send either results or error.", "results")
+    else:
+        recorded = run.record_results(payload.model_dump(), actor=agent)
+    if not recorded:
+        run.refresh_from_db()
+        raise ApiError(409, "replay_finished", f"The replay is {run.status}; it takes no more results.")
+    run.refresh_from_db()
+    return replay_body(run)
