@@ -1,16 +1,27 @@
-"""Django admin: runbooks and agents are configured here; workflows, checkpoints,
+"""Django admin: runbooks, agents and users are configured here; workflows, checkpoints,
 decisions and events are shown read-mostly, since they change only through
-the model's transitions (which record events)."""
+the model's transitions (which record events).
+
+Every change made here is an audit event (``AuditedAdmin``): who, what, the fields
+before and after. New API tokens and signing secrets are shown once, in the body of
+the page that made them, never in a message (messages ride in a readable cookie).
+"""
 
 from __future__ import annotations
 
+import csv
+import datetime
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.db import models
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.template.response import TemplateResponse
 
 from console.roles import owner_candidates
 
@@ -18,10 +29,61 @@ from .models import Agent, Checkpoint, Decision, DriftIgnoreRule, Event, ReplayR
 
 # A typed-in "example.com/hook" means https (Django 6's default, chosen now).
 URL_FIELDS = {models.URLField: {"assume_scheme": "https"}}
+SECRET_FIELDS = ("password", "secret", "token")  # never copied into the trail
+
+
+def _plain(value: Any) -> Any:
+    """A field value as the trail keeps it: JSON, names rather than ids."""
+    if isinstance(value, models.Model):
+        return str(value)
+    if isinstance(value, QuerySet | list | tuple | set):
+        return sorted(str(_plain(v)) for v in value)
+    if isinstance(value, datetime.date | datetime.datetime | datetime.timedelta):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str | dict):
+        return value
+    return str(value)
+
+
+def _value(instance: Any, name: str) -> Any:
+    value = getattr(instance, name, None)
+    return _plain(list(value.all()) if hasattr(value, "all") else value)
+
+
+class AuditedAdmin(admin.ModelAdmin):
+    """Creations, changes and deletions made here are audit events with the actor and before/after."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        fields = [f for f in form.changed_data if not any(word in f for word in SECRET_FIELDS)]
+        stored = type(obj)._default_manager.filter(pk=obj.pk).first() if change else None
+        before = {f: _value(stored, f) for f in fields} if stored is not None else {}
+        super().save_model(request, obj, form, change)
+        request._audited = (obj, change, fields, before)  # type: ignore[attr-defined]  # per request, not self
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)  # many-to-many values (a user's groups) land here
+        obj, change, fields, before = request._audited  # type: ignore[attr-defined]
+        if change and not fields:
+            return
+        Event.record(obj, Event.Verb.ADMIN_CHANGED if change else Event.Verb.ADMIN_CREATED, actor=request.user,
+                     data=_described(obj, before=before, after={f: _value(obj, f) for f in fields}))
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        Event.record(obj, Event.Verb.ADMIN_DELETED, actor=request.user, data=_described(obj))
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for obj in queryset:
+            Event.record(obj, Event.Verb.ADMIN_DELETED, actor=request.user, data=_described(obj))
+        super().delete_queryset(request, queryset)
+
+
+def _described(obj: Any, **changes: Any) -> dict:
+    return {"model": obj._meta.verbose_name, "object": str(obj)[:200], **changes}
 
 
 @admin.register(Runbook)
-class RunbookAdmin(admin.ModelAdmin):
+class RunbookAdmin(AuditedAdmin):
     formfield_overrides = URL_FIELDS
     list_display = ("slug", "title", "workflow_kind", "reason", "sla_target_minutes", "sla_warning_minutes",
                     "requires_four_eyes", "four_eyes_on_every_resume", "is_default")
@@ -32,7 +94,7 @@ class RunbookAdmin(admin.ModelAdmin):
 
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(AuditedAdmin):
     formfield_overrides = URL_FIELDS
     list_display = ("name", "token_prefix", "owner", "resume_url", "is_active", "created_at")
     list_filter = ("is_active",)
@@ -40,7 +102,7 @@ class AgentAdmin(admin.ModelAdmin):
     fields = ("name", "description", "resume_url", "replay_url", "allow_plain_http", "capabilities", "kinds",
               "owner", "silence_seconds", "is_active", "token_prefix", "runtime_version", "created_at")
     readonly_fields = ("token_prefix", "runtime_version", "created_at")
-    actions = ("rotate_token",)
+    actions = ("rotate_token", "rotate_signing_secret")
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "owner":  # an agent's workflows go to someone who may act on them
@@ -48,25 +110,49 @@ class AgentAdmin(admin.ModelAdmin):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
-        token = None
         if not change:
             obj.signing_secret = secrets.token_hex(32)
-            token = obj.set_new_token()
+            request._new_credentials = [(obj, obj.set_new_token(), obj.signing_secret)]  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
-        if token:
-            _show_token_once(request, obj, token)
+
+    def response_add(self, request: HttpRequest, obj: Agent, post_url_continue: Any = None) -> HttpResponse:
+        credentials = getattr(request, "_new_credentials", None)
+        if credentials:
+            return _credentials_page(request, credentials, "created")
+        return super().response_add(request, obj, post_url_continue)
 
     @admin.action(description="Rotate the API token of the selected agents")
-    def rotate_token(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def rotate_token(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse:
+        shown = []
         for agent in queryset:
+            before = agent.token_prefix
             token = agent.set_new_token()
             agent.save(update_fields=["token_hash", "token_prefix"])
-            _show_token_once(request, agent, token)
+            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=request.user, data=_described(
+                agent, credential="API token", before={"token_prefix": before}, after={"token_prefix": agent.token_prefix}))
+            shown.append((agent, token, None))
+        return _credentials_page(request, shown, "rotated")
+
+    @admin.action(description="Rotate the signing secret of the selected agents")
+    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse:
+        shown = []
+        for agent in queryset:
+            agent.signing_secret = secrets.token_hex(32)
+            agent.save()
+            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=request.user,
+                         data=_described(agent, credential="signing secret"))
+            shown.append((agent, None, agent.signing_secret))
+        return _credentials_page(request, shown, "rotated")
 
 
-def _show_token_once(request: HttpRequest, agent: Agent, token: str) -> None:
-    # Only the hash is stored: this message is the one chance to copy the token.
-    messages.warning(request, f"API token for {agent.name} (shown once, copy it now): {token}")
+def _credentials_page(request: HttpRequest, credentials: list[tuple[Agent, str | None, str | None]],
+                      what: str) -> HttpResponse:
+    """The one time a token or secret is shown: in this page's body, never stored in clear or in a cookie."""
+    response = TemplateResponse(request, "admin/workflows/agent/credentials.html", {
+        **admin.site.each_context(request), "title": f"Credentials {what}: copy them now",
+        "credentials": credentials, "opts": Agent._meta})
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 class StepInline(admin.TabularInline):
@@ -95,7 +181,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(DriftIgnoreRule)
-class DriftIgnoreRuleAdmin(admin.ModelAdmin):
+class DriftIgnoreRuleAdmin(AuditedAdmin):
     """Differences the drift finder ignores: timestamps, generated ids (glob over the dotted path)."""
 
     list_display = ("path", "step_kind", "workflow_kind", "note")
@@ -115,7 +201,7 @@ class ReplayRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(admin.ModelAdmin):
+class WorkflowAdmin(AuditedAdmin):
     list_display = ("title", "kind", "agent", "owner", "status", "created_at", "last_activity_at")
     list_filter = ("status", "kind", "agent")
     search_fields = ("title", "external_id")
@@ -150,8 +236,61 @@ class DecisionAdmin(ReadOnlyAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
-    list_display = ("at", "actor_type", "actor_user", "actor_agent", "verb", "workflow", "checkpoint")
+    """The audit trail: browse and filter by actor, object and verb; export what is selected as CSV."""
+
+    list_display = ("at", "actor_type", "actor_name", "verb", "subject", "workflow", "checkpoint")
     list_filter = ("verb", "actor_type")
-    list_select_related = ("actor_user", "actor_agent", "workflow", "checkpoint__workflow")
+    search_fields = ("actor_name", "=subject", "workflow__external_id")
+    search_help_text = "An actor's name, an object as model:id (workflow:12, agent:3), or a ticket's external id."
+    list_select_related = ("workflow", "checkpoint__workflow")
     show_full_result_count = False
     date_hierarchy = "at"
+    actions = ("export_csv",)
+
+    @admin.action(description="Export the selected events as CSV", permissions=["view"])
+    def export_csv(self, request: HttpRequest, queryset: QuerySet) -> StreamingHttpResponse:
+        response = StreamingHttpResponse(_csv_rows(queryset.order_by("at", "pk")), content_type="text/csv")
+        response["Content-Disposition"] = 'attachment; filename="audit-trail.csv"'
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+CSV_COLUMNS = ("id", "at", "actor_type", "actor_name", "verb", "subject", "workflow_id", "checkpoint_id",
+               "decision_id", "data")
+
+
+def _csv_rows(queryset: QuerySet) -> Iterator[str]:
+    import json
+
+    writer = csv.writer(_Echo())
+    yield writer.writerow(CSV_COLUMNS)
+    for event in queryset.iterator(chunk_size=2000):
+        values = [event.pk, event.at.isoformat(), event.actor_type, event.actor_name, event.verb, event.subject,
+                  event.workflow_id, event.checkpoint_id, event.decision_id, json.dumps(event.data, sort_keys=True)]
+        yield writer.writerow([_cell(v) for v in values])
+
+
+def _cell(value: Any) -> Any:
+    # Agent-supplied text must not become a spreadsheet formula when the file is opened (CSV injection).
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AuditedUserAdmin(AuditedAdmin, UserAdmin):
+    """Role and account changes are audit events; someone who ever acted is deactivated, never deleted."""
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and Event.objects.filter(actor_user=obj).exists():
+            return False
+        return super().has_delete_permission(request, obj)

@@ -246,7 +246,20 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
     V.REPLAY_CANCELLED: lambda d: "cancelled the replay",
     V.REPLAY_SAFETY_VIOLATION: lambda d: "replay broke the safety rule: "
                                          + " ".join(str(v) for v in d.get("violations") or [])[:400],
+    V.LOGGED_IN: lambda d: "signed in" + _from(d),
+    V.LOGIN_FAILED: lambda d: f"failed to sign in as {d.get('username', '')}" + _from(d),
+    V.LOCKED_OUT: lambda d: f"locked out {d.get('username', '')} after repeated failures" + _from(d),
+    V.ADMIN_CREATED: lambda d: f"created {d.get('model', '')} {d.get('object', '')} in the admin",
+    V.ADMIN_CHANGED: lambda d: f"changed {d.get('model', '')} {d.get('object', '')} in the admin: "
+                               + ", ".join(f"{k} {d.get('before', {}).get(k)!r} → {v!r}"
+                                           for k, v in (d.get("after") or {}).items()),
+    V.ADMIN_DELETED: lambda d: f"deleted {d.get('model', '')} {d.get('object', '')} in the admin",
+    V.TOKEN_ROTATED: lambda d: f"rotated the {d.get('credential', 'credential')} of {d.get('object', '')}",
 }
+
+
+def _from(d: dict) -> str:
+    return f" from {d['ip']}" if d.get("ip") else ""
 
 
 def _clip_long(text: str) -> str:

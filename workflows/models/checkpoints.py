@@ -283,7 +283,7 @@ class Checkpoint(Stateful):
                 # Decided by whoever held it as read: a claim or reassignment meanwhile makes this lose.
                 won = self.move(self.Status.DECIDED, from_=OPEN_STATUSES, expect={"assignee_id": self.assignee_id},
                                 actor=by, verb=Event.Verb.DECIDED,
-                                data={"action": decision.action, "four_eyes": four_eyes},
+                                data={"action": decision.action, "four_eyes": four_eyes, **decision.audit_facts()},
                                 assignee=self.assignee or by)
                 if won and not four_eyes:
                     decision.enqueue()

@@ -208,27 +208,36 @@ class Decision(Stateful):
 
     def mark_fetched(self) -> bool:
         """A polling agent fetched its queued decision: that is the delivery. False when none awaited it."""
-        return self.awaits_fetch and self._succeed(Event.Verb.FETCHED_BY_AGENT)
+        return self.awaits_fetch and self._succeed(Event.Verb.FETCHED_BY_AGENT, actor=self.agent)
 
-    def _succeed(self, verb: Event.Verb) -> bool:
+    def audit_facts(self) -> dict:
+        """What the operator decided, in full, for the trail: the row may change later, its event never."""
+        return {"instructions": self.instructions[:4000], "confirmations": self.confirmations,
+                "confirmation_refs": self.confirmation_refs,
+                "new_owner": self.new_owner.get_username() if self.new_owner_id else None,
+                "handoff_to": self.handoff_to}
+
+    def _succeed(self, verb: Event.Verb, *, actor: Any = None) -> bool:
+        # The worker that delivered is "system"; an agent that fetched its decision did it itself.
         with transaction.atomic():
             if not self.move(self.Status.SUCCEEDED, from_=[self.Status.QUEUED, self.Status.RUNNING], verb=verb,
-                             finished_at=timezone.now(),
+                             actor=actor, finished_at=timezone.now(),
                              lease_expires_at=None, next_attempt_at=None, last_error=""):
                 return False
-            self.carry_out()
+            self.carry_out(actor=actor)
         return True
 
-    def carry_out(self) -> None:
+    def carry_out(self, *, actor: Any = None) -> None:
         """The decision reached the agent: resolve the checkpoint and move the workflow on."""
         checkpoint = self.checkpoint
-        checkpoint.move(Checkpoint.Status.RESOLVED, verb=Event.Verb.RESOLVED, resolved_at=timezone.now())
+        checkpoint.move(Checkpoint.Status.RESOLVED, actor=actor, verb=Event.Verb.RESOLVED,
+                        resolved_at=timezone.now())
         workflow = checkpoint.workflow
         workflow.refresh_from_db()
         now = timezone.now()
         if self.resumes:
             if workflow.status == Workflow.Status.RESUMING:
-                workflow.move(Workflow.Status.RUNNING, verb=Event.Verb.RESUMED, last_activity_at=now)
+                workflow.move(Workflow.Status.RUNNING, actor=actor, verb=Event.Verb.RESUMED, last_activity_at=now)
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
             workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,

@@ -13,6 +13,16 @@ from .base import IllegalTransition
 User = settings.AUTH_USER_MODEL
 
 
+class EventQuerySet(models.QuerySet):
+    """No bulk rewriting of the trail from Python; on PostgreSQL a trigger refuses it below Django too."""
+
+    def update(self, **kwargs: Any) -> int:
+        raise IllegalTransition("Events are append-only: they are never updated.")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise IllegalTransition("Events are append-only: they are never deleted.")
+
+
 class Event(models.Model):
     """The append-only audit trail."""
 
@@ -54,6 +64,14 @@ class Event(models.Model):
         REPLAY_FAILED = "replay_failed"
         REPLAY_CANCELLED = "replay_cancelled"
         REPLAY_SAFETY_VIOLATION = "replay_safety_violation"
+        # Sign-in and configuration: no workflow, the subject is named in ``Event.subject``.
+        LOGGED_IN = "logged_in"
+        LOGIN_FAILED = "login_failed"
+        LOCKED_OUT = "locked_out"
+        ADMIN_CREATED = "admin_created"
+        ADMIN_CHANGED = "admin_changed"
+        ADMIN_DELETED = "admin_deleted"
+        TOKEN_ROTATED = "token_rotated"  # noqa: S105 - a verb, not a secret
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:
@@ -72,8 +90,13 @@ class Event(models.Model):
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
-    actor_user = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    actor_agent = models.ForeignKey("workflows.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # PROTECT: someone who acted is deactivated, never deleted (PostgreSQL refuses the UPDATE anyway).
+    actor_user = models.ForeignKey(User, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    actor_agent = models.ForeignKey("workflows.Agent", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # Who acted, as text: the trail reads the same whatever happens to the account later.
+    actor_name = models.CharField(max_length=150, blank=True, db_index=True)
+    # What it is about, as "<model>:<pk>" (workflow, agent, runbook, user…), for filtering and export.
+    subject = models.CharField(max_length=100, blank=True, db_index=True)
     # Not choices= on the column: a new verb is a line in Verb, not a migration; record() refuses strays.
     verb = models.CharField(max_length=64)
     workflow = models.ForeignKey("workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="events")
@@ -81,6 +104,8 @@ class Event(models.Model):
                                    related_name="events")
     decision = models.ForeignKey("workflows.Decision", null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     data = models.JSONField(default=dict, blank=True)
+
+    objects = EventQuerySet.as_manager()
 
     class Meta:
         ordering = ["at", "pk"]
@@ -96,6 +121,8 @@ class Event(models.Model):
 
     @property
     def actor(self) -> str:
+        if self.actor_name:
+            return self.actor_name if self.actor_type != self.ActorType.AGENT else f"agent {self.actor_name}"
         if self.actor_user_id:
             return self.actor_user.get_username()
         if self.actor_agent_id:
@@ -103,25 +130,29 @@ class Event(models.Model):
         return "system"
 
     @classmethod
-    def record(cls, subject: models.Model, verb: Event.Verb, *, actor: Any = None,
+    def record(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
                data: dict | None = None) -> Event:
         event = cls.about(subject, verb, actor=actor, data=data)
         event.save()
         return event
 
     @classmethod
-    def about(cls, subject: models.Model, verb: Event.Verb, *, actor: Any = None,
+    def about(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
               data: dict | None = None) -> Event:
         """The event ``record`` would write, unsaved: for writing many with one ``bulk_create``."""
         # Dispatch on the model's name: this module sits below every model it records.
         event = cls(verb=cls.Verb(verb), data=data or {})  # ValueError on a verb nobody named
         if actor is not None and actor._meta.label == "workflows.Agent":
-            event.actor_type, event.actor_agent = cls.ActorType.AGENT, actor
+            event.actor_type, event.actor_agent, event.actor_name = cls.ActorType.AGENT, actor, actor.name
         elif actor is not None:
             event.actor_type, event.actor_user = cls.ActorType.OPERATOR, actor
+            event.actor_name = actor.get_username()
         else:
             event.actor_type = cls.ActorType.SYSTEM
+        if subject is None:
+            return event
         kind = subject._meta.model_name
+        event.subject = f"{kind}:{subject.pk}"
         if kind == "decision":
             event.decision = subject
             subject, kind = subject.checkpoint, "checkpoint"
