@@ -87,7 +87,9 @@ class DecisionForm(forms.Form):
 
 
 class RejectForm(forms.Form):
-    note = forms.CharField(max_length=1000, required=False, strip=True)
+    # The proposer gets the checkpoint back with this note: a rejection without a reason helps nobody.
+    note = forms.CharField(max_length=1000, strip=True, error_messages={
+        "required": "Say why you reject it: the proposer gets the checkpoint back with your note."})
 
 
 class CompleteForm(forms.Form):
@@ -99,7 +101,7 @@ class CompleteForm(forms.Form):
 class QueueFilterForm(forms.Form):
     """The queue's query string. Unknown values are dropped so a stale link still renders."""
 
-    SCOPES = [("all", "All"), ("mine", "Mine"), ("unassigned", "Unassigned")]
+    SCOPES = [("all", "All"), ("mine", "Mine"), ("unassigned", "Unassigned"), ("approval", "Awaiting approval")]
     PAGE_SIZES = (25, 50, 100, 200)
 
     scope = forms.ChoiceField(choices=SCOPES, required=False)
@@ -130,8 +132,14 @@ class QueueFilterForm(forms.Form):
             queryset = queryset.filter(workflow__kind=data["kind"])
         return queryset
 
+    def listed(self, *, user: Any) -> QuerySet:
+        """What the scope lists before paging: the open queue, or the proposals ``user`` may approve."""
+        if self.values()["scope"] == "approval":
+            return self.narrow(Checkpoint.objects.awaiting_approval(by=user))
+        return self.narrow(Checkpoint.objects.open())
+
     def in_scope(self, queryset: QuerySet, *, user: Any) -> QuerySet:
-        """Mine / unassigned / all, and breached only."""
+        """Mine / unassigned / all (awaiting approval: as listed), and breached only."""
         data = self.values()
         if data["breached"]:
             queryset = queryset.breached()

@@ -145,11 +145,14 @@ def queue(request: HttpRequest) -> HttpResponse:
     params = filters.values()  # bad values are dropped, not reported: a stale link still renders
     base = filters.narrow(Checkpoint.objects.open())
     rows, has_prev, has_next = _keyset_page(
-        filters.in_scope(base, user=request.user).for_queue().prefetch_related(
+        filters.in_scope(filters.listed(user=request.user), user=request.user).for_queue().prefetch_related(
             Prefetch("events", Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
-                     to_attr="assignments")),
+                     to_attr="assignments"),
+            Prefetch("decisions", Decision.objects.filter(status=Decision.Status.PROPOSED).select_related("decided_by"),
+                     to_attr="proposals")),
         params, params["per"])
-    context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": _tabs(request, base, params),
+    tabs = _tabs(request, base, params, approvals=filters.narrow(Checkpoint.objects.awaiting_approval(by=request.user)))
+    context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": tabs,
                "can_act": can_act(request.user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
@@ -163,11 +166,13 @@ def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_nex
             "next_url": _query(request, before=None, after=_cursor(rows[-1])) if has_next else ""}
 
 
-def _tabs(request: HttpRequest, base: QuerySet, params: dict) -> list[dict]:
+def _tabs(request: HttpRequest, base: QuerySet, params: dict, *, approvals: QuerySet) -> list[dict]:
     """Scopes with their counts under the other filters; then the breached toggle."""
     user, scope = request.user, params["scope"]
-    scoped = {"mine": base.filter(assignee=user), "unassigned": base.filter(assignee__isnull=True), "all": base}
-    tabs = [{"key": key, "label": key.capitalize(), "active": key == scope, "url": _query(
+    scoped = {"mine": base.filter(assignee=user), "unassigned": base.filter(assignee__isnull=True), "all": base,
+              "approval": approvals}
+    labels = dict(QueueFilterForm.SCOPES)
+    tabs = [{"key": key, "label": labels[key], "active": key == scope, "url": _query(
         request, scope=None if key == "all" else key, after=None, before=None),
         "count": _capped_count(qs.breached() if params["breached"] else qs)} for key, qs in scoped.items()]
     tabs.append({"key": "breached", "label": "Breached only", "active": params["breached"], "toggle": True,
@@ -303,7 +308,7 @@ def approve(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, "Approved: the decision is queued for delivery.")
     else:
         messages.error(request, decision.refusal(by=request.user))
-    return redirect(_workbench_url(decision.checkpoint))
+    return _back(request, _workbench_url(decision.checkpoint))
 
 
 @operator_required
@@ -311,12 +316,14 @@ def approve(request: HttpRequest, pk: int) -> HttpResponse:
 def reject(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
     form = RejectForm(request.POST)
-    form.is_valid()
-    if decision.reject(by=request.user, note=form.cleaned_data.get("note", "")):
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return _back(request, _workbench_url(decision.checkpoint))
+    if decision.reject(by=request.user, note=form.cleaned_data["note"]):
         messages.success(request, f"Rejected: the checkpoint is back with {decision.decided_by.get_username()}.")
     else:
         messages.error(request, decision.refusal(by=request.user))
-    return redirect(_workbench_url(decision.checkpoint))
+    return _back(request, _workbench_url(decision.checkpoint))
 
 
 # --- my workflows ------------------------------------------------------------------
@@ -335,6 +342,9 @@ def mine(request: HttpRequest) -> HttpResponse:
         "active": owned.exclude(status__in=Workflow.TERMINAL).order_by("-last_activity_at").prefetch_related(
             Prefetch("checkpoints", Checkpoint.objects.unresolved(), to_attr="open_checkpoints"))[:100],
         "holding": Checkpoint.objects.open().for_queue().filter(assignee=user)[:100],
+        "proposed": Decision.objects.filter(decided_by=user, status=Decision.Status.PROPOSED)
+        .select_related("checkpoint__workflow").order_by("checkpoint__due_at")[:100],
+        "to_approve": _capped_count(Checkpoint.objects.awaiting_approval(by=user)) if can_act(user) else 0,
         "resumed": Decision.objects.filter(
             Q(decided_by=user) | Q(checkpoint__workflow__owner=user),
             action__in=RESUMING_ACTIONS, status=Decision.Status.SUCCEEDED,

@@ -21,7 +21,8 @@ a person uses: claim, confirm every unknown effect from what the simulated
 systems really recorded (the ledgers: executed -> "happened" with its
 reference, not executed -> "did not happen"), then mostly resume, sometimes
 retry the step or hand off to another operator, rarely abort; a second
-operator approves four-eyes proposals (the money runbooks require them here).
+operator approves four-eyes proposals from the queue's Awaiting approval tab (the money
+runbooks require them here; the tab never lists an operator's own proposals).
 When the fleet has launched N workflows the killer stops and the run drains:
 until every workflow is terminal, bounded by ``--timeout``. Then it prints
 the report and exits 1 when a target is missed.
@@ -62,6 +63,7 @@ import io
 import json
 import os
 import random
+import re
 import secrets
 import signal
 import socket
@@ -86,6 +88,7 @@ BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/recovery_chaos"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/7"
 KILL_TARGETS = ("worker", "web", "fleet")
+APPROVE_FORM = re.compile(r'action="/decisions/(\d+)/approve/"')
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -494,17 +497,30 @@ class Operator(threading.Thread):
 
     # --- four eyes --------------------------------------------------------------------------------
     def approve_one(self) -> bool:
+        """Open the queue's Awaiting approval tab, as a person does, and approve the first proposal listed
+        (the tab never lists one's own proposals)."""
         from workflows.models import Decision
 
-        proposal = (Decision.objects.filter(status=Decision.Status.PROPOSED).exclude(decided_by=self.user)
-                    .order_by("decided_at").first())
-        if proposal is None:
+        tab = "/?scope=approval"
+
+        def look() -> Answer:
+            page = self.browser.request("GET", tab)
+            if page.status == 302 and page.location.startswith("/login/"):  # the session is gone: log in again
+                self.browser.login(self.username, self.password)
+                page = self.browser.request("GET", tab)
+            return page
+
+        page = self.persist(look, "approvals_tab")
+        listed = [int(pk) for pk in APPROVE_FORM.findall(page.body if page else "")]
+        if not listed:
             return False
+        self.record.count("approvals_tab_listed")
+        pk = listed[0]
 
         def answered() -> bool:
-            return Decision.objects.filter(pk=proposal.pk).exclude(status=Decision.Status.PROPOSED).exists()
+            return Decision.objects.filter(pk=pk).exclude(status=Decision.Status.PROPOSED).exists()
 
-        answer = self.post(f"/decisions/{proposal.pk}/approve/", {}, "approve", done=answered)
+        answer = self.post(f"/decisions/{pk}/approve/", {"next": tab}, "approve", done=answered)
         self.record.count("approved" if answer is None or answer.status == 302 else f"approve_{answer.status}")
         return True
 

@@ -125,9 +125,18 @@
 
   document.addEventListener("click", function (e) {
     if (e.target.closest("[data-help-open]")) { toggleHelp(); return; }
-    if (e.target.closest("a, button, input, select, textarea, label, form")) return;
+    if (e.target.closest("a, button, input, select, textarea, label, form, details")) return;
     var row = e.target.closest("#queue-table tr[data-href]");
     if (row && !window.getSelection().toString()) window.location.href = row.dataset.href;
+  });
+
+  // A poll never replaces what an operator is typing in: a rejection note, an open "Reject…".
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail && e.detail.elt;
+    if (!elt || !elt.hasAttribute("hx-trigger") || !/every/.test(elt.getAttribute("hx-trigger"))) return;
+    var active = document.activeElement;
+    var typing = active && elt.contains(active) && active.matches("input, textarea, select");
+    if (typing || elt.querySelector("details[open]")) e.preventDefault();
   });
 
   // New content from htmx: keep the keyboard selection, re-apply the gate, tick at once.

@@ -130,10 +130,10 @@ def test_counts_per_filter_follow_the_other_filters(client, alice, bob):
     client.force_login(alice)
 
     tabs = {t["key"]: t["count"] for t in client.get(reverse("queue")).context["tabs"]}
-    assert tabs == {"all": 5, "mine": 1, "unassigned": 3, "breached": 1}
+    assert tabs == {"all": 5, "mine": 1, "unassigned": 3, "approval": 0, "breached": 1}
 
     tabs = {t["key"]: t["count"] for t in client.get(reverse("queue"), {"reason": "tool_error"}).context["tabs"]}
-    assert tabs == {"all": 4, "mine": 1, "unassigned": 3, "breached": 0}
+    assert tabs == {"all": 4, "mine": 1, "unassigned": 3, "approval": 0, "breached": 0}
 
 
 def test_agent_text_is_escaped_in_the_queue(client, alice):

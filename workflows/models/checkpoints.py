@@ -37,15 +37,28 @@ class CheckpointQuerySet(models.QuerySet):
         """On the operator queue: waiting for someone to decide."""
         return self.filter(status__in=OPEN_STATUSES)
 
+    def awaiting_approval(self, *, by: Any = None) -> CheckpointQuerySet:
+        """Decided by one operator under four eyes, waiting for a second; ``by``: one who may approve it
+        (never its proposer)."""
+        proposals = Decision.objects.filter(status=Decision.Status.PROPOSED)
+        if by is not None:
+            proposals = proposals.exclude(decided_by=by)
+        return self.filter(status=CheckpointStatus.DECIDED, pk__in=proposals.values("checkpoint_id"))
+
+    def on_clock(self) -> CheckpointQuerySet:
+        """The decision clock runs until a decision goes out: open, claimed, or a proposal waiting."""
+        proposals = Decision.objects.filter(status=Decision.Status.PROPOSED).values("checkpoint_id")
+        return self.filter(Q(status__in=OPEN_STATUSES) | Q(status=CheckpointStatus.DECIDED, pk__in=proposals))
+
     def breached(self) -> CheckpointQuerySet:
         return self.filter(breached_at__isnull=False)
 
     def due(self, now: Any = None) -> CheckpointQuerySet:
-        """Open checkpoints past their SLA target whose breach is not recorded yet."""
-        return self.open().filter(breached_at__isnull=True, due_at__lte=now or timezone.now())
+        """Checkpoints on the clock past their SLA target whose breach is not recorded yet."""
+        return self.on_clock().filter(breached_at__isnull=True, due_at__lte=now or timezone.now())
 
     def warning(self, now: Any = None) -> CheckpointQuerySet:
-        return self.open().filter(warned_at__isnull=True, warn_at__lte=now or timezone.now())
+        return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now or timezone.now())
 
     def for_queue(self) -> CheckpointQuerySet:
         return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook")
@@ -140,6 +153,15 @@ class Checkpoint(Stateful):
         return self.status in OPEN_STATUSES
 
     @property
+    def is_awaiting_approval(self) -> bool:
+        """Four eyes: decided by one operator, waiting for a second."""
+        return self.status == self.Status.DECIDED and self.decisions.filter(status=Decision.Status.PROPOSED).exists()
+
+    @property
+    def clock_runs(self) -> bool:
+        return self.is_open or self.is_awaiting_approval
+
+    @property
     def is_breached(self) -> bool:
         return self.breached_at is not None
 
@@ -170,9 +192,7 @@ class Checkpoint(Stateful):
         """Record the SLA breach once, whatever the number of schedulers racing here."""
         now = now or timezone.now()
         with transaction.atomic():
-            won = Checkpoint.objects.filter(
-                pk=self.pk, breached_at__isnull=True, status__in=OPEN_STATUSES
-            ).update(breached_at=now)
+            won = Checkpoint.objects.on_clock().filter(pk=self.pk, breached_at__isnull=True).update(breached_at=now)
             if won:
                 escalate_to = self.runbook.escalation_target if self.runbook else None
                 Event.record(self, Event.Verb.SLA_BREACHED, data={
