@@ -183,13 +183,22 @@ def _tabs(request: HttpRequest, base: QuerySet, params: dict, *, approvals: Quer
 
 # --- the workbench ------------------------------------------------------------------
 
-WORKBENCH_PARTIALS = ("workbench-actions", "decision-status")
+WORKBENCH_PARTIALS = ("workbench-live", "workbench-actions", "decision-status")
+
+
+def _workbench_version(checkpoint: Checkpoint) -> str:
+    """Every change the workbench shows writes an Event of the workflow (transitions, steps, decisions,
+    deliveries, SLA records, comments): the latest one's id is the version of the page."""
+    return str(checkpoint.workflow.events.order_by("-pk").values_list("pk", flat=True).first() or 0)
 
 
 @role_required(*READERS)
 @require_GET
 def workbench(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
+    htmx = getattr(request, "htmx", None)
+    if htmx and htmx.target == "workbench-live" and request.GET.get("v") == _workbench_version(checkpoint):
+        return HttpResponse(status=204)  # the poll's answer while nothing changed: no swap, nothing lost
     return _workbench(request, checkpoint)
 
 
@@ -213,7 +222,9 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "form": form or DecisionForm(checkpoint=checkpoint), "assign_form": AssignForm() if acting else None,
         "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
         "returns_to": _returns_to(checkpoint, events), "money_reasons": (money := checkpoint.money_reasons()),
-        "money": bool(money),
+        "money": bool(money), "version": _workbench_version(checkpoint),
+        "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),
+        "since": None if checkpoint.clock_runs else checkpoint.since_interruption(),
         **replay_offer(request, workflow, checkpoint),
     }
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)

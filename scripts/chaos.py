@@ -499,8 +499,11 @@ class Operator(threading.Thread):
     def approve_one(self) -> bool:
         """Open the queue's Awaiting approval tab, as a person does, and approve the first proposal listed
         (the tab never lists one's own proposals)."""
-        from workflows.models import Decision
+        from workflows.models import Checkpoint, Decision
 
+        # The tab's count, as a person glances at it: the page itself is opened only when it is not zero.
+        if not Checkpoint.objects.awaiting_approval(by=self.user).exists():
+            return False
         tab = "/?scope=approval"
 
         def look() -> Answer:

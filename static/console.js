@@ -130,13 +130,72 @@
     if (row && !window.getSelection().toString()) window.location.href = row.dataset.href;
   });
 
-  // A poll never replaces what an operator is typing in: a rejection note, an open "Reject…".
+  // The queue's poll waits while an operator types in a row (a rejection note, an open "Reject…").
   document.addEventListener("htmx:beforeRequest", function (e) {
     var elt = e.detail && e.detail.elt;
-    if (!elt || !elt.hasAttribute("hx-trigger") || !/every/.test(elt.getAttribute("hx-trigger"))) return;
+    if (!elt || !elt.hasAttribute("data-poll-waits-while-typing")) return;
     var active = document.activeElement;
     var typing = active && elt.contains(active) && active.matches("input, textarea, select");
     if (typing || elt.querySelector("details[open]")) e.preventDefault();
+  });
+
+  // The workbench's live region is replaced whole when its state changes: carry over what the operator
+  // typed or ticked, the panels they opened, and where the caret was.
+  var kept = null;
+
+  function fieldKey(el) {
+    var form = el.form;
+    return (form ? (form.id || form.getAttribute("action")) : "") + "|" + el.name + "|" +
+      (el.type === "radio" || el.type === "checkbox" ? el.value : "");
+  }
+
+  function snapshot(root) {
+    var fields = {}, open = [], focus = null, active = document.activeElement;
+    root.querySelectorAll("input[name], textarea[name], select[name]").forEach(function (el) {
+      if (el.type === "hidden" || el.name === "csrfmiddlewaretoken") return;
+      fields[fieldKey(el)] = el.type === "radio" || el.type === "checkbox" ? el.checked : el.value;
+    });
+    root.querySelectorAll("details[data-keep]").forEach(function (d) { if (d.open) open.push(d.dataset.keep); });
+    if (active && root.contains(active) && active.name) {
+      focus = { key: fieldKey(active), start: active.selectionStart, end: active.selectionEnd };
+    }
+    return { fields: fields, open: open, focus: focus, scroll: window.scrollY };
+  }
+
+  function restore(root, state) {
+    root.querySelectorAll("input[name], textarea[name], select[name]").forEach(function (el) {
+      var key = fieldKey(el);
+      if (!(key in state.fields)) return;
+      if (el.type === "radio" || el.type === "checkbox") el.checked = state.fields[key];
+      else if (el.type !== "hidden") el.value = state.fields[key];
+      if (state.focus && state.focus.key === key) {
+        el.focus({ preventScroll: true });
+        try { el.setSelectionRange(state.focus.start, state.focus.end); } catch (err) { /* not a text field */ }
+      }
+    });
+    state.open.forEach(function (name) {
+      var d = root.querySelector('details[data-keep="' + name + '"]');
+      if (d) d.open = true;
+    });
+    window.scrollTo(0, state.scroll);
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var target = e.detail && e.detail.target;
+    // A poll keeps what is typed; an answer to the operator's own action shows what the server says.
+    var polled = e.detail.requestConfig && e.detail.requestConfig.verb === "get";
+    kept = target && target.id === "workbench-live" && polled ? snapshot(target) : null;
+  });
+
+  document.addEventListener("htmx:afterSwap", function () {
+    var live = document.getElementById("workbench-live");
+    if (kept && live) { restore(live, kept); gateAll(live); }
+    kept = null;
+  });
+
+  document.addEventListener("click", function (e) {
+    var dismiss = e.target.closest && e.target.closest("[data-dismiss]");
+    if (dismiss) dismiss.parentElement.remove();
   });
 
   // New content from htmx: keep the keyboard selection, re-apply the gate, tick at once.

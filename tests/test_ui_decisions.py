@@ -100,21 +100,28 @@ def test_resume_with_confirmations_queues_the_decision_and_shows_its_status(clie
     assert 'hx-trigger="every 2s"' in html
 
 
-def test_the_decision_status_partial_follows_delivery(client, alice, unknown_refund):
+def test_the_live_workbench_follows_delivery_in_one_poll(client, alice, unknown_refund):
     client.force_login(alice)
     _decide(client, unknown_refund, action="resume", confirm_0="did_not_happen", money_confirmed="1")
     decision = Decision.objects.get()
-    poll = {"HX-Request": "true", "HX-Target": "decision-status"}
     url = reverse("workbench", args=[unknown_refund.pk])
+    poll = {"HX-Request": "true", "HX-Target": "workbench-live"}
+    version = client.get(url).context["version"]
+
+    assert client.get(url, {"v": version}, headers=poll).status_code == 204  # nothing changed: no swap
 
     decision.start_attempt()
-    running = client.get(url, headers=poll).content.decode()
-    assert running.lstrip().startswith('<div id="decision-status"') and 'data-status="running"' in running
+    running = client.get(url, {"v": version}, headers=poll).content.decode()
+    assert running.lstrip().startswith('<div id="workbench-live"') and 'data-status="running"' in running
+    assert "checkpoint decided" in running and 'hx-trigger="every 2s"' in running
 
     decision.mark_succeeded()
-    done = client.get(url, headers=poll).content.decode()
-    assert 'data-status="succeeded"' in done and 'hx-trigger="every 2s"' not in done
-    assert 'hx-trigger="load"' in done  # one refresh of the panel, then quiet
+    done = client.get(url, {"v": version}, headers=poll).content.decode()
+    assert 'data-status="succeeded"' in done and "checkpoint resolved" in done and "workflow running" in done
+    assert 'class="countdown countdown-big"' not in done  # the clock stopped with the decision
+    # The old partial still renders alone, for anything that asks for it.
+    status = client.get(url, headers={"HX-Request": "true", "HX-Target": "decision-status"}).content.decode()
+    assert status.lstrip().startswith('<div id="decision-status"') and 'data-status="succeeded"' in status
 
 
 def test_a_failed_delivery_shows_the_error_and_the_checkpoint_is_back_on_the_queue(

@@ -314,6 +314,17 @@ class Checkpoint(Stateful):
             raise Conflict(self.conflict_message())  # asked after the rollback, so it names the winner
         return decision
 
+    def since_interruption(self) -> dict:
+        """What happened after the interruption, beside the resume state frozen at it: the decision (with
+        its confirmations), the effects committed since, the next checkpoint if it paused again, and where
+        the workflow stands now."""
+        at_interruption = {e.get("idempotency_key") for e in self.resume_state.get("committed", [])}
+        effects = [s for s in self.workflow.steps.filter(kind="effect", status="committed").order_by("seq")
+                   if s.idempotency_key not in at_interruption]
+        later = self.workflow.checkpoints.filter(opened_at__gt=self.opened_at).order_by("opened_at", "pk").first()
+        return {"decision": self.current_decision(), "effects": effects, "next_checkpoint": later,
+                "workflow_status": self.workflow.get_status_display(), "summary": self.workflow.summary}
+
     def conflict_message(self) -> str:
         self.refresh_from_db()
         decision = self.current_decision()
