@@ -174,8 +174,10 @@ class FakeConsole:
             "due_at": "2026-01-01T01:00:00Z", "warn_at": "2026-01-01T00:45:00Z", "breached": False,
             "runbook": None, "decision": None,
             "resume_state": {
-                "committed": [s for s in steps if s["status"] == "committed"],
-                "pending": next((s for s in steps if s["status"] == "pending"), None),
+                "committed": [s for s in steps if s["kind"] == "effect" and s["status"] == "committed"],
+                "pending": next((s for s in steps if s["seq"] == body.get("at_seq") and s["status"] != "committed"),
+                                next((s for s in reversed(steps) if s["status"] == "pending" and s["kind"] != "effect"),
+                                     None)),
                 "last_verified_output": verified[-1] if verified else None,
                 "promises": [s["promise"] for s in steps if s["promise"]],
                 "unknown_effects": [s for s in steps if s["kind"] == "effect" and s["status"] == "pending"],

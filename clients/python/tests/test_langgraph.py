@@ -80,7 +80,7 @@ def test_a_node_failure_becomes_a_checkpoint_and_the_resumed_graph_does_not_repe
     assert checkpoint["reason"] == "model_timeout"
     assert "draft_note" in checkpoint["detail"]
     assert checkpoint["resume_state"]["state"]["graph"]["refund_ref"] == "R-88"
-    assert [s["name"] for s in checkpoint["resume_state"]["committed"]] == ORDER[:3]
+    assert [s["name"] for s in checkpoint["resume_state"]["committed"]] == ["issue_refund"]
 
     console.decide(paused.value.checkpoint_id, "resume")
     values = graph.resume(paused.value.wait_for_decision(interval=0.01, timeout=5), "T-1044")

@@ -138,10 +138,13 @@ class Workflow:
                 raise Stopped(self.external_id, self.status)
             if latest is None or latest.get("status") not in UNRESOLVED:
                 break
+            # Decided: fetching the checkpoint delivers a polled decision; a pushed one is on its way.
+            checkpoint = self.client.get_checkpoint(str(latest["id"]))
             if latest.get("status") != "decided" or time.monotonic() > deadline:
-                raise Paused(self, self.client.get_checkpoint(str(latest["id"])), str(latest.get("reason")))
-            time.sleep(self.poll_interval)  # the decision is on its way: the console marks it delivered soon
+                raise Paused(self, checkpoint, str(latest.get("reason")))
             body = self.client.get_workflow(self.id)
+            if (body.get("checkpoints") or [None])[-1] == latest:
+                time.sleep(self.poll_interval)
         if latest is not None and self.decision is None:
             checkpoint = self.client.get_checkpoint(str(latest["id"]))
             if isinstance(checkpoint.get("decision"), dict):
