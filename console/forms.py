@@ -9,7 +9,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
-from workflows.models import Action, Checkpoint, Confirmation, Reason
+from workflows.models import Action, Agent, Checkpoint, Confirmation, Reason
 
 from .roles import operators
 
@@ -38,11 +38,14 @@ class DecisionForm(forms.Form):
                                        required=False)
     handoff_to = forms.CharField(max_length=200, required=False, strip=True)
     money_confirmed = forms.BooleanField(required=False)
+    standby = forms.ModelChoiceField(queryset=Agent.objects.none(), to_field_name="name", required=False)
 
     def __init__(self, *args: Any, checkpoint: Checkpoint, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.checkpoint = checkpoint
         self.fields["new_owner"].queryset = operators()
+        self.standbys = checkpoint.standbys()
+        self.fields["standby"].queryset = Agent.objects.filter(pk__in=[a.pk for a in self.standbys])
         for i, _effect in enumerate(checkpoint.unknown_effects):
             self.fields[f"confirm_{i}"] = forms.ChoiceField(choices=Confirmation.choices, required=False,
                                                             widget=forms.RadioSelect)
@@ -67,6 +70,8 @@ class DecisionForm(forms.Form):
                 self.add_error(f"ref_{i}", f"Give the external reference you saw for {effect.get('name')}.")
         if data.get("action") == Action.ABORT and not data.get("instructions"):
             self.add_error("instructions", "Say why the workflow is aborted.")
+        if data.get("action") == Action.FAILOVER and not data.get("standby"):
+            self.add_error("standby", "Choose the standby agent that takes the workflow over.")
         return data
 
     def _answers(self) -> tuple[dict[str, str], dict[str, str]]:
@@ -83,7 +88,7 @@ class DecisionForm(forms.Form):
         return {"action": data["action"], "instructions": data.get("instructions", ""),
                 "confirmations": confirmations, "confirmation_refs": refs,
                 "new_owner": data.get("new_owner"), "handoff_to": data.get("handoff_to", ""),
-                "money_confirmed": data.get("money_confirmed", False)}
+                "money_confirmed": data.get("money_confirmed", False), "standby": data.get("standby")}
 
 
 class RejectForm(forms.Form):

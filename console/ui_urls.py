@@ -20,6 +20,7 @@ urlpatterns = [
     path("workflows/<int:pk>/", workflow_views.workflow_page, name="workflow"),
     path("workflows/<int:pk>/complete/", views.complete_handoff, name="complete_handoff"),
     path("workflows/<int:pk>/replay/", workflow_views.request_replay, name="request_replay"),
+    path("workflows/<int:pk>/fork/", workflow_views.fork, name="fork"),
     path("replays/<int:pk>/", workflow_views.replay_page, name="replay"),
     path("replays/<int:pk>/cancel/", workflow_views.cancel_replay, name="cancel_replay"),
 ]

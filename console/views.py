@@ -207,6 +207,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     from .workflow_views import replay_offer  # the workflow pages import this module
 
     user, workflow = request.user, checkpoint.workflow
+    form = form or DecisionForm(checkpoint=checkpoint)
     events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:200])
     steps = list(workflow.steps.order_by("seq"))
     decision = checkpoint.decisions.select_related("decided_by", "approved_by", "new_owner").first()
@@ -219,8 +220,9 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "decision": decision, "decision_error": error, "can_act": acting,
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
         "can_decide": acting and checkpoint.may_be_decided_by(user),
-        "form": form or DecisionForm(checkpoint=checkpoint), "assign_form": AssignForm() if acting else None,
-        "actions": [a for a in Action if not checkpoint.runbook or checkpoint.runbook.allows(a)],
+        "form": form, "assign_form": AssignForm() if acting else None,
+        "actions": [a for a in Action if (not checkpoint.runbook or checkpoint.runbook.allows(a))
+                    and (a != Action.FAILOVER or form.standbys)],
         "returns_to": _returns_to(checkpoint, events), "money_reasons": (money := checkpoint.money_reasons()),
         "money": bool(money), "version": _workbench_version(checkpoint),
         "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),

@@ -46,6 +46,7 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
         "decisions": decisions, "events": events[::-1], "events_clipped": len(events) == EVENTS_SHOWN,
         "highlight": int(seq) if seq.isdigit() else None,
         "replays": workflow.replays.select_related("requested_by")[:50],
+        "forks": workflow.forks.order_by("pk")[:50], "fork_why_not": workflow.agent.cannot(Agent.Capability.FORK),
         **replay_offer(request, workflow, checkpoints[0] if checkpoints else None),
     }
     return _render(request, "console/workflow.html", context, partials=("trajectory",))
@@ -124,3 +125,32 @@ def cancel_replay(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         messages.error(request, f"The replay is already {run.status}.")
     return redirect("replay", pk=pk)
+
+
+# --- forks -------------------------------------------------------------------------------------
+
+class ForkForm(forms.Form):
+    from_seq = forms.IntegerField(min_value=1)
+    reason = forms.CharField(max_length=2000, strip=True, error_messages={"required": "Say why you fork it."})
+    edited_input = forms.JSONField(required=False, help_text="Optional: a new input for the step forked from.")
+    money_confirmed = forms.BooleanField(required=False)
+
+
+@role_required(*ACTORS)
+@require_POST
+def fork(request: HttpRequest, pk: int) -> HttpResponse:
+    """Restart from step k as a new workflow; its decision takes the resume path (four eyes, delivery, audit)."""
+    workflow = get_object_or_404(Workflow.objects.select_related("agent"), pk=pk)
+    form = ForkForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        return redirect("workflow", pk=pk)
+    data = form.cleaned_data
+    try:
+        decision = workflow.fork(from_seq=data["from_seq"], by=request.user, reason=data["reason"],
+                                 edited_input=data["edited_input"], money_confirmed=data["money_confirmed"])
+    except (ValueError, Conflict) as exc:
+        messages.error(request, f"Not forked: {exc}")
+        return redirect("workflow", pk=pk)
+    messages.success(request, f"Forked from step {data['from_seq']}: decision {decision.status}.")
+    return redirect("workbench", pk=decision.checkpoint_id)

@@ -40,9 +40,10 @@ def test_checkpoint_is_open_while_open_or_claimed_and_the_queue_uses_the_same_se
         assert Checkpoint.objects.open().filter(pk=checkpoint.pk).exists() == checkpoint.is_open
 
 
-def test_resume_and_retry_step_are_the_resuming_actions():
-    assert RESUMING_ACTIONS == {Action.RESUME, Action.RETRY_STEP}
-    assert [a for a in Action if a.resumes] == [Action.RESUME, Action.RETRY_STEP]
+def test_resume_retry_step_and_failover_are_the_resuming_actions():
+    # Issue 11: a failover is a resume on a standby agent.
+    assert RESUMING_ACTIONS == {Action.RESUME, Action.RETRY_STEP, Action.FAILOVER}
+    assert [a for a in Action if a.resumes] == [Action.RESUME, Action.RETRY_STEP, Action.FAILOVER]
 
 
 def test_the_confirmation_choices_are_one_enum_for_the_model_and_the_form(db):

@@ -203,6 +203,20 @@ def deliver(decision: Decision) -> int:
     return answer.status
 
 
+def stand_down(decision: Decision) -> int:
+    """After a failover, tell the replaced agent to stop working on the workflow (signed like a decision)."""
+    agent = decision.replaced_agent
+    body = json.dumps(decision.stand_down_payload(), sort_keys=True).encode()
+    answer = post(agent.resume_url, body, {
+        "Content-Type": "application/json",
+        "X-Recovery-Delivery": decision.stand_down_payload()["delivery_id"],
+        "X-Recovery-Signature": sign(agent.signing_secret, body),
+        "User-Agent": "recovery-console/1"}, allow_plain_http=agent.allow_plain_http)
+    if not 200 <= answer.status < 300:
+        raise DeliveryError(f"The agent answered {answer.status} {_reason(answer.status)}.")
+    return answer.status
+
+
 def _reason(status: int) -> str:
     from http import HTTPStatus
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import runtime
-from .models import Checkpoint, Conflict, Decision, Reason, ReplayRun, Workflow
+from .models import Checkpoint, Conflict, Decision, Event, Reason, ReplayRun, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -144,3 +144,24 @@ def sweep() -> dict:
               "sla": record_sla(), "silent": pause_silent_workflows(), "replays": settle_replays()}
     refresh_sqlite_statistics()
     return result
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def send_stand_down(decision_id: int) -> str:
+    """After a failover: tell the replaced agent to stand down (its API access to the workflow already ended)."""
+    decision = Decision.objects.select_related("replaced_agent", "standby", "checkpoint__workflow").filter(
+        pk=decision_id).first()
+    if decision is None or decision.replaced_agent_id is None:
+        return "skipped"
+    workflow, agent = decision.checkpoint.workflow, decision.replaced_agent
+    if not agent.resume_url:
+        Event.record(workflow, Event.Verb.STAND_DOWN_SENT,
+                     data={"agent": agent.name, "how": "it polls: its next look at the workflow answers 404"})
+        return "polls"
+    try:
+        runtime.stand_down(decision)
+    except runtime.DeliveryError as exc:
+        Event.record(workflow, Event.Verb.STAND_DOWN_FAILED, data={"agent": agent.name, "error": str(exc)[:500]})
+        return "failed"
+    Event.record(workflow, Event.Verb.STAND_DOWN_SENT, data={"agent": agent.name, "how": "notice delivered"})
+    return "sent"

@@ -244,6 +244,15 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
                                                          if d.get("explanation") else "no drift"),
     V.REPLAY_FAILED: lambda d: f"replay failed: {d.get('reason', '')}",
     V.REPLAY_CANCELLED: lambda d: "cancelled the replay",
+    V.FORKED: lambda d: f"forked it from step {d.get('from_seq')} as workflow {d.get('fork')}"
+                        + (f": {d['reason']}" if d.get("reason") else ""),
+    V.FORKED_FROM: lambda d: f"started this workflow as a fork of workflow {d.get('original')} from step "
+                             f"{d.get('from_seq')}, steps before it copied as committed",
+    V.FAILED_OVER: lambda d: f"failed the workflow over from {d.get('from_agent')} to the standby {d.get('to_agent')}",
+    V.FAILOVER_UNDONE: lambda d: f"failover undone: the workflow is back with {d.get('to_agent')}{_error(d)}",
+    V.STAND_DOWN_SENT: lambda d: f"told {d.get('agent')} to stand down ({d.get('how', 'notice delivered')})",
+    V.STAND_DOWN_FAILED: lambda d: f"could not tell {d.get('agent')} to stand down{_error(d)}; its API access to "
+                                   "the workflow has ended anyway",
     V.REPLAY_SAFETY_VIOLATION: lambda d: "replay broke the safety rule: "
                                          + " ".join(str(v) for v in d.get("violations") or [])[:400],
     V.LOGGED_IN: lambda d: "signed in" + _from(d),

@@ -192,6 +192,8 @@ class WorkflowOut(BaseModel):
     created_at: datetime
     last_activity_at: datetime
     finished_at: datetime | None
+    forked_from: str | None = None  # issue 11: the workflow this one was forked from, and from which step
+    forked_at_seq: int | None = None
     steps: list[StepOut]
     checkpoints: list[CheckpointSummaryOut]
 

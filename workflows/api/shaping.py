@@ -52,6 +52,8 @@ def workflow_body(workflow: Workflow) -> dict:
         "agent": workflow.agent.name, "context": workflow.context, "summary": workflow.summary,
         "created_at": workflow.created_at, "last_activity_at": workflow.last_activity_at,
         "finished_at": workflow.finished_at,
+        "forked_from": str(workflow.forked_from_id) if workflow.forked_from_id else None,
+        "forked_at_seq": workflow.forked_at_seq,
         "steps": [step.as_dict() for step in workflow.steps.order_by("seq")],
         "checkpoints": [checkpoint_summary(c) for c in workflow.checkpoints.order_by("opened_at", "pk")],
     }

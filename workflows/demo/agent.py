@@ -135,6 +135,7 @@ class Run:
     next_seq: int = 1
     checkpoint_id: str = ""
     resume_state: dict = field(default_factory=dict)
+    fork: dict | None = None  # a fork: where it came from, and the (edited) input of the step it restarts at
 
     def state(self) -> dict:
         return {"kind": self.kind, "remaining": list(self.remaining), "ticket_id": self.ticket_id,
@@ -348,17 +349,24 @@ class DemoAgent:
                    ticket_id=str(state.get("ticket_id") or payload["external_id"]),
                    remaining=[name for name in remaining if name in self.plan], ticket=state.get("ticket"),
                    decision=state.get("decision"), refs=dict(state.get("refs") or {}),
-                   checkpoint_id=str(payload.get("checkpoint_id") or ""), resume_state=resume_state)
+                   checkpoint_id=str(payload.get("checkpoint_id") or ""), resume_state=resume_state,
+                   fork=state.get("fork") if isinstance(state.get("fork"), dict) else None)
 
     def carry_out(self, run: Run, decision: dict) -> str:
         action = decision.get("action")
+        if action == "stand_down":
+            # Failed over to a standby: stop here (the console already refuses this agent's reports on it).
+            self.journal.set_status(run.external_id, "stood_down")
+            log.info("%s %s: told to stand down; %s took the workflow over", self.name, run.external_id,
+                     decision.get("taken_over_by"))
+            return "stood_down"
         if action in ("handoff", "abort"):
             status = "handed_off" if action == "handoff" else "aborted"
             self.journal.set_status(run.external_id, status)
             log.info("%s %s: %s%s; the agent stops working on it", self.name, run.external_id,
                      status.replace("_", " "), f" to {decision['new_owner']}" if decision.get("new_owner") else "")
             return status
-        if action not in ("resume", "retry_step"):
+        if action not in ("resume", "retry_step", "failover"):
             log.error("%s %s: unknown action %r ignored", self.name, run.external_id, action)
             return "ignored"
         workflow = self.settle(run, decision)
@@ -568,6 +576,9 @@ class DemoAgent:
         retry_seq = run.failed.pop(key, None)
         seq = retry_seq or run.take_seq()
         request = self.effect_input(run, spec) if retry_seq is None else self.recorded_input(run, seq)
+        if run.fork and run.fork.get("input_edited") and run.fork.get("step") == spec.name \
+                and isinstance(run.fork.get("input"), dict):
+            request = {**request, **run.fork["input"]}  # the operator's edited input for the step forked from
         # Reported before acting: if the call never answers, the console knows the outcome is unknown.
         self.report(run, seq, spec, "pending", input=request, idempotency_key=key,
                     promise=request.get("promise"))

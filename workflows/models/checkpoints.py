@@ -10,6 +10,7 @@ from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook
@@ -264,7 +265,7 @@ class Checkpoint(Stateful):
 
     def draft_decision(self, *, action: str, instructions: str = "", confirmations: dict | None = None,
                        confirmation_refs: dict | None = None, new_owner: Any = None, handoff_to: str = "",
-                       money_confirmed: bool = False) -> Decision:
+                       money_confirmed: bool = False, standby: Any = None) -> Decision:
         """The decision as it would be recorded, unsaved. ValueError when it is not acceptable."""
         confirmations = {k: v for k, v in (confirmations or {}).items() if v}
         if action not in Action.values:
@@ -281,6 +282,8 @@ class Checkpoint(Stateful):
             raise ValueError("Confirm what happened to every unknown effect before resuming: " + ", ".join(missing))
         if action == Action.HANDOFF and not (new_owner or handoff_to.strip()):
             raise ValueError("A handoff needs a new owner or the human process that takes it over.")
+        if action == Action.FAILOVER:
+            self.check_standby(standby)
         money = action in RESUMING_ACTIONS and self.touches_money()
         if money and not money_confirmed:
             raise ValueError("This decision touches money: tick the explicit confirmation.")
@@ -288,7 +291,25 @@ class Checkpoint(Stateful):
         return Decision(checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
                         confirmation_refs=Confirmation.references(confirmations, confirmation_refs or {}),
                         new_owner=new_owner, handoff_to=handoff_to.strip(),
+                        standby=standby if action == Action.FAILOVER else None,
+                        replaced_agent=self.workflow.agent if action == Action.FAILOVER else None,
                         status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
+
+    def standbys(self) -> list[Agent]:
+        """Agents that could take this workflow over: active, advertising failover, running its kind."""
+        workflow = self.workflow
+        taken = Workflow.objects.filter(external_id=workflow.external_id).values_list("agent_id", flat=True)
+        return [a for a in Agent.objects.filter(is_active=True).exclude(pk=workflow.agent_id).exclude(pk__in=taken)
+                if a.can(Agent.Capability.FAILOVER) and a.runs_kind(workflow.kind)]
+
+    def check_standby(self, standby: Any) -> None:
+        if standby is None:
+            raise ValueError("A failover needs the standby agent that takes the workflow over.")
+        if standby not in self.standbys():
+            why = standby.cannot(Agent.Capability.FAILOVER) or (
+                f"{standby.name} does not run {self.workflow.kind} workflows."
+                if not standby.runs_kind(self.workflow.kind) else f"{standby.name} cannot take this workflow over.")
+            raise ValueError(why)
 
     def record_decision(self, decision: Decision, *, by: Any) -> Decision:
         """OPEN|CLAIMED -> DECIDED, saving the drafted decision: the row is the outbox entry a worker

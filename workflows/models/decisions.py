@@ -100,6 +100,10 @@ class Decision(Stateful):
     decided_at = models.DateTimeField(default=timezone.now)
     approved_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    standby = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                help_text="Failover: the standby agent that takes the workflow over.")
+    replaced_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                       help_text="Failover: the agent told to stand down.")
     delivery_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
@@ -139,7 +143,8 @@ class Decision(Stateful):
 
     @property
     def agent(self) -> Agent:
-        return self.checkpoint.workflow.agent
+        """Who receives the decision: the standby for a failover, else the workflow's agent."""
+        return self.standby if self.standby_id else self.checkpoint.workflow.agent
 
     @property
     def is_polled(self) -> bool:
@@ -149,7 +154,14 @@ class Decision(Stateful):
     def enqueue(self) -> None:
         """Ready for delivery: resuming workflows show it at once; the relay picks the row up."""
         workflow = self.checkpoint.workflow
-        if self.resumes and workflow.status == Workflow.Status.PAUSED:
+        if self.action == Action.FAILOVER and workflow.status == Workflow.Status.PAUSED:
+            # From here on the standby owns the workflow in the API: the original's reports answer 404,
+            # so it cannot record an effect twice even before it hears the stand-down notice.
+            workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING,
+                          expect={"agent_id": self.replaced_agent_id}, agent=self.standby)
+            Event.record(workflow, Event.Verb.FAILED_OVER, actor=self.decided_by,
+                         data={"from_agent": self.replaced_agent.name, "to_agent": self.standby.name})
+        elif self.resumes and workflow.status == Workflow.Status.PAUSED:
             workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING)
         if not self.is_polled:
             Decision.objects.filter(pk=self.pk).update(next_attempt_at=timezone.now())
@@ -238,6 +250,10 @@ class Decision(Stateful):
         if self.resumes:
             if workflow.status == Workflow.Status.RESUMING:
                 workflow.move(Workflow.Status.RUNNING, actor=actor, verb=Event.Verb.RESUMED, last_activity_at=now)
+            if self.action == Action.FAILOVER:
+                from ..tasks import send_stand_down  # tasks import the models
+
+                send_stand_down.delay_on_commit(self.pk)
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
             workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,
@@ -270,7 +286,12 @@ class Decision(Stateful):
                                  data={"error": error[:500]}, assignee=None, claimed_at=None)
             workflow = self.checkpoint.workflow
             workflow.refresh_from_db()
-            if workflow.status == Workflow.Status.RESUMING:
+            if workflow.status == Workflow.Status.RESUMING and self.action == Action.FAILOVER:
+                # The standby never got it: the workflow goes back to the agent it came from.
+                workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.FAILOVER_UNDONE,
+                              data={"error": error[:500], "to_agent": self.replaced_agent.name},
+                              agent=self.replaced_agent)
+            elif workflow.status == Workflow.Status.RESUMING:
                 workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED, data={"error": error[:500]})
         return True
 
@@ -292,7 +313,17 @@ class Decision(Stateful):
             "delivery_id": str(self.delivery_id),
             # Beyond API.md v1's first fields: which failed effect a retry_step tries again, under its key.
             "retry": self.retry_target(),
+            # A failover names the agent that stood down; a fork's checkpoint state says where it came from.
+            "failover": {"from_agent": self.replaced_agent.name} if self.replaced_agent_id else None,
         }
+
+    def stand_down_payload(self) -> dict:
+        """What the replaced agent's resume endpoint receives after a failover (docs/API.md)."""
+        workflow = self.checkpoint.workflow
+        return {"workflow_id": str(workflow.pk), "external_id": workflow.external_id,
+                "checkpoint_id": str(self.checkpoint_id), "action": "stand_down",
+                "taken_over_by": self.standby.name if self.standby_id else None,
+                "delivery_id": str(uuid.uuid5(self.delivery_id, "stand_down"))}
 
     def retry_target(self) -> dict | None:
         """For retry_step: the failed effect to attempt again (the one the agent stopped at, else the latest)."""

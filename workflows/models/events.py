@@ -64,6 +64,12 @@ class Event(models.Model):
         REPLAY_FAILED = "replay_failed"
         REPLAY_CANCELLED = "replay_cancelled"
         REPLAY_SAFETY_VIOLATION = "replay_safety_violation"
+        FORKED = "forked"
+        FORKED_FROM = "forked_from"
+        FAILED_OVER = "failed_over"
+        FAILOVER_UNDONE = "failover_undone"
+        STAND_DOWN_SENT = "stand_down_sent"
+        STAND_DOWN_FAILED = "stand_down_failed"
         # Sign-in and configuration: no workflow, the subject is named in ``Event.subject``.
         LOGGED_IN = "logged_in"
         LOGIN_FAILED = "login_failed"

@@ -14,6 +14,7 @@ class Action(models.TextChoices):
     HANDOFF = "handoff", "Hand off"
     RETRY_STEP = "retry_step", "Retry step"
     ABORT = "abort", "Abort"
+    FAILOVER = "failover", "Fail over"  # resume on a standby agent of the same kind; the original stands down
 
     @property
     def resumes(self) -> bool:
@@ -22,7 +23,7 @@ class Action(models.TextChoices):
 
 
 # The actions after which the agent carries on with the workflow.
-RESUMING_ACTIONS = frozenset({Action.RESUME, Action.RETRY_STEP})
+RESUMING_ACTIONS = frozenset({Action.RESUME, Action.RETRY_STEP, Action.FAILOVER})
 
 
 class Reason(models.TextChoices):
