@@ -1,4 +1,5 @@
-"""Screenshots of the queue, the workbench and My workflows from realistic data: docs/screenshots/*.png.
+"""Screenshots of the queue, the workbench, My workflows, the workflow page and a replay from realistic data:
+docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
 needs nothing running and touches no real data:
@@ -103,11 +104,36 @@ def seed() -> Checkpoint:
     return checkpoint
 
 
+def seed_replay() -> tuple[Workflow, Checkpoint, object]:
+    """A recorded refund the demo runtime replays with its provider changed: drift at step 5."""
+    from tests.replaytools import ReplayRuntime
+    from workflows import tasks
+    from workflows.models import Agent, ReplayRun
+
+    runtime = ReplayRuntime(Path(tempfile.mkdtemp(prefix="rc-replay-")), capabilities=("replay", "fork"))
+    standby, _ = Agent.register("support-bot-standby", resume_url=runtime.server.url("/agents/standby/resume"))
+    Agent.objects.filter(pk=standby.pk).update(capabilities=["failover"], kinds=["refund"],
+                                               runtime_version="demo-agent/1.1")
+    workflow = runtime.recorded_workflow("T-4242", owner=make_user("olivia"))
+    checkpoint = Checkpoint.open_for(workflow, reason="provider_change", at_seq=7,
+                                     detail="refund 100x the ticket amount: provider changed behaviour?")
+    runtime.provider.changed = True
+    alice = make_user("alice")
+    clean = ReplayRun.request(workflow, from_seq=1, to_seq=4, by=make_user("bob"))
+    runtime.provider.changed = False
+    tasks.run_replay(clean.pk)
+    runtime.provider.changed = True
+    run = ReplayRun.request(workflow, from_seq=3, to_seq=7, by=alice, checkpoint=checkpoint)
+    tasks.run_replay(run.pk)
+    return workflow, checkpoint, run
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
     call_command("migrate", verbosity=0)
     checkpoint = seed()
+    workflow, replay_checkpoint, run = seed_replay()
     server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
     server.daemon = True
     server.start()
@@ -137,8 +163,16 @@ def main() -> None:
         page.screenshot(path=str(OUT / "workbench.png"), full_page=True)
         page.goto("/mine/")
         page.screenshot(path=str(OUT / "mine.png"), full_page=True)
+        page.goto(f"/workflows/{workflow.pk}/")
+        page.get_by_test_id("step-output").nth(4).locator("summary").click()
+        page.screenshot(path=str(OUT / "workflow.png"), full_page=True)
+        page.goto(f"/replays/{run.pk}/")
+        page.screenshot(path=str(OUT / "replay.png"), full_page=True)
+        page.goto(f"/checkpoints/{replay_checkpoint.pk}/")
+        page.get_by_test_id("standby").select_option("support-bot-standby")
+        page.screenshot(path=str(OUT / "failover.png"), full_page=True)
         browser.close()
-    print(f"wrote queue.png, workbench.png and mine.png in {OUT}")
+    print(f"wrote queue, workbench, mine, workflow, replay and failover .png in {OUT}")
 
 
 if __name__ == "__main__":

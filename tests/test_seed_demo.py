@@ -35,7 +35,7 @@ def test_seeding_twice_creates_everything_once_and_prints_the_same_passwords(db,
     assert "http://127.0.0.1:8000/login/" in second
     assert get_user_model().objects.count() == 3
     assert sorted(Group.objects.values_list("name", flat=True)) == ["admin", "operator", "tpm"]
-    assert Agent.objects.count() == 3 and Runbook.objects.count() == 5
+    assert Agent.objects.count() == 4 and Runbook.objects.count() == 5  # 3 agents and support-bot's standby
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_staff and admin.is_superuser and admin.groups.filter(name="admin").exists()
     assert get_user_model().objects.get(username="tpm").groups.get().name == "tpm"
@@ -45,7 +45,7 @@ def test_agents_json_holds_working_tokens_secrets_and_resume_urls(db, var_dir):
     seed("--fleet-port", "9123")
     configs = {c.name: c for c in load_agents(var_dir / "demo" / "agents.json")}
 
-    assert set(configs) == {"support-bot", "billing-bot", "ticket-bot"}
+    assert set(configs) == {"support-bot", "billing-bot", "ticket-bot", "support-bot-standby"}
     for name, config in configs.items():
         agent = Agent.objects.get(name=name)
         assert Agent.authenticate(config.token) == agent
@@ -55,6 +55,9 @@ def test_agents_json_holds_working_tokens_secrets_and_resume_urls(db, var_dir):
     assert configs["support-bot"].resume_url == "http://127.0.0.1:9123/agents/support-bot/resume"
     assert configs["ticket-bot"].polls and not configs["support-bot"].polls
     assert configs["support-bot"].kind == "refund"
+    standby = Agent.objects.get(name="support-bot-standby")
+    assert standby.capabilities == ["replay", "fork", "failover"] and standby.kinds == ["refund"]
+    assert standby.replay_url == "http://127.0.0.1:9123/agents/support-bot-standby/replay"
     assert (var_dir / "demo" / "agents.json").stat().st_mode & 0o077 == 0  # secrets: owner only
 
 
@@ -68,7 +71,7 @@ def test_tokens_are_kept_while_the_file_matches_and_rotated_when_it_is_lost(db, 
     path.unlink()
     out = seed()
     after = {c.name: c.token for c in load_agents(path)}
-    assert "rotated: support-bot, ticket-bot, billing-bot" in out
+    assert "rotated: support-bot, ticket-bot, billing-bot, support-bot-standby" in out
     for name, token in after.items():
         assert token != before[name]
         assert Agent.authenticate(token).name == name

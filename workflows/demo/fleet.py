@@ -125,7 +125,8 @@ class Fleet:
             if agent.polls:
                 continue
             try:
-                agent.client.advertise(["replay"], runtime_version=RUNTIME_VERSION, kinds=[agent.kind])
+                agent.client.advertise(["replay", "fork", "failover"], runtime_version=RUNTIME_VERSION,
+                                       kinds=[agent.kind])
             except (ApiError, Unavailable) as exc:
                 log.warning("%s: could not advertise its capabilities: %s", agent.name, exc)
 

@@ -16,7 +16,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--console", default="http://127.0.0.1:8000", help="Base URL of the console.")
         parser.add_argument("--port", type=int, default=8765, help="Port of the fleet's resume server.")
-        parser.add_argument("--agents", type=int, default=3, help="How many of the seeded demo agents to run.")
+        parser.add_argument("--agents", type=int, default=None,
+                            help="How many of the seeded demo agents to run (default: all of them).")
         parser.add_argument("--interval", type=float, default=4.0,
                             help="Seconds between two workflows of one agent (jittered).")
         parser.add_argument("--max-open", type=int, default=12,
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         parser.add_argument("--reconcile-interval", type=float, default=30.0,
                             help="Seconds between two looks for paused and orphaned runs to pick up again.")
 
-    def handle(self, *args: Any, console: str, port: int, agents: int, interval: float, max_open: int,
+    def handle(self, *args: Any, console: str, port: int, agents: int | None, interval: float, max_open: int,
                seed: int | None, fault_rate: float, step_delay: float, total: int | None, poll_interval: float,
                reconcile_interval: float, provider_changed: bool = False, **options: Any) -> None:
         if not 0 <= fault_rate <= 1:
@@ -48,6 +49,7 @@ class Command(BaseCommand):
         if not path.exists():
             raise CommandError(f"{path} is missing: run `python manage.py seed_demo` first.")
         configs = load_agents(path)
+        agents = len(configs) if agents is None else agents
         if agents > len(configs):
             self.stderr.write(f"only {len(configs)} demo agents are seeded; running all of them")
         configs = configs[:max(agents, 0)]

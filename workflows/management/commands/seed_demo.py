@@ -32,6 +32,7 @@ AGENTS = (
     ("support-bot", "refund", True, "Support agent: refunds for tickets (the worked example)."),
     ("ticket-bot", "ticket_triage", False, "Triage agent without a resume endpoint: it polls for decisions."),
     ("billing-bot", "billing_dispute", True, "Billing agent: invoice disputes and credits."),
+    ("support-bot-standby", "refund", True, "Standby support agent: refunds fail over to it when support-bot is down."),
 )
 DEMO_LEDGERS_URL = re.compile(r"http://127\.0\.0\.1:\d+/ledgers")
 UNKNOWN_EFFECT_BODY = (
@@ -160,8 +161,9 @@ class Command(BaseCommand):
                 agent.save()
             # The fleet's runtimes answer replays next to their resume endpoint (an admin's setting).
             replay_url = resume_url.removesuffix("/resume") + "/replay" if resume_url else ""
-            Agent.objects.filter(pk=agent.pk).update(replay_url=replay_url, kinds=[kind],
-                                                     capabilities=["replay"] if replay_url else [])
+            Agent.objects.filter(pk=agent.pk).update(
+                replay_url=replay_url, kinds=[kind],
+                capabilities=["replay", "fork", "failover"] if replay_url else [])
             entries.append({"name": name, "kind": kind, "token": token, "signing_secret": agent.signing_secret,
                             "resume_url": resume_url, "owner": agent.owner.get_username() if agent.owner else None})
         return entries, rotated
