@@ -151,6 +151,25 @@ REPLAY_MAX_CONCURRENT_PER_AGENT = env.int("REPLAY_MAX_CONCURRENT_PER_AGENT", def
 REPLAY_TIMEOUT_SECONDS = env.float("REPLAY_TIMEOUT_SECONDS", default=30.0)
 REPLAY_DEADLINE_SECONDS = env.int("REPLAY_DEADLINE_SECONDS", default=300)
 
+# --- Notifications (SLA warnings, breaches, escalations, reminders) -----------
+# Links in emails and webhooks point here.
+CONSOLE_URL = env.str("CONSOLE_URL", default="http://127.0.0.1:8000")
+# Django's email backend from one URL: smtp://user:pass@host:587 (add ?ssl=True / tls), consolemail://,
+# or filemail:// — the default writes each email as a file under EMAIL_FILE_PATH (var/mail/), so
+# `make run` needs no mail server.
+_email = env.email_url("EMAIL_URL", default="filemail://")
+EMAIL_BACKEND = _email["EMAIL_BACKEND"]
+EMAIL_HOST, EMAIL_PORT = _email.get("EMAIL_HOST") or "localhost", _email.get("EMAIL_PORT") or 25
+EMAIL_HOST_USER, EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_USER") or "", _email.get("EMAIL_HOST_PASSWORD") or ""
+EMAIL_USE_TLS, EMAIL_USE_SSL = bool(_email.get("EMAIL_USE_TLS")), bool(_email.get("EMAIL_USE_SSL"))
+# django-environ drops the leading slash of a filemail:// path, so the directory is its own variable.
+EMAIL_FILE_PATH = env.str("EMAIL_FILE_PATH", default=str(VAR_DIR / "mail"))
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Recovery Console <console@localhost>")
+NOTIFY_TIMEOUT_SECONDS = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
+NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=6)
+NOTIFY_BACKOFF_SECONDS = env.float("NOTIFY_BACKOFF_SECONDS", default=5.0)
+
 # --- Celery ----------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL == "filesystem://":

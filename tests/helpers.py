@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from console.roles import set_role
-from workflows.models import Agent, Checkpoint, Runbook, Step, Workflow
+from workflows.models import Agent, Checkpoint, EscalationLevel, Runbook, SLAPolicy, Step, Workflow
 
 _counter = itertools.count(1)
 
@@ -26,10 +26,23 @@ def make_agent(name: str | None = None, **kwargs: Any) -> tuple[Agent, str]:
     return Agent.register(name or f"agent-{next(_counter)}", **kwargs)
 
 
-def make_runbook(**kwargs: Any) -> Runbook:
+def make_policy(*, target: int = 30, warning: int = 10, escalate_to: Any = None, **kwargs: Any) -> SLAPolicy:
+    """A policy with a decision target; ``escalate_to`` adds a first level at the breach that reassigns."""
+    policy = SLAPolicy.objects.create(name=kwargs.pop("name", f"policy-{next(_counter)}"),
+                                      decision_target_minutes=target, decision_warning=warning, **kwargs)
+    if escalate_to is not None:
+        EscalationLevel.objects.create(policy=policy, delay_minutes=0, notify=True, reassign=True, user=escalate_to)
+    return policy
+
+
+def make_runbook(*, sla_target_minutes: int = 30, sla_warning_minutes: int = 10, escalation_target: Any = None,
+                 **kwargs: Any) -> Runbook:
+    """A runbook; the SLA keywords build its policy (as the migration turned old runbook targets into policies)."""
     defaults = {"slug": f"runbook-{next(_counter)}", "title": "Refund runbook",
-                "url": "https://runbooks.example/refunds", "body": "Check the payment ledger.",
-                "sla_target_minutes": 30, "sla_warning_minutes": 10}
+                "url": "https://runbooks.example/refunds", "body": "Check the payment ledger."}
+    if "policy" not in kwargs:
+        kwargs["policy"] = make_policy(target=sla_target_minutes, warning=sla_warning_minutes,
+                                       escalate_to=escalation_target)
     return Runbook.objects.create(**{**defaults, **kwargs})
 
 

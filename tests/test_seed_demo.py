@@ -86,8 +86,9 @@ def test_the_runbooks_match_the_worked_example_and_escalate_to_admin(db, var_dir
     assert "did not happen" in unknown_refund.body
     assert Runbook.match("refund", "model_timeout").slug == "refund-model-timeout"
     assert Runbook.match("ticket_triage", "rate_limit").is_default
-    assert all(r.escalation_target.username == "admin" for r in Runbook.objects.all())
-    assert all(r.sla_target_minutes <= 5 for r in Runbook.objects.all())
+    # The runbooks' targets now live in SLA policies: the first escalation level tells admin at the breach.
+    assert all(r.policy.levels.first().user.username == "admin" for r in Runbook.objects.all())
+    assert all(r.policy.decision_target_minutes <= 5 for r in Runbook.objects.all())
 
 
 def test_an_admins_edits_survive_a_reseed_and_the_ledgers_link_follows_the_fleet_port(db, var_dir):

@@ -31,7 +31,7 @@ def test_a_kind_specific_runbook_beats_a_reason_specific_one(db):
     assert make_checkpoint(reason="model_timeout").runbook.slug == "refunds"
 
 
-def test_a_breach_is_recorded_once_and_names_the_escalation_target(db):
+def test_a_breach_is_recorded_once_and_escalates_to_the_escalation_target(db):
     adam = make_user("adam", role="admin")
     make_runbook(slug="refunds", workflow_kind="refund", escalation_target=adam)
     checkpoint = make_checkpoint()
@@ -39,9 +39,11 @@ def test_a_breach_is_recorded_once_and_names_the_escalation_target(db):
     assert tasks.record_sla(later) == (1, 1)
     assert tasks.record_sla(later + timedelta(minutes=5)) == (0, 0)
     [breach] = Event.objects.filter(checkpoint=checkpoint, verb="sla_breached")
-    assert breach.data["escalated_to"] == "adam"
+    assert breach.data["escalates_to"] == "adam"
+    [escalation] = Event.objects.filter(checkpoint=checkpoint, verb="escalated")
+    assert escalation.data["reassigned_to"] == "adam"
     checkpoint.refresh_from_db()
-    assert checkpoint.is_breached
+    assert checkpoint.is_breached and checkpoint.assignee == adam
 
 
 def test_the_clock_does_not_breach_a_decided_checkpoint(db, alice):

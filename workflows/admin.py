@@ -25,7 +25,25 @@ from django.template.response import TemplateResponse
 
 from console.roles import owner_candidates
 
-from .models import Agent, Checkpoint, Decision, DriftIgnoreRule, Event, ReplayRun, Runbook, Step, Workflow
+from .models import (
+    Agent,
+    Attempt,
+    BusinessCalendar,
+    Channel,
+    Checkpoint,
+    Decision,
+    Delivery,
+    DriftIgnoreRule,
+    EscalationLevel,
+    Event,
+    Holiday,
+    OperatorProfile,
+    ReplayRun,
+    Runbook,
+    SLAPolicy,
+    Step,
+    Workflow,
+)
 
 # A typed-in "example.com/hook" means https (Django 6's default, chosen now).
 URL_FIELDS = {models.URLField: {"assume_scheme": "https"}}
@@ -85,12 +103,82 @@ def _described(obj: Any, **changes: Any) -> dict:
 @admin.register(Runbook)
 class RunbookAdmin(AuditedAdmin):
     formfield_overrides = URL_FIELDS
-    list_display = ("slug", "title", "workflow_kind", "reason", "sla_target_minutes", "sla_warning_minutes",
-                    "requires_four_eyes", "four_eyes_on_every_resume", "is_default")
-    list_filter = ("reason", "requires_four_eyes", "four_eyes_on_every_resume", "is_default")
+    list_display = ("slug", "title", "workflow_kind", "reason", "policy", "requires_four_eyes",
+                    "four_eyes_on_every_resume", "is_default")
+    list_filter = ("reason", "requires_four_eyes", "four_eyes_on_every_resume", "is_default", "policy")
     search_fields = ("slug", "title", "workflow_kind")
     prepopulated_fields = {"slug": ("title",)}
-    autocomplete_fields = ("escalation_target",)
+    list_select_related = ("policy",)
+
+
+class HolidayInline(admin.TabularInline):
+    model = Holiday
+    extra = 1
+
+
+@admin.register(BusinessCalendar)
+class BusinessCalendarAdmin(admin.ModelAdmin):
+    list_display = ("name", "time_zone", "opens", "closes")
+    inlines = (HolidayInline,)
+
+
+class EscalationLevelInline(admin.TabularInline):
+    model = EscalationLevel
+    extra = 1
+    autocomplete_fields = ("user",)
+
+
+@admin.register(SLAPolicy)
+class SLAPolicyAdmin(admin.ModelAdmin):
+    list_display = ("name", "claim_target_minutes", "decision_target_minutes", "calendar", "updated_at")
+    inlines = (EscalationLevelInline,)
+    fieldsets = (
+        (None, {"fields": ("name",),
+                "description": "Editing a policy changes checkpoints opened from now on; open checkpoints keep "
+                               "the terms they opened with."}),
+        ("Time to claim", {"fields": ("claim_target_minutes", ("claim_warning", "claim_warning_unit"))}),
+        ("Time to decision", {"fields": ("decision_target_minutes", ("decision_warning", "decision_warning_unit"))}),
+        ("Hours and people", {"fields": ("calendar", "watchers", "claim_reminder_minutes",
+                                         "claim_release_minutes")}),
+    )
+
+
+@admin.register(OperatorProfile)
+class OperatorProfileAdmin(admin.ModelAdmin):
+    list_display = ("user", "calendar")
+    autocomplete_fields = ("user",)
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    formfield_overrides = URL_FIELDS
+    list_display = ("__str__", "kind", "address", "url", "slack", "is_active")
+    list_filter = ("kind", "slack", "is_active")
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    fields = ("number", "at", "ok", "status_code", "detail")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ("notification", "channel", "status", "attempts", "next_attempt_at", "sent_at")
+    list_filter = ("status",)
+    list_select_related = ("notification", "channel__user", "channel__group")
+    readonly_fields = ("notification", "channel", "status", "attempts", "next_attempt_at", "lease_expires_at",
+                       "last_error", "sent_at")
+    inlines = (AttemptInline,)
+    show_full_result_count = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
 
 
 @admin.register(Agent)

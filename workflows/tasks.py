@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from . import runtime
-from .models import Checkpoint, Conflict, Decision, Event, Reason, ReplayRun, Workflow
+from . import notify, runtime
+from .models import Checkpoint, Conflict, Decision, Delivery, Event, Reason, ReplayRun, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -104,11 +104,84 @@ def reclaim_stuck_deliveries() -> int:
     return reclaimed
 
 
-def record_sla(now=None) -> tuple[int, int]:
+# Each SLA step is (queryset of due rows, the model method that records one); order matters on catch-up:
+# a checkpoint the scheduler missed for an hour is warned, then breached, then escalated, in one sweep.
+SLA_STEPS = (
+    ("claim_warnings", "claim_warning", "record_claim_warning"),
+    ("claim_breaches", "claim_due", "record_claim_breach"),
+    ("warnings", "warning", "record_warning"),
+    ("breaches", "due", "record_breach"),
+    ("escalations", "escalating", "fire_escalation"),
+    ("reminders", "reminding", "remind_claim"),
+    ("releases", "stale_claims", "release_stale_claim"),
+)
+SLA_BATCH = 500
+
+
+def sweep_clocks(now=None) -> dict[str, int]:
+    """Apply every SLA deadline that has passed, each once, stamped at its own time.
+
+    Only due rows are read, through the partial deadline indexes, in batches. A step
+    repeats until nothing is due, so a backlog after downtime drains in one sweep and
+    an escalation chain fires each of its levels that fell due meanwhile.
+    """
     now = now or timezone.now()
-    warned = sum(c.record_warning(now) for c in Checkpoint.objects.warning(now).only("pk", "due_at"))
-    breached = sum(c.record_breach(now) for c in Checkpoint.objects.due(now).select_related("runbook"))
-    return warned, breached
+    counts = dict.fromkeys((name for name, _, _ in SLA_STEPS), 0)
+    for name, query, method in SLA_STEPS:
+        seen: set[int] = set()
+        while True:
+            due = [c for c in getattr(Checkpoint.objects, query)(now).select_related("workflow", "assignee")
+                   .order_by("pk")[:SLA_BATCH]]
+            fresh = [c for c in due if (c.pk, c.escalations_fired) not in seen]
+            if not fresh:
+                break
+            for checkpoint in fresh:
+                seen.add((checkpoint.pk, checkpoint.escalations_fired))
+                counts[name] += bool(getattr(checkpoint, method)())
+    return counts
+
+
+def record_sla(now=None) -> tuple[int, int]:
+    """The decision clock's (warnings, breaches) recorded by one sweep of every clock."""
+    counts = sweep_clocks(now)
+    return counts["warnings"], counts["breaches"]
+
+
+def relay_notifications(limit: int = 200) -> int:
+    """Hand due notification deliveries to the broker; a lease keeps each from being sent twice meanwhile."""
+    sent = 0
+    now = timezone.now()
+    lease = timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
+    with transaction.atomic():
+        due = list(Delivery.objects.dispatchable(now).select_for_update(skip_locked=True)
+                   .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
+        for pk in due:
+            deliver_notification.apply_async((pk,), retry=False)  # raises when the broker is down: row stays due
+            Delivery.objects.filter(pk=pk, status=Delivery.Status.PENDING).update(next_attempt_at=now + lease)
+            sent += 1
+    return sent
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def deliver_notification(delivery_id: int) -> str:
+    """Send one notification on one channel; the attempt is recorded and a failure retried with backoff."""
+    delivery = Delivery.objects.select_related("channel__user", "notification__checkpoint").filter(
+        pk=delivery_id).first()
+    if delivery is None or delivery.status != Delivery.Status.PENDING:
+        return "skipped"
+    if not delivery.start_attempt():
+        return "lost"  # another worker holds this attempt
+    try:  # outside any transaction: a slow mail server or webhook holds no lock
+        status = notify.send(delivery)
+    except notify.NotifyError as exc:
+        delivery.record_attempt(ok=False, detail=str(exc), status_code=exc.status_code)
+        return "retry" if delivery.status == Delivery.Status.PENDING else "failed"
+    except Exception as exc:  # a bug still ends as a recorded, retried attempt
+        log.exception("delivering notification %s", delivery_id)
+        delivery.record_attempt(ok=False, detail=f"Internal error: {type(exc).__name__}: {exc}")
+        return "retry" if delivery.status == Delivery.Status.PENDING else "failed"
+    delivery.record_attempt(ok=True, status_code=status)
+    return "sent"
 
 
 def pause_silent_workflows(now=None) -> int:
@@ -141,7 +214,8 @@ def refresh_sqlite_statistics() -> None:
 def sweep() -> dict:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
-              "sla": record_sla(), "silent": pause_silent_workflows(), "replays": settle_replays()}
+              "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),
+              "notifications": relay_notifications()}
     refresh_sqlite_statistics()
     return result
 

@@ -25,7 +25,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from .models import Agent, Checkpoint, Reason, Step
+from .models import Agent, Checkpoint, Reason, SLAPolicy, Step
 
 KINDS = ("refund", "billing_dispute", "ticket_triage", "account_recovery", "order_change")
 STEP_PLAN = (  # name, kind: the shape of a support agent's run, repeated as far as a workflow goes
@@ -210,6 +210,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
         resume = json.dumps({"committed": [], "pending": None, "last_verified_output": {"ok": True},
                              "promises": ["refund within 5 days"], "unknown_effects": [], "state": {}})
         total = unresolved + resolved
+        terms = json.dumps(SLAPolicy.fallback())  # the terms every checkpoint without a runbook freezes
         for j in range(total):
             if j < open_checkpoints:
                 status, wf_index = rng.choice(OPEN_STATES), j
@@ -236,11 +237,14 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
                             "{}", resume, status, False, opened if claimed else None, opened,
                             due_at - timedelta(minutes=2), due_at, warned, breached,
                             opened + timedelta(minutes=20) if status == "resolved" else None,
-                            rng.choice(operators) if claimed else None, None, wf0 + wf_index))
+                            rng.choice(operators) if claimed else None, None, wf0 + wf_index,
+                            terms, 0, opened if claimed else None,
+                            opened + timedelta(minutes=15) if status in ("decided", "resolved") else None))
         _copy("workflows_checkpoint", (
             "id", "reason", "detail", "at_seq", "state", "resume_state", "status", "opened_by_console",
             "claimed_at", "opened_at", "warn_at", "due_at", "warned_at", "breached_at", "resolved_at",
-            "assignee_id", "runbook_id", "workflow_id"), iter(cp_rows))
+            "assignee_id", "runbook_id", "workflow_id", "sla", "escalations_fired", "first_claimed_at",
+            "clock_stopped_at"), iter(cp_rows))
         volume.checkpoints = counts
         say(f"checkpoints: {total:,} ({', '.join(f'{k} {v:,}' for k, v in sorted(counts.items()))})")
 

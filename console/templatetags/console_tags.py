@@ -13,6 +13,7 @@ from django import template
 from django.utils import timezone
 
 from workflows.models import Event, Reason
+from workflows.models.sla import in_minutes
 
 register = template.Library()
 
@@ -81,6 +82,12 @@ def iso(value: datetime | None) -> str:
 def stamp(value: datetime | None) -> str:
     """``|date:'Y-m-d H:i:s'``, as cheaply."""
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+@register.filter
+def minutes(seconds: float | None) -> str:
+    """A frozen SLA duration (seconds) as '45 min' or '2 h'."""
+    return in_minutes(seconds or 0)
 
 
 @register.filter
@@ -217,7 +224,8 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
                         + (f": {d['detail']}" if d.get("detail") else ""),
     V.PAUSED: lambda d: "workflow paused" + _error(d),
     V.CLAIMED: lambda d: "claimed the checkpoint",
-    V.RELEASED: lambda d: "released the checkpoint",
+    V.RELEASED: lambda d: "released the checkpoint"
+                          + (f" held by {d['from_assignee']}: {d['why']}" if d.get("why") else ""),
     V.ASSIGNED: lambda d: f"assigned the checkpoint to {d.get('to')}{_note(d)}",
     V.DECIDED: lambda d: f"decided: {str(d.get('action', '')).replace('_', ' ')}"
                          + (" (waits for a second operator)" if d.get("four_eyes") else ""),
@@ -228,15 +236,17 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
     V.DELIVERY_STARTED: lambda d: f"delivery attempt {d.get('attempt', '')} started",
     V.DELIVERY_RETRY: lambda d: f"delivery attempt {d.get('attempt', '')} failed, retrying{_error(d)}",
     V.DELIVERY_FAILED: lambda d: f"delivery failed after {d.get('attempts', '')} attempts{_error(d)}",
-    V.RETURNED_TO_QUEUE: lambda d: f"checkpoint back on the queue{_error(d)}",
+    V.RETURNED_TO_QUEUE: lambda d: f"checkpoint back on the queue{_error(d)}"
+                                   + (f" ({d['fallback']})" if d.get("fallback") else ""),
     V.DELIVERED: lambda d: "decision delivered to the agent",
     V.FETCHED_BY_AGENT: lambda d: "decision fetched by the agent",
     V.RESOLVED: lambda d: "checkpoint resolved",
     V.RESUMED: lambda d: "workflow resumed",
     V.HANDED_OFF: lambda d: f"workflow handed off to {d.get('to')}",
     V.ABORTED: lambda d: "workflow aborted",
-    V.SLA_WARNING: lambda d: "SLA warning: the target is near",
-    V.SLA_BREACHED: lambda d: "SLA breached"
+    V.SLA_WARNING: lambda d: "SLA warning: the decision target is near",
+    V.SLA_BREACHED: lambda d: "SLA breached: the decision target passed"
+                              + (f"; escalates to {d['escalates_to']}" if d.get("escalates_to") else "")
                               + (f", escalated to {d['escalated_to']}" if d.get("escalated_to") else ""),
     V.REPLAY_REQUESTED: lambda d: f"asked for a replay of steps {d.get('from_seq')}..{d.get('to_seq')}",
     V.REPLAY_STARTED: lambda d: "the runtime was asked to replay the steps",
@@ -264,6 +274,15 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
                                            for k, v in (d.get("after") or {}).items()),
     V.ADMIN_DELETED: lambda d: f"deleted {d.get('model', '')} {d.get('object', '')} in the admin",
     V.TOKEN_ROTATED: lambda d: f"rotated the {d.get('credential', 'credential')} of {d.get('object', '')}",
+    V.CLAIM_WARNING: lambda d: "SLA warning: nobody has claimed it and the claim target is near",
+    V.CLAIM_BREACHED: lambda d: "SLA breached: the time-to-claim target passed",
+    V.ESCALATED: lambda d: f"escalation level {d.get('level')} fired"
+                           + (f" (repeat {d['repeat']})" if d.get("repeat") else "")
+                           + (f": reassigned to {d['reassigned_to']}" if d.get("reassigned_to") else "")
+                           + (f": not reassigned, {d['not_reassigned']}" if d.get("not_reassigned") else "")
+                           + (f"; notified {d.get('target')}" if d.get("notified") else ""),
+    V.ESCALATION_SKIPPED: lambda d: f"escalation level {d.get('level')} skipped: someone holds the checkpoint",
+    V.CLAIM_REMINDER: lambda d: f"reminded {d.get('to')}: claimed with no progress",
 }
 
 

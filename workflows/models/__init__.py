@@ -13,8 +13,11 @@ from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, has
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
+from .notifications import Attempt, Channel, Delivery, Notification
+from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, all_actions
+from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
@@ -22,4 +25,7 @@ __all__ = [
     "Decision", "DecisionQuerySet", "DriftIgnoreRule", "ReplayRun", "ReplayRunQuerySet",
     "Event", "IllegalTransition", "Invalid", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
     "all_actions", "canonical", "hash_token", "wake_relay",
+    # SLA policies and notifications
+    "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",
+    "OperatorProfile", "SLAPolicy", "Terms",
 ]

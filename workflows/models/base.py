@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
@@ -65,14 +66,15 @@ class Stateful(models.Model):
 
     def move(self, to: str, *, verb: Event.Verb, actor: Any = None, data: dict | None = None,
              from_: Iterable[str] | None = None, expect: Mapping[str, Any] | None = None,
-             **fields: Any) -> bool:
+             at: datetime | None = None, **fields: Any) -> bool:
         """The status this instance read -> ``to``, as one compare-and-set ``UPDATE … WHERE``.
 
         ``from_`` names the statuses this transition starts from (default: the one read), and
         ``expect`` the other fields the caller read and relies on (e.g. ``{"assignee_id": 3}``).
         Returns False whenever the row is not as expected: someone else got there first, or this
         instance was read before they did. Raises IllegalTransition only for an impossible request:
-        a move that the transition table allows from none of ``from_``.
+        a move that the transition table allows from none of ``from_``. ``at`` stamps the event
+        with the moment it truly happened (a clock deadline the sweep applies late) instead of now.
         """
         current = self.status
         sources = set(from_) if from_ is not None else {current}
@@ -87,6 +89,6 @@ class Stateful(models.Model):
             won = type(self).objects.filter(pk=self.pk, status=current, **(expect or {})).update(
                 status=to, **fields)
             if won:
-                Event.record(self, verb, actor=actor, data={"from": current, "to": to, **(data or {})})
+                Event.record(self, verb, actor=actor, at=at, data={"from": current, "to": to, **(data or {})})
         self.refresh_from_db()
         return bool(won)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
-from django.db.models import Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
+from .notifications import Notification
+from .people import can_take_work, least_loaded
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook
+from .sla import SLAPolicy, Terms
 from .workflows import Workflow
 
 User = settings.AUTH_USER_MODEL
@@ -61,6 +64,28 @@ class CheckpointQuerySet(models.QuerySet):
     def warning(self, now: Any = None) -> CheckpointQuerySet:
         return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now or timezone.now())
 
+    def claim_warning(self, now: Any = None) -> CheckpointQuerySet:
+        """Never claimed yet, past the claim clock's warning."""
+        return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
+                           claim_warned_at__isnull=True, claim_warn_at__lte=now or timezone.now())
+
+    def claim_due(self, now: Any = None) -> CheckpointQuerySet:
+        """Never claimed yet, past the time-to-claim target, breach not recorded."""
+        return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
+                           claim_breached_at__isnull=True, claim_due_at__lte=now or timezone.now())
+
+    def escalating(self, now: Any = None) -> CheckpointQuerySet:
+        """Breached, with the next level of the escalation chain due."""
+        return self.open().filter(escalation_at__lte=now or timezone.now())
+
+    def reminding(self, now: Any = None) -> CheckpointQuerySet:
+        """Claimed with no progress for the policy's reminder time."""
+        return self.filter(status=Checkpoint.Status.CLAIMED, remind_at__lte=now or timezone.now())
+
+    def stale_claims(self, now: Any = None) -> CheckpointQuerySet:
+        """Claimed with no progress for the policy's release time: back to the queue."""
+        return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or timezone.now())
+
     def for_queue(self) -> CheckpointQuerySet:
         return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook")
 
@@ -92,8 +117,23 @@ class Checkpoint(Stateful):
     warn_at = models.DateTimeField()
     due_at = models.DateTimeField()
     warned_at = models.DateTimeField(null=True, blank=True)
-    breached_at = models.DateTimeField(null=True, blank=True)
+    breached_at = models.DateTimeField(null=True, blank=True, help_text="Stamped with the due time it passed.")
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # The SLA terms in force when it opened (SLAPolicy.freeze), and the clocks computed from them.
+    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="+")
+    sla = models.JSONField(default=dict, blank=True, help_text="The SLA terms frozen when it opened.")
+    claim_warn_at = models.DateTimeField(null=True, blank=True)
+    claim_due_at = models.DateTimeField(null=True, blank=True)
+    claim_warned_at = models.DateTimeField(null=True, blank=True)
+    claim_breached_at = models.DateTimeField(null=True, blank=True)
+    first_claimed_at = models.DateTimeField(null=True, blank=True)
+    clock_stopped_at = models.DateTimeField(null=True, blank=True,
+                                            help_text="Decided: the decision clock waits until it reopens.")
+    escalation_at = models.DateTimeField(null=True, blank=True, help_text="When the next escalation fires.")
+    escalations_fired = models.PositiveIntegerField(default=0)
+    remind_at = models.DateTimeField(null=True, blank=True)
+    release_at = models.DateTimeField(null=True, blank=True)
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -112,6 +152,25 @@ class Checkpoint(Stateful):
             # where (status, due_at) would sort every open row for `status IN (open, claimed)`.
             models.Index(fields=["due_at", "id"], condition=Q(status__in=list(OPEN_STATUSES)),
                          name="checkpoint_queue_order"),
+            # The SLA sweep reads only what is due: one partial index per deadline, holding pending rows only.
+            models.Index(fields=["warn_at"], condition=Q(status__in=list(OPEN_STATUSES), warned_at__isnull=True),
+                         name="sla_decision_warning"),
+            models.Index(fields=["due_at"], condition=Q(status__in=list(OPEN_STATUSES), breached_at__isnull=True),
+                         name="sla_decision_due"),
+            models.Index(fields=["claim_warn_at"], condition=Q(status=CheckpointStatus.OPEN, first_claimed_at__isnull=True,
+                                                               claim_warned_at__isnull=True),
+                         name="sla_claim_warning"),
+            models.Index(fields=["claim_due_at"], condition=Q(status=CheckpointStatus.OPEN, first_claimed_at__isnull=True,
+                                                              claim_breached_at__isnull=True),
+                         name="sla_claim_due"),
+            models.Index(fields=["escalation_at"], condition=Q(status__in=list(OPEN_STATUSES),
+                                                               escalation_at__isnull=False),
+                         name="sla_escalation"),
+            models.Index(fields=["remind_at"], condition=Q(status=CheckpointStatus.CLAIMED, remind_at__isnull=False),
+                         name="sla_claim_reminder"),
+            models.Index(fields=["release_at"], condition=Q(status=CheckpointStatus.CLAIMED, release_at__isnull=False),
+                         name="sla_claim_release"),
+            models.Index(fields=["breached_at"], condition=Q(breached_at__isnull=False), name="sla_breached"),
         ]
 
     def __str__(self) -> str:
@@ -130,15 +189,15 @@ class Checkpoint(Stateful):
                 raise Conflict(f"A {workflow.status} workflow cannot be paused.")
             runbook = Runbook.match(workflow.kind, reason)
             now = timezone.now()
-            target = timedelta(minutes=runbook.sla_target_minutes if runbook else 30)
-            warning = timedelta(minutes=runbook.sla_warning_minutes if runbook else 10)
+            policy = runbook.policy if runbook else None
+            frozen = policy.freeze() if policy else SLAPolicy.fallback()
             try:
                 with transaction.atomic():
                     checkpoint = cls.objects.create(
                         workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
                         resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
-                        runbook=runbook, opened_at=now, due_at=now + target,
-                        warn_at=now + max(target - warning, timedelta(0)), opened_by_console=by_console)
+                        runbook=runbook, opened_at=now, policy=policy, sla=frozen,
+                        opened_by_console=by_console, **Terms(frozen).deadlines(now))
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
             Event.record(checkpoint, Event.Verb.OPENED, actor=actor, data={
@@ -170,37 +229,255 @@ class Checkpoint(Stateful):
     def unknown_effects(self) -> list[dict]:
         return self.resume_state.get("unknown_effects", [])
 
+    @property
+    def terms(self) -> Terms:
+        return Terms(self.sla)
+
     def claim(self, *, by: Any) -> bool:
         """OPEN -> CLAIMED. False when someone else got there first."""
-        return self.move(self.Status.CLAIMED, from_=[self.Status.OPEN], actor=by, verb=Event.Verb.CLAIMED,
-                         assignee=by, claimed_at=timezone.now())
+        return self._hand_to(by, actor=by, verb=Event.Verb.CLAIMED, from_=[self.Status.OPEN])
 
     def release(self, *, by: Any) -> bool:
         """CLAIMED -> OPEN, unassigned. False when it changed hands (or status) since it was read."""
         return self.move(self.Status.OPEN, from_=[self.Status.CLAIMED], expect={"assignee_id": self.assignee_id},
-                         actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None)
+                         actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None,
+                         remind_at=None, release_at=None)
 
     def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
         """Give a queued checkpoint to another operator (claimed on their behalf).
 
         False when it changed hands (or was decided) since it was read: the assigner saw another holder."""
-        return self.move(self.Status.CLAIMED, from_=OPEN_STATUSES, expect={"assignee_id": self.assignee_id},
-                         actor=by, verb=Event.Verb.ASSIGNED,
-                         data={"to": to.get_username(), "note": note[:1000]},
-                         assignee=to, claimed_at=timezone.now())
+        return self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
+                             expect={"assignee_id": self.assignee_id},
+                             data={"to": to.get_username(), "note": note[:1000]})
 
-    def record_breach(self, now: Any = None) -> bool:
-        """Record the SLA breach once, whatever the number of schedulers racing here."""
-        now = now or timezone.now()
+    def _hand_to(self, user: Any, *, actor: Any, verb: Event.Verb, from_: Any, data: dict | None = None,
+                 at: Any = None, expect: dict | None = None, **fields: Any) -> bool:
+        """-> CLAIMED by ``user``: the claim clock stops (a late first claim records its breach) and the
+        no-progress timers start."""
+        now = timezone.now()
         with transaction.atomic():
-            won = Checkpoint.objects.on_clock().filter(pk=self.pk, breached_at__isnull=True).update(breached_at=now)
+            won = self.move(self.Status.CLAIMED, from_=from_, actor=actor, verb=verb, data=data, at=at, expect=expect,
+                            assignee=user, claimed_at=now,
+                            first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
+                            **self._claim_timers(now), **fields)
+            if won and self.claim_due_at and self.first_claimed_at > self.claim_due_at:
+                self.record_claim_breach(notify=False)
+        return won
+
+    def _claim_timers(self, now: Any) -> dict:
+        terms = self.terms.data
+        return {"remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
+                "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None}
+
+    # --- the SLA clocks: each record is a conditional update that succeeds once, stamped at its deadline ---
+
+    def _holders(self) -> list[Any]:
+        return [self.assignee] if self.assignee_id else []
+
+    def _watchers(self) -> tuple[list[Any], Any]:
+        """Who hears about a checkpoint nobody holds: the policy's watchers group and its operators."""
+        from django.contrib.auth.models import Group
+
+        from .people import operators
+
+        group = Group.objects.filter(pk=self.terms.data.get("watchers")).first()
+        if group is None:
+            return [], None
+        return list(operators().filter(groups=group)), group
+
+    def _tell(self, kind: str, title: str, *, at: Any, key: str, users: list[Any] = (), group: Any = None,
+              body: str = "") -> None:
+        Notification.send(kind=kind, title=f"{title}: {self.workflow.title}", body=body or self.detail[:500],
+                          checkpoint=self, at=at, users=list(users), group=group, key=f"cp{self.pk}:{key}")
+
+    def record_claim_warning(self) -> bool:
+        with transaction.atomic():
+            won = Checkpoint.objects.filter(pk=self.pk, status=self.Status.OPEN, first_claimed_at__isnull=True,
+                                            claim_warned_at__isnull=True, claim_warn_at=self.claim_warn_at
+                                            ).update(claim_warned_at=self.claim_warn_at)
             if won:
-                escalate_to = self.runbook.escalation_target if self.runbook else None
-                Event.record(self, Event.Verb.SLA_BREACHED, data={
-                    "due_at": self.due_at.isoformat(),
-                    "escalated_to": escalate_to.get_username() if escalate_to else None})
+                Event.record(self, Event.Verb.CLAIM_WARNING, at=self.claim_warn_at,
+                             data={"claim_due_at": self.claim_due_at.isoformat()})
+                users, group = self._watchers()
+                self._tell(Notification.Kind.CLAIM_WARNING, "Nobody has claimed it yet", at=self.claim_warn_at,
+                           key="claim_warning", users=users, group=group,
+                           body=f"Time to claim ends {self.claim_due_at:%Y-%m-%d %H:%M} UTC.")
+        return bool(won)
+
+    def record_claim_breach(self, *, notify: bool = True) -> bool:
+        """The time-to-claim target passed unclaimed (or the first claim came late): stamped at its due time."""
+        with transaction.atomic():
+            won = Checkpoint.objects.filter(pk=self.pk, claim_breached_at__isnull=True,
+                                            claim_due_at=self.claim_due_at).update(claim_breached_at=self.claim_due_at)
+            if won:
+                Event.record(self, Event.Verb.CLAIM_BREACHED, at=self.claim_due_at,
+                             data={"claim_due_at": self.claim_due_at.isoformat()})
+                if notify:
+                    users, group = self._watchers()
+                    self._tell(Notification.Kind.CLAIM_BREACHED, "Time to claim breached", at=self.claim_due_at,
+                               key="claim_breached", users=users, group=group)
         self.refresh_from_db()
         return bool(won)
+
+    def record_warning(self, now: Any = None) -> bool:
+        with transaction.atomic():
+            won = Checkpoint.objects.on_clock().filter(pk=self.pk, warned_at__isnull=True, warn_at=self.warn_at
+                                                       ).update(warned_at=self.warn_at)
+            if won:
+                Event.record(self, Event.Verb.SLA_WARNING, at=self.warn_at, data={"due_at": self.due_at.isoformat()})
+                users, group = (self._holders(), None) if self.assignee_id else self._watchers()
+                self._tell(Notification.Kind.SLA_WARNING, "Decision due soon", at=self.warn_at, key="sla_warning",
+                           users=users, group=group, body=f"Due {self.due_at:%Y-%m-%d %H:%M} UTC.")
+        return bool(won)
+
+    def record_breach(self, now: Any = None, *, notify: bool = True) -> bool:
+        """Record the SLA breach once, whatever the number of schedulers racing here.
+
+        It is stamped with the due time it passed, not the moment a sweep noticed, and
+        starts the escalation chain from there.
+        """
+        first = self.terms.firing_at(self.due_at, 0) if notify else None
+        with transaction.atomic():
+            won = Checkpoint.objects.filter(
+                pk=self.pk, breached_at__isnull=True, due_at=self.due_at,
+                status__in=[*OPEN_STATUSES, self.Status.DECIDED],
+            ).update(breached_at=self.due_at, escalation_at=first)
+            if won:
+                chain = self.terms.firings()
+                Event.record(self, Event.Verb.SLA_BREACHED, at=self.due_at, data={
+                    "due_at": self.due_at.isoformat(),
+                    "escalates_to": chain[0].spec["target"] if chain and notify else None})
+                if notify:
+                    users, group = self._watchers()
+                    self._tell(Notification.Kind.SLA_BREACHED, "Decision target breached", at=self.due_at,
+                               key="sla_breached", users=self._holders() + users, group=group,
+                               body=f"It was due {self.due_at:%Y-%m-%d %H:%M} UTC.")
+        self.refresh_from_db()
+        return bool(won)
+
+    def fire_escalation(self, now: Any = None) -> bool:
+        """Fire the next level of the escalation chain, once, at its scheduled time."""
+        now = now or timezone.now()
+        number, at = self.escalations_fired, self.escalation_at
+        chain = self.terms.firings()
+        if at is None or number >= len(chain):
+            return False
+        firing = chain[number]
+        with transaction.atomic():
+            won = Checkpoint.objects.filter(
+                pk=self.pk, escalations_fired=number, escalation_at=at,
+                status__in=OPEN_STATUSES,
+            ).update(escalations_fired=number + 1, escalation_at=self.terms.firing_at(self.breached_at, number + 1))
+            if won:
+                self._escalate(firing, at=at, now=now)
+        self.refresh_from_db()
+        return bool(won)
+
+    def _escalate(self, firing: Any, *, at: Any, now: Any) -> None:
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.models import Group
+
+        spec = firing.spec
+        base = {"level": firing.level + 1, "repeat": firing.repeat, "number": firing.number + 1,
+                "target": spec["target"]}
+        if spec["stop_once_claimed"] and self.status == self.Status.CLAIMED:
+            Event.record(self, Event.Verb.ESCALATION_SKIPPED, at=at, data={**base, "why": "claimed"})
+            return
+        user = get_user_model().objects.filter(pk=spec["user"]).first() if spec["user"] else None
+        group = Group.objects.filter(pk=spec["group"]).first() if spec["group"] else None
+        reassigned_to, why_not = None, ""
+        if spec["reassign"]:
+            candidate = user if user is not None else least_loaded(group, now) if group is not None else None
+            ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")
+            if ok and candidate.pk != self.assignee_id and self._hand_to(
+                    candidate, actor=None, verb=Event.Verb.ASSIGNED, at=at, from_=OPEN_STATUSES,
+                    expect={"assignee_id": self.assignee_id},
+                    data={"to": candidate.get_username(), "note": "escalation"}):
+                reassigned_to = candidate
+        Event.record(self, Event.Verb.ESCALATED, at=at, data={
+            **base, "reassigned_to": reassigned_to.get_username() if reassigned_to else None,
+            "not_reassigned": why_not or None, "notified": spec["notify"]})
+        title = f"Escalation level {firing.level + 1}"
+        key = f"escalated:{firing.number}"
+        if spec["notify"]:
+            members = [user] if user else []
+            if group is not None:
+                from .people import operators
+
+                members += list(operators().filter(groups=group))
+            self._tell(Notification.Kind.ESCALATED, title, at=at, key=key, users=members, group=group,
+                       body=f"Breached at {self.breached_at:%Y-%m-%d %H:%M} UTC; escalated to {spec['target']}.")
+        if reassigned_to is not None:
+            self._tell(Notification.Kind.ASSIGNED, f"{title} assigned it to you", at=at, key=key + ":assigned",
+                       users=[reassigned_to])
+
+    def remind_claim(self) -> bool:
+        """A claim with no progress: tell its holder once."""
+        at = self.remind_at
+        with transaction.atomic():
+            won = Checkpoint.objects.filter(pk=self.pk, status=self.Status.CLAIMED, remind_at=at,
+                                            assignee_id=self.assignee_id).update(remind_at=None)
+            if won:
+                Event.record(self, Event.Verb.CLAIM_REMINDER, at=at, data={"to": self.assignee.get_username()})
+                release = f" It goes back to the queue at {self.release_at:%H:%M} UTC." if self.release_at else ""
+                self._tell(Notification.Kind.CLAIM_REMINDER, "You hold it with no progress", at=at,
+                           key=f"reminder:{at.timestamp()}", users=self._holders(),
+                           body="Decide, or release it so someone else can." + release)
+        return bool(won)
+
+    def release_stale_claim(self) -> bool:
+        """A claim with no progress for the release time goes back to the queue."""
+        at, holder = self.release_at, self.assignee
+        with transaction.atomic():
+            won = self.move(self.Status.OPEN, verb=Event.Verb.RELEASED, at=at,
+                            data={"why": "no progress", "from_assignee": holder.get_username() if holder else None},
+                            expect={"release_at": at, "assignee_id": self.assignee_id},
+                            assignee=None, claimed_at=None, remind_at=None, release_at=None)
+            if won:
+                users, group = self._watchers()
+                self._tell(Notification.Kind.CLAIM_RELEASED, "Released to the queue after no progress", at=at,
+                           key=f"released:{at.timestamp()}", users=[holder, *users], group=group)
+        return won
+
+    def _settle_late_clocks(self, now: Any) -> None:
+        """A decision past a deadline no sweep applied yet records that breach itself (at its due time)."""
+        if self.breached_at is None and self.due_at < now:
+            self.record_breach(notify=False)
+        if self.claim_due_at and self.claim_breached_at is None and self.first_claimed_at > self.claim_due_at:
+            self.record_claim_breach(notify=False)
+
+    def continued_clock(self, now: Any = None) -> dict:
+        """Fields that reopen a decided checkpoint's clock where it stopped (not from zero)."""
+        now = now or timezone.now()
+        stopped = self.clock_stopped_at
+        if stopped is None:
+            return {}
+        terms = self.terms
+
+        def shifted(deadline: Any) -> Any:
+            if deadline is None or deadline <= stopped:
+                return deadline
+            return terms.after(now, terms.left(stopped, deadline).total_seconds())
+
+        fields = {"clock_stopped_at": None, "escalation_at": shifted(self.escalation_at)}
+        if self.warned_at is None:
+            fields["warn_at"] = shifted(self.warn_at)
+        if self.breached_at is None:
+            fields["due_at"] = shifted(self.due_at)
+        return fields
+
+    def give_back(self, to: Any, *, actor: Any, verb: str, data: dict | None = None) -> bool:
+        """Return a decided checkpoint to its previous holder, or to the queue when they cannot take it
+        (inactive, no longer an operator, outside their working hours). The decision clock continues."""
+        now = timezone.now()
+        clock = self.continued_clock(now)
+        ok, why = can_take_work(to, now)
+        if ok:
+            return self._hand_to(to, actor=actor, verb=verb, data=data, from_=[self.Status.DECIDED], **clock)
+        return self.move(self.Status.OPEN, from_=[self.Status.DECIDED], actor=actor, verb=Event.Verb.RETURNED_TO_QUEUE,
+                         data={**(data or {}), "fallback": why}, assignee=None, claimed_at=None,
+                         remind_at=None, release_at=None, **clock)
 
     @property
     def plan(self) -> list[dict] | None:
@@ -322,10 +599,16 @@ class Checkpoint(Stateful):
             with transaction.atomic():
                 decision.save(force_insert=True)
                 # Decided by whoever held it as read: a claim or reassignment meanwhile makes this lose.
+                now = timezone.now()
                 won = self.move(self.Status.DECIDED, from_=OPEN_STATUSES, expect={"assignee_id": self.assignee_id},
                                 actor=by, verb=Event.Verb.DECIDED,
                                 data={"action": decision.action, "four_eyes": four_eyes, **decision.audit_facts()},
-                                assignee=self.assignee or by)
+                                assignee=self.assignee or by, remind_at=None, release_at=None,
+                                first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
+                                # A proposal waiting for four eyes keeps the decision clock running.
+                                clock_stopped_at=None if four_eyes else now)
+                if won:
+                    self._settle_late_clocks(now)
                 if won and not four_eyes:
                     decision.enqueue()
                 transaction.set_rollback(not won)  # a lost move takes the decision row back with it
@@ -355,14 +638,6 @@ class Checkpoint(Stateful):
         if self.status == self.Status.CLAIMED and self.assignee:
             return f"{self.assignee.get_username()} has claimed this checkpoint."
         return f"The checkpoint is {self.status} now: someone else acted on it first."
-
-    def record_warning(self, now: Any = None) -> bool:
-        with transaction.atomic():
-            won = Checkpoint.objects.filter(pk=self.pk, warned_at__isnull=True).update(
-                warned_at=now or timezone.now())
-            if won:
-                Event.record(self, Event.Verb.SLA_WARNING, data={"due_at": self.due_at.isoformat()})
-        return bool(won)
 
 
 def _at_stake(data: Any) -> str:

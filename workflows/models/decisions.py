@@ -180,6 +180,9 @@ class Decision(Stateful):
             if not self.move(self.Status.QUEUED, from_=[self.Status.PROPOSED], actor=by, verb=Event.Verb.APPROVED,
                              approved_by=by):
                 return False
+            # The decision goes out now: the decision clock, running while the proposal waited, stops.
+            Checkpoint.objects.filter(pk=self.checkpoint_id, clock_stopped_at__isnull=True).update(
+                clock_stopped_at=timezone.now())
             self.enqueue()
         return True
 
@@ -189,8 +192,8 @@ class Decision(Stateful):
             if not self.move(self.Status.REJECTED, from_=[self.Status.PROPOSED], actor=by, verb=Event.Verb.REJECTED, data={"note": note[:1000]},
                              finished_at=timezone.now(), last_error=f"Rejected by {by.get_username()}: {note}"[:2000]):
                 return False
-            self.checkpoint.move(Checkpoint.Status.CLAIMED, from_=[Checkpoint.Status.DECIDED], actor=by,
-                                 verb=Event.Verb.REOPENED, assignee=self.decided_by)
+            # Back to its proposer, or to the queue when they can no longer take it; the clock continues.
+            self.checkpoint.give_back(self.decided_by, actor=by, verb=Event.Verb.REOPENED)
         return True
 
     def refusal(self, *, by: Any) -> str:
@@ -282,8 +285,9 @@ class Decision(Stateful):
                              data={"attempts": self.attempts, "error": error[:500]},
                              last_error=error[:2000], lease_expires_at=None, finished_at=timezone.now()):
                 return False
-            self.checkpoint.move(Checkpoint.Status.OPEN, verb=Event.Verb.RETURNED_TO_QUEUE,
-                                 data={"error": error[:500]}, assignee=None, claimed_at=None)
+            checkpoint = self.checkpoint
+            checkpoint.move(Checkpoint.Status.OPEN, verb=Event.Verb.RETURNED_TO_QUEUE, data={"error": error[:500]},
+                            assignee=None, claimed_at=None, **checkpoint.continued_clock())
             workflow = self.checkpoint.workflow
             workflow.refresh_from_db()
             if workflow.status == Workflow.Status.RESUMING and self.action == Action.FAILOVER:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -78,6 +79,11 @@ class Event(models.Model):
         ADMIN_CHANGED = "admin_changed"
         ADMIN_DELETED = "admin_deleted"
         TOKEN_ROTATED = "token_rotated"  # noqa: S105 - a verb, not a secret
+        CLAIM_WARNING = "claim_warning"
+        CLAIM_BREACHED = "claim_breached"
+        ESCALATED = "escalated"
+        ESCALATION_SKIPPED = "escalation_skipped"
+        CLAIM_REMINDER = "claim_reminder"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:
@@ -137,17 +143,18 @@ class Event(models.Model):
 
     @classmethod
     def record(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
-               data: dict | None = None) -> Event:
-        event = cls.about(subject, verb, actor=actor, data=data)
+               data: dict | None = None, at: datetime | None = None) -> Event:
+        event = cls.about(subject, verb, actor=actor, data=data, at=at)
         event.save()
         return event
 
     @classmethod
     def about(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
-              data: dict | None = None) -> Event:
+              data: dict | None = None, at: datetime | None = None) -> Event:
         """The event ``record`` would write, unsaved: for writing many with one ``bulk_create``."""
         # Dispatch on the model's name: this module sits below every model it records.
-        event = cls(verb=cls.Verb(verb), data=data or {})  # ValueError on a verb nobody named
+        # ``at``: when it truly happened (a deadline applied late by the sweep), by default now.
+        event = cls(verb=cls.Verb(verb), data=data or {}, at=at or timezone.now())  # ValueError on a stray verb
         if actor is not None and actor._meta.label == "workflows.Agent":
             event.actor_type, event.actor_agent, event.actor_name = cls.ActorType.AGENT, actor, actor.name
         elif actor is not None:

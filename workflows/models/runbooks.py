@@ -49,10 +49,8 @@ class Runbook(models.Model):
     reason = models.CharField(max_length=32, choices=Reason.choices, blank=True,
                               help_text="Empty matches every reason.")
     is_default = models.BooleanField(default=False, help_text="Used when no other runbook matches.")
-    sla_target_minutes = models.PositiveIntegerField(default=30)
-    sla_warning_minutes = models.PositiveIntegerField(default=10, help_text="Warn this long before the target.")
-    escalation_target = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL,
-                                          related_name="+", help_text="Who gets a breached checkpoint.")
+    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="runbooks", help_text="The SLA policy of checkpoints it matches.")
     allowed_actions = models.JSONField(default=all_actions)
     requires_four_eyes = models.BooleanField(
         default=False, help_text="A decision that touches money needs a second operator's approval.")

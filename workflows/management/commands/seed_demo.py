@@ -23,7 +23,7 @@ from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 
 from workflows.demo.store import demo_dir
-from workflows.models import Agent, Reason, Runbook, hash_token
+from workflows.models import Agent, Channel, EscalationLevel, Reason, Runbook, SLAPolicy, hash_token
 
 ROLES = ("operator", "tpm", "admin")
 USERS = (("operator", "operator"), ("tpm", "tpm"), ("admin", "admin"))  # username, role
@@ -103,7 +103,8 @@ class Command(BaseCommand):
         passwords = read_json(users_path)
         with transaction.atomic():
             users, new_passwords = self.seed_users(passwords)
-            self.seed_runbooks(fleet_port, escalate_to=users["admin"])
+            self.seed_runbooks(fleet_port, escalate_to=users["admin"], operators=Group.objects.get(name="operator"))
+            self.seed_channels(users)
             agents, rotated = self.seed_agents(read_json(agents_path), fleet_port, owner=users["operator"])
         if new_passwords:
             write_private(users_path, {**passwords, **new_passwords})
@@ -128,13 +129,34 @@ class Command(BaseCommand):
             users[username] = user
         return users, new
 
-    def seed_runbooks(self, fleet_port: int, *, escalate_to: Any) -> None:
+    def seed_policy(self, target: int, warning: int, *, escalate_to: Any, operators: Any) -> SLAPolicy:
+        """A demo policy: breach tells the admin at once; 5 minutes later the least-loaded operator gets it."""
+        policy, created = SLAPolicy.objects.get_or_create(
+            name=f"Demo: decide within {target} min", defaults={
+                "decision_target_minutes": target, "decision_warning": warning, "watchers": operators,
+                "claim_reminder_minutes": 10, "claim_release_minutes": 15})
+        if created:
+            EscalationLevel.objects.create(policy=policy, delay_minutes=0, notify=True, user=escalate_to)
+            EscalationLevel.objects.create(policy=policy, delay_minutes=5, notify=True, reassign=True,
+                                           group=operators, stop_once_claimed=True)
+        return policy
+
+    def seed_channels(self, users: dict[str, Any]) -> None:
+        """Every demo user gets email (written under var/mail/ by the default file backend)."""
+        for user in users.values():
+            if not user.email:
+                user.email = f"{user.username}@demo.invalid"
+                user.save(update_fields=["email"])
+            Channel.objects.get_or_create(user=user, kind=Channel.Kind.EMAIL)
+
+    def seed_runbooks(self, fleet_port: int, *, escalate_to: Any, operators: Any) -> None:
         for spec in runbooks(fleet_port):
             spec = dict(spec)
             if spec.get("is_default") and Runbook.objects.filter(is_default=True).exclude(slug=spec["slug"]).exists():
                 spec["is_default"] = False  # an admin chose another default: keep theirs
-            runbook, created = Runbook.objects.get_or_create(
-                slug=spec.pop("slug"), defaults={**spec, "escalation_target": escalate_to})
+            spec["policy"] = self.seed_policy(spec.pop("sla_target_minutes"), spec.pop("sla_warning_minutes"),
+                                              escalate_to=escalate_to, operators=operators)
+            runbook, created = Runbook.objects.get_or_create(slug=spec.pop("slug"), defaults=spec)
             # The fleet's port may change between runs; a hand-edited URL is left alone.
             if not created and spec.get("url") and DEMO_LEDGERS_URL.fullmatch(runbook.url) \
                     and runbook.url != spec["url"]:

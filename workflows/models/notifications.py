@@ -1,0 +1,221 @@
+"""Notifications: the in-console list, and the outbox of deliveries to email and webhooks.
+
+A notification is written in the same transaction as the clock event that
+caused it (a warning, a breach, an escalation level, a reminder, a release),
+with a unique ``key`` so a repeat of that event cannot write it twice. Each
+active channel of its recipient (a user, or a group for a shared channel such
+as a Slack webhook) gets a ``Delivery`` row: the outbox. ``tasks.relay_notifications``
+hands due rows to Celery; ``tasks.deliver_notification`` sends one, records the
+attempt and schedules the next with backoff. No I/O happens in the sweep, so a
+failing channel never holds up the clocks or another channel.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+User = settings.AUTH_USER_MODEL
+
+
+class Channel(models.Model):
+    """Where a user or a group is told: an email address or a webhook (optionally Slack-shaped)."""
+
+    class Kind(models.TextChoices):
+        EMAIL = "email", "Email"
+        WEBHOOK = "webhook", "Webhook"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    user = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="channels")
+    group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="channels")
+    address = models.EmailField(blank=True, help_text="Email: empty uses the user's own address.")
+    url = models.URLField(blank=True, help_text="Webhook: receives a JSON POST for every notification.")
+    slack = models.BooleanField(default=False, help_text="Send Slack's incoming-webhook shape ({\"text\": …}).")
+    is_active = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(user__isnull=False) ^ Q(group__isnull=False),
+                                   name="channel_belongs_to_a_user_or_a_group"),
+        ]
+
+    def __str__(self) -> str:
+        owner = self.user.get_username() if self.user_id else f"group {self.group.name}"
+        return f"{self.get_kind_display()} for {owner}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.kind == self.Kind.WEBHOOK and not self.url:
+            raise ValidationError({"url": "A webhook needs a URL."})
+        if self.kind == self.Kind.EMAIL and not self.address and not (self.user_id and self.user.email):
+            raise ValidationError({"address": "Give an address, or set one on the user."})
+
+    @property
+    def email_address(self) -> str:
+        return self.address or (self.user.email if self.user_id else "")
+
+
+class NotificationQuerySet(models.QuerySet):
+    def unread(self) -> NotificationQuerySet:
+        return self.filter(read_at__isnull=True)
+
+    def for_user(self, user: Any) -> NotificationQuerySet:
+        return self.filter(recipient=user)
+
+
+class Notification(models.Model):
+    class Kind(models.TextChoices):
+        CLAIM_WARNING = "claim_warning", "Claim warning"
+        CLAIM_BREACHED = "claim_breached", "Claim target breached"
+        SLA_WARNING = "sla_warning", "Decision warning"
+        SLA_BREACHED = "sla_breached", "Decision target breached"
+        ESCALATED = "escalated", "Escalated"
+        ASSIGNED = "assigned", "Assigned to you"
+        CLAIM_REMINDER = "claim_reminder", "Claim reminder"
+        CLAIM_RELEASED = "claim_released", "Claim released"
+        RUNBOOK_STALE = "runbook_stale", "Runbook past its review date"
+
+    recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
+    group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                              help_text="For a group's shared channels; not listed in anyone's bell.")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    checkpoint = models.ForeignKey("workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE,
+                                   related_name="notifications")
+    title = models.CharField(max_length=300)
+    body = models.TextField(blank=True)
+    path = models.CharField(max_length=300, blank=True, help_text="Console path the notification links to.")
+    at = models.DateTimeField(default=timezone.now, help_text="When the event happened (its true time).")
+    created_at = models.DateTimeField(default=timezone.now)
+    read_at = models.DateTimeField(null=True, blank=True)
+    key = models.CharField(max_length=200, unique=True, help_text="One notification per event and recipient.")
+
+    objects = NotificationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [models.Index(fields=["recipient", "read_at"], name="notification_unread")]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def url(self) -> str:
+        return settings.CONSOLE_URL.rstrip("/") + self.path if self.path else settings.CONSOLE_URL
+
+    @classmethod
+    def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Any = None, at: datetime | None = None,
+             users: list[Any] = (), group: Group | None = None, key: str) -> list[Notification]:
+        """Write one notification per recipient, and a delivery per active channel (must run in a transaction)."""
+        from django.urls import reverse
+
+        path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else ""
+        made = []
+        recipients = [("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)]
+        if group is not None:
+            recipients.append(("g", group.pk, {"group": group}))
+        for tag, pk, who in recipients:
+            note, created = cls.objects.get_or_create(key=f"{key}:{tag}{pk}", defaults={
+                "kind": kind, "title": title[:300], "body": body, "checkpoint": checkpoint, "path": path,
+                "at": at or timezone.now(), **who})
+            if created:
+                note.queue_deliveries()
+                made.append(note)
+        return made
+
+    def queue_deliveries(self) -> None:
+        channels = Channel.objects.filter(is_active=True).filter(
+            Q(user_id=self.recipient_id) if self.recipient_id else Q(group_id=self.group_id))
+        Delivery.objects.bulk_create([Delivery(notification=self, channel=c) for c in channels])
+        if channels:
+            transaction.on_commit(_wake_relay)
+
+    def mark_read(self) -> bool:
+        return bool(Notification.objects.filter(pk=self.pk, read_at__isnull=True).update(read_at=timezone.now()))
+
+
+def _wake_relay() -> None:
+    from .decisions import wake_relay
+
+    wake_relay()
+
+
+class DeliveryQuerySet(models.QuerySet):
+    def dispatchable(self, now: datetime | None = None) -> DeliveryQuerySet:
+        return self.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now or timezone.now())
+
+
+class Delivery(models.Model):
+    """One notification on one channel: the outbox row, retried with backoff until sent or failed."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SENT = "sent"
+        FAILED = "failed"
+
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(default=timezone.now)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    objects = DeliveryQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["notification", "channel"], name="one_delivery_per_channel")]
+        indexes = [models.Index(fields=["next_attempt_at"], condition=Q(status="pending"),
+                                name="notification_outbox")]
+
+    def __str__(self) -> str:
+        return f"{self.notification} via {self.channel}"
+
+    def start_attempt(self) -> bool:
+        """Take the row for one attempt under a lease; False when another worker holds it or it is done."""
+        now = timezone.now()
+        lease = now + timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
+        won = Delivery.objects.filter(pk=self.pk, status=self.Status.PENDING, attempts=self.attempts).filter(
+            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+        ).update(attempts=models.F("attempts") + 1, lease_expires_at=lease, next_attempt_at=lease)
+        self.refresh_from_db()
+        return bool(won)
+
+    def record_attempt(self, *, ok: bool, detail: str = "", status_code: int | None = None) -> None:
+        """Write the attempt; on failure retry with exponential backoff, after the last one give up."""
+        now = timezone.now()
+        with transaction.atomic():
+            Attempt.objects.create(delivery=self, number=self.attempts, ok=ok, detail=detail[:2000],
+                                   status_code=status_code, at=now)
+            if ok:
+                fields: dict[str, Any] = {"status": self.Status.SENT, "sent_at": now, "last_error": ""}
+            elif self.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
+                fields = {"status": self.Status.FAILED, "last_error": detail[:2000]}
+            else:
+                backoff = settings.NOTIFY_BACKOFF_SECONDS * 2 ** (self.attempts - 1)
+                fields = {"next_attempt_at": now + timedelta(seconds=backoff), "last_error": detail[:2000]}
+            Delivery.objects.filter(pk=self.pk, attempts=self.attempts).update(lease_expires_at=None, **fields)
+        self.refresh_from_db()
+
+
+class Attempt(models.Model):
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    number = models.PositiveIntegerField()
+    at = models.DateTimeField(default=timezone.now)
+    ok = models.BooleanField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="one_row_per_attempt")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.delivery}: {'ok' if self.ok else 'failed'}"

@@ -1,0 +1,75 @@
+"""Who can take work: the acting roles, operators' working hours, and the least-loaded pick of a group.
+
+The console's role groups are named here, in the domain, because the SLA
+clocks reassign and return work without a request: ``console.roles`` imports
+these names rather than restating them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db import models
+from django.db.models import Count, Q, QuerySet
+
+OPERATOR = "operator"
+TPM = "tpm"
+ADMIN = "admin"
+ROLES = (OPERATOR, TPM, ADMIN)
+ACTING_ROLES = (OPERATOR, ADMIN)
+
+User = settings.AUTH_USER_MODEL
+
+
+def operators() -> QuerySet:
+    """Everyone a checkpoint can be assigned or handed off to: active users in an acting role."""
+    return (get_user_model().objects.filter(is_active=True)
+            .filter(Q(groups__name__in=ACTING_ROLES) | Q(is_superuser=True)).distinct().order_by("username"))
+
+
+class OperatorProfile(models.Model):
+    """What the console knows about a person beyond Django's user: when they work."""
+
+    user = models.OneToOneField(User, on_delete=models.CASCADE, related_name="operator_profile")
+    calendar = models.ForeignKey("workflows.BusinessCalendar", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="+", help_text="Their working hours; empty means always reachable.")
+
+    def __str__(self) -> str:
+        return f"Profile of {self.user}"
+
+
+def is_working(user: Any, at: datetime) -> bool:
+    """Within the user's working hours (no calendar set: always)."""
+    profile = OperatorProfile.objects.filter(user=user).select_related("calendar").first()
+    if profile is None or profile.calendar is None:
+        return True
+    return profile.calendar.hours().is_open(at)
+
+
+def can_take_work(user: Any, at: datetime) -> tuple[bool, str]:
+    """May the console hand this person a checkpoint now? With the reason when not."""
+    if user is None:
+        return False, "nobody to return it to"
+    user.refresh_from_db(fields=["is_active", "is_superuser"])
+    if not user.is_active:
+        return False, f"{user.get_username()} is inactive"
+    if not operators().filter(pk=user.pk).exists():
+        return False, f"{user.get_username()} no longer has the operator role"
+    if not is_working(user, at):
+        return False, f"{user.get_username()} is outside their working hours"
+    return True, ""
+
+
+def least_loaded(group: Group, at: datetime) -> Any:
+    """The group's active operator who is working now and holds the fewest open checkpoints."""
+    from .checkpoints import Checkpoint  # checkpoints import this module
+
+    candidates = list(operators().filter(groups=group))
+    loads = dict(Checkpoint.objects.open().filter(assignee__in=candidates).order_by()
+                 .values("assignee").annotate(n=Count("pk")).values_list("assignee", "n"))
+    ranked = sorted((u for u in candidates if is_working(u, at)), key=lambda u: (loads.get(u.pk, 0), u.username))
+    return ranked[0] if ranked else None
