@@ -15,7 +15,6 @@ repeated. Needs ``pip install ./clients/python[langgraph]``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Any, TypedDict
@@ -28,9 +27,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from recovery_client import Paused, RecoveryClient, Stopped  # noqa: E402
 from recovery_client.langgraph import RecoveryGraph, effect, effect_key  # noqa: E402
-from refund_systems import Systems  # noqa: E402
+from refund_systems import Systems, command_line  # noqa: E402
 
 APPROVAL_LIMIT = 100
+ORDER = ["read_ticket", "decide_refund", "issue_refund", "draft_note", "write_ticket_note", "notify_customer"]
+KINDS = {"read_ticket": "tool", "decide_refund": "model", "issue_refund": "effect", "draft_note": "model",
+         "write_ticket_note": "effect", "notify_customer": "effect"}
 
 
 class Refund(TypedDict, total=False):
@@ -83,23 +85,31 @@ def build_graph(systems: Systems, *, crash_draft: int = 0) -> Any:
     graph = StateGraph(Refund)
     graph.add_node("read_ticket", read_ticket)
     graph.add_node("decide_refund", decide_refund, metadata={"kind": "model"})
-    graph.add_node("issue_refund", issue_refund)
+    graph.add_node("issue_refund", issue_refund)               # an effect by its decorator
     graph.add_node("draft_note", draft_note, metadata={"kind": "model"})
     graph.add_node("write_ticket_note", write_ticket_note)
-    graph.add_node("notify_customer", notify_customer, metadata={"kind": "effect"})
-    order = ["read_ticket", "decide_refund", "issue_refund", "draft_note", "write_ticket_note", "notify_customer"]
-    graph.add_edge(START, order[0])
-    for before, after in zip(order, order[1:], strict=False):
+    graph.add_node("notify_customer", notify_customer, metadata={"kind": "effect"})   # an effect by its tag
+    graph.add_edge(START, ORDER[0])
+    for before, after in zip(ORDER, ORDER[1:], strict=False):
         graph.add_edge(before, after)
-    graph.add_edge(order[-1], END)
+    graph.add_edge(ORDER[-1], END)
     return graph.compile(checkpointer=InMemorySaver())
+
+
+def plan(agent_state: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a resume will do: the nodes from the one that stopped on, the refund with its money at stake."""
+    following = ORDER[ORDER.index(agent_state["next"][0]):] if agent_state["next"] else []
+    ticket = agent_state["graph"].get("ticket") or {}
+    return [{"name": name, "kind": KINDS[name],
+             **({"amount": ticket["amount"], "currency": ticket["currency"]} if name == "issue_refund" else {})}
+            for name in following]
 
 
 def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash_draft: int = 0,
         poll: float = 2.0, timeout: float = 3600.0, say: Any = print) -> Any:
     """Run the graph to its end, waiting at each checkpoint for the operator's decision."""
     adapter = RecoveryGraph(client, build_graph(systems, crash_draft=crash_draft), kind="refund",
-                            title=lambda external_id: f"Refund for ticket {external_id}")
+                            title=lambda external_id: f"Refund for ticket {external_id}", plan=plan)
     try:
         values = adapter.run(ticket_id, {"ticket_id": ticket_id})
     except Paused as paused:
@@ -122,19 +132,10 @@ def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash_draft
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--console", default=os.environ.get("RECOVERY_CONSOLE_URL", "http://127.0.0.1:8000"))
-    parser.add_argument("--token", default=os.environ.get("RECOVERY_TOKEN"))
-    parser.add_argument("--ticket", default="T-LG-1042")
-    parser.add_argument("--amount", default="42.00", help="above 100 the graph asks for approval")
-    parser.add_argument("--crash", action="store_true", help="the model times out once while drafting the note")
-    args = parser.parse_args()
-    if not args.token:
-        parser.error("set RECOVERY_TOKEN or --token (python manage.py create_agent langgraph-bot prints one)")
-    systems = Systems()
-    original = systems.read_ticket
-    systems.read_ticket = lambda ticket_id: {**original(ticket_id), "amount": args.amount}  # type: ignore[method-assign]
-    run(RecoveryClient(args.console, args.token), args.ticket, systems, crash_draft=1 if args.crash else 0)
+    args, client = command_line(__doc__, ticket="T-LG-1042", agent="langgraph-bot",
+                                crash="the model times out once while drafting the note")
+    systems = Systems(amount=args.amount)
+    run(client, args.ticket, systems, crash_draft=1 if args.crash else 0)
     print(f"system calls: {systems.calls}")
 
 

@@ -15,7 +15,6 @@ Needs ``pip install ./clients/python[openai-agents]``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -30,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from recovery_client import Paused, RecoveryClient, Stopped  # noqa: E402
 from recovery_client.openai_agents import RecoveryRunner, effect, effect_key  # noqa: E402
-from refund_systems import Systems  # noqa: E402
+from refund_systems import Systems, command_line  # noqa: E402
 
 APPROVAL_LIMIT = 100
 
@@ -107,11 +106,21 @@ def build_agent(systems: Systems, ticket_id: str, *, crash_after_refund: int = 0
                  tools=[read_ticket, issue_refund, write_ticket_note, notify_customer])
 
 
+def plan(agent_state: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """What a resume will do after an approval: the approved calls (money for the refund), then the rest."""
+    if not agent_state.get("approvals"):
+        return None  # a crash: the model decides what is left, so say nothing rather than too little
+    calls = [{"name": a["tool"], "kind": "effect", "amount": a["arguments"]["amount"], "currency": "EUR"}
+             if a["tool"] == "issue_refund" else {"name": a["tool"], "kind": "tool"}
+             for a in agent_state["approvals"]]
+    return calls + [{"name": "write_ticket_note", "kind": "effect"}, {"name": "notify_customer", "kind": "effect"}]
+
+
 def runner_for(client: RecoveryClient, systems: Systems, ticket_id: str, *, crash_after_refund: int = 0
                ) -> RecoveryRunner:
     return RecoveryRunner(client, build_agent(systems, ticket_id, crash_after_refund=crash_after_refund),
                           kind="refund", title=lambda external_id: f"Refund for ticket {external_id}",
-                          run_config=RunConfig(tracing_disabled=True))
+                          run_config=RunConfig(tracing_disabled=True), plan=plan)
 
 
 async def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash_after_refund: int = 0,
@@ -141,20 +150,10 @@ async def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--console", default=os.environ.get("RECOVERY_CONSOLE_URL", "http://127.0.0.1:8000"))
-    parser.add_argument("--token", default=os.environ.get("RECOVERY_TOKEN"))
-    parser.add_argument("--ticket", default="T-OA-1042")
-    parser.add_argument("--amount", default="42.00", help="above 100 the refund needs an operator's approval")
-    parser.add_argument("--crash", action="store_true", help="the model times out once after the refund")
-    args = parser.parse_args()
-    if not args.token:
-        parser.error("set RECOVERY_TOKEN or --token (python manage.py create_agent agents-bot prints one)")
-    systems = Systems()
-    original = systems.read_ticket
-    systems.read_ticket = lambda ticket_id: {**original(ticket_id), "amount": args.amount}  # type: ignore[method-assign]
-    asyncio.run(run(RecoveryClient(args.console, args.token), args.ticket, systems,
-                    crash_after_refund=1 if args.crash else 0))
+    args, client = command_line(__doc__, ticket="T-OA-1042", agent="agents-bot",
+                                crash="the model times out once after the refund")
+    systems = Systems(amount=args.amount)
+    asyncio.run(run(client, args.ticket, systems, crash_after_refund=1 if args.crash else 0))
     print(f"system calls: {systems.calls}")
 
 

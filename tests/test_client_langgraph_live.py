@@ -31,6 +31,7 @@ def test_a_graph_that_crashes_mid_run_resumes_from_the_console_without_repeating
     assert resume_state["pending"]["name"] == "draft_note"
     assert resume_state["unknown_effects"] == []
     assert resume_state["state"]["graph"]["refund_ref"] == "R-88"  # the graph's state, as the agent state
+    assert [step["name"] for step in seen["resume_state"]["plan"]] == ["draft_note", "write_ticket_note", "notify_customer"]
     assert workflow("T-LG-1").status == "paused"
 
     checkpoint.decide(by=alice, action="resume", instructions="Carry on.", money_confirmed=True)

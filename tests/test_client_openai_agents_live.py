@@ -20,9 +20,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 def test_an_approval_and_a_crash_mid_run_resume_from_the_console_without_repeating_effects(live_server, alice):
     _, token = make_agent("agents-bot")
     client = RecoveryClient(live_server.url, token, retries=3, backoff=0.05)
-    systems = Systems()
-    original = systems.read_ticket
-    systems.read_ticket = lambda ticket_id: {**original(ticket_id), "amount": "420.00"}
+    systems = Systems(amount="420.00")
     agent = AgentThread(lambda: asyncio.run(run(client, "T-OA-1", systems, crash_after_refund=1, poll=0.05,
                                                 timeout=60, say=lambda line: None)))
     agent.start()
@@ -32,6 +30,8 @@ def test_an_approval_and_a_crash_mid_run_resume_from_the_console_without_repeati
     assert (seen["reason"], seen["detail"]) == ("manual", 'Approve issue_refund({"ticket_id": "T-OA-1", "amount": "420.00"})?')
     assert seen["resume_state"]["pending"]["name"] == "approve issue_refund"
     assert "run_state" in seen["resume_state"]["state"]  # the SDK's saved RunState rides with the checkpoint
+    refund_ahead = seen["resume_state"]["plan"][0]
+    assert (refund_ahead["name"], refund_ahead["moves_money"]) == ("issue_refund", True)  # money ahead
     assert systems.refunds == {}
     approval.decide(by=alice, action="resume", instructions="Approved.", money_confirmed=True)
 

@@ -181,7 +181,7 @@ class FakeConsole:
                 "last_verified_output": verified[-1] if verified else None,
                 "promises": [s["promise"] for s in steps if s["promise"]],
                 "unknown_effects": [s for s in steps if s["kind"] == "effect" and s["status"] == "pending"],
-                "state": body.get("state") or {}}}
+                "state": body.get("state") or {}, "plan": body.get("plan")}}
         self.checkpoints[checkpoint_id] = checkpoint
         workflow["checkpoint_ids"].append(checkpoint_id)
         workflow["status"] = "paused"

@@ -8,7 +8,7 @@ from conftest import need
 need("langgraph")
 
 from fakeconsole import FakeConsole  # noqa: E402
-from langgraph_refund import build_graph, run  # noqa: E402
+from langgraph_refund import build_graph, plan, run  # noqa: E402
 from recovery_client import Paused, RecoveryClient, Stopped  # noqa: E402
 from recovery_client.langgraph import RecoveryGraph  # noqa: E402
 from refund_systems import Systems  # noqa: E402
@@ -17,13 +17,8 @@ ORDER = ["read_ticket", "decide_refund", "issue_refund", "draft_note", "write_ti
 
 
 def adapter(client: RecoveryClient, systems: Systems, **kwargs: int) -> RecoveryGraph:
-    return RecoveryGraph(client, build_graph(systems, **kwargs), kind="refund")
+    return RecoveryGraph(client, build_graph(systems, **kwargs), kind="refund", plan=plan)
 
-
-def expensive(systems: Systems) -> Systems:
-    original = systems.read_ticket
-    systems.read_ticket = lambda ticket_id: {**original(ticket_id), "amount": "420.00"}  # type: ignore[method-assign]
-    return systems
 
 
 def test_a_clean_graph_run_reports_each_node_as_a_step(client: RecoveryClient, console: FakeConsole) -> None:
@@ -45,7 +40,7 @@ def test_a_clean_graph_run_reports_each_node_as_a_step(client: RecoveryClient, c
 
 def test_an_interrupt_becomes_a_checkpoint_with_the_graph_state_and_the_decision_resumes_it(
         client: RecoveryClient, console: FakeConsole) -> None:
-    systems = expensive(Systems())
+    systems = Systems(amount="420.00")
     graph = adapter(client, systems)
     with pytest.raises(Paused) as paused:
         graph.run("T-1043", {"ticket_id": "T-1043"})
@@ -58,6 +53,9 @@ def test_an_interrupt_becomes_a_checkpoint_with_the_graph_state_and_the_decision
     assert state["state"]["thread_id"] == "T-1043"
     assert state["pending"]["name"] == "decide_refund"
     assert checkpoint["at_seq"] == state["pending"]["seq"]
+    assert [(step["name"], step.get("amount")) for step in checkpoint["resume_state"]["plan"]] == [
+        ("decide_refund", None), ("issue_refund", "420.00"), ("draft_note", None), ("write_ticket_note", None),
+        ("notify_customer", None)]  # the example's plan(): money still ahead
     assert systems.refunds == {}
 
     console.decide(paused.value.checkpoint_id, "resume", instructions="Approved by the team lead.")
@@ -81,6 +79,8 @@ def test_a_node_failure_becomes_a_checkpoint_and_the_resumed_graph_does_not_repe
     assert "draft_note" in checkpoint["detail"]
     assert checkpoint["resume_state"]["state"]["graph"]["refund_ref"] == "R-88"
     assert [s["name"] for s in checkpoint["resume_state"]["committed"]] == ["issue_refund"]
+    assert [step["name"] for step in checkpoint["resume_state"]["plan"]] == \
+        ["draft_note", "write_ticket_note", "notify_customer"]
 
     console.decide(paused.value.checkpoint_id, "resume")
     values = graph.resume(paused.value.wait_for_decision(interval=0.01, timeout=5), "T-1044")
@@ -133,7 +133,7 @@ def test_a_decorated_effect_is_not_repeated_even_when_the_graphs_own_state_is_lo
 
 
 def test_an_aborted_workflow_does_not_resume_the_graph(client: RecoveryClient, console: FakeConsole) -> None:
-    systems = expensive(Systems())
+    systems = Systems(amount="420.00")
     graph = adapter(client, systems)
     with pytest.raises(Paused) as paused:
         graph.run("T-1047", {"ticket_id": "T-1047"})

@@ -15,12 +15,6 @@ from recovery_client import Paused, RecoveryClient, Stopped  # noqa: E402
 from refund_systems import Systems  # noqa: E402
 
 
-def expensive(systems: Systems) -> Systems:
-    original = systems.read_ticket
-    systems.read_ticket = lambda ticket_id: {**original(ticket_id), "amount": "420.00"}  # type: ignore[method-assign]
-    return systems
-
-
 def steps(console: FakeConsole, external_id: str) -> list[tuple[str, str, str]]:
     return [(s["name"], s["kind"], s["status"])
             for s in console.steps(console.workflow_by_external_id(external_id)["id"])]
@@ -47,7 +41,7 @@ def test_a_clean_run_reports_model_calls_tools_effects_and_the_answer(client: Re
 
 def test_a_tool_call_needing_approval_is_a_checkpoint_and_resume_approves_it(client: RecoveryClient,
                                                                              console: FakeConsole) -> None:
-    systems = expensive(Systems())
+    systems = Systems(amount="420.00")
     runner = runner_for(client, systems, "T-2002")
     with pytest.raises(Paused) as paused:
         runner.run_sync("T-2002", "Please refund T-2002.")
@@ -57,6 +51,7 @@ def test_a_tool_call_needing_approval_is_a_checkpoint_and_resume_approves_it(cli
     state = checkpoint["resume_state"]
     assert state["pending"]["name"] == "approve issue_refund"
     assert state["state"]["run_state"]["current_turn"] >= 1  # the SDK's own RunState, as JSON
+    assert state["plan"][0] == {"name": "issue_refund", "kind": "effect", "amount": "420.00", "currency": "EUR"}
     assert systems.refunds == {}
 
     console.decide(paused.value.checkpoint_id, "resume", instructions="Approved.")
@@ -68,7 +63,7 @@ def test_a_tool_call_needing_approval_is_a_checkpoint_and_resume_approves_it(cli
 
 def test_retry_step_rejects_the_call_and_the_model_reads_the_instructions(client: RecoveryClient,
                                                                          console: FakeConsole) -> None:
-    systems = expensive(Systems())
+    systems = Systems(amount="420.00")
     runner = runner_for(client, systems, "T-2003")
     with pytest.raises(Paused) as paused:
         runner.run_sync("T-2003", "Please refund T-2003.")
@@ -114,7 +109,7 @@ def test_an_effect_tool_is_not_repeated_when_the_conversation_is_lost(client: Re
 
 
 def test_an_aborted_workflow_is_not_resumed(client: RecoveryClient, console: FakeConsole) -> None:
-    systems = expensive(Systems())
+    systems = Systems(amount="420.00")
     runner = runner_for(client, systems, "T-2006")
     with pytest.raises(Paused) as paused:
         runner.run_sync("T-2006", "Please refund T-2006.")
@@ -126,7 +121,7 @@ def test_an_aborted_workflow_is_not_resumed(client: RecoveryClient, console: Fak
 
 def test_the_example_script_runs_to_the_end_through_an_approval_and_a_crash(client: RecoveryClient,
                                                                            console: FakeConsole) -> None:
-    systems, said = expensive(Systems()), []
+    systems, said = Systems(amount="420.00"), []
 
     def operator(line: str) -> None:
         said.append(line)

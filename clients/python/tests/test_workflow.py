@@ -180,11 +180,14 @@ def test_a_polling_agent_waits_for_the_decision_and_resumes(client: RecoveryClie
     assert (decision.action, decision.instructions, decision.resumes) == ("resume", "Check the ledger first.", True)
 
 
-def test_a_manual_pause_opens_a_checkpoint_with_the_agent_state(client: RecoveryClient) -> None:
-    with pytest.raises(Paused) as paused, client.workflow("T-3", "refund", "t", state={"plan": ["refund"]}) as wf:
+def test_a_manual_pause_opens_a_checkpoint_with_the_agent_state_and_plan(client: RecoveryClient) -> None:
+    plan = [{"name": "issue_refund", "kind": "effect", "amount": "42.00", "currency": "EUR"}]
+    with pytest.raises(Paused) as paused, client.workflow("T-3", "refund", "t", state={"ticket": "T-3"}) as wf:
+        wf.plan = plan
         raise wf.pause("untrusted_output", "the subagent's answer cannot be trusted")
     assert paused.value.checkpoint["reason"] == "untrusted_output"
-    assert paused.value.checkpoint["resume_state"]["state"] == {"plan": ["refund"]}
+    assert paused.value.checkpoint["resume_state"]["state"] == {"ticket": "T-3"}
+    assert paused.value.checkpoint["resume_state"]["plan"] == plan
 
 
 def test_the_same_step_name_twice_gets_its_own_key_and_is_matched_by_occurrence(

@@ -101,10 +101,14 @@ class RecoveryGraph:
     """Run a compiled LangGraph graph as console workflows of one ``kind``."""
 
     def __init__(self, client: RecoveryClient, graph: Any, *, kind: str, reasons: ReasonMap | None = None,
-                 title: Callable[[str], str] | None = None, owner: str | None = None) -> None:
+                 title: Callable[[str], str] | None = None, owner: str | None = None,
+                 plan: Callable[[Json], list[Json] | None] | None = None) -> None:
+        """``plan(agent_state)``: what a resume will do, sent with each checkpoint (the state has the
+        graph's ``graph`` values and its ``next`` nodes); without it the console assumes money may move."""
         if getattr(graph, "checkpointer", None) is None:
             raise ValueError("the graph needs a checkpointer: it keeps the graph's state between pause and resume")
         self.client, self.graph, self.kind, self.reasons, self.owner = client, graph, kind, reasons, owner
+        self.plan = plan
         self.title = title or (lambda external_id: f"{kind} {external_id}")
         self.node_kinds: dict[str, StepKind] = {}
         self.decorated: set[str] = set()
@@ -269,9 +273,13 @@ class _GraphRun:
 
     # --- pausing ------------------------------------------------------------------------------
     def agent_state(self) -> Json:
+        """The graph's state as the checkpoint's agent state (and the plan derived from it, if asked for)."""
         snapshot = self.graph.get_state(self.config)
-        return {**self.wf.state, "graph": jsonable(snapshot.values), "next": list(snapshot.next),
-                "thread_id": self.config["configurable"]["thread_id"]}
+        state = {**self.wf.state, "graph": jsonable(snapshot.values), "next": list(snapshot.next),
+                 "thread_id": self.config["configurable"]["thread_id"]}
+        if self.adapter.plan is not None:
+            self.wf.plan = self.adapter.plan(state)
+        return state
 
     def pause_at_interrupt(self, value: Any) -> Paused:
         reason: Reason = "manual"

@@ -104,10 +104,14 @@ class RecoveryRunner:
     def __init__(self, client: RecoveryClient, agent: Agent[Any], *, kind: str, reasons: ReasonMap | None = None,
                  title: Callable[[str], str] | None = None, owner: str | None = None,
                  session: Callable[[str], Session] | None = None, run_config: RunConfig | None = None,
-                 max_turns: int = 10, approve_actions: frozenset[str] = frozenset({"resume"})) -> None:
+                 max_turns: int = 10, approve_actions: frozenset[str] = frozenset({"resume"}),
+                 plan: Callable[[Json], list[Json] | None] | None = None) -> None:
+        """``plan(agent_state)``: what a resume will do, sent with each checkpoint (the state names the
+        ``approvals`` waiting, if any); without it the console assumes money may move."""
         self.client, self.agent, self.kind, self.reasons, self.owner = client, agent, kind, reasons, owner
         self.title = title or (lambda external_id: f"{kind} {external_id}")
         self.run_config, self.max_turns, self.approve_actions = run_config, max_turns, approve_actions
+        self.plan = plan
         self._sessions: dict[str, Session] = {}
         self.session_factory = session or (lambda external_id: SQLiteSession(external_id))
 
@@ -259,8 +263,11 @@ class _AgentRun:
                            idempotency_key=key, external_ref=result if isinstance(result, str) else None)
 
     # --- pausing and finishing ------------------------------------------------------------------
-    def agent_state(self) -> Json:
-        return {**self.wf.state, "agent": self.runner.agent.name, "session_id": self.wf.external_id}
+    def agent_state(self, **more: Any) -> Json:
+        state = {**self.wf.state, "agent": self.runner.agent.name, "session_id": self.wf.external_id, **more}
+        if self.runner.plan is not None:
+            self.wf.plan = self.runner.plan(state)
+        return state
 
     def pause_for_approval(self, result: Any) -> Paused:
         approvals = []
@@ -271,7 +278,7 @@ class _AgentRun:
             approvals.append({"call_id": item.call_id, "tool": item.name, "arguments": _arguments(item.arguments),
                               "seq": seq})
         asks = "; ".join(f"{a['tool']}({json.dumps(a['arguments'])})" for a in approvals)
-        state = {**self.agent_state(), "approvals": approvals, "run_state": result.to_state().to_json()}
+        state = self.agent_state(approvals=approvals, run_state=result.to_state().to_json())
         return self.wf.pause("manual", f"Approve {asks}?", at_seq=approvals[0]["seq"], state=state)
 
     def finish(self, final_output: Any) -> None:
