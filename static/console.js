@@ -119,6 +119,7 @@
     else if (e.key === "c" && i >= 0) {
       var claim = list[i].querySelector("[data-testid=claim]");
       if (claim) claim.form.requestSubmit(claim);
+      else toast("warning", list[i].dataset.cannotClaim || "This checkpoint cannot be claimed now.");
     } else return;
     e.preventDefault();
   });
@@ -196,6 +197,8 @@
   document.addEventListener("click", function (e) {
     var dismiss = e.target.closest && e.target.closest("[data-dismiss]");
     if (dismiss) dismiss.parentElement.remove();
+    var clamp = e.target.closest && e.target.closest("[data-clamp]");
+    if (clamp) clamp.classList.toggle("is-expanded"); // a long agent title: three lines, the rest on a tap
   });
 
   // New content from htmx: keep the keyboard selection, re-apply the gate, tick at once.

@@ -174,7 +174,8 @@ def _an_hour_ago(workflow_id: str) -> None:
 
 @pytest.mark.parametrize("call", ["get", "create_again", "report_step", "open_checkpoint", "get_checkpoint",
                                   "finish", "rejected_step"])
-def test_every_call_on_a_workflow_counts_as_activity_for_the_silence_sweep(db, call):
+def test_every_write_counts_as_activity_for_the_silence_sweep_and_a_poll_does_not(db, call):
+    # Issue 8: an agent polling its paused workflow showed "last activity 0 s ago" for ten minutes.
     bot = api_agent()
     workflow_id = bot.create_workflow("T-7")["id"]
     checkpoint_id = None
@@ -194,4 +195,7 @@ def test_every_call_on_a_workflow_counts_as_activity_for_the_silence_sweep(db, c
         # Even a refused report is a sign of life: the agent is there.
         "rejected_step": lambda: bot.report(workflow_id, 1, "other", expect_status=409),
     }[call]()
-    assert Workflow.objects.get(pk=workflow_id).last_activity_at > before
+    if call in ("get", "get_checkpoint"):  # reading is not doing: a poll leaves the clock of activity alone
+        assert Workflow.objects.get(pk=workflow_id).last_activity_at == before
+    else:
+        assert Workflow.objects.get(pk=workflow_id).last_activity_at > before

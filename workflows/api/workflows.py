@@ -26,7 +26,7 @@ def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status:
 @router.get("/workflows/{workflow_id}", response={200: WorkflowOut, **ERRORS})
 def get_workflow(request: HttpRequest, workflow_id: str) -> dict:
     """The workflow with its steps (by seq) and checkpoints."""
-    return workflow_body(own_workflow(request, workflow_id))
+    return workflow_body(own_workflow(request, workflow_id, touch=False))  # a read is not activity
 
 
 def _finish(workflow: Workflow, payload: FinishIn, agent: Agent) -> None:

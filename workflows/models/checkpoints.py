@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
+from django.urls import reverse
 from django.utils import timezone
 
 from .agents import Agent
@@ -206,6 +207,10 @@ class Checkpoint(Stateful):
                 "owner": workflow.owner.get_username() if workflow.owner else None})
             workflow.move(Workflow.Status.PAUSED, actor=actor, verb=Event.Verb.PAUSED, last_activity_at=now)
         return checkpoint
+
+    def get_absolute_url(self) -> str:
+        """The workbench (the admin's "View on site" leads there)."""
+        return reverse("workbench", args=[self.pk])
 
     @property
     def is_open(self) -> bool:

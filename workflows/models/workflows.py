@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from .agents import Agent
@@ -146,6 +147,9 @@ class Workflow(Stateful):
 
     def __str__(self) -> str:
         return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("workflow", args=[self.pk])
 
     @property
     def is_terminal(self) -> bool:

@@ -1,0 +1,72 @@
+"""In Chromium: the smaller defects of issue 8 (defect 6) stay fixed."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser_fixtures import login
+from tests.helpers import make_checkpoint, make_runbook, make_worked_example
+from workflows.models import Decision
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _claimed(page, user, checkpoint):
+    login(page, user)
+    page.goto(f"/checkpoints/{checkpoint.pk}/")
+    page.get_by_test_id("claim").click()
+    expect(page.get_by_test_id("checkpoint-status")).to_have_text("checkpoint claimed")
+
+
+def test_a_handoff_target_too_long_says_why(page, alice):
+    checkpoint = make_checkpoint()
+    _claimed(page, alice, checkpoint)
+    target = page.get_by_test_id("handoff-to")
+    target.evaluate("el => el.removeAttribute('maxlength')")  # a pasted value, an old browser, a script
+    target.fill("Finance desk " + "x" * 300)
+    page.get_by_test_id("decide-handoff").click()
+
+    expect(page.get_by_test_id("field-error")).to_contain_text("at most 200 characters")
+    assert not Decision.objects.exists()
+
+
+def test_an_empty_rejection_is_not_sent(new_page, alice, bob):
+    make_runbook(workflow_kind="refund", requires_four_eyes=True)
+    checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
+    key = checkpoint.unknown_effects[0]["idempotency_key"]
+    decision = checkpoint.decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    page = new_page()
+    login(page, bob)
+    page.goto(f"/checkpoints/{checkpoint.pk}/")
+
+    page.get_by_test_id("reject").click()
+    expect(page.get_by_test_id("reject-note")).to_have_js_property("validity.valueMissing", True)
+    page.get_by_test_id("reject-note").evaluate("el => el.removeAttribute('required')")  # past the browser
+    page.get_by_test_id("reject").click()
+
+    expect(page.get_by_test_id("flash")).to_contain_text("Say why you reject it")
+    assert Decision.objects.get(pk=decision.pk).status == Decision.Status.PROPOSED
+
+
+def test_a_toast_never_covers_the_sla_clock(page, alice):
+    checkpoint = make_checkpoint()
+    _claimed(page, alice, checkpoint)
+    toast = page.get_by_test_id("flash").locator(".toast").first
+    expect(toast).to_be_visible()
+
+    a, b = toast.bounding_box(), page.get_by_test_id("sla-clock").bounding_box()
+    overlap = not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
+                   or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+    assert not overlap, (a, b)
+
+
+def test_c_on_a_row_someone_else_holds_says_who(page, alice, bob):
+    checkpoint = make_checkpoint()
+    checkpoint.claim(by=bob)
+    login(page, alice)
+    page.goto("/")
+    page.keyboard.press("j")
+    page.keyboard.press("c")
+
+    expect(page.get_by_test_id("flash")).to_contain_text("bob holds this checkpoint")
