@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import views, workflow_views
+from . import notification_views, views, workflow_views
 from .roles import public
 
 urlpatterns = [
@@ -16,6 +16,8 @@ urlpatterns = [
     path("checkpoints/<int:pk>/decide/", views.decide, name="decide"),
     path("decisions/<int:pk>/approve/", views.approve, name="approve"),
     path("decisions/<int:pk>/reject/", views.reject, name="reject"),
+    path("notifications/", notification_views.notifications, name="notifications"),
+    path("notifications/<int:pk>/read/", notification_views.mark_read, name="mark_notification_read"),
     path("search/", workflow_views.search, name="search"),
     path("workflows/<int:pk>/", workflow_views.workflow_page, name="workflow"),
     path("workflows/<int:pk>/complete/", views.complete_handoff, name="complete_handoff"),

@@ -85,6 +85,23 @@ def stamp(value: datetime | None) -> str:
 
 
 @register.filter
+def business_clock(checkpoint: Any) -> str:
+    """Business time left (or over) and the local due time, for a checkpoint whose policy has a calendar.
+
+    Round the clock this says nothing: the ticking countdown is already business time there.
+    """
+    terms = checkpoint.terms
+    if terms.hours is None or not checkpoint.clock_runs:
+        return ""
+    now = timezone.now()
+    left = terms.left(now, checkpoint.due_at)
+    local = checkpoint.due_at.astimezone(terms.hours.zone)
+    text = f"{short_duration(left)} business time {'left' if left.total_seconds() >= 0 else 'over'}"
+    text += f" · due {local:%a %d %b %H:%M} {terms.hours.tz}"
+    return text + (" · paused outside business hours" if terms.is_paused(now) else "")
+
+
+@register.filter
 def minutes(seconds: float | None) -> str:
     """A frozen SLA duration (seconds) as '45 min' or '2 h'."""
     return in_minutes(seconds or 0)

@@ -1,0 +1,44 @@
+"""The signed-in user's notifications: the bell's count (a context processor) and the list."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from workflows.models import Notification
+
+from .roles import READERS, role_required
+
+PAGE = 100
+
+
+def unread_notifications(request: HttpRequest) -> dict:
+    """The bell's unread count on every page, one indexed count query for a signed-in user."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    return {"unread_notifications": Notification.objects.for_user(user).unread().count()}
+
+
+@role_required(*READERS)
+@require_GET
+def notifications(request: HttpRequest) -> HttpResponse:
+    items = list(Notification.objects.for_user(request.user).select_related("checkpoint__workflow")[:PAGE])
+    return render(request, "console/notifications.html", {"items": items, "page_size": PAGE})
+
+
+@role_required(*READERS)
+@require_POST
+def mark_read(request: HttpRequest, pk: int) -> HttpResponse:
+    """Read one (and open what it is about), or ``pk`` 0: all of them."""
+    mine = Notification.objects.for_user(request.user)
+    if pk == 0:
+        count = mine.unread().update(read_at=timezone.now())
+        messages.success(request, f"Marked {count} notification{'s' if count != 1 else ''} read.")
+        return redirect("notifications")
+    note = get_object_or_404(mine, pk=pk)
+    note.mark_read()
+    return redirect(note.path or "notifications")
