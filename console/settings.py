@@ -5,9 +5,11 @@ transport under ``var/``: one machine, no servers. Production sets
 ``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis).
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -37,6 +39,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "ninja",
+    "csp",
+    "axes",
     "workflows",
     "console",
 ]
@@ -52,6 +56,14 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "console.security.PrivatePagesMiddleware",
+    "console.security.IdleSessionMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it turns a lockout raised by the login into its 429 page
+]
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out username or address
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -90,7 +102,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+     "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=12)}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "login"
@@ -117,10 +130,43 @@ STORAGES = {
     },
 }
 
-SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=not DEBUG)
+# --- Browser and sign-in protections (README "Security") -----------------------------
+# TLS=true: the console is served over https by a TLS-terminating proxy in front of it
+# (docker-compose.yml's Caddy), which sets X-Forwarded-Proto. Only then is that header trusted;
+# plain http is redirected to https and browsers are told to stay on https (HSTS).
+TLS = env.bool("TLS", default=False)
+if TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # the container's own health check speaks http
+    SECURE_HSTS_SECONDS = env.int("HSTS_SECONDS", default=365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("HSTS_PRELOAD", default=True)
+# How many proxies append to X-Forwarded-For in front of the console (the client address of
+# login lockouts and API failed-auth limits); 0 trusts no header and uses the socket's address.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=1 if TLS else 0)
+SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=TLS or not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# Idle sessions end: a sign-in lasts this long after the last activity (console.security).
+SESSION_COOKIE_AGE = env.int("SESSION_IDLE_SECONDS", default=8 * 3600)
+# Scripts and styles come from our own static files only: no inline script, no eval, no third party.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": [NONE], "script-src": [SELF], "style-src": [SELF], "img-src": [SELF, "data:"],
+    "font-src": [SELF], "connect-src": [SELF], "form-action": [SELF], "frame-ancestors": [NONE],
+    "base-uri": [NONE], "object-src": [NONE], "manifest-src": [SELF]}}
+# Password guessing (django-axes): after LOGIN_FAILURE_LIMIT failures for one username, or from one
+# address, both /login/ and /admin/login/ refuse for LOGIN_LOCKOUT_MINUTES (429 and a page saying so).
+AXES_ENABLED = env.bool("LOGIN_LOCKOUT", default=True)
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # attempts while locked are refused, not re-counted
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "console.security.client_address"
+AXES_VERBOSE = False
 
 # --- Agent API -------------------------------------------------------------
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=1024 * 1024)

@@ -22,7 +22,7 @@ def config(tmp_path, **env):
 
 
 def test_the_compose_file_validates_and_runs_every_service_with_health_checks(tmp_path):
-    result = config(tmp_path, SECRET_KEY="compose-check")
+    result = config(tmp_path, SECRET_KEY="compose-check", POSTGRES_PASSWORD="compose-check-db")
     assert result.returncode == 0, result.stderr
     text = result.stdout
     for service in ("postgres:", "redis:", "web:", "worker:", "beat:", "relay:", "migrate:"):
@@ -33,6 +33,31 @@ def test_the_compose_file_validates_and_runs_every_service_with_health_checks(tm
 
 
 def test_the_compose_stack_refuses_to_start_without_a_secret_key(tmp_path):
-    result = config(tmp_path)
+    result = config(tmp_path, POSTGRES_PASSWORD="compose-check-db")
     assert result.returncode != 0
     assert "SECRET_KEY" in result.stderr
+
+
+def test_the_compose_stack_has_no_default_database_password(tmp_path):
+    result = config(tmp_path, SECRET_KEY="compose-check")
+    assert result.returncode != 0
+    assert "POSTGRES_PASSWORD" in result.stderr
+
+
+def test_manage_py_check_deploy_passes_with_the_compose_production_settings(tmp_path):
+    """Finding 4 of issue 12: the production settings of docker-compose.yml draw no deploy warning."""
+    import secrets
+    import sys
+
+    import yaml
+
+    key = secrets.token_urlsafe(50)
+    result = config(tmp_path, SECRET_KEY=key, POSTGRES_PASSWORD="compose-check-db", CONSOLE_HOST="console.example.com")
+    assert result.returncode == 0, result.stderr
+    environment = yaml.safe_load(result.stdout)["services"]["web"]["environment"]
+    assert environment["TLS"] == "true" and "SECURE_COOKIES" not in environment
+    env = {"PATH": os.environ["PATH"], "VAR_DIR": str(tmp_path), **{k: str(v) for k, v in environment.items()}}
+    check = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                           capture_output=True, text=True, env=env, cwd=ROOT)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "System check identified no issues" in check.stdout

@@ -1,0 +1,120 @@
+"""Browser and sign-in protections that are ours rather than a library's (README, "Security").
+
+- ``PrivatePagesMiddleware``: what a signed-in user or an agent sees is never stored by a
+  browser or a shared cache (``Cache-Control: no-store``), and every console answer varies on
+  the htmx headers (one URL serves a page and its partials).
+- ``IdleSessionMiddleware``: a session ends ``SESSION_COOKIE_AGE`` after the last activity.
+- ``client_address``: the client's address for login lockouts and API failed-auth limits.
+- Sign-ins, failed sign-ins and lockouts are audit events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse
+from django.utils.cache import patch_cache_control, patch_vary_headers
+
+HTMX_HEADERS = ("HX-Request", "HX-Target")
+ACTIVITY_GRANULARITY = 60  # seconds: an active session is written at most once a minute
+
+
+class PrivatePagesMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        user = getattr(request, "user", None)
+        if (user is not None and user.is_authenticated) or request.path.startswith("/api/"):
+            patch_cache_control(response, no_store=True, private=True)
+        if not request.path.startswith(("/api/", "/static/")):
+            patch_vary_headers(response, HTMX_HEADERS)
+        return response
+
+
+class IdleSessionMiddleware:
+    """Slide the session's expiry on activity: a page load or a form post, not a background poll.
+
+    Django sets a session's expiry when it is saved; touching it at most once a minute keeps
+    writes rare. htmx GETs (the queue's polling) are not activity: an unattended screen that
+    refreshes itself still signs out after the idle time.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated and _is_activity(request):
+            now = int(time.time())
+            if now - int(request.session.get("_active_at", 0)) >= ACTIVITY_GRANULARITY:
+                request.session["_active_at"] = now  # modified: saved with a fresh expiry
+        return self.get_response(request)
+
+
+def _is_activity(request: HttpRequest) -> bool:
+    return request.method != "GET" or "HTTP_HX_REQUEST" not in request.META
+
+
+def client_address(request: HttpRequest) -> str:
+    """REMOTE_ADDR, or behind ``TRUSTED_PROXY_COUNT`` proxies the address the first of them saw."""
+    count = settings.TRUSTED_PROXY_COUNT
+    forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
+    if count and len(forwarded) >= count:
+        return forwarded[-count][:64]  # the entries left of it are whatever the client wrote
+    return str(request.META.get("REMOTE_ADDR", ""))[:64]
+
+
+def _where(request: HttpRequest | None) -> dict:
+    if request is None:
+        return {}
+    return {"ip": client_address(request), "path": request.path[:100]}
+
+
+@receiver(user_logged_in, dispatch_uid="console.audit.logged_in")
+def _logged_in(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    from workflows.models import Event
+
+    if request is not None and hasattr(request, "session"):
+        request.session["_active_at"] = int(time.time())
+    Event.record(user, Event.Verb.LOGGED_IN, actor=user, data=_where(request))
+
+
+def _refused_while_locked(request: HttpRequest | None) -> bool:
+    """An attempt axes turned away before checking the password (the lock was already on).
+
+    Recorded once, as the lockout: an attacker hammering a locked account must not flood the
+    append-only trail. (axes flags such requests without counting them as a new failure.)
+    """
+    return bool(getattr(request, "axes_locked_out", False)) and getattr(request, "axes_failures_since_start", None) is None
+
+
+@receiver(user_login_failed, dispatch_uid="console.audit.login_failed")
+def _login_failed(sender: Any, credentials: dict, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    from workflows.models import Event
+
+    if _refused_while_locked(request):
+        return
+    username = str(credentials.get("username", ""))[:150]
+    Event.record(None, Event.Verb.LOGIN_FAILED, data={"username": username, **_where(request)})
+
+
+def _locked_out(sender: Any, request: HttpRequest | None = None, username: str | None = None,
+                ip_address: str | None = None, **kwargs: Any) -> None:
+    from workflows.models import Event
+
+    if _refused_while_locked(request):
+        return
+    Event.record(None, Event.Verb.LOCKED_OUT, data={"username": str(username or "")[:150], **_where(request)})
+
+
+def connect_lockout_audit() -> None:
+    from axes.signals import user_locked_out
+
+    user_locked_out.connect(_locked_out, dispatch_uid="console.audit.locked_out")
