@@ -11,6 +11,7 @@ urlpatterns = [
     path("mine/", views.mine, name="mine"),
     path("checkpoints/<int:pk>/", views.workbench, name="workbench"),
     path("checkpoints/<int:pk>/claim/", views.claim, name="claim"),
+    path("checkpoints/bulk/", views.bulk, name="bulk"),
     path("checkpoints/<int:pk>/release/", views.release, name="release"),
     path("checkpoints/<int:pk>/assign/", views.assign, name="assign"),
     path("checkpoints/<int:pk>/decide/", views.decide, name="decide"),

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.views import LoginView
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -145,7 +145,9 @@ def queue(request: HttpRequest) -> HttpResponse:
     params = filters.values()  # bad values are dropped, not reported: a stale link still renders
     base = filters.narrow(Checkpoint.objects.open())
     rows, has_prev, has_next = _keyset_page(
-        filters.in_scope(filters.listed(user=request.user), user=request.user).for_queue().prefetch_related(
+        filters.in_scope(filters.listed(user=request.user), user=request.user).for_queue().annotate(
+            came_back=Exists(Decision.objects.sent_back().filter(checkpoint=OuterRef("pk"))),
+        ).prefetch_related(
             Prefetch("events", Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
                      to_attr="assignments"),
             Prefetch("decisions", Decision.objects.filter(status=Decision.Status.PROPOSED).select_related("decided_by"),
@@ -156,6 +158,7 @@ def queue(request: HttpRequest) -> HttpResponse:
                "can_act": can_act(request.user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
+               "operators": AssignForm().fields["to"].queryset if can_act(request.user) else [],
                **_pager(request, rows, has_prev, has_next)}
     return _render(request, "console/queue.html", context, partials=("queue-table",))
 
@@ -260,10 +263,41 @@ def _holder_message(checkpoint: Checkpoint, user: Any) -> str:
 def claim(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("assignee"), pk=pk)
     if checkpoint.claim(by=request.user):
-        messages.success(request, f"You claimed “{checkpoint.workflow.title}”.")
+        messages.success(request, f"You claimed “{checkpoint.workflow.title}”. Changed your mind? "
+                                  "“Undo claim” is on the row and the workbench for two minutes.")
     else:
         messages.error(request, _holder_message(checkpoint, request.user))
     return _back(request, _workbench_url(checkpoint))
+
+
+BULK_LIMIT = 200
+
+
+@operator_required
+@require_POST
+def bulk(request: HttpRequest) -> HttpResponse:
+    """Claim, or assign to one operator, the rows selected on the queue (``x``); each row is its own
+    compare-and-set, so a row someone else took meanwhile is reported, never overwritten."""
+    ids = [int(i) for i in request.POST.getlist("ids") if i.isdigit()][:BULK_LIMIT]
+    checkpoints = list(Checkpoint.objects.filter(pk__in=ids).select_related("assignee", "workflow"))
+    if not checkpoints:
+        messages.error(request, "Select rows first: x selects the row under the cursor.")
+        return _back(request, reverse("queue"))
+    if request.POST.get("bulk") == "assign":
+        form = AssignForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+            return _back(request, reverse("queue"))
+        to = form.cleaned_data["to"]
+        won = [c for c in checkpoints if c.assign(to=to, by=request.user, note=form.cleaned_data["note"])]
+        done = f"Assigned {len(won)} to {to.get_username()}"
+    else:
+        won = [c for c in checkpoints if c.claim(by=request.user)]
+        done = f"Claimed {len(won)}"
+    lost = [c for c in checkpoints if c not in won]
+    (messages.success if not lost else messages.warning)(request, done + (
+        f"; {len(lost)} not: " + "; ".join(_holder_message(c, request.user) for c in lost[:5]) if lost else "."))
+    return _back(request, reverse("queue"))
 
 
 @operator_required

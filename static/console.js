@@ -116,7 +116,10 @@
     if (e.key === "j") select(list[Math.min(i + 1, list.length - 1)], true);
     else if (e.key === "k") select(list[Math.max(i - 1, 0)], true);
     else if (e.key === "Enter" && i >= 0 && !target.closest("a, button")) window.location.href = list[i].dataset.href;
-    else if (e.key === "c" && i >= 0) {
+    else if (e.key === "x" && i >= 0) {
+      var box = list[i].querySelector("input.pick");
+      if (box) { box.checked = !box.checked; box.dispatchEvent(new Event("change", { bubbles: true })); }
+    } else if (e.key === "c" && i >= 0) {
       var claim = list[i].querySelector("[data-testid=claim]");
       if (claim) claim.form.requestSubmit(claim);
       else toast("warning", list[i].dataset.cannotClaim || "This checkpoint cannot be claimed now.");
@@ -131,12 +134,19 @@
     if (row && !window.getSelection().toString()) window.location.href = row.dataset.href;
   });
 
+  // A destructive action says what it will do and asks first (abort); without JavaScript the server's
+  // own checks still apply.
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button[data-confirm]");
+    if (button && !window.confirm(button.dataset.confirm)) { e.preventDefault(); e.stopImmediatePropagation(); }
+  }, true);
+
   // The queue's poll waits while an operator types in a row (a rejection note, an open "Reject…").
   document.addEventListener("htmx:beforeRequest", function (e) {
     var elt = e.detail && e.detail.elt;
     if (!elt || !elt.hasAttribute("data-poll-waits-while-typing")) return;
     var active = document.activeElement;
-    var typing = active && elt.contains(active) && active.matches("input, textarea, select");
+    var typing = active && elt.contains(active) && active.matches("input:not([type=checkbox]), textarea, select");
     if (typing || elt.querySelector("details[open]")) e.preventDefault();
   });
 
@@ -201,6 +211,24 @@
     if (clamp) clamp.classList.toggle("is-expanded"); // a long agent title: three lines, the rest on a tap
   });
 
+  // Rows picked for a bulk action stay picked through the queue's polls.
+  var picked = new Set();
+
+  function showPicked() {
+    document.querySelectorAll("input.pick").forEach(function (box) { box.checked = picked.has(box.value); });
+    document.querySelectorAll("[data-bulk-count]").forEach(function (el) { el.textContent = picked.size; });
+  }
+
+  document.addEventListener("change", function (e) {
+    if (!e.target.matches || !e.target.matches("input.pick")) return;
+    if (e.target.checked) picked.add(e.target.value); else picked.delete(e.target.value);
+    showPicked();
+  });
+
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (e.detail.elt && e.detail.elt.id === "bulk-form" && e.detail.successful) { picked.clear(); showPicked(); }
+  });
+
   // New content from htmx: keep the keyboard selection, re-apply the gate, tick at once.
   document.addEventListener("htmx:load", function (e) {
     if (selectedId) {
@@ -208,6 +236,7 @@
       if (row) select(row, false);
     }
     gateAll(e.target);
+    if (picked.size) showPicked();
     tick();
   });
 

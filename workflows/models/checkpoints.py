@@ -226,6 +226,14 @@ class Checkpoint(Stateful):
     def clock_runs(self) -> bool:
         return self.is_open or self.is_awaiting_approval
 
+    UNDO_CLAIM_SECONDS = 120
+
+    @property
+    def claimed_recently(self) -> bool:
+        """A claim this fresh is offered as "Undo claim" (a release by another name)."""
+        return (self.status == self.Status.CLAIMED and self.claimed_at is not None
+                and (timezone.now() - self.claimed_at).total_seconds() < self.UNDO_CLAIM_SECONDS)
+
     @property
     def is_breached(self) -> bool:
         return self.breached_at is not None
@@ -509,6 +517,14 @@ class Checkpoint(Stateful):
             reasons.append(f"the agent did not report its plan, and {self.workflow.kind} workflows have "
                            "moved money before")
         return reasons
+
+    @property
+    def money_at_stake(self) -> list[str]:
+        """The amounts a resume can move, from the resume state alone (no query: one per queue row)."""
+        pending = self.resume_state.get("pending")
+        effects = [e.get("input") for e in self.unknown_effects + ([pending] if isinstance(pending, dict) else [])]
+        effects += [step for step in (self.plan or []) if isinstance(step, dict) and step.get("moves_money")]
+        return [_at_stake(e).removeprefix(": ") for e in effects if _at_stake(e)]
 
     def touches_money(self) -> bool:
         return bool(self.money_reasons())

@@ -64,6 +64,10 @@ class DecisionQuerySet(models.QuerySet):
     def active(self) -> DecisionQuerySet:
         return self.exclude(status__in=INACTIVE_STATUSES)
 
+    def sent_back(self) -> DecisionQuerySet:
+        """Decisions that gave their checkpoint back: a failed delivery, a rejected proposal."""
+        return self.filter(status__in=INACTIVE_STATUSES)
+
     def dispatchable(self, now: Any = None) -> DecisionQuerySet:
         """The outbox: queued decisions whose next attempt is due."""
         return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now or timezone.now())

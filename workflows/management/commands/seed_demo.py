@@ -45,31 +45,33 @@ UNKNOWN_EFFECT_BODY = (
 
 
 def runbooks(fleet_port: int) -> list[dict[str, Any]]:
+    # Targets a support desk would set (money first): with minutes, every row of a demo queue was red
+    # within a quarter of an hour and the colour told an operator nothing.
     ledgers = f"http://127.0.0.1:{fleet_port}/ledgers"
     return [
         {"slug": "default", "title": "Default: read the resume state, then decide", "is_default": True,
          "body": "Read what is committed, what is pending and what was promised to the customer. Resume when "
                  "the next step is safe; hand off when a person must take over; abort only when nothing "
                  "the customer was promised is left undone.",
-         "sla_target_minutes": 5, "sla_warning_minutes": 2},
+         "sla_target_minutes": 60, "sla_warning_minutes": 15},
         {"slug": "refund-model-timeout", "title": "Refund: the model timed out", "workflow_kind": "refund",
          "reason": Reason.MODEL_TIMEOUT,
          "body": "The model call died mid-refund. Check the committed effects: a committed refund has its R-… "
                  "reference and is never issued again on resume. Resume: the agent writes the ticket note and "
                  "notifies the customer once, and keeps the promise \"refund within 5 days\".",
-         "sla_target_minutes": 3, "sla_warning_minutes": 1},
+         "sla_target_minutes": 30, "sla_warning_minutes": 10},
         {"slug": "refund-unknown-refund", "title": "Refund: the refund's outcome is unknown",
          "workflow_kind": "refund", "reason": Reason.TOOL_ERROR, "url": ledgers, "body": UNKNOWN_EFFECT_BODY,
-         "sla_target_minutes": 4, "sla_warning_minutes": 2},
+         "sla_target_minutes": 20, "sla_warning_minutes": 5},
         {"slug": "billing-unknown-credit", "title": "Billing dispute: the credit's outcome is unknown",
          "workflow_kind": "billing_dispute", "reason": Reason.TOOL_ERROR, "url": ledgers,
          "body": UNKNOWN_EFFECT_BODY.replace("the refund T-1042:refund", "the credit INV-1042:credit"),
-         "sla_target_minutes": 4, "sla_warning_minutes": 2},
+         "sla_target_minutes": 20, "sla_warning_minutes": 5},
         {"slug": "untrusted-output", "title": "A tool answered garbage", "reason": Reason.UNTRUSTED_OUTPUT,
          "body": "A tool answered something that does not parse (shown escaped in the trajectory). The agent "
                  "did not act on it. Retry the step when the upstream looks healthy again; hand off if it "
                  "keeps happening.",
-         "sla_target_minutes": 5, "sla_warning_minutes": 2},
+         "sla_target_minutes": 45, "sla_warning_minutes": 15},
     ]
 
 
