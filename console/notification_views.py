@@ -1,4 +1,5 @@
-"""The signed-in user's notifications: the bell's count (a context processor) and the list."""
+"""The signed-in user's notifications: the bell's count and the breach-review link (a context processor),
+and the list."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from workflows.models import Notification
 
-from .roles import READERS, role_required
+from .roles import ADMIN, READERS, SUPERUSER, TPM, role_required, roles_of
 
 PAGE = 100
 
@@ -20,7 +21,8 @@ def unread_notifications(request: HttpRequest) -> dict:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    return {"unread_notifications": Notification.objects.for_user(user).unread().count()}
+    return {"unread_notifications": Notification.objects.for_user(user).unread().count(),
+            "can_review_breaches": bool(roles_of(user) & {TPM, ADMIN, SUPERUSER})}
 
 
 @role_required(*READERS)

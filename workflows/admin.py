@@ -28,6 +28,7 @@ from console.roles import owner_candidates
 from .models import (
     Agent,
     Attempt,
+    BreachReason,
     BusinessCalendar,
     Channel,
     Checkpoint,
@@ -141,6 +142,12 @@ class SLAPolicyAdmin(admin.ModelAdmin):
         ("Hours and people", {"fields": ("calendar", "watchers", "claim_reminder_minutes",
                                          "claim_release_minutes")}),
     )
+
+
+@admin.register(BreachReason)
+class BreachReasonAdmin(admin.ModelAdmin):
+    list_display = ("name", "description", "is_active")
+    list_filter = ("is_active",)
 
 
 @admin.register(OperatorProfile)

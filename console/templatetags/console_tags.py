@@ -300,6 +300,8 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
                            + (f"; notified {d.get('target')}" if d.get("notified") else ""),
     V.ESCALATION_SKIPPED: lambda d: f"escalation level {d.get('level')} skipped: someone holds the checkpoint",
     V.CLAIM_REMINDER: lambda d: f"reminded {d.get('to')}: claimed with no progress",
+    V.BREACH_EXPLAINED: lambda d: f"recorded the breach reason: {d.get('reason') or 'none'}"
+                                  + (f" ({d['note']})" if d.get("note") else ""),
 }
 
 

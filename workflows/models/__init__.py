@@ -10,6 +10,7 @@ One module per noun; everything is imported from here (``from workflows.models i
 
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, hash_token
+from .breaches import BreachReason
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
@@ -27,5 +28,5 @@ __all__ = [
     "all_actions", "canonical", "hash_token", "wake_relay",
     # SLA policies and notifications
     "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",
-    "OperatorProfile", "SLAPolicy", "Terms",
+    "OperatorProfile", "SLAPolicy", "Terms", "BreachReason",
 ]

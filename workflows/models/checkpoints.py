@@ -135,6 +135,10 @@ class Checkpoint(Stateful):
     escalations_fired = models.PositiveIntegerField(default=0)
     remind_at = models.DateTimeField(null=True, blank=True)
     release_at = models.DateTimeField(null=True, blank=True)
+    # Why it breached, as a TPM recorded it in the breach review.
+    breach_reason = models.ForeignKey("workflows.BreachReason", null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="checkpoints")
+    breach_note = models.TextField(blank=True)
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -459,6 +463,18 @@ class Checkpoint(Stateful):
             self.record_breach(notify=False)
         if self.claim_due_at and self.claim_breached_at is None and self.first_claimed_at > self.claim_due_at:
             self.record_claim_breach(notify=False)
+
+    def explain_breach(self, *, reason: Any, note: str, by: Any) -> bool:
+        """A TPM records why the SLA was breached (a reason from the list, and free text). False when it
+        did not breach."""
+        if self.breached_at is None and self.claim_breached_at is None:
+            return False
+        with transaction.atomic():
+            Checkpoint.objects.filter(pk=self.pk).update(breach_reason=reason, breach_note=note[:2000])
+            Event.record(self, Event.Verb.BREACH_EXPLAINED, actor=by,
+                         data={"reason": reason.name if reason else None, "note": note[:500]})
+        self.refresh_from_db()
+        return True
 
     def continued_clock(self, now: Any = None) -> dict:
         """Fields that reopen a decided checkpoint's clock where it stopped (not from zero)."""

@@ -84,6 +84,7 @@ class Event(models.Model):
         ESCALATED = "escalated"
         ESCALATION_SKIPPED = "escalation_skipped"
         CLAIM_REMINDER = "claim_reminder"
+        BREACH_EXPLAINED = "breach_explained"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:

@@ -1,0 +1,193 @@
+"""The TPM breach review: every checkpoint that breached its decision target in a period, filtered in the
+URL, with the reason a TPM records, and the same rows as CSV.
+
+Rows are read through the ``sla_breached`` partial index on ``breached_at`` (newest first, keyset pages),
+so the page costs the same with a million checkpoints behind it.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from workflows.models import Agent, BreachReason, Checkpoint, Runbook
+
+from .roles import ADMIN, TPM, role_required
+
+PAGE = 50
+DEFAULT_DAYS = 30
+REVIEWERS = (TPM, ADMIN)
+
+
+class BreachFilterForm(forms.Form):
+    """The review's query string; a bad value is dropped so an old link still renders."""
+
+    start = forms.DateField(required=False)
+    end = forms.DateField(required=False)
+    runbook = forms.CharField(max_length=80, required=False)
+    reason = forms.CharField(max_length=100, required=False, help_text="A breach reason's name, or 'none'.")
+    agent = forms.CharField(max_length=64, required=False)
+    kind = forms.CharField(max_length=100, required=False)
+    assignee = forms.CharField(max_length=150, required=False)
+    before = forms.CharField(max_length=40, required=False)
+
+    def values(self) -> dict:
+        self.is_valid()
+        data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}
+        today = timezone.now().date()
+        data.setdefault("end", today)
+        data.setdefault("start", data["end"] - timedelta(days=DEFAULT_DAYS - 1))
+        return data
+
+    @staticmethod
+    def span(data: dict) -> tuple[datetime, datetime]:
+        """The period as [start of the first day, start of the day after the last) in UTC."""
+        return (datetime.combine(data["start"], time.min, tzinfo=UTC),
+                datetime.combine(data["end"] + timedelta(days=1), time.min, tzinfo=UTC))
+
+    def rows(self) -> QuerySet:
+        data = self.values()
+        since, until = self.span(data)
+        qs = Checkpoint.objects.filter(breached_at__isnull=False, breached_at__gte=since, breached_at__lt=until)
+        for field, lookup in (("runbook", "runbook__slug"), ("agent", "workflow__agent__name"),
+                              ("kind", "workflow__kind"), ("assignee", "assignee__username")):
+            if data.get(field):
+                qs = qs.filter(**{lookup: data[field]})
+        if data.get("reason") == "none":
+            qs = qs.filter(breach_reason__isnull=True)
+        elif data.get("reason"):
+            qs = qs.filter(breach_reason__name=data["reason"])
+        return qs.select_related("workflow__agent", "assignee", "runbook", "breach_reason")
+
+
+def _cursor(checkpoint: Checkpoint) -> str:
+    return f"{checkpoint.breached_at.timestamp():.6f}.{checkpoint.pk}"
+
+
+def _before(qs: QuerySet, cursor: str) -> QuerySet:
+    try:
+        stamp, pk = cursor.rsplit(".", 1)
+        at = datetime.fromtimestamp(float(stamp), tz=UTC)
+        return qs.filter(Q(breached_at__lt=at) | Q(breached_at=at, pk__lt=int(pk)))
+    except (ValueError, OverflowError):
+        return qs
+
+
+def overrun(checkpoint: Checkpoint, now: datetime | None = None) -> timedelta:
+    """How far past its due time it went: to the decision, or to now while it still waits."""
+    end = checkpoint.clock_stopped_at or (now or timezone.now())
+    return max(end - checkpoint.due_at, timedelta(0))
+
+
+@role_required(*REVIEWERS)
+@require_GET
+def breach_review(request: HttpRequest) -> HttpResponse:
+    form = BreachFilterForm(request.GET)
+    data = form.values()
+    rows = form.rows().order_by("-breached_at", "-pk")
+    if request.GET.get("format") == "csv":
+        return _csv(rows, data)
+    if data.get("before"):
+        rows = _before(rows, data["before"])
+    page = list(rows[:PAGE + 1])
+    now = timezone.now()
+    for c in page:
+        c.overrun = overrun(c, now)
+    query = request.GET.copy()
+    query.pop("before", None)
+    next_query = query.copy()
+    if len(page) > PAGE:
+        next_query["before"] = _cursor(page[PAGE - 1])
+    context = {
+        "rows": page[:PAGE], "filters": data, "query": query.urlencode(),
+        "next_url": "?" + next_query.urlencode() if len(page) > PAGE else "",
+        "first_url": "?" + query.urlencode() if data.get("before") else "",
+        "reasons": BreachReason.objects.filter(is_active=True),
+        "all_reasons": BreachReason.objects.all(),
+        "runbooks": Runbook.objects.order_by("slug").values_list("slug", flat=True)[:200],
+        "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
+        "csv_url": "?" + _with(query, format="csv"),
+    }
+    return render(request, "console/breach_review.html", context)
+
+
+def _with(query: Any, **changes: str) -> str:
+    q = query.copy()
+    for key, value in changes.items():
+        q[key] = value
+    return q.urlencode()
+
+
+CSV_COLUMNS = ("checkpoint", "url", "workflow", "kind", "agent", "runbook", "opened_at", "due_at", "breached_at",
+               "decided_at", "overrun_seconds", "owner", "escalation_levels_fired", "breach_reason", "breach_note")
+
+
+def _csv(rows: QuerySet, data: dict) -> StreamingHttpResponse:
+    """The table with the same filters, every row (streamed), for a spreadsheet."""
+
+    class Echo:
+        def write(self, value: str) -> str:
+            return value
+
+    def lines() -> Iterator[str]:
+        writer = csv.writer(Echo())
+        yield writer.writerow(CSV_COLUMNS)
+        now = timezone.now()
+        for c in rows.iterator(chunk_size=2000):
+            yield writer.writerow([
+                c.pk, reverse("workbench", args=[c.pk]), _cell(c.workflow.title), _cell(c.workflow.kind),
+                c.workflow.agent.name, c.runbook.slug if c.runbook else "", c.opened_at.isoformat(),
+                c.due_at.isoformat(), c.breached_at.isoformat(),
+                c.clock_stopped_at.isoformat() if c.clock_stopped_at else "",
+                int(overrun(c, now).total_seconds()), c.assignee.get_username() if c.assignee else "",
+                c.escalations_fired, c.breach_reason.name if c.breach_reason else "", _cell(c.breach_note)])
+
+    name = f"breaches-{data['start']:%Y%m%d}-{data['end']:%Y%m%d}.csv"
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+def _cell(text: str) -> str:
+    # A cell starting with =, +, - or @ is a formula to a spreadsheet: agent text must never run as one.
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+class ExplainForm(forms.Form):
+    reason = forms.ModelChoiceField(queryset=BreachReason.objects.filter(is_active=True), required=False)
+    note = forms.CharField(max_length=2000, required=False, strip=True)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if not data.get("reason") and not data.get("note"):
+            raise forms.ValidationError("Choose a reason or write one.")
+        return data
+
+
+@role_required(*REVIEWERS)
+@require_POST
+def explain_breach(request: HttpRequest, pk: int) -> HttpResponse:
+    checkpoint = get_object_or_404(Checkpoint, pk=pk)
+    form = ExplainForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+    elif checkpoint.explain_breach(reason=form.cleaned_data["reason"], note=form.cleaned_data["note"],
+                                   by=request.user):
+        messages.success(request, f"Breach reason recorded for checkpoint {checkpoint.pk}.")
+    else:
+        messages.error(request, "This checkpoint did not breach its SLA.")
+    back = request.POST.get("next", "")
+    return redirect(reverse("breach_review") + (back if back.startswith("?") else ""))
+
+
