@@ -36,15 +36,20 @@ class AgentRateLimit(BaseThrottle):
         # The token hash, not the pk: a pk can be reused (SQLite), a token never is.
         key = f"recovery-console:api-rate:{agent.token_hash[:24]}:{int(time.time() // self.WINDOW)}"
         try:
-            cache.add(key, 0, timeout=self.WINDOW * 2)
-            count = cache.incr(key)
-        except ValueError:  # the key expired between add() and incr()
-            cache.set(key, 1, timeout=self.WINDOW * 2)
-            count = 1
+            count = self._count(key)
         except Exception:  # a cache outage must not take the API down with it
             logger.warning("Agent API: rate limit cache unavailable; request let through", exc_info=True)
             return True
         return count <= limit
+
+    def _count(self, key: str) -> int:
+        """This request's number in the window. The common case is one incr (the key exists)."""
+        try:
+            return cache.incr(key)
+        except ValueError:  # the first request of the window
+            if cache.add(key, 1, timeout=self.WINDOW * 2):
+                return 1
+            return cache.incr(key)  # another request added it first
 
     def wait(self) -> float:
         # Stateless, so one throttle object can serve every thread: the window ends on the minute.
