@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
@@ -20,6 +22,7 @@ from .runbooks import RESUMING_ACTIONS, Action
 from .workflows import Step, Workflow
 
 User = settings.AUTH_USER_MODEL
+log = logging.getLogger(__name__)
 
 
 class Confirmation(models.TextChoices):
@@ -156,7 +159,8 @@ class Decision(Stateful):
         return not self.agent.resume_url
 
     def enqueue(self) -> None:
-        """Ready for delivery: resuming workflows show it at once; the relay picks the row up."""
+        """Ready for delivery: resuming workflows show it at once; after the commit the decision goes
+        to the broker at once, and the row stays due for the relay until a worker takes it."""
         workflow = self.checkpoint.workflow
         if self.action == Action.FAILOVER and workflow.status == Workflow.Status.PAUSED:
             # From here on the standby owns the workflow in the API: the original's reports answer 404,
@@ -169,7 +173,7 @@ class Decision(Stateful):
             workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING)
         if not self.is_polled:
             Decision.objects.filter(pk=self.pk).update(next_attempt_at=timezone.now())
-            transaction.on_commit(wake_relay)
+            transaction.on_commit(functools.partial(hand_to_broker, self.pk))
 
     def may_be_approved_by(self, user: Any) -> bool:
         """Four eyes: a proposal waits for an operator other than its proposer."""
@@ -343,6 +347,23 @@ class Decision(Stateful):
             return None
         return {"seq": step.seq, "name": step.name, "idempotency_key": step.idempotency_key,
                 "attempt": step.attempts + 1}
+
+
+def hand_to_broker(decision_id: int) -> None:
+    """Right after the decision commits: send it to the workers now (no relay hop on the happy path).
+
+    The row is left due, so the relay is the safety net: if this send fails (broker down) the
+    relay is woken and retries; if the message is lost, the relay sends it again at its next
+    tick unless a worker took the decision by then. A second message is harmless: the
+    delivery lease lets one worker deliver and the other stands back.
+    """
+    from ..tasks import deliver_decision
+
+    try:
+        deliver_decision.apply_async((decision_id,), retry=False)
+    except Exception as exc:
+        log.warning("decision %s: broker unavailable, the outbox relay will send it: %s", decision_id, exc)
+        wake_relay()
 
 
 def wake_relay() -> None:
