@@ -63,13 +63,19 @@ def _next_ids(*tables: str) -> dict[str, int]:
 
 
 def _copy(table: str, columns: Iterable[str], rows: Iterator[tuple]) -> int:
-    """COPY rows into a table; returns how many."""
+    """COPY rows into a table; returns how many. Columns not given get their field's default."""
+    from django.apps import apps
+
+    columns = list(columns)
+    model = next(m for m in apps.get_app_config("workflows").get_models() if m._meta.db_table == table)
+    rest = [f for f in model._meta.concrete_fields if f.column not in columns and not f.primary_key]
+    defaults = tuple(f.get_db_prep_save(f.get_default(), connection) for f in rest)
     n = 0
     with connection.cursor() as cursor:
-        sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+        sql = f"COPY {table} ({', '.join(columns + [f.column for f in rest])}) FROM STDIN"
         with cursor.cursor.copy(sql) as copy:
             for row in rows:
-                copy.write_row(row)
+                copy.write_row(row + defaults)
                 n += 1
     return n
 
@@ -101,7 +107,7 @@ def _agents(n: int, rng: random.Random, now: datetime) -> list[int]:
     return existing[:n]
 
 
-def _payload(rng: random.Random, wf: int, seq: int) -> tuple[str, str]:
+def step_payload(rng: random.Random, wf: int, seq: int) -> tuple[str, str]:
     """About 250 bytes of input and output JSON, like a tool or model call's."""
     amount = f"{rng.randrange(100, 50_000) / 100:.2f}"
     data_in = {"ticket": f"T-{wf}", "customer": f"C-{rng.randrange(10**6):06d}", "amount": amount,
@@ -186,7 +192,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
                 wf = wf0 + i
                 for seq in range(1, n + 1):
                     name, kind = STEP_PLAN[(seq - 1) % len(STEP_PLAN)]
-                    data_in, data_out = _payload(rng, wf, seq)
+                    data_in, data_out = step_payload(rng, wf, seq)
                     last_effect_unknown = i < unresolved and seq == n and kind == Step.Kind.EFFECT
                     status = "pending" if last_effect_unknown or (seq == n and wf_status[i] == "running") else (
                         "failed" if rng.random() < 0.02 else "committed")
@@ -195,12 +201,12 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
                     yield (pk, seq, name, kind, status, data_in, data_out if status == "committed" else None,
                            kind == Step.Kind.TOOL and status == "committed",
                            "refund within 5 days" if name == "notify_customer" else None, key,
-                           f"R-{wf}-{seq}" if key and status == "committed" else None, at, at, wf)
+                           f"R-{wf}-{seq}" if key and status == "committed" else None, at, at, wf, 1, "[]")
                     pk += 1
 
         volume.steps = _copy("workflows_step", (
             "id", "seq", "name", "kind", "status", "input", "output", "verified", "promise", "idempotency_key",
-            "external_ref", "created_at", "updated_at", "workflow_id"), step_rows())
+            "external_ref", "created_at", "updated_at", "workflow_id", "attempts", "history"), step_rows())
         say(f"steps: {volume.steps:,}")
 
         # Checkpoints: open/claimed (some breached, some warned, `due` past due), decided, resolved history.
@@ -227,7 +233,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
                 breached, warned = None, (now if due_at - timedelta(minutes=2) < now else None)
             else:  # breached on the queue, or long decided
                 due_at = opened + timedelta(minutes=rng.choice((5, 30, 240)))
-                breached = due_at if due_at < now and status in OPEN_STATES else None
+                breached = due_at if due_at < now and status != "resolved" else None  # the sweep saw it
                 warned = due_at - timedelta(minutes=2) if due_at - timedelta(minutes=2) < now else None
             key = "breached" if breached else status
             counts[key] = counts.get(key, 0) + 1
@@ -276,24 +282,26 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
         # The audit trail those rows would have written: created, one per step, opened per checkpoint.
         e0 = ids["workflows_event"]
 
+        names = dict(Agent.objects.filter(pk__in=agent_ids).values_list("pk", "name"))
+
         def event_rows() -> Iterator[tuple]:
             pk = e0
             for i, row in enumerate(wf_rows):
                 yield (pk, row[8], "agent", "created", json.dumps({"external_id": row[1]}), wf_agent[i], None,
-                       None, None, row[0])
+                       None, None, row[0], names[wf_agent[i]])
                 pk += 1
                 for seq in range(1, per[i] + 1):
                     yield (pk, row[8], "agent", "step_committed", f'{{"seq": {seq}}}', wf_agent[i], None, None,
-                           None, row[0])
+                           None, row[0], names[wf_agent[i]])
                     pk += 1
             for row in cp_rows:
                 yield (pk, row[9], "system", "opened", json.dumps({"reason": row[1]}), None, None, row[0], None,
-                       row[17])
+                       row[17], "")
                 pk += 1
 
         volume.events = _copy("workflows_event", (
             "id", "at", "actor_type", "verb", "data", "actor_agent_id", "actor_user_id", "checkpoint_id",
-            "decision_id", "workflow_id"), event_rows())
+            "decision_id", "workflow_id", "actor_name"), event_rows())
         say(f"events: {volume.events:,}")
         _catch_up_sequences(*tables)
         with connection.cursor() as cursor:  # when called inside a longer transaction (tests)
