@@ -369,7 +369,7 @@ def test_an_unexpected_error_is_a_json_500(bot, workflow_id, monkeypatch):
 
 
 def test_a_database_outage_is_a_retryable_503(bot, workflow_id, monkeypatch):
-    def unavailable(request, workflow_id):
+    def unavailable(request, workflow_id, **options):
         raise OperationalError("could not connect to server")
 
     monkeypatch.setattr(workflows_api, "own_workflow", unavailable)
