@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from conftest import need
 
@@ -155,4 +157,22 @@ def test_the_example_script_runs_to_the_end_through_a_crash(client: RecoveryClie
     assert values["refund_ref"] == "R-88"
     assert said[0].startswith("paused: checkpoint") and "(model_timeout)" in said[0]
     assert said[-1] == "completed: R-88, note 'Refunded 42.00 (R-88).'"
+    assert systems.calls["refund"] == 1
+
+
+def test_the_graph_runs_from_asyncio_code_too(client: RecoveryClient, console: FakeConsole) -> None:
+    systems = Systems()
+    graph = adapter(client, systems, crash_draft=1)
+
+    async def agent() -> str:
+        try:
+            await graph.arun("T-1049", {"ticket_id": "T-1049"})
+        except Paused as paused:
+            console.decide(paused.checkpoint_id, "resume")
+            decision = await asyncio.to_thread(paused.wait_for_decision, interval=0.01, timeout=5)
+            values = await graph.aresume(decision, "T-1049")
+            return str(values["refund_ref"])
+        raise AssertionError("the crash did not pause the graph")
+
+    assert asyncio.run(agent()) == "R-88"
     assert systems.calls["refund"] == 1

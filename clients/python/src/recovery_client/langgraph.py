@@ -30,6 +30,7 @@ pause surface:
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import threading
@@ -144,6 +145,14 @@ class RecoveryGraph:
     def resume(self, decision: Decision, external_id: str, *, config: Mapping[str, Any] | None = None) -> Any:
         """Resume after ``decision`` (a delivery's ``.decision``, or ``Paused.wait_for_decision()``)."""
         return self.run(external_id, None, config=config, decision=decision)
+
+    async def arun(self, external_id: str, input: Any = None, **options: Any) -> Any:  # noqa: A002
+        """``run`` from asyncio code: the graph and the reporting run in a worker thread, the loop stays free.
+        (The graph's nodes are called as ``graph.stream`` calls them: synchronous nodes.)"""
+        return await asyncio.to_thread(self.run, external_id, input, **options)
+
+    async def aresume(self, decision: Decision, external_id: str, **options: Any) -> Any:
+        return await asyncio.to_thread(self.resume, decision, external_id, **options)
 
 
 class _GraphRun:
