@@ -91,6 +91,10 @@ class DecisionForm(forms.Form):
                 "money_confirmed": data.get("money_confirmed", False), "standby": data.get("standby")}
 
 
+class CommentForm(forms.Form):
+    body = forms.CharField(max_length=5000, strip=True, error_messages={"required": "Write something first."})
+
+
 class RejectForm(forms.Form):
     # The proposer gets the checkpoint back with this note: a rejection without a reason helps nobody.
     note = forms.CharField(max_length=1000, strip=True, error_messages={

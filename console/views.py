@@ -30,6 +30,7 @@ from workflows.models import (
     Action,
     Agent,
     Checkpoint,
+    Comment,
     Conflict,
     Decision,
     Event,
@@ -37,7 +38,7 @@ from workflows.models import (
     Workflow,
 )
 
-from .forms import AssignForm, CompleteForm, DecisionForm, QueueFilterForm, RejectForm
+from .forms import AssignForm, CommentForm, CompleteForm, DecisionForm, QueueFilterForm, RejectForm
 from .roles import READERS, can_act, is_admin, operator_required, role_required
 
 COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
@@ -217,6 +218,8 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     acting = can_act(user)
     context = {
         "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "events": events[::-1],
+        "comments": {c.pk: c for c in workflow.comments.filter(
+            pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED])},
         "ghost_stop": bool(checkpoint.at_seq) and checkpoint.at_seq > (steps[-1].seq if steps else 0),
         "holder_event": next((e for e in events if e.checkpoint_id == checkpoint.pk
                               and e.verb in (Event.Verb.CLAIMED, Event.Verb.ASSIGNED)), None),
@@ -267,6 +270,22 @@ def claim(request: HttpRequest, pk: int) -> HttpResponse:
                                   "“Undo claim” is on the row and the workbench for two minutes.")
     else:
         messages.error(request, _holder_message(checkpoint, request.user))
+    return _back(request, _workbench_url(checkpoint))
+
+
+@role_required(*READERS)
+@require_POST
+def comment(request: HttpRequest, pk: int) -> HttpResponse:
+    """An internal comment on the checkpoint (markdown; @username notifies them in the console)."""
+    checkpoint = get_object_or_404(Checkpoint.objects.select_related("workflow"), pk=pk)
+    form = CommentForm(request.POST)
+    if form.is_valid():
+        posted = Comment.post(checkpoint=checkpoint, author=request.user, body=form.cleaned_data["body"])
+        told = f" {', '.join('@' + m for m in posted.mentions)} will see it in their notifications." \
+            if posted.mentions else ""
+        messages.success(request, "Comment added." + told)
+    else:
+        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
     return _back(request, _workbench_url(checkpoint))
 
 

@@ -9,13 +9,35 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+import nh3
 from django import template
 from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
 
 from workflows.models import Event, Reason
 from workflows.models.sla import in_minutes
 
 register = template.Library()
+
+# Comments are markdown written by people, but shown to everyone: raw HTML off in the parser, and what it
+# produces cleaned by nh3 (an allow-list sanitizer) before it is marked safe. Links get rel=noopener.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
+_ALLOWED_TAGS = {"p", "br", "strong", "em", "code", "pre", "ul", "ol", "li", "blockquote", "a", "hr",
+                 "h1", "h2", "h3", "h4"}
+_MENTION = re.compile(r"(?<![\w@/:.])@([\w.+-]*\w)")
+
+
+@register.filter
+def markdown(text: Any, mentions: Any = ()) -> SafeString:
+    """A comment as sanitized HTML, with its @mentions highlighted."""
+    html = nh3.clean(_MARKDOWN.render(str(text or "")), tags=_ALLOWED_TAGS, attributes={"a": {"href"}},
+                     url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow")
+    known = {str(m) for m in (mentions or [])}
+    # A username is [\w.+-] only: nothing in it can open a tag or an attribute.
+    html = _MENTION.sub(lambda m: f'<span class="mention">@{m.group(1)}</span>' if m.group(1) in known
+                        else m.group(0), html)
+    return mark_safe(html)  # noqa: S308 - sanitized by nh3 just above
 
 MAX_JSON_CHARS = 20_000
 MAX_ITEM_CHARS = 200
@@ -302,6 +324,8 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
     V.CLAIM_REMINDER: lambda d: f"reminded {d.get('to')}: claimed with no progress",
     V.BREACH_EXPLAINED: lambda d: f"recorded the breach reason: {d.get('reason') or 'none'}"
                                   + (f" ({d['note']})" if d.get("note") else ""),
+    V.COMMENTED: lambda d: f"commented: {d.get('excerpt', '')}"
+                           + (f" (mentions {', '.join('@' + str(m) for m in d['mentions'])})" if d.get("mentions") else ""),
 }
 
 

@@ -12,6 +12,7 @@ from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, hash_token
 from .breaches import BreachReason
 from .checkpoints import Checkpoint, CheckpointQuerySet
+from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
 from .notifications import Attempt, Channel, Delivery, Notification
@@ -22,7 +23,7 @@ from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
-    "RESUMING_ACTIONS", "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Confirmation", "Conflict",
+    "RESUMING_ACTIONS", "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Comment", "Confirmation", "Conflict",
     "Decision", "DecisionQuerySet", "DriftIgnoreRule", "ReplayRun", "ReplayRunQuerySet",
     "Event", "IllegalTransition", "Invalid", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
     "all_actions", "canonical", "hash_token", "wake_relay",

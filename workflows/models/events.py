@@ -85,6 +85,7 @@ class Event(models.Model):
         ESCALATION_SKIPPED = "escalation_skipped"
         CLAIM_REMINDER = "claim_reminder"
         BREACH_EXPLAINED = "breach_explained"
+        COMMENTED = "commented"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:

@@ -81,6 +81,7 @@ class Notification(models.Model):
         CLAIM_REMINDER = "claim_reminder", "Claim reminder"
         CLAIM_RELEASED = "claim_released", "Claim released"
         RUNBOOK_STALE = "runbook_stale", "Runbook past its review date"
+        MENTIONED = "mentioned", "Mentioned in a comment"
 
     recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
