@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0011_runbook_sla_fields_removed'),
+        ('workflows', '0012_breach_reasons'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
