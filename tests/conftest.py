@@ -8,6 +8,7 @@ so every test runs there. On a laptop with the embedded defaults, tests marked
 from __future__ import annotations
 
 import os
+import random
 import shutil
 
 import pytest
@@ -108,6 +109,15 @@ LOOPBACK_DELIVERY = {"DELIVERY_ALLOWED_NETWORKS": ["127.0.0.1/32", "::1/128"], "
 def _deliveries_to_loopback(settings):
     for name, value in LOOPBACK_DELIVERY.items():
         setattr(settings, name, value)
+
+
+@pytest.fixture
+def rng(request):
+    """A seeded random generator; the seed is printed (pytest shows it with a failure) and
+    ``TEST_SEED=<seed>`` replays the same choices."""
+    seed = int(os.environ.get("TEST_SEED") or random.SystemRandom().randrange(1_000_000))
+    print(f"{request.node.nodeid}: random seed {seed} (TEST_SEED={seed} replays it)")
+    return random.Random(seed)
 
 
 @pytest.fixture

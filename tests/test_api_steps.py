@@ -106,8 +106,10 @@ def test_an_idempotency_key_used_by_another_step_is_409(bot, workflow_id):
 
 def test_the_same_idempotency_key_in_another_workflow_is_fine(bot, workflow_id):
     other_id = bot.create_workflow("T-2000")["id"]
-    bot.report(workflow_id, **issue_refund())
-    bot.report(other_id, **issue_refund())
+    first = bot.report(workflow_id, **issue_refund(), expect_status=201)
+    second = bot.report(other_id, **issue_refund(), expect_status=201)
+    assert first["idempotency_key"] == second["idempotency_key"] == "T-1042:refund"
+    assert Step.objects.filter(idempotency_key="T-1042:refund").count() == 2
 
 
 def test_an_effect_without_an_idempotency_key_is_422(bot, workflow_id):
@@ -118,7 +120,8 @@ def test_an_effect_without_an_idempotency_key_is_422(bot, workflow_id):
 
 def test_other_kinds_need_no_idempotency_key(bot, workflow_id):
     for seq, kind in enumerate(["model", "tool", "message"], start=1):
-        bot.report(workflow_id, seq, f"step-{seq}", kind)
+        assert bot.report(workflow_id, seq, f"step-{seq}", kind, expect_status=201)["idempotency_key"] is None
+    assert list(Step.objects.order_by("seq").values_list("kind", flat=True)) == ["model", "tool", "message"]
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "aborted", "handed_off"])

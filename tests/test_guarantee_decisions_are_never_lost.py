@@ -4,7 +4,6 @@ Real PostgreSQL, a Redis of the test's own (so it can be stopped), real Celery
 worker processes and the real outbox relay, delivering to a recording endpoint.
 """
 
-import random
 import socket
 import threading
 import time
@@ -104,9 +103,8 @@ def test_the_relay_gives_up_a_tick_promptly_when_the_broker_hangs(receiver):
         hole.close()
 
 
-def test_a_worker_killed_mid_delivery_is_replaced_and_the_decision_delivered_with_the_same_id(stack, receiver):
+def test_a_worker_killed_mid_delivery_is_replaced_and_the_decision_delivered_with_the_same_id(stack, receiver, rng):
     """Randomised SIGKILLs of whole workers while deliveries are in flight; the chaos run does many more."""
-    rng = random.Random(int(time.time()))
     receiver.respond = lambda record: time.sleep(rng.uniform(0.0, 0.6)) or 200
     worker = stack.worker("w1")
     stack.relay()

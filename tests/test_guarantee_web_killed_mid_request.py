@@ -5,7 +5,6 @@ real client (which retries, safely, because the API is idempotent); the server's
 process group is SIGKILLed three times mid-burst and restarted.
 """
 
-import random
 import threading
 import time
 
@@ -57,7 +56,7 @@ def run_workflow(client, n, errors):
         errors.append(f"T-{n}: {exc!r}")
 
 
-def test_killing_the_web_server_mid_burst_leaves_no_half_written_state():
+def test_killing_the_web_server_mid_burst_leaves_no_half_written_state(rng):
     agent, token = make_agent("support-bot")
     port = free_port()
     stack = Stack("memory://", ALLOWED_HOSTS="127.0.0.1")
@@ -68,7 +67,6 @@ def test_killing_the_web_server_mid_burst_leaves_no_half_written_state():
         threads = [threading.Thread(target=run_agent, args=(client, a * RUNS, errors)) for a in range(AGENTS)]
         for t in threads:
             t.start()
-        rng = random.Random()
         for _ in range(3):
             # Wait for the burst to be in full flow, then pull the plug on the whole server.
             before = Event.objects.count()

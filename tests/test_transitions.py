@@ -31,23 +31,24 @@ def subject(model, status):
     return obj
 
 
-@pytest.mark.parametrize("model", [Workflow, Checkpoint, Decision, Step], ids=lambda m: m.__name__)
-def test_every_transition_is_either_allowed_or_refused(db, model):
-    for current, to, allowed in pairs(model):
-        obj = subject(model, current)
-        before = Event.objects.count()
-        if allowed:
-            assert obj.move(to, verb=ANY_VERB), f"{current} -> {to}"
-            assert obj.status == to
-            event = Event.objects.latest("pk")
-            assert event.data == {"from": current, "to": to}
-            assert Event.objects.count() == before + 1
-        else:
-            with pytest.raises(IllegalTransition):
-                obj.move(to, verb=ANY_VERB)
-            obj.refresh_from_db()
-            assert obj.status == current, f"{current} -> {to} changed the row"
-            assert Event.objects.count() == before
+@pytest.mark.parametrize(("model", "current", "to", "allowed"), [
+    pytest.param(model, current, to, allowed, id=f"{model.__name__}-{current}-{to}")
+    for model in (Workflow, Checkpoint, Decision, Step) for current, to, allowed in pairs(model)])
+def test_every_transition_is_either_allowed_or_refused(db, model, current, to, allowed):
+    obj = subject(model, current)
+    before = Event.objects.count()
+    if allowed:
+        assert obj.move(to, verb=ANY_VERB), f"{current} -> {to}"
+        assert obj.status == to
+        event = Event.objects.latest("pk")
+        assert event.data == {"from": current, "to": to}
+        assert Event.objects.count() == before + 1
+    else:
+        with pytest.raises(IllegalTransition):
+            obj.move(to, verb=ANY_VERB)
+        obj.refresh_from_db()
+        assert obj.status == current, f"{current} -> {to} changed the row"
+        assert Event.objects.count() == before
 
 
 def test_the_transition_tables_cover_the_lifecycles_of_design_md():
