@@ -5,6 +5,7 @@ transport under ``var/``: one machine, no servers. Production sets
 ``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis).
 """
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,11 +14,14 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(environ.Env().str("VAR_DIR", default=str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env")  # real environment variables win
+# Real environment variables win over the file; ENV_FILE names another file than the project's .env.
+environ.Env.read_env(os.environ.get("ENV_FILE") or BASE_DIR / ".env")
+
+# Read after the .env file, so a VAR_DIR there counts; a relative path is taken from the project directory.
+VAR_DIR = BASE_DIR / env.str("VAR_DIR", default="var")
+VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="")
@@ -75,6 +79,8 @@ TEMPLATES = [
         "DIRS": [BASE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
+            # {% partialdef %} and {% partial %} in every template, as Django 6 will have them built in.
+            "builtins": ["template_partials.templatetags.partials"],
             "context_processors": [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",

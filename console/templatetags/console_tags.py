@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-from workflows.models import Event, Reason
+from workflows.models import Confirmation, Event, Reason
 from workflows.models.sla import in_minutes
 
 register = template.Library()
@@ -127,6 +127,12 @@ def business_clock(checkpoint: Any) -> str:
 def minutes(seconds: float | None) -> str:
     """A frozen SLA duration (seconds) as '45 min' or '2 h'."""
     return in_minutes(seconds or 0)
+
+
+@register.filter
+def confirmation(value: object) -> str:
+    """An operator's confirmation in words ("did not happen"), from the one Confirmation enum."""
+    return str(Confirmation(value).label).lower() if value in Confirmation.values else str(value)
 
 
 @register.filter

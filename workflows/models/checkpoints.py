@@ -239,6 +239,11 @@ class Checkpoint(Stateful):
                 and (timezone.now() - self.claimed_at).total_seconds() < self.UNDO_CLAIM_SECONDS)
 
     @property
+    def is_unclaimed(self) -> bool:
+        """On the queue and nobody holds it: it may be claimed."""
+        return self.status == self.Status.OPEN
+
+    @property
     def is_breached(self) -> bool:
         return self.breached_at is not None
 

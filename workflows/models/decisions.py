@@ -140,6 +140,36 @@ class Decision(Stateful):
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED, self.Status.REJECTED)
 
     @property
+    def awaits_approval(self) -> bool:
+        """Four eyes: proposed, waiting for a second operator."""
+        return self.status == self.Status.PROPOSED
+
+    @property
+    def was_rejected(self) -> bool:
+        return self.status == self.Status.REJECTED
+
+    @property
+    def is_in_delivery(self) -> bool:
+        """Went out for delivery (approved where four eyes applied): what the agent sees of it."""
+        return self.status in self.SHOWN_TO_AGENT
+
+    @property
+    def is_queued(self) -> bool:
+        return self.status == self.Status.QUEUED
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == self.Status.RUNNING
+
+    @property
+    def was_delivered(self) -> bool:
+        return self.status == self.Status.SUCCEEDED
+
+    @property
+    def delivery_failed(self) -> bool:
+        return self.status == self.Status.FAILED
+
+    @property
     def resumes(self) -> bool:
         return self.action in RESUMING_ACTIONS
 
@@ -177,7 +207,7 @@ class Decision(Stateful):
 
     def may_be_approved_by(self, user: Any) -> bool:
         """Four eyes: a proposal waits for an operator other than its proposer."""
-        return self.status == self.Status.PROPOSED and self.decided_by_id != user.pk
+        return self.awaits_approval and self.decided_by_id != user.pk
 
     def approve(self, *, by: Any) -> bool:
         """Four eyes: a second operator lets a money decision go out. False when ``by`` may not (the
@@ -227,7 +257,7 @@ class Decision(Stateful):
     @property
     def awaits_fetch(self) -> bool:
         """Queued for an agent that polls: its next fetch of the checkpoint is the delivery."""
-        return self.status == self.Status.QUEUED and self.is_polled
+        return self.is_queued and self.is_polled
 
     def mark_fetched(self) -> bool:
         """A polling agent fetched its queued decision: that is the delivery. False when none awaited it."""

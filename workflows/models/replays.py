@@ -115,6 +115,11 @@ class ReplayRun(Stateful):
         return self.status not in self.ACTIVE
 
     @property
+    def succeeded(self) -> bool:
+        """The runtime replayed every step and answered (drift or not)."""
+        return self.status == self.Status.SUCCEEDED
+
+    @property
     def drifted(self) -> bool:
         return self.first_divergent_seq is not None
 
