@@ -6,6 +6,7 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Operator console"
 
     def ready(self) -> None:
-        from . import security  # sign-in audit events (signal receivers)
+        from . import checks, security  # sign-in audit events (signal receivers), deploy checks
 
+        checks.register()
         security.connect_lockout_audit()

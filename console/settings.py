@@ -177,6 +177,8 @@ AXES_VERBOSE = False
 # --- Agent API -------------------------------------------------------------
 API_MAX_BODY_BYTES = env.int("API_MAX_BODY_BYTES", default=1024 * 1024)
 API_RATE_LIMIT_PER_MINUTE = env.int("API_RATE_LIMIT_PER_MINUTE", default=1200)
+# Requests without a valid token from one client address per minute; above it they answer 429.
+API_AUTH_FAILURES_PER_MINUTE = env.int("API_AUTH_FAILURES_PER_MINUTE", default=30)
 # An agent token seen this recently is resolved from the cache (CACHE_URL) without a query;
 # rotating or revoking the token drops it at once. 0 turns the cache off.
 AGENT_TOKEN_CACHE_SECONDS = env.int("AGENT_TOKEN_CACHE_SECONDS", default=30)

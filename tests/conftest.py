@@ -111,6 +111,13 @@ def _deliveries_to_loopback(settings):
         setattr(settings, name, value)
 
 
+@pytest.fixture(autouse=True)
+def _no_failed_auth_limit(settings):
+    # The suite sends many deliberately unauthenticated API requests from one address, and the
+    # counter lives in the shared cache: tests/test_api_limits_shared.py turns the limit on.
+    settings.API_AUTH_FAILURES_PER_MINUTE = 0
+
+
 @pytest.fixture
 def rng(request):
     """A seeded random generator; the seed is printed (pytest shows it with a failure) and

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from django.conf import settings
@@ -12,6 +13,7 @@ from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationEr
 
 from ..api_json import BodyRejected, dotted
 from ..models import Conflict, IllegalTransition, Invalid
+from .auth import TooManyFailures
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +94,14 @@ def on_throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
                           "retry after the number of seconds in the Retry-After header.")
 
 
+def on_auth_failures(request: HttpRequest, exc: Exception) -> HttpResponse:
+    response = error_response(429, "rate_limited",
+                              f"More than {settings.API_AUTH_FAILURES_PER_MINUTE} requests without a valid token "
+                              "came from your address this minute; retry after the Retry-After header's seconds.")
+    response["Retry-After"] = str(int(60 - time.time() % 60) + 1)
+    return response
+
+
 def on_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.warning("Agent API: database unavailable: %s", exc)
     response = error_response(503, "unavailable", "The console's database is unavailable; retry shortly.")
@@ -111,6 +121,7 @@ HANDLERS: dict[type[Exception], Any] = {
     HttpError: on_http_error,
     AuthenticationError: on_auth_error,
     Throttled: on_throttled,
+    TooManyFailures: on_auth_failures,
     Http404: lambda request, exc: error_response(404, "not_found", "Not found."),
     Conflict: lambda request, exc: error_response(409, exc.code, str(exc), exc.field),
     Invalid: lambda request, exc: error_response(422, exc.code, str(exc), exc.field),
