@@ -9,6 +9,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from typing import Any
+
 import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
@@ -86,6 +88,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "console.notification_views.unread_notifications",
+                "console.context.demo",
             ],
         },
     },
@@ -265,11 +268,27 @@ CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workflows.tasks.sweep", "schedule": S
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = TIME_ZONE
 
+def _is_quiet_get(record: Any) -> bool:
+    """A dev-server access line for a GET that succeeded (``"GET /… HTTP/1.1" 200 …``)."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    return len(args) >= 2 and str(args[0]).startswith(("GET ", "HEAD ")) and str(args[1])[:1] in "23"
+
+
+# make run: the demo ledgers (the simulated payment, ticket and messaging systems), linked from the nav
+# and from each effect on the workbench. Empty outside the demo.
+DEMO_LEDGERS_URL = env.str("DEMO_LEDGERS_URL", default="")
+# make run: the dev server logs no line per successful GET (the 2-3 s polls of every open page buried the
+# URL and demo passwords printed at start); POSTs and every 4xx/5xx still show.
+QUIET_POLL_LOGS = env.bool("QUIET_POLL_LOGS", default=False)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"quiet_polls": {"()": "django.utils.log.CallbackFilter",
+                                "callback": lambda record: not (QUIET_POLL_LOGS and _is_quiet_get(record))}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                "django.server": {"handlers": ["console"], "filters": ["quiet_polls"], "propagate": False}},
 }
