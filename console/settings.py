@@ -8,7 +8,6 @@ transport under ``var/``: one machine, no servers. Production sets
 import os
 from datetime import timedelta
 from pathlib import Path
-
 from typing import Any
 
 import environ
