@@ -229,6 +229,8 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "form": form, "assign_form": AssignForm() if acting else None,
         "actions": [a for a in Action if (not checkpoint.runbook or checkpoint.runbook.allows(a))
                     and (a != Action.FAILOVER or form.standbys)],
+        "failover_why_not": "" if form.standbys else (
+            f"no other active agent advertises failover for {workflow.kind} workflows."),
         "returns_to": _returns_to(checkpoint, events), "money_reasons": (money := checkpoint.money_reasons()),
         "money": bool(money), "version": _workbench_version(checkpoint),
         "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),

@@ -220,3 +220,26 @@ def test_report_steps_records_a_batch_once_however_often_it_is_sent(client):
                                         "idempotency_key": "T-1042:refund"}])
     assert (refused.value.status, refused.value.field) == (409, "steps.0.idempotency_key")
     assert Step.objects.filter(workflow_id=wf["id"]).count() == 2
+
+
+def test_the_client_advertises_capabilities_and_posts_a_long_replays_results(client, olivia):
+    from workflows.models import Agent, ReplayRun
+
+    body = client.advertise(["replay", "fork"], runtime_version="support-bot/2.3", kinds=["refund"])
+    assert body["capabilities"] == ["fork", "replay"] and body["runtime_version"] == "support-bot/2.3"
+    agent = Agent.objects.get(name="support-bot")
+    agent.replay_url = "http://127.0.0.1:9/replay"  # an admin's setting
+    agent.save()
+    workflow = Workflow.objects.create(agent=agent, external_id="T-1", kind="refund", title="Refund")
+    Step.objects.create(workflow=workflow, seq=1, name="read_ticket", kind="tool", status="committed",
+                        output={"amount": "42.00"})
+    run = ReplayRun.request(workflow, from_seq=1, to_seq=1, by=olivia)
+    run.start()  # the runtime answered 202
+
+    assert client.get_replay(str(run.replay_id))["status"] == "running"
+    done = client.post_replay_results(str(run.replay_id), [{"seq": 1, "output": {"amount": "42.00"}}],
+                                      runtime_version="support-bot/2.3")
+    assert done["status"] == "succeeded" and done["first_divergent_seq"] is None
+    with pytest.raises(ApiError) as late:
+        client.post_replay_results(str(run.replay_id), error="too late")
+    assert late.value.status == 409 and late.value.code == "replay_finished"

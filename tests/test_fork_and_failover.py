@@ -168,7 +168,9 @@ def test_a_failover_the_standby_never_receives_goes_back_to_the_original_agent(f
 def test_the_workbench_offers_failover_only_with_a_standby_and_the_form_fails_over(fleet, olivia, operator, client):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     client.force_login(operator)
-    assert 'data-testid="decide-failover"' not in client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    assert 'data-testid="decide-failover"' not in html
+    assert "Fail over is not offered: no other active agent advertises failover for refund workflows." in html
     fleet.agent("standby-bot", owner=olivia)
     able("standby-bot", "failover")
 
