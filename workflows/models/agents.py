@@ -68,11 +68,14 @@ class Agent(models.Model):
                               help_text="Default owner of this agent's workflows.")
     silence_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Open a checkpoint when a running workflow is silent this long.")
-    capabilities = models.JSONField(default=list, blank=True,
+    # db_default too: bulk loaders (workflows/volume.py's COPY) name only the columns they fill.
+    capabilities = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
                                     help_text="Advertised by the agent (or set here): replay, fork, failover.")
-    replay_url = models.URLField(blank=True, help_text="Replay requests are POSTed here (signed like decisions).")
-    runtime_version = models.CharField(max_length=200, blank=True, help_text="As the agent last reported it.")
-    kinds = models.JSONField(default=list, blank=True,
+    replay_url = models.URLField(blank=True, db_default="",
+                                 help_text="Replay requests are POSTed here (signed like decisions).")
+    runtime_version = models.CharField(max_length=200, blank=True, db_default="",
+                                       help_text="As the agent last reported it.")
+    kinds = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
                              help_text="Workflow kinds this runtime runs, for standby matching; empty: any kind.")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
