@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0012_breach_reasons'),
+        ('workflows', '0013_comments_and_mention_notifications'),
     ]
 
     operations = [
