@@ -21,8 +21,8 @@ def friday_afternoon_checkpoint():
 
 def test_over_the_weekend_the_clock_says_paused_with_the_business_time_left(client, alice):
     checkpoint = friday_afternoon_checkpoint()
-    client.force_login(alice)
     with time_machine.travel(datetime(2026, 12, 5, 12, 0, tzinfo=BERLIN), tick=False):
+        client.force_login(alice)  # sessions end after 8 idle hours: sign in at the travelled-to time
         workbench = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
         queue = client.get(reverse("queue")).content.decode()
     expected = "1h 00m business time left · due Mon 07 Dec 10:00 Europe/Berlin · paused outside business hours"
@@ -31,8 +31,8 @@ def test_over_the_weekend_the_clock_says_paused_with_the_business_time_left(clie
 
 def test_after_the_due_time_it_counts_the_business_overrun(client, alice):
     checkpoint = friday_afternoon_checkpoint()
-    client.force_login(alice)
     with time_machine.travel(datetime(2026, 12, 7, 11, 30, tzinfo=BERLIN), tick=False):
+        client.force_login(alice)
         page = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
     assert "1h 30m business time over" in page
 
