@@ -220,6 +220,29 @@ def url_rules() -> Iterable[tuple[str, str, Callable[..., Any], Rule | None]]:
     yield from walk(get_resolver().url_patterns, "", "")
 
 
+def matrix_markdown() -> str:
+    """The role matrix of the README, generated from the declared rules (``manage.py access_matrix``).
+
+    Console URLs get a row each; the admin and the agent API one row per rule, since each of
+    those declares its rule in one place.
+    """
+    rows: dict[tuple[str, Rule], list[str]] = {}
+    for route, name, _view, rule in url_rules():
+        if rule is None:
+            continue
+        group = name.split(":")[0] if ":" in name else ""
+        label = {"admin": "/admin/…", "api": "/api/v1/…"}.get(group, "/" + route)
+        rows.setdefault((label, rule), []).append(name.split(":")[-1] or "(catch-all)")
+    header = "| URL | view | " + " | ".join(principal_label(p) for p in PRINCIPALS) + " | rule |"
+    lines = [header, "|" + "---|" * (len(PRINCIPALS) + 3)]
+    for (label, rule), names in rows.items():
+        views = ", ".join(names) if len(names) <= 3 else f"{len(names)} views"
+        marks = " | ".join("✓" if rule.allows(p) else "–" for p in PRINCIPALS)
+        finer = f" (then {rule.finer})" if rule.finer else ""
+        lines.append(f"| `{label}` | {views} | {marks} | {rule.summary}{finer} |")
+    return "\n".join(lines) + "\n"
+
+
 def principal_label(principal: str) -> str:
     return {ANONYMOUS: "anonymous", OPERATOR: "operator", TPM: "TPM", ADMIN: "admin", SUPERUSER: "superuser",
             AGENT_TOKEN: "agent token"}[principal]

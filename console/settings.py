@@ -30,6 +30,8 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is off (see .env.example).")
     SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"  # noqa: S105
+# Fernet keys encrypting agents' signing secrets at rest (first encrypts, all decrypt); default: from SECRET_KEY.
+SIGNING_SECRET_KEYS = env.list("SIGNING_SECRET_KEYS", default=[])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 

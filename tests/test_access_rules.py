@@ -108,3 +108,13 @@ def test_every_url_lets_in_exactly_the_principals_its_rule_names(everyone, princ
                 wrong.append(f"{what}, refused but an event was written")
     assert not wrong, "\n".join(wrong)
 
+
+
+def test_the_readme_matrix_is_the_one_the_rules_generate():
+    from pathlib import Path
+
+    from console.roles import matrix_markdown
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("<!-- access-matrix:start -->\n")[1].split("<!-- access-matrix:end -->")[0]
+    assert block == matrix_markdown(), "run `python manage.py access_matrix` and paste it into the README"

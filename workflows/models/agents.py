@@ -62,8 +62,9 @@ class Agent(models.Model):
     allow_plain_http = models.BooleanField(
         default=False, help_text="Deliver over plain http even where https is required: only for an on-premise "
                                  "agent on a network you trust.")
-    signing_secret = models.CharField(max_length=64, editable=False,
-                                      help_text="HMAC-SHA256 key for X-Recovery-Signature.")
+    # Encrypted at rest (workflows/sealing.py); read and set it through ``signing_secret``.
+    sealed_signing_secret = models.CharField(max_length=400, editable=False, blank=True,
+                                             help_text="HMAC-SHA256 key for X-Recovery-Signature, encrypted.")
     owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                               help_text="Default owner of this agent's workflows.")
     silence_seconds = models.PositiveIntegerField(
@@ -97,6 +98,18 @@ class Agent(models.Model):
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         forget_tokens([self.token_hash])
         return super().delete(*args, **kwargs)
+
+    @property
+    def signing_secret(self) -> str:
+        from ..sealing import unseal
+
+        return unseal(self.sealed_signing_secret)
+
+    @signing_secret.setter
+    def signing_secret(self, secret: str) -> None:
+        from ..sealing import seal
+
+        self.sealed_signing_secret = seal(secret)
 
     def clean(self) -> None:
         """The admin refuses resume and replay URLs requests could never go to (workflows/runtime.py's rules)."""
