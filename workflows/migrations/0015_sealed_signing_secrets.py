@@ -23,7 +23,7 @@ def unseal_existing(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0013_comments_and_mention_notifications'),
+        ('workflows', '0014_bulk_load_defaults'),
     ]
 
     operations = [
