@@ -1,4 +1,5 @@
-"""Screenshots of the queue, the workbench, My workflows, the workflow page and a replay from realistic data:
+"""Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay and
+the workbench on a phone, from realistic data:
 docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
@@ -36,7 +37,7 @@ from django.test.testcases import LiveServerThread  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from tests.helpers import make_agent, make_runbook, make_step, make_user, make_worked_example  # noqa: E402
-from workflows.models import Checkpoint, Workflow  # noqa: E402
+from workflows.models import Checkpoint, Comment, Workflow  # noqa: E402
 
 PASSWORD = "pw-" + "x" * 12
 
@@ -61,7 +62,7 @@ def seed() -> Checkpoint:
     support, _ = make_agent("support-agent", owner=alice)
     billing, _ = make_agent("billing-agent", owner=bob)
     make_runbook(slug="refunds", title="Refunds interrupted mid-way", workflow_kind="refund",
-                 requires_four_eyes=False, sla_target_minutes=30, sla_warning_minutes=10,
+                 requires_four_eyes=True, sla_target_minutes=30, sla_warning_minutes=10,
                  url="https://runbooks.example/refunds/interrupted",
                  body="1. Look the refund up in the payment ledger by its idempotency key.\n"
                       "2. Confirm whether it went out; never issue it a second time.\n"
@@ -87,10 +88,30 @@ def seed() -> Checkpoint:
     workflow.refresh_from_db()
     checkpoint = Checkpoint.open_for(workflow, reason="model_timeout", detail="model timed out after step 3",
                                      at_seq=4, state={"remaining": ["write_ticket_note", "notify_customer"],
-                                                      "ticket": "T-1042", "customer": "C-20931"})
+                                                      "ticket": "T-1042", "customer": "C-20931"},
+                                     plan=[{"name": "write_ticket_note", "kind": "effect", "amount": None,
+                                            "currency": None, "moves_money": False},
+                                           {"name": "notify_customer", "kind": "effect", "amount": None,
+                                            "currency": None, "moves_money": False}])
     Checkpoint.objects.filter(pk=checkpoint.pk).update(
         opened_at=now - timedelta(minutes=22), due_at=now + timedelta(minutes=8), warn_at=now - timedelta(minutes=2))
     checkpoint.claim(by=alice)
+    Comment.post(checkpoint=checkpoint, author=bob, body="Payments says **R-88** settled at 09:14. "
+                                                          "@alice the note can say *refunded*.")
+    # T-1048: the model timed out before the refund; bob's resume waits for a second operator.
+    ahead = Workflow.objects.create(agent=support, external_id="T-1048", kind="refund", title="Refund for T-1048",
+                                    owner=alice)
+    make_step(ahead, 1, "read_ticket", "tool", output={"ticket": "T-1048", "amount": "120.60"}, verified=True)
+    proposal = Checkpoint.open_for(ahead, reason="model_timeout", detail="decide_refund: model call timed out",
+                                   at_seq=2, plan=[
+                                       {"name": "decide_refund", "kind": "model", "amount": None, "currency": None,
+                                        "moves_money": False},
+                                       {"name": "issue_refund", "kind": "effect", "amount": "120.60",
+                                        "currency": "EUR", "moves_money": True}])
+    Checkpoint.objects.filter(pk=proposal.pk).update(due_at=now + timedelta(minutes=14),
+                                                     warn_at=now + timedelta(minutes=4))
+    proposal.refresh_from_db()
+    proposal.decide(by=bob, action="resume", money_confirmed=True, instructions="Ticket checked: refund 120.60.")
     # Work bob handed off to alice, for "My workflows".
     handed = Workflow.objects.create(agent=billing, external_id="INV-5391", kind="invoice_dispute",
                                      title="Dispute on invoice INV-5391", owner=bob)
@@ -161,6 +182,9 @@ def main() -> None:
                                                  "Write the ticket note, then notify the customer.")
         page.locator("body").click(position={"x": 5, "y": 200})
         page.screenshot(path=str(OUT / "workbench.png"), full_page=True)
+        page.goto("/?scope=approval")
+        page.wait_for_selector('[data-testid="queue-row"]')
+        page.screenshot(path=str(OUT / "approvals.png"))
         page.goto("/mine/")
         page.screenshot(path=str(OUT / "mine.png"), full_page=True)
         page.goto(f"/workflows/{workflow.pk}/")
@@ -171,8 +195,16 @@ def main() -> None:
         page.goto(f"/checkpoints/{replay_checkpoint.pk}/")
         page.get_by_test_id("standby").select_option("support-bot-standby")
         page.screenshot(path=str(OUT / "failover.png"), full_page=True)
+        phone = browser.new_page(base_url=base, viewport={"width": 390, "height": 844}, device_scale_factor=1,
+                                 is_mobile=True, has_touch=True)
+        phone.goto("/login/")
+        phone.fill("#id_username", "alice")
+        phone.fill("#id_password", PASSWORD)
+        phone.get_by_test_id("login-submit").click()
+        phone.goto(f"/checkpoints/{checkpoint.pk}/")
+        phone.screenshot(path=str(OUT / "phone.png"))
         browser.close()
-    print(f"wrote queue, workbench, mine, workflow, replay and failover .png in {OUT}")
+    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover and phone .png in {OUT}")
 
 
 if __name__ == "__main__":
