@@ -12,9 +12,11 @@ from typing import Any
 import nh3
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from workflows.identifiers import is_mixed_script, scripts
 from workflows.models import Confirmation, Event, Reason
 from workflows.models.sla import in_minutes
 
@@ -225,6 +227,17 @@ def resume_summary(resume_state: Any) -> list[dict]:
 
 def _dicts(value: Any) -> list[dict]:
     return [v for v in value if isinstance(v, dict)][:50] if isinstance(value, list) else []
+
+
+@register.filter
+def script_marker(identifier: Any) -> str:
+    """A visible warning after an id that mixes scripts (a Cyrillic "о" among Latin letters looks identical)."""
+    text = str(identifier or "")
+    if not is_mixed_script(text):
+        return ""
+    names = " + ".join(sorted(s.title() for s in scripts(text)))
+    return format_html('<span class="badge mixed-script" data-testid="mixed-script" title="This id mixes '
+                       '{} letters: it may imitate another id that looks the same.">mixed scripts</span>', names)
 
 
 @register.filter

@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from ..identifiers import normalized
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
 from .events import Event
@@ -45,6 +46,7 @@ class WorkflowQuerySet(models.QuerySet):
         A resend answers what the first request made, even if its owner was deactivated since;
         a new workflow belongs to ``owner_name`` (Invalid if no active user has it) or the agent's owner.
         """
+        external_id = normalized(external_id)  # one spelling per id: compatibility forms fold (NFKC)
         workflow = agent.workflows.filter(external_id=external_id).first()
         if workflow is None:
             owner = agent.owner if owner_name is None else eligible_owner(owner_name)
