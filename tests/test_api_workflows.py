@@ -174,7 +174,7 @@ def _an_hour_ago(workflow_id: str) -> None:
 
 @pytest.mark.parametrize("call", ["get", "create_again", "report_step", "open_checkpoint", "get_checkpoint",
                                   "finish", "rejected_step"])
-def test_every_write_counts_as_activity_for_the_silence_sweep_and_a_poll_does_not(db, call):
+def test_every_call_on_a_running_workflow_counts_as_activity_and_polling_a_paused_one_does_not(db, call):
     # Issue 8: an agent polling its paused workflow showed "last activity 0 s ago" for ten minutes.
     bot = api_agent()
     workflow_id = bot.create_workflow("T-7")["id"]
@@ -195,7 +195,7 @@ def test_every_write_counts_as_activity_for_the_silence_sweep_and_a_poll_does_no
         # Even a refused report is a sign of life: the agent is there.
         "rejected_step": lambda: bot.report(workflow_id, 1, "other", expect_status=409),
     }[call]()
-    if call in ("get", "get_checkpoint"):  # reading is not doing: a poll leaves the clock of activity alone
+    if call == "get_checkpoint":  # polling a paused workflow for its decision is not activity
         assert Workflow.objects.get(pk=workflow_id).last_activity_at == before
-    else:
+    else:  # a read of a running workflow is still a sign of life for the silence sweep
         assert Workflow.objects.get(pk=workflow_id).last_activity_at > before

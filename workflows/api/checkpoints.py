@@ -60,7 +60,8 @@ def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict:
                   .select_related("workflow__agent", "runbook", "assignee").first() if pk else None)
     if checkpoint is None:
         raise not_found("checkpoint")
-    # No touch: polling for a decision is not activity (a paused workflow showed "last activity 0 s ago").
+    # Polling a paused workflow for its decision is not activity ("last activity 0 s ago" for ten minutes).
+    checkpoint.workflow.touch(reading=True)
     decision = checkpoint.decision_for_agent()
     # An agent without a resume endpoint polls: this fetch is the delivery of its decision.
     if decision is not None and decision.awaits_fetch:

@@ -22,8 +22,8 @@ def parse_pk(raw: str) -> int | None:
 def own_workflow(request: HttpRequest, workflow_id: str, *, touch: bool = True) -> Workflow:
     """The calling agent's workflow (404 for anyone else's), touched: any write is a sign of life.
 
-    ``touch=False`` for reads (a poll is not activity) and for callers that touch it in their own
-    transaction (recording steps).
+    ``touch=False`` for reads (they touch with ``reading=True``: polling a paused workflow is not
+    activity) and for callers that touch it in their own transaction (recording steps).
     """
     pk = parse_pk(workflow_id)
     workflow = calling_agent(request).workflows.filter(pk=pk).first() if pk else None

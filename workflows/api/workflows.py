@@ -26,7 +26,9 @@ def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status:
 @router.get("/workflows/{workflow_id}", response={200: WorkflowOut, **ERRORS})
 def get_workflow(request: HttpRequest, workflow_id: str) -> dict:
     """The workflow with its steps (by seq) and checkpoints."""
-    return workflow_body(own_workflow(request, workflow_id, touch=False))  # a read is not activity
+    workflow = own_workflow(request, workflow_id, touch=False)
+    workflow.touch(reading=True)  # a sign of life while it runs; polling a paused one is not activity
+    return workflow_body(workflow)
 
 
 def _finish(workflow: Workflow, payload: FinishIn, agent: Agent) -> None:

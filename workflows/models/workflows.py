@@ -157,10 +157,15 @@ class Workflow(Stateful):
     def is_terminal(self) -> bool:
         return self.status in self.TERMINAL
 
-    def touch(self) -> None:
-        """A sign of life from the agent, for the silence sweep."""
+    def touch(self, *, reading: bool = False) -> None:
+        """A sign of life from the agent, for the silence sweep. A read (``reading``) counts only while the
+        workflow runs: an agent polling its paused workflow for a decision is not activity (issue 8: it
+        showed "last activity 0 s ago" for ten minutes), but a running agent that reads is alive."""
         self.last_activity_at = timezone.now()
-        Workflow.objects.filter(pk=self.pk).update(last_activity_at=self.last_activity_at)
+        rows = Workflow.objects.filter(pk=self.pk)
+        if reading:
+            rows = rows.filter(status__in=[Workflow.Status.RUNNING, Workflow.Status.RESUMING])
+        rows.update(last_activity_at=self.last_activity_at)
 
     def finish(self, status: str, summary: str, *, actor: Any) -> bool:
         if self.checkpoints.unresolved().exists():
