@@ -63,8 +63,10 @@ screenshots: install
 chaos: install
 	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
+## lint: ruff, then mypy (strict on workflows/ and console/, with django-stubs; see pyproject.toml)
 lint: install
 	$(BIN)/ruff check .
+	SECRET_KEY=$${SECRET_KEY:-lint-only-secret-key} $(BIN)/mypy
 
 clean:
 	rm -rf var .pytest_cache

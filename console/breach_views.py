@@ -42,7 +42,7 @@ class BreachFilterForm(forms.Form):
     assignee = forms.CharField(max_length=150, required=False)
     before = forms.CharField(max_length=40, required=False)
 
-    def values(self) -> dict:
+    def values(self) -> dict[str, Any]:
         self.is_valid()
         data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}
         today = timezone.now().date()
@@ -51,12 +51,12 @@ class BreachFilterForm(forms.Form):
         return data
 
     @staticmethod
-    def span(data: dict) -> tuple[datetime, datetime]:
+    def span(data: dict[str, Any]) -> tuple[datetime, datetime]:
         """The period as [start of the first day, start of the day after the last) in UTC."""
         return (datetime.combine(data["start"], time.min, tzinfo=UTC),
                 datetime.combine(data["end"] + timedelta(days=1), time.min, tzinfo=UTC))
 
-    def rows(self) -> QuerySet:
+    def rows(self) -> QuerySet[Any]:
         data = self.values()
         since, until = self.span(data)
         qs = Checkpoint.objects.filter(breached_at__isnull=False, breached_at__gte=since, breached_at__lt=until)
@@ -75,7 +75,7 @@ def _cursor(checkpoint: Checkpoint) -> str:
     return f"{checkpoint.breached_at.timestamp():.6f}.{checkpoint.pk}"
 
 
-def _before(qs: QuerySet, cursor: str) -> QuerySet:
+def _before(qs: QuerySet[Any], cursor: str) -> QuerySet[Any]:
     try:
         stamp, pk = cursor.rsplit(".", 1)
         at = datetime.fromtimestamp(float(stamp), tz=UTC)
@@ -133,7 +133,7 @@ CSV_COLUMNS = ("checkpoint", "url", "workflow", "kind", "agent", "runbook", "ope
                "decided_at", "overrun_seconds", "owner", "escalation_levels_fired", "breach_reason", "breach_note")
 
 
-def _csv(rows: QuerySet, data: dict) -> StreamingHttpResponse:
+def _csv(rows: QuerySet[Any], data: dict[str, Any]) -> StreamingHttpResponse:
     """The table with the same filters, every row (streamed), for a spreadsheet."""
 
     class Echo:
@@ -168,7 +168,7 @@ class ExplainForm(forms.Form):
     reason = forms.ModelChoiceField(queryset=BreachReason.objects.filter(is_active=True), required=False)
     note = forms.CharField(max_length=2000, required=False, strip=True)
 
-    def clean(self) -> dict:
+    def clean(self) -> dict[str, Any]:
         data = super().clean()
         if not data.get("reason") and not data.get("note"):
             raise forms.ValidationError("Choose a reason or write one.")

@@ -61,7 +61,7 @@ class DecisionForm(forms.Form):
         """Every unknown effect has an answer (bound or re-rendered): resume may be enabled."""
         return all(confirm.value() in Confirmation.values for _i, _e, confirm, _r in self.effects)
 
-    def clean(self) -> dict:
+    def clean(self) -> dict[str, Any]:
         data = super().clean()
         # The model enforces the rule too; here it becomes an error beside the field it concerns.
         unreferenced = set(Confirmation.unreferenced(*self._answers()))
@@ -82,7 +82,7 @@ class DecisionForm(forms.Form):
         refs = {k: data[f"ref_{i}"] for i, k in enumerate(keys) if data.get(f"ref_{i}")}
         return confirmations, refs
 
-    def decision_kwargs(self) -> dict:
+    def decision_kwargs(self) -> dict[str, Any]:
         data = self.cleaned_data
         confirmations, refs = self._answers()
         return {"action": data["action"], "instructions": data.get("instructions", ""),
@@ -125,12 +125,12 @@ class QueueFilterForm(forms.Form):
     DEFAULTS = {"scope": "all", "reason": "", "agent": "", "kind": "", "breached": False, "per": 50,
                 "after": "", "before": ""}
 
-    def values(self) -> dict:
+    def values(self) -> dict[str, Any]:
         """The valid values over the defaults."""
         self.is_valid()
         return {**self.DEFAULTS, **{k: v for k, v in self.cleaned_data.items() if v not in (None, "")}}
 
-    def narrow(self, queryset: QuerySet) -> QuerySet:
+    def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """Reason, agent and kind: the filters the scope tabs count under."""
         data = self.values()
         if data["reason"]:
@@ -141,13 +141,13 @@ class QueueFilterForm(forms.Form):
             queryset = queryset.filter(workflow__kind=data["kind"])
         return queryset
 
-    def listed(self, *, user: Any) -> QuerySet:
+    def listed(self, *, user: Any) -> QuerySet[Any]:
         """What the scope lists before paging: the open queue, or the proposals ``user`` may approve."""
         if self.values()["scope"] == "approval":
             return self.narrow(Checkpoint.objects.awaiting_approval(by=user))
         return self.narrow(Checkpoint.objects.open())
 
-    def in_scope(self, queryset: QuerySet, *, user: Any) -> QuerySet:
+    def in_scope(self, queryset: QuerySet[Any], *, user: Any) -> QuerySet[Any]:
         """Mine / unassigned / all (awaiting approval: as listed), and breached only."""
         data = self.values()
         if data["breached"]:

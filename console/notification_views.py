@@ -3,6 +3,8 @@ and the list."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,7 +18,7 @@ from .roles import ADMIN, READERS, SUPERUSER, TPM, role_required, roles_of
 PAGE = 100
 
 
-def unread_notifications(request: HttpRequest) -> dict:
+def unread_notifications(request: HttpRequest) -> dict[str, Any]:
     """The bell's unread count on every page, one indexed count query for a signed-in user."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:

@@ -121,7 +121,7 @@ def is_admin(user: Any) -> bool:
     return ADMIN in roles_of(user)
 
 
-def owner_candidates() -> QuerySet:
+def owner_candidates() -> QuerySet[Any]:
     """Who may own a workflow an agent reports: active members of the operator or admin group.
 
     Narrower than ``operators()``: a superuser account without a role is not a work queue.

@@ -71,7 +71,7 @@ def client_address(request: HttpRequest) -> str:
     return str(request.META.get("REMOTE_ADDR", ""))[:64]
 
 
-def _where(request: HttpRequest | None) -> dict:
+def _where(request: HttpRequest | None) -> dict[str, Any]:
     if request is None:
         return {}
     return {"ip": client_address(request), "path": request.path[:100]}
@@ -96,7 +96,7 @@ def _refused_while_locked(request: HttpRequest | None) -> bool:
 
 
 @receiver(user_login_failed, dispatch_uid="console.audit.login_failed")
-def _login_failed(sender: Any, credentials: dict, request: HttpRequest | None = None, **kwargs: Any) -> None:
+def _login_failed(sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None, **kwargs: Any) -> None:
     from workflows.models import Event
 
     if _refused_while_locked(request):

@@ -47,7 +47,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # --- helpers -----------------------------------------------------------------------
 
-def _render(request: HttpRequest, template: str, context: dict, *, partials: tuple[str, ...] = (),
+def _render(request: HttpRequest, template: str, context: dict[str, Any], *, partials: tuple[str, ...] = (),
             status: int = 200) -> HttpResponse:
     """The page, or for htmx the partial named like the element the request targets."""
     htmx = getattr(request, "htmx", None)
@@ -69,7 +69,7 @@ def _back(request: HttpRequest, default: str) -> HttpResponseRedirect:
     return redirect(target)
 
 
-def _capped_count(queryset: QuerySet) -> int:
+def _capped_count(queryset: QuerySet[Any]) -> int:
     return queryset.order_by()[:COUNT_CAP + 1].count()
 
 
@@ -86,7 +86,7 @@ def _parse_cursor(value: str) -> tuple[datetime, int] | None:
         return None
 
 
-def _keyset_page(queryset: QuerySet, params: dict, size: int) -> tuple[list[Checkpoint], bool, bool]:
+def _keyset_page(queryset: QuerySet[Any], params: dict[str, Any], size: int) -> tuple[list[Checkpoint], bool, bool]:
     """A page of the queue by (due_at, pk): as fast on page 2,000 as on page 1."""
     after, before = _parse_cursor(params.get("after") or ""), _parse_cursor(params.get("before") or "")
     if before:
@@ -164,13 +164,13 @@ def queue(request: HttpRequest) -> HttpResponse:
     return _render(request, "console/queue.html", context, partials=("queue-table",))
 
 
-def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_next: bool) -> dict:
+def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_next: bool) -> dict[str, Any]:
     return {"first_url": _query(request, after=None, before=None) if has_prev else "",
             "prev_url": _query(request, after=None, before=_cursor(rows[0])) if has_prev and rows else "",
             "next_url": _query(request, before=None, after=_cursor(rows[-1])) if has_next else ""}
 
 
-def _tabs(request: HttpRequest, base: QuerySet, params: dict, *, approvals: QuerySet) -> list[dict]:
+def _tabs(request: HttpRequest, base: QuerySet[Any], params: dict[str, Any], *, approvals: QuerySet[Any]) -> list[dict[str, Any]]:
     """Scopes with their counts under the other filters; then the breached toggle."""
     user, scope = request.user, params["scope"]
     scoped = {"mine": base.filter(assignee=user), "unassigned": base.filter(assignee__isnull=True), "all": base,

@@ -7,6 +7,8 @@ clipped at ``pretty_json``'s limit, and the event log shows its latest entries.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.conf import settings
 from django.contrib import messages
@@ -31,7 +33,7 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
     workflow = get_object_or_404(Workflow.objects.select_related("agent", "owner"), pk=pk)
     steps = workflow.steps.order_by("seq")
     paginator = Paginator(steps, STEPS_PER_PAGE)
-    page_number = request.GET.get("page")
+    page_number: str | int | None = request.GET.get("page")
     seq = request.GET.get("seq", "")
     if seq.isdigit():  # jump to the page that holds step <seq>
         page_number = steps.filter(seq__lt=int(seq)).count() // STEPS_PER_PAGE + 1
@@ -74,7 +76,7 @@ class ReplayForm(forms.Form):
     checkpoint = forms.IntegerField(required=False)
 
 
-def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> dict:
+def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> dict[str, Any]:
     """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
     last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
     stop = min(checkpoint.at_seq or last, last) if checkpoint else last

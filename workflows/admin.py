@@ -13,7 +13,7 @@ import csv
 import datetime
 import secrets
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -46,6 +46,8 @@ from .models import (
     Workflow,
 )
 
+_M = TypeVar("_M", bound=models.Model)
+
 # A typed-in "example.com/hook" means https (Django 6's default, chosen now).
 URL_FIELDS = {models.URLField: {"assume_scheme": "https"}}
 SECRET_FIELDS = ("password", "secret", "token")  # never copied into the trail
@@ -55,11 +57,11 @@ def _plain(value: Any) -> Any:
     """A field value as the trail keeps it: JSON, names rather than ids."""
     if isinstance(value, models.Model):
         return str(value)
-    if isinstance(value, QuerySet | list | tuple | set):
+    if isinstance(value, QuerySet[Any] | list | tuple | set):
         return sorted(str(_plain(v)) for v in value)
     if isinstance(value, datetime.date | datetime.datetime | datetime.timedelta):
         return str(value)
-    if value is None or isinstance(value, bool | int | float | str | dict):
+    if value is None or isinstance(value, bool | int | float | str | dict[str, Any]):
         return value
     return str(value)
 
@@ -69,7 +71,7 @@ def _value(instance: Any, name: str) -> Any:
     return _plain(list(value.all()) if hasattr(value, "all") else value)
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class AuditedAdmin(admin.ModelAdmin[_M]):
     """Creations, changes and deletions made here are audit events with the actor and before/after."""
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
@@ -91,18 +93,18 @@ class AuditedAdmin(admin.ModelAdmin):
         Event.record(obj, Event.Verb.ADMIN_DELETED, actor=request.user, data=_described(obj))
         super().delete_model(request, obj)
 
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for obj in queryset:
             Event.record(obj, Event.Verb.ADMIN_DELETED, actor=request.user, data=_described(obj))
         super().delete_queryset(request, queryset)
 
 
-def _described(obj: Any, **changes: Any) -> dict:
+def _described(obj: Any, **changes: Any) -> dict[str, Any]:
     return {"model": obj._meta.verbose_name, "object": str(obj)[:200], **changes}
 
 
 @admin.register(Runbook)
-class RunbookAdmin(AuditedAdmin):
+class RunbookAdmin(AuditedAdmin[Runbook]):
     formfield_overrides = URL_FIELDS
     list_display = ("slug", "title", "workflow_kind", "reason", "policy", "requires_four_eyes",
                     "four_eyes_on_every_resume", "is_default")
@@ -112,25 +114,25 @@ class RunbookAdmin(AuditedAdmin):
     list_select_related = ("policy",)
 
 
-class HolidayInline(admin.TabularInline):
+class HolidayInline(admin.TabularInline[Any, Any]):
     model = Holiday
     extra = 1
 
 
 @admin.register(BusinessCalendar)
-class BusinessCalendarAdmin(admin.ModelAdmin):
+class BusinessCalendarAdmin(admin.ModelAdmin[BusinessCalendar]):
     list_display = ("name", "time_zone", "opens", "closes")
     inlines = (HolidayInline,)
 
 
-class EscalationLevelInline(admin.TabularInline):
+class EscalationLevelInline(admin.TabularInline[Any, Any]):
     model = EscalationLevel
     extra = 1
     autocomplete_fields = ("user",)
 
 
 @admin.register(SLAPolicy)
-class SLAPolicyAdmin(admin.ModelAdmin):
+class SLAPolicyAdmin(admin.ModelAdmin[SLAPolicy]):
     list_display = ("name", "claim_target_minutes", "decision_target_minutes", "calendar", "updated_at")
     inlines = (EscalationLevelInline,)
     fieldsets = (
@@ -145,25 +147,25 @@ class SLAPolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(BreachReason)
-class BreachReasonAdmin(admin.ModelAdmin):
+class BreachReasonAdmin(admin.ModelAdmin[BreachReason]):
     list_display = ("name", "description", "is_active")
     list_filter = ("is_active",)
 
 
 @admin.register(OperatorProfile)
-class OperatorProfileAdmin(admin.ModelAdmin):
+class OperatorProfileAdmin(admin.ModelAdmin[OperatorProfile]):
     list_display = ("user", "calendar")
     autocomplete_fields = ("user",)
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(admin.ModelAdmin[Channel]):
     formfield_overrides = URL_FIELDS
     list_display = ("__str__", "kind", "address", "url", "slack", "is_active")
     list_filter = ("kind", "slack", "is_active")
 
 
-class AttemptInline(admin.TabularInline):
+class AttemptInline(admin.TabularInline[Any, Any]):
     model = Attempt
     fields = ("number", "at", "ok", "status_code", "detail")
     readonly_fields = fields
@@ -175,7 +177,7 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(admin.ModelAdmin[Delivery]):
     list_display = ("notification", "channel", "status", "attempts", "next_attempt_at", "sent_at")
     list_filter = ("status",)
     list_select_related = ("notification", "channel__user", "channel__group")
@@ -189,7 +191,7 @@ class DeliveryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Agent)
-class AgentAdmin(AuditedAdmin):
+class AgentAdmin(AuditedAdmin[Agent]):
     formfield_overrides = URL_FIELDS
     list_display = ("name", "token_prefix", "owner", "resume_url", "is_active", "created_at")
     list_filter = ("is_active",)
@@ -217,7 +219,7 @@ class AgentAdmin(AuditedAdmin):
         return super().response_add(request, obj, post_url_continue)
 
     @admin.action(description="Rotate the API token of the selected agents")
-    def rotate_token(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse:
+    def rotate_token(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
         shown = []
         for agent in queryset:
             before = agent.token_prefix
@@ -229,7 +231,7 @@ class AgentAdmin(AuditedAdmin):
         return _credentials_page(request, shown, "rotated")
 
     @admin.action(description="Rotate the signing secret of the selected agents")
-    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse:
+    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
         shown = []
         for agent in queryset:
             agent.signing_secret = secrets.token_hex(32)
@@ -250,7 +252,7 @@ def _credentials_page(request: HttpRequest, credentials: list[tuple[Agent, str |
     return response
 
 
-class StepInline(admin.TabularInline):
+class StepInline(admin.TabularInline[Any, Any]):
     model = Step
     fields = ("seq", "name", "kind", "status", "verified", "promise", "idempotency_key", "external_ref")
     readonly_fields = fields
@@ -262,7 +264,7 @@ class StepInline(admin.TabularInline):
         return False
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin[_M]):
     """Rows that change only through model transitions: visible, never edited here."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -276,7 +278,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(DriftIgnoreRule)
-class DriftIgnoreRuleAdmin(AuditedAdmin):
+class DriftIgnoreRuleAdmin(AuditedAdmin[DriftIgnoreRule]):
     """Differences the drift finder ignores: timestamps, generated ids (glob over the dotted path)."""
 
     list_display = ("path", "step_kind", "workflow_kind", "note")
@@ -285,7 +287,7 @@ class DriftIgnoreRuleAdmin(AuditedAdmin):
 
 
 @admin.register(ReplayRun)
-class ReplayRunAdmin(admin.ModelAdmin):
+class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
     list_display = ("pk", "workflow", "from_seq", "to_seq", "status", "requested_by", "requested_at",
                     "first_divergent_seq")
     list_filter = ("status",)
@@ -296,7 +298,7 @@ class ReplayRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(AuditedAdmin):
+class WorkflowAdmin(AuditedAdmin[Workflow]):
     list_display = ("title", "kind", "agent", "owner", "status", "created_at", "last_activity_at")
     list_filter = ("status", "kind", "agent")
     search_fields = ("title", "external_id")
@@ -313,7 +315,7 @@ class WorkflowAdmin(AuditedAdmin):
 
 
 @admin.register(Checkpoint)
-class CheckpointAdmin(ReadOnlyAdmin):
+class CheckpointAdmin(ReadOnlyAdmin[Checkpoint]):
     list_display = ("pk", "workflow", "reason", "status", "assignee", "opened_at", "due_at", "breached_at")
     list_filter = ("status", "reason")
     list_select_related = ("workflow", "assignee")
@@ -322,7 +324,7 @@ class CheckpointAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Decision)
-class DecisionAdmin(ReadOnlyAdmin):
+class DecisionAdmin(ReadOnlyAdmin[Decision]):
     list_display = ("pk", "checkpoint", "action", "status", "decided_by", "approved_by", "attempts", "decided_at")
     list_filter = ("status", "action")
     list_select_related = ("checkpoint__workflow", "decided_by", "approved_by")
@@ -330,7 +332,7 @@ class DecisionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Event)
-class EventAdmin(ReadOnlyAdmin):
+class EventAdmin(ReadOnlyAdmin[Event]):
     """The audit trail: browse and filter by actor, object and verb; export what is selected as CSV."""
 
     list_display = ("at", "actor_type", "actor_name", "verb", "subject", "workflow", "checkpoint")
@@ -343,7 +345,7 @@ class EventAdmin(ReadOnlyAdmin):
     actions = ("export_csv",)
 
     @admin.action(description="Export the selected events as CSV", permissions=["view"])
-    def export_csv(self, request: HttpRequest, queryset: QuerySet) -> StreamingHttpResponse:
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[Any]) -> StreamingHttpResponse:
         response = StreamingHttpResponse(_csv_rows(queryset.order_by("at", "pk")), content_type="text/csv")
         response["Content-Disposition"] = 'attachment; filename="audit-trail.csv"'
         response["Cache-Control"] = "no-store"
@@ -359,7 +361,7 @@ CSV_COLUMNS = ("id", "at", "actor_type", "actor_name", "verb", "subject", "workf
                "decision_id", "data")
 
 
-def _csv_rows(queryset: QuerySet) -> Iterator[str]:
+def _csv_rows(queryset: QuerySet[Any]) -> Iterator[str]:
     import json
 
     writer = csv.writer(_Echo())

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 # A calendar that never opens would make every search run forever; ten years is far beyond any target.
@@ -44,13 +45,13 @@ class Hours:
         ZoneInfo(self.tz)  # an unknown zone fails here, not in the middle of a sweep
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> Hours | None:
+    def from_dict(cls, data: dict[str, Any] | None) -> Hours | None:
         if not data:
             return None
         return cls(tz=data["tz"], weekdays=frozenset(data["weekdays"]), start=data["start"], end=data["end"],
                    holidays=frozenset(date.fromisoformat(d) for d in data.get("holidays", [])))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"tz": self.tz, "weekdays": sorted(self.weekdays), "start": self.start, "end": self.end,
                 "holidays": sorted(d.isoformat() for d in self.holidays)}
 

@@ -96,8 +96,8 @@ class StepComparison:
     recorded: Any
     replayed: Any
     verdict: str = "same"  # same | diverged | downstream | missing | violation
-    differences: list[dict] = field(default_factory=list)
-    ignored: list[dict] = field(default_factory=list)
+    differences: list[dict[str, Any]] = field(default_factory=list)
+    ignored: list[dict[str, Any]] = field(default_factory=list)
     note: str = ""
 
 
@@ -109,7 +109,7 @@ class Comparison:
     violations: list[str] = field(default_factory=list)
     missing: list[int] = field(default_factory=list)
 
-    def as_json(self) -> list[dict]:
+    def as_json(self) -> list[dict[str, Any]]:
         return [asdict(step) for step in self.steps]
 
 
@@ -117,7 +117,7 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def compare(recorded_steps: list[dict], results: list[dict], *, rules: dict[str, list[str]] | None = None,
+def compare(recorded_steps: list[dict[str, Any]], results: list[dict[str, Any]], *, rules: dict[str, list[str]] | None = None,
             from_seq: int, to_seq: int) -> Comparison:
     """Compare a replay's results to the recorded steps of ``from_seq..to_seq``.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMessage
@@ -22,7 +23,7 @@ class NotifyError(Exception):
         self.status_code = status_code
 
 
-def payload(notification: Notification, *, slack: bool) -> dict:
+def payload(notification: Notification, *, slack: bool) -> dict[str, Any]:
     """What a webhook receives: the console's own shape, or Slack's incoming-webhook shape."""
     checkpoint = notification.checkpoint
     if slack:

@@ -131,7 +131,7 @@ def resolve(target: Target) -> IPAddress:
             infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
             raise DeliveryError(f"The agent's resume host {target.host} does not resolve: {exc}.") from exc
-        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos))
+        addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
     for address in addresses:
         reason = refusal(address)
         if reason:

@@ -9,7 +9,8 @@ lease per attempt decides who may deliver; ``sweep`` reclaims expired leases.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -64,7 +65,7 @@ def run_replay(replay_id: int) -> str:
     return "recorded"
 
 
-def settle_replays(now=None) -> tuple[int, int]:
+def settle_replays(now: datetime | None = None) -> tuple[int, int]:
     """Fail replays past their deadline (never stuck); send again queued ones a lost broker message left."""
     now = now or timezone.now()
     expired = sum(run.fail(f"No result before the deadline ({settings.REPLAY_DEADLINE_SECONDS} s after it was "
@@ -118,7 +119,7 @@ SLA_STEPS = (
 SLA_BATCH = 500
 
 
-def sweep_clocks(now=None) -> dict[str, int]:
+def sweep_clocks(now: datetime | None = None) -> dict[str, int]:
     """Apply every SLA deadline that has passed, each once, stamped at its own time.
 
     Only due rows are read, through the partial deadline indexes, in batches. A step
@@ -141,7 +142,7 @@ def sweep_clocks(now=None) -> dict[str, int]:
     return counts
 
 
-def record_sla(now=None) -> tuple[int, int]:
+def record_sla(now: datetime | None = None) -> tuple[int, int]:
     """The decision clock's (warnings, breaches) recorded by one sweep of every clock."""
     counts = sweep_clocks(now)
     return counts["warnings"], counts["breaches"]
@@ -184,7 +185,7 @@ def deliver_notification(delivery_id: int) -> str:
     return "sent"
 
 
-def pause_silent_workflows(now=None) -> int:
+def pause_silent_workflows(now: datetime | None = None) -> int:
     """A crashed agent process also reaches the pause surface."""
     now = now or timezone.now()
     opened = 0
@@ -211,7 +212,7 @@ def refresh_sqlite_statistics() -> None:
 
 
 @shared_task(acks_late=True, ignore_result=True)
-def sweep() -> dict:
+def sweep() -> dict[str, Any]:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
               "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),

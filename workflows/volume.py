@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
@@ -62,7 +63,7 @@ def _next_ids(*tables: str) -> dict[str, int]:
         return ids
 
 
-def _copy(table: str, columns: Iterable[str], rows: Iterator[tuple]) -> int:
+def _copy(table: str, columns: Iterable[str], rows: Iterator[tuple[Any, ...]]) -> int:
     """COPY rows into a table; returns how many. Columns not given get their field's default."""
     from django.apps import apps
 
@@ -186,7 +187,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
         per = [steps // workflows + (1 if i < steps % workflows else 0) for i in range(workflows)]
         step0 = ids["workflows_step"]
 
-        def step_rows() -> Iterator[tuple]:
+        def step_rows() -> Iterator[tuple[Any, ...]]:
             pk = step0
             for i, n in enumerate(per):
                 wf = wf0 + i
@@ -257,7 +258,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
         # Decisions: one active per decided checkpoint (queued/running/proposed), one succeeded per resolved.
         d0 = ids["workflows_decision"]
 
-        def decision_rows() -> Iterator[tuple]:
+        def decision_rows() -> Iterator[tuple[Any, ...]]:
             for j in range(open_checkpoints, total):
                 if cp_status[j] == "decided":
                     status = rng.choice(("queued", "running", "proposed"))
@@ -284,7 +285,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
 
         names = dict(Agent.objects.filter(pk__in=agent_ids).values_list("pk", "name"))
 
-        def event_rows() -> Iterator[tuple]:
+        def event_rows() -> Iterator[tuple[Any, ...]]:
             pk = e0
             for i, row in enumerate(wf_rows):
                 yield (pk, row[8], "agent", "created", json.dumps({"external_id": row[1]}), wf_agent[i], None,

@@ -69,7 +69,7 @@ def json_preview(value: Any, width: int = 90) -> str:
 
 
 @register.filter
-def entries(mapping: Any) -> list[tuple]:
+def entries(mapping: Any) -> list[tuple[Any, ...]]:
     """``dict.items()`` that an agent cannot shadow: ``{{ d.items }}`` looks up the key "items" first."""
     return list(mapping.items()) if isinstance(mapping, dict) else []
 
@@ -163,7 +163,7 @@ def _participle(verb: str) -> str:
     return verb + "ed"
 
 
-def _money(effect: dict) -> str:
+def _money(effect: dict[str, Any]) -> str:
     """' of 42.00 EUR' for a recorded effect (amount in its input) or a planned one (amount on the step)."""
     data = effect.get("input") if "input" in effect else effect
     if not isinstance(data, dict) or data.get("amount") in (None, ""):
@@ -182,7 +182,7 @@ def _not_done(name: Any, money: str = "") -> str:
 
 
 @register.simple_tag
-def resume_summary(resume_state: Any) -> list[dict]:
+def resume_summary(resume_state: Any) -> list[dict[str, Any]]:
     """The resume state in one line of plain language, as (kind, text) items.
 
     Kinds: committed, unknown, todo, promise. Built only from what the agent
@@ -190,7 +190,7 @@ def resume_summary(resume_state: Any) -> list[dict]:
     """
     if not isinstance(resume_state, dict):
         return []
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     done_names = set()
     for effect in _dicts(resume_state.get("committed")):
         if effect.get("kind") != "effect":
@@ -225,7 +225,7 @@ def resume_summary(resume_state: Any) -> list[dict]:
     return items
 
 
-def _dicts(value: Any) -> list[dict]:
+def _dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)][:50] if isinstance(value, list) else []
 
 
@@ -251,26 +251,26 @@ def event_text(event: Event) -> str:
     return _clip_long(text)
 
 
-def _note(d: dict) -> str:
+def _note(d: dict[str, Any]) -> str:
     return f": “{d['note']}”" if d.get("note") else ""
 
 
-def _error(d: dict) -> str:
+def _error(d: dict[str, Any]) -> str:
     return f": {d['error']}" if d.get("error") else ""
 
 
-def _change(d: dict) -> str:
+def _change(d: dict[str, Any]) -> str:
     change = f" ({d['from']} → {d['to']})" if "from" in d and "to" in d else ""
     return change + (f": {d['summary']}" if d.get("summary") else "")
 
 
-def _step(d: dict, what: str) -> str:
+def _step(d: dict[str, Any], what: str) -> str:
     return f"step {d.get('seq', '')} {d.get('name', '')} {what}".replace("  ", " ")
 
 
 V = Event.Verb
 # Every verb has its sentence: tests/test_event_text.py fails on a verb missing here.
-_EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
+_EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.CREATED: lambda d: "started the workflow",
     V.STEP_PENDING: lambda d: _step(d, "started"),
     V.STEP_COMMITTED: lambda d: _step(d, "committed"),
@@ -348,7 +348,7 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict], str]] = {
 }
 
 
-def _from(d: dict) -> str:
+def _from(d: dict[str, Any]) -> str:
     return f" from {d['ip']}" if d.get("ip") else ""
 
 

@@ -37,7 +37,7 @@ def _json_fallbacks(view: Any) -> Any:
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
-            response = view(request, *args, **kwargs)
+            response: HttpResponse = view(request, *args, **kwargs)
         except Http404:
             return unknown_path(request)
         if isinstance(response, HttpResponseNotAllowed):

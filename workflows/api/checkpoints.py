@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
 from ninja import Router, Status
 
@@ -35,7 +37,7 @@ def _resent_checkpoint(workflow: Workflow, payload: CheckpointIn) -> Checkpoint 
 
 
 @router.post("/workflows/{workflow_id}/checkpoints", response={200: CheckpointOut, 201: CheckpointOut, **ERRORS})
-def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointIn) -> Status:
+def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointIn) -> Status[Any]:
     """Pause the workflow at a checkpoint for an operator; answers the computed resume state.
 
     An identical resend of the open checkpoint answers 200 with it; any other while one is open, 409."""
@@ -53,7 +55,7 @@ def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointI
 
 
 @router.get("/checkpoints/{checkpoint_id}", response={200: CheckpointOut, **ERRORS})
-def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict:
+def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict[str, Any]:
     """The checkpoint and its decision. Agents without a resume endpoint poll this."""
     pk = parse_pk(checkpoint_id)
     checkpoint = (Checkpoint.objects.filter(pk=pk, workflow__agent=calling_agent(request))

@@ -4,6 +4,7 @@ sent later for a long replay. Nothing here changes an endpoint of v1."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.http import HttpRequest
 from ninja import Router
@@ -16,13 +17,13 @@ from .shaping import calling_agent
 router = Router()
 
 
-def agent_body(agent: Agent) -> dict:
+def agent_body(agent: Agent) -> dict[str, Any]:
     return {"name": agent.name, "capabilities": list(agent.capabilities or []),
             "runtime_version": agent.runtime_version, "kinds": list(agent.kinds or []),
             "replay_endpoint": bool(agent.replay_url)}
 
 
-def replay_body(run: ReplayRun) -> dict:
+def replay_body(run: ReplayRun) -> dict[str, Any]:
     return {"id": str(run.replay_id), "workflow_id": str(run.workflow_id), "status": run.status,
             "from_seq": run.from_seq, "to_seq": run.to_seq, "reason": run.reason,
             "runtime_version": run.runtime_version, "first_divergent_seq": run.first_divergent_seq,
@@ -30,13 +31,13 @@ def replay_body(run: ReplayRun) -> dict:
 
 
 @router.get("/agent", response={200: AgentOut, **ERRORS})
-def get_agent(request: HttpRequest) -> dict:
+def get_agent(request: HttpRequest) -> dict[str, Any]:
     """The calling agent as the console knows it: its advertised capabilities."""
     return agent_body(calling_agent(request))
 
 
 @router.post("/agent/capabilities", response={200: AgentOut, **ERRORS})
-def advertise_capabilities(request: HttpRequest, payload: CapabilitiesIn) -> dict:
+def advertise_capabilities(request: HttpRequest, payload: CapabilitiesIn) -> dict[str, Any]:
     """The runtime says what it supports; the console offers operators only that (the URLs stay admin-set)."""
     agent = calling_agent(request)
     agent.advertise(sorted(set(payload.capabilities)), runtime_version=payload.runtime_version,
@@ -56,13 +57,13 @@ def _own_replay(request: HttpRequest, replay_id: str) -> ReplayRun:
 
 
 @router.get("/replays/{replay_id}", response={200: ReplayOut, **ERRORS})
-def get_replay(request: HttpRequest, replay_id: str) -> dict:
+def get_replay(request: HttpRequest, replay_id: str) -> dict[str, Any]:
     """A long replay checks here whether an operator cancelled it."""
     return replay_body(_own_replay(request, replay_id))
 
 
 @router.post("/replays/{replay_id}/results", response={200: ReplayOut, **ERRORS})
-def post_replay_results(request: HttpRequest, replay_id: str, payload: ReplayResultsIn) -> dict:
+def post_replay_results(request: HttpRequest, replay_id: str, payload: ReplayResultsIn) -> dict[str, Any]:
     """Results of a replay the runtime accepted with 202 (or ``error``: why it could not replay)."""
     run = _own_replay(request, replay_id)
     agent = calling_agent(request)

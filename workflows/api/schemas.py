@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -30,8 +30,14 @@ def one_of(values: Any) -> Any:
 
 
 if TYPE_CHECKING:  # a Literal built at runtime is a plain str to a type checker
-    StepKind = StepStatus = ReasonValue = FinishStatus = CheckpointStatus = WorkflowStatus = str
-    ActionValue = DecisionState = str
+    StepKind: TypeAlias = str
+    StepStatus: TypeAlias = str
+    ReasonValue: TypeAlias = str
+    FinishStatus: TypeAlias = str
+    CheckpointStatus: TypeAlias = str
+    WorkflowStatus: TypeAlias = str
+    ActionValue: TypeAlias = str
+    DecisionState: TypeAlias = str
 else:
     StepKind = one_of(Step.Kind.values)
     StepStatus = one_of(Step.Status.values)
@@ -125,7 +131,7 @@ class PlanStepIn(Strict):
             raise PydanticCustomError("money_on_non_effect", "only an effect step can move money")
         return self
 
-    def normalized(self) -> dict:
+    def normalized(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "amount": self.amount, "currency": self.currency,
                 "moves_money": bool(self.moves_money)}
 
@@ -145,7 +151,7 @@ class CheckpointIn(Strict):
     # Optional (API v1 stays compatible): without it the console cannot know what a resume will do.
     plan: list[PlanStepIn] | None = Field(default=None, max_length=MAX_PLAN_STEPS)
 
-    def plan_steps(self) -> list[dict] | None:
+    def plan_steps(self) -> list[dict[str, Any]] | None:
         return None if self.plan is None else [step.normalized() for step in self.plan]
 
 

@@ -38,14 +38,14 @@ def _username(user: Any) -> str | None:
     return user.get_username() if user else None
 
 
-def checkpoint_summary(checkpoint: Checkpoint) -> dict:
+def checkpoint_summary(checkpoint: Checkpoint) -> dict[str, Any]:
     return {"id": str(checkpoint.pk), "status": checkpoint.status, "reason": checkpoint.reason,
             "detail": checkpoint.detail, "at_seq": checkpoint.at_seq, "opened_at": checkpoint.opened_at,
             "due_at": checkpoint.due_at, "breached": checkpoint.is_breached,
             "resolved_at": checkpoint.resolved_at}
 
 
-def workflow_body(workflow: Workflow) -> dict:
+def workflow_body(workflow: Workflow) -> dict[str, Any]:
     workflow.refresh_from_db()  # callers changed it through other instances (open_for, touch)
     return {
         "id": str(workflow.pk), "external_id": workflow.external_id, "kind": workflow.kind,
@@ -60,7 +60,7 @@ def workflow_body(workflow: Workflow) -> dict:
     }
 
 
-def decision_body(decision: Decision) -> dict:
+def decision_body(decision: Decision) -> dict[str, Any]:
     return {
         "action": decision.action, "instructions": decision.instructions,
         "confirmations": decision.confirmations,
@@ -70,7 +70,7 @@ def decision_body(decision: Decision) -> dict:
     }
 
 
-def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) -> dict:
+def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) -> dict[str, Any]:
     runbook = checkpoint.runbook
     return {
         **checkpoint_summary(checkpoint),

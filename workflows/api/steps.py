@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 
@@ -14,7 +16,7 @@ router = Router()
 
 
 @router.post("/workflows/{workflow_id}/steps", response={200: StepOut, 201: StepOut, **ERRORS})
-def report_step(request: HttpRequest, workflow_id: str, payload: StepIn) -> Status:
+def report_step(request: HttpRequest, workflow_id: str, payload: StepIn) -> Status[dict[str, Any]]:
     """Record a step: 201 new, 200 identical resend or pending -> committed|failed, 409 otherwise."""
     workflow = own_workflow(request, workflow_id, touch=False)  # touched in the step's own transaction
     step, created = workflow.record_step(payload.model_dump(), actor=calling_agent(request))
@@ -27,7 +29,7 @@ class StepBatchOut(Schema):
 
 
 @router.post("/workflows/{workflow_id}/steps/batch", response={200: StepBatchOut, 201: StepBatchOut, **ERRORS})
-def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -> Status:
+def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -> Status[dict[str, Any]]:
     """Record up to 500 steps of one workflow in one transaction: all of them or none.
 
     Each step follows the rules of a single report; 201 when any step is new (their seqs in

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
 from ninja import Router, Status
 
@@ -15,7 +17,7 @@ router = Router()
 
 
 @router.post("/workflows", response={200: WorkflowOut, 201: WorkflowOut, **ERRORS})
-def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status:
+def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status[Any]:
     """Start a workflow. The same external_id again answers 200 with the existing one."""
     workflow, created = Workflow.objects.start(
         calling_agent(request), external_id=payload.external_id, kind=payload.kind, title=payload.title,
@@ -24,7 +26,7 @@ def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status:
 
 
 @router.get("/workflows/{workflow_id}", response={200: WorkflowOut, **ERRORS})
-def get_workflow(request: HttpRequest, workflow_id: str) -> dict:
+def get_workflow(request: HttpRequest, workflow_id: str) -> dict[str, Any]:
     """The workflow with its steps (by seq) and checkpoints."""
     workflow = own_workflow(request, workflow_id, touch=False)
     workflow.touch(reading=True)  # a sign of life while it runs; polling a paused one is not activity
@@ -43,7 +45,7 @@ def _finish(workflow: Workflow, payload: FinishIn, agent: Agent) -> None:
 
 
 @router.post("/workflows/{workflow_id}/finish", response={200: WorkflowOut, **ERRORS})
-def finish_workflow(request: HttpRequest, workflow_id: str, payload: FinishIn) -> dict:
+def finish_workflow(request: HttpRequest, workflow_id: str, payload: FinishIn) -> dict[str, Any]:
     """Close the workflow as completed or failed; 409 while a checkpoint is unresolved."""
     workflow = own_workflow(request, workflow_id)
     if workflow.status != payload.status:  # the same finish again is a harmless retry

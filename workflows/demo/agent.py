@@ -127,17 +127,17 @@ class Run:
     workflow_id: str
     ticket_id: str
     remaining: list[str]
-    ticket: dict | None = None
-    decision: dict | None = None
+    ticket: dict[str, Any] | None = None
+    decision: dict[str, Any] | None = None
     refs: dict[str, str] = field(default_factory=dict)
     committed: set[str] = field(default_factory=set)  # idempotency keys known to be done
     failed: dict[str, int] = field(default_factory=dict)  # idempotency key -> seq of a failed effect to retry
     next_seq: int = 1
     checkpoint_id: str = ""
-    resume_state: dict = field(default_factory=dict)
-    fork: dict | None = None  # a fork: where it came from, and the (edited) input of the step it restarts at
+    resume_state: dict[str, Any] = field(default_factory=dict)
+    fork: dict[str, Any] | None = None  # a fork: where it came from, and the (edited) input of the step it restarts at
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         return {"kind": self.kind, "remaining": list(self.remaining), "ticket_id": self.ticket_id,
                 "ticket": self.ticket, "decision": self.decision, "refs": dict(self.refs)}
 
@@ -212,13 +212,13 @@ class DemoAgent:
         log.info("%s %s: started %s", self.name, run.external_id, self.kind)
         return run
 
-    def register(self, external_id: str) -> dict:
+    def register(self, external_id: str) -> dict[str, Any]:
         """Create the workflow in the console; the same external id again answers the existing one."""
         title = f"{self.kind.replace('_', ' ').capitalize()} for {external_id}"
         return self.client.create_workflow(external_id, self.kind, title,
                                            context={"ticket": external_id, "agent": self.name})
 
-    def drive(self, run: Run, decision: dict | None = None, *, waiting: bool = False) -> str:
+    def drive(self, run: Run, decision: dict[str, Any] | None = None, *, waiting: bool = False) -> str:
         """Work on ``run`` (after ``decision``, if given); a polling agent also waits here for decisions.
 
         ``waiting``: the run is paused already (picked up again after a restart) and waits first.
@@ -252,7 +252,7 @@ class DemoAgent:
             with self.lock:
                 self.active.discard(run.external_id)
 
-    def adopt(self, row: dict) -> str:
+    def adopt(self, row: dict[str, Any]) -> str:
         """A paused run from the journal (the process restarted): wait for its decision again."""
         run = self.run_from({"external_id": row["external_id"], "workflow_id": row["workflow_id"],
                              "checkpoint_id": row["checkpoint_id"], "resume_state": row["resume_state"]})
@@ -292,7 +292,7 @@ class DemoAgent:
                  pause.detail, f" (unknown: {', '.join(unknown)})" if unknown else "")
         return "paused"
 
-    def plan_of(self, run: Run) -> list[dict]:
+    def plan_of(self, run: Run) -> list[dict[str, Any]]:
         """What a resume will do: the remaining steps, and for the money effect what is at stake.
 
         Before the model has decided, the ticket's amount is the most that can move; when even the
@@ -329,13 +329,13 @@ class DemoAgent:
         return "completed"
 
     # --- decisions ------------------------------------------------------------------------
-    def on_delivery(self, payload: dict) -> str:
+    def on_delivery(self, payload: dict[str, Any]) -> str:
         """A decision arrived on the resume endpoint (already verified and deduped)."""
         run = self.run_from(payload)
         log.info("%s %s: decision %s delivered", self.name, run.external_id, payload.get("action"))
         return self.drive(run, decision=payload)
 
-    def run_from(self, payload: dict) -> Run:
+    def run_from(self, payload: dict[str, Any]) -> Run:
         """Rebuild the run from the checkpoint's state; the journal fills in what the agent sent nothing for."""
         resume_state = payload.get("resume_state") or {}
         state = resume_state.get("state") or {}
@@ -352,7 +352,7 @@ class DemoAgent:
                    checkpoint_id=str(payload.get("checkpoint_id") or ""), resume_state=resume_state,
                    fork=state.get("fork") if isinstance(state.get("fork"), dict) else None)
 
-    def carry_out(self, run: Run, decision: dict) -> str:
+    def carry_out(self, run: Run, decision: dict[str, Any]) -> str:
         action = decision.get("action")
         if action == "stand_down":
             # Failed over to a standby: stop here (the console already refuses this agent's reports on it).
@@ -381,7 +381,7 @@ class DemoAgent:
             return self.pause(run, pause)
         return self.proceed(run, fault_factor=self.resume_fault_factor)
 
-    def settle(self, run: Run, decision: dict) -> dict | str:
+    def settle(self, run: Run, decision: dict[str, Any]) -> dict | str:
         """Wait until the console has carried *this* decision out (the workflow runs again because of it).
 
         A decision can be overtaken: a delivery accepted just before a crash is carried out again when
@@ -411,7 +411,7 @@ class DemoAgent:
             self.stop.wait(min(self.poll_interval, 0.25))
             waited += min(self.poll_interval, 0.25)
 
-    def is_current(self, run: Run, decision: dict, workflow: dict) -> bool | None:
+    def is_current(self, run: Run, decision: dict[str, Any], workflow: dict[str, Any]) -> bool | None:
         """True: ``decision`` resolved the run's latest checkpoint. False: it was overtaken. None: not yet."""
         checkpoints = workflow.get("checkpoints") or []
         if not checkpoints or str(checkpoints[-1]["id"]) != run.checkpoint_id:
@@ -421,7 +421,7 @@ class DemoAgent:
         resolved_by = self.client.get_checkpoint(run.checkpoint_id).get("decision") or {}
         return resolved_by.get("delivery_id") == decision.get("delivery_id")
 
-    def sync(self, run: Run, workflow: dict, resume_state: dict) -> None:
+    def sync(self, run: Run, workflow: dict[str, Any], resume_state: dict[str, Any]) -> None:
         """Take the console's record as the truth about what is done (it outlives this process)."""
         steps = workflow.get("steps") or []
         run.next_seq = max([int(s["seq"]) for s in steps] + [0]) + 1
@@ -442,7 +442,7 @@ class DemoAgent:
             if step.get("kind") == "model" and run.decision is None:
                 run.decision = step.get("output")
 
-    def settle_unknowns(self, run: Run, resume_state: dict, confirmations: dict) -> None:
+    def settle_unknowns(self, run: Run, resume_state: dict[str, Any], confirmations: dict[str, Any]) -> None:
         """Every effect whose outcome was unknown, as the operator confirmed it."""
         for effect in resume_state.get("unknown_effects") or []:
             key, name, seq = effect["idempotency_key"], effect["name"], int(effect["seq"])
@@ -519,7 +519,7 @@ class DemoAgent:
         self.report(run, seq, spec, "committed", input=prompt, output=output, promise=spec.promise)
         run.decision = output
 
-    def model_answer(self, step_name: str, ticket: dict, ticket_id: str) -> dict:
+    def model_answer(self, step_name: str, ticket: dict[str, Any], ticket_id: str) -> dict[str, Any]:
         """What the model answers for a ticket: deterministic, so a replay of a healthy run matches its recording.
 
         With ``provider.changed`` on, the provider "changed behaviour": it answers amounts in cents.
@@ -536,11 +536,11 @@ class DemoAgent:
         return {"category": random.Random(ticket_id).choice(("delivery", "billing", "product")), "priority": "normal"}
 
     # --- replay (docs/API.md, "Replaying a step range") ------------------------------------
-    def replay(self, request: dict) -> dict:
+    def replay(self, request: dict[str, Any]) -> dict[str, Any]:
         """Re-execute the steps with their recorded inputs. Effects answer their recorded output and are never
         executed: this method holds no way to call payments, tickets' notes or messaging."""
         ticket_id = str(request.get("external_id") or "")
-        ticket: dict | None = None
+        ticket: dict[str, Any] | None = None
         results = []
         for step in request.get("steps") or []:
             name, kind, data = str(step.get("name")), step.get("kind"), step.get("input")
@@ -584,7 +584,7 @@ class DemoAgent:
                     promise=request.get("promise"))
         self.execute_effect(run, spec, seq, request, key, SYSTEM_FAULTS.get(fault or ""))
 
-    def execute_effect(self, run: Run, spec: StepSpec, seq: int, request: dict, key: str,
+    def execute_effect(self, run: Run, spec: StepSpec, seq: int, request: dict[str, Any], key: str,
                        fault: Fault | None) -> None:
         try:
             answer = self.call_system(spec, request, key, fault)
@@ -606,13 +606,13 @@ class DemoAgent:
         run.committed.add(key)
         run.refs[spec.name] = answer
 
-    def recorded_input(self, run: Run, seq: int) -> dict:
+    def recorded_input(self, run: Run, seq: int) -> dict[str, Any]:
         """A retry repeats the failed attempt's input exactly (the console refuses another)."""
         workflow = self.client.get_workflow(run.workflow_id)
         step = next(s for s in workflow.get("steps") or [] if int(s["seq"]) == seq)
         return step.get("input") or {}
 
-    def effect_input(self, run: Run, spec: StepSpec) -> dict:
+    def effect_input(self, run: Run, spec: StepSpec) -> dict[str, Any]:
         ticket, decision = run.ticket or {}, run.decision or {}
         amount, currency = decision.get("amount", ticket.get("amount")), decision.get("currency", ticket.get("currency"))
         if spec.name in MONEY_STEPS:
@@ -626,7 +626,7 @@ class DemoAgent:
         return {"ticket": run.ticket_id, "to": ticket.get("email"), "text": text,
                 "promise": f"customer told: {promise}"}
 
-    def call_system(self, spec: StepSpec, request: dict, key: str, fault: Fault | None) -> str:
+    def call_system(self, spec: StepSpec, request: dict[str, Any], key: str, fault: Fault | None) -> str:
         if spec.name in MONEY_STEPS:
             return self.ledgers.payments.refund(key, ticket=request["ticket"], amount=str(request["amount"]),
                                                 currency=str(request["currency"]), agent=self.name, fault=fault,

@@ -235,7 +235,7 @@ class Fleet:
             elif self.is_orphan(row):
                 self.recover_orphan(agent, row)
 
-    def is_orphan(self, row: dict) -> bool:
+    def is_orphan(self, row: dict[str, Any]) -> bool:
         if row["status"] in ORPHAN_STATUSES:
             return True
         if row["status"] not in ("running", CREATING):
@@ -243,13 +243,13 @@ class Fleet:
         stale = datetime.fromisoformat(row["updated_at"]) < datetime.now(UTC) - timedelta(seconds=STALE_SECONDS)
         return row["updated_at"] < self.started_at or stale
 
-    def adopt(self, agent: DemoAgent, row: dict) -> None:
+    def adopt(self, agent: DemoAgent, row: dict[str, Any]) -> None:
         """Drive a paused run of a polling agent again in a thread of its own."""
         with agent.lock:  # marked before the thread starts, so the next reconcile leaves it alone
             agent.active.add(row["external_id"])
         self.spawn(agent.adopt, f"poll-{row['external_id']}", row)
 
-    def recover_orphan(self, agent: DemoAgent, row: dict) -> None:
+    def recover_orphan(self, agent: DemoAgent, row: dict[str, Any]) -> None:
         """A run whose driving thread is gone: the console says what became of it."""
         external_id = row["external_id"]
         try:
@@ -268,6 +268,7 @@ class Fleet:
             self.journal.set_status(external_id, status, workflow_id=workflow_id)
             return
         unresolved = [c for c in workflow.get("checkpoints") or [] if c.get("status") != "resolved"]
+        checkpoint: dict[str, Any] | None
         if unresolved:
             checkpoint = agent.client.get_checkpoint(unresolved[-1]["id"])
         elif not agent.polls:
@@ -286,10 +287,10 @@ class Fleet:
                  external_id, checkpoint["id"])
         self.journal.wait_again(external_id, workflow_id=workflow_id, checkpoint_id=str(checkpoint["id"]),
                                 resume_state=checkpoint.get("resume_state") or {})
-        if agent.polls:
-            self.adopt(agent, self.journal.run(external_id))
+        if agent.polls and (again := self.journal.run(external_id)) is not None:
+            self.adopt(agent, again)
 
-    def report_lost_track(self, agent: DemoAgent, row: dict, workflow: dict) -> dict | None:
+    def report_lost_track(self, agent: DemoAgent, row: dict[str, Any], workflow: dict[str, Any]) -> dict[str, Any] | None:
         last = max((int(s["seq"]) for s in workflow.get("steps") or []), default=None)
         try:
             return agent.client.open_checkpoint(
@@ -300,7 +301,7 @@ class Fleet:
                 raise
             return None  # paused meanwhile (or finished): the next look finds out which
 
-    def wait_again(self, agent: DemoAgent, row: dict) -> None:
+    def wait_again(self, agent: DemoAgent, row: dict[str, Any]) -> None:
         if agent.polls:
             # Not a status check first: for a polling agent, fetching the decision *is* its delivery.
             log.info("%s %s: waiting again for the decision on its checkpoint", agent.name, row["external_id"])

@@ -53,11 +53,12 @@ class Journal(SqliteFile):
         with self.transaction() as conn:
             conn.execute("INSERT OR IGNORE INTO counters (name, value) VALUES (?, ?)", (name, start))
             conn.execute("UPDATE counters SET value = value + 1 WHERE name = ?", (name,))
-            return conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()[0]
+            value: int = conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()[0]
+            return value
 
     # --- runs ------------------------------------------------------------------------
     def save_run(self, external_id: str, *, agent: str, kind: str, status: str, workflow_id: str = "",
-                 checkpoint_id: str = "", state: dict | None = None, resume_state: dict | None = None) -> None:
+                 checkpoint_id: str = "", state: dict[str, Any] | None = None, resume_state: dict[str, Any] | None = None) -> None:
         with self.connect() as conn:
             conn.execute(
                 "INSERT INTO runs (external_id, agent, kind, workflow_id, checkpoint_id, status, state,"
@@ -83,7 +84,7 @@ class Journal(SqliteFile):
         return {**dict(row), "state": json.loads(row["state"]), "resume_state": json.loads(row["resume_state"])}
 
     def runs(self, *, status: str | None = None, agent: str | None = None) -> list[dict[str, Any]]:
-        sql, args = "SELECT * FROM runs WHERE 1 = 1", []
+        sql, args = "SELECT * FROM runs WHERE 1 = 1", list[str]()
         if status:
             sql, args = sql + " AND status = ?", [*args, status]
         if agent:
@@ -96,10 +97,11 @@ class Journal(SqliteFile):
         """Workflows started so far, across restarts of the runtime (what ``--total`` counts)."""
         marks = ", ".join("?" for _ in NOT_LAUNCHED)
         with self.connect() as conn:
-            return conn.execute(f"SELECT COUNT(*) FROM runs WHERE status NOT IN ({marks})",  # noqa: S608
-                                NOT_LAUNCHED).fetchone()[0]
+            count: int = conn.execute(f"SELECT COUNT(*) FROM runs WHERE status NOT IN ({marks})",  # noqa: S608
+                                      NOT_LAUNCHED).fetchone()[0]
+        return count
 
-    def wait_again(self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: dict) -> None:
+    def wait_again(self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: dict[str, Any]) -> None:
         """An orphaned run found paused at a checkpoint: wait for its decision, keeping the saved state."""
         with self.connect() as conn:
             conn.execute("UPDATE runs SET status = ?, workflow_id = ?, checkpoint_id = ?, resume_state = ?,"
@@ -108,10 +110,11 @@ class Journal(SqliteFile):
 
     def waiting_count(self) -> int:
         with self.connect() as conn:
-            return conn.execute("SELECT COUNT(*) FROM runs WHERE status = ?", (WAITING,)).fetchone()[0]
+            count: int = conn.execute("SELECT COUNT(*) FROM runs WHERE status = ?", (WAITING,)).fetchone()[0]
+        return count
 
     # --- deliveries ----------------------------------------------------------------------
-    def accept_delivery(self, delivery_id: str, *, agent: str, payload: dict) -> bool:
+    def accept_delivery(self, delivery_id: str, *, agent: str, payload: dict[str, Any]) -> bool:
         """Record a delivery; False when it was accepted before (the console retried it)."""
         with self.connect() as conn:
             cursor = conn.execute(
@@ -132,5 +135,6 @@ class Journal(SqliteFile):
 
     def delivery_count(self, delivery_id: str) -> int:
         with self.connect() as conn:
-            return conn.execute("SELECT COUNT(*) FROM deliveries WHERE delivery_id = ?",
-                                (delivery_id,)).fetchone()[0]
+            count: int = conn.execute("SELECT COUNT(*) FROM deliveries WHERE delivery_id = ?",
+                                      (delivery_id,)).fetchone()[0]
+        return count

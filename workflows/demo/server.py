@@ -131,7 +131,7 @@ class ResumeServer:
                  request.get("to_seq"))
         return 200, agent.replay(request)
 
-    def dispatch(self, name: str, delivery_id: str, payload: dict) -> None:
+    def dispatch(self, name: str, delivery_id: str, payload: dict[str, Any]) -> None:
         agent = self.agents[name]
 
         def work() -> None:
@@ -269,7 +269,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, self.app.ledgers_page(search).encode(), "text/html; charset=utf-8")
         self.reply(404, {"error": "not found"})
 
-    def reply(self, status: int, body: dict) -> None:
+    def reply(self, status: int, body: dict[str, Any]) -> None:
         self.send(status, json.dumps(body).encode(), "application/json")
 
     def send(self, status: int, body: bytes, content_type: str) -> None:

@@ -189,7 +189,7 @@ class Tickets:
     def __init__(self, ledgers: Ledgers) -> None:
         self.ledgers = ledgers
 
-    def read(self, ticket: str, *, fault: Fault | None = None) -> dict | str:
+    def read(self, ticket: str, *, fault: Fault | None = None) -> dict[str, Any] | str:
         """A read commits nothing; it can still time out, be rate limited or answer garbage."""
         if fault == Fault.RATE_LIMIT:
             raise RateLimited("tickets: 429 Too Many Requests")

@@ -6,7 +6,7 @@ import logging
 import secrets
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -14,6 +14,9 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
 from .base import hash_token
+
+if TYPE_CHECKING:
+    from .base import Operator
 
 User = settings.AUTH_USER_MODEL
 log = logging.getLogger(__name__)
@@ -38,7 +41,7 @@ def forget_tokens(token_hashes: Iterable[str]) -> None:
     transaction.on_commit(drop)
 
 
-class AgentQuerySet(models.QuerySet):
+class AgentQuerySet(models.QuerySet["Agent"]):
     def update(self, **kwargs: Any) -> int:
         hashes = list(self.values_list("token_hash", flat=True))
         updated = super().update(**kwargs)
@@ -130,7 +133,7 @@ class Agent(models.Model):
         return agent
 
     @classmethod
-    def register(cls, name: str, *, resume_url: str = "", owner: Any = None,
+    def register(cls, name: str, *, resume_url: str = "", owner: Operator | None = None,
                  description: str = "", allow_plain_http: bool = False) -> tuple[Agent, str]:
         """Create an agent; returns it with its token, which is never stored in clear."""
         agent = cls(name=name, resume_url=resume_url, owner=owner, description=description,
@@ -153,7 +156,7 @@ class Agent(models.Model):
         token_hash = hash_token(token)
         key = _token_key(token_hash)
         try:
-            agent = cache.get(key)
+            agent: Agent | None = cache.get(key)
         except Exception:  # a cache outage costs a query, never the API
             log.warning("Agent token cache unavailable; reading the database", exc_info=True)
             return cls.objects.filter(token_hash=token_hash, is_active=True).first()

@@ -17,20 +17,27 @@ class IllegalTransition(Exception):
     """A status change that the model's transition table does not allow."""
 
 
-class Conflict(Exception):
-    """The request conflicts with recorded state (the API answers 409 with ``code`` and ``field``)."""
+class Refused(Exception):
+    """A request the domain refuses, with the ``code`` and ``field`` the API answers with."""
 
-    def __init__(self, message: str, *, code: str = "conflict", field: str | None = None) -> None:
+    default_code = "refused"
+
+    def __init__(self, message: str, *, code: str | None = None, field: str | None = None) -> None:
         super().__init__(message)
-        self.code, self.field = code, field
+        self.code, self.field = code or self.default_code, field
+        self.index: int | None = None  # which report of a batch it refused
 
 
-class Invalid(ValueError):
-    """A value the domain cannot accept (the API answers 422 with ``code`` and ``field``)."""
+class Conflict(Refused):
+    """The request conflicts with recorded state (the API answers 409)."""
 
-    def __init__(self, message: str, *, code: str = "invalid_value", field: str | None = None) -> None:
-        super().__init__(message)
-        self.code, self.field = code, field
+    default_code = "conflict"
+
+
+class Invalid(Refused, ValueError):
+    """A value the domain cannot accept (the API answers 422)."""
+
+    default_code = "invalid_value"
 
 
 def canonical(value: Any) -> Any:
@@ -64,7 +71,7 @@ class Stateful(models.Model):
     class Meta:
         abstract = True
 
-    def move(self, to: str, *, verb: Event.Verb, actor: Any = None, data: dict | None = None,
+    def move(self, to: str, *, verb: Event.Verb, actor: Any = None, data: dict[str, Any] | None = None,
              from_: Iterable[str] | None = None, expect: Mapping[str, Any] | None = None,
              at: datetime | None = None, **fields: Any) -> bool:
         """The status this instance read -> ``to``, as one compare-and-set ``UPDATE … WHERE``.

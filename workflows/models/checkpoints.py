@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -34,7 +35,7 @@ class CheckpointStatus(models.TextChoices):
 OPEN_STATUSES = (CheckpointStatus.OPEN, CheckpointStatus.CLAIMED)
 
 
-class CheckpointQuerySet(models.QuerySet):
+class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
     def unresolved(self) -> CheckpointQuerySet:
         return self.exclude(status=CheckpointStatus.RESOLVED)
 
@@ -58,32 +59,32 @@ class CheckpointQuerySet(models.QuerySet):
     def breached(self) -> CheckpointQuerySet:
         return self.filter(breached_at__isnull=False)
 
-    def due(self, now: Any = None) -> CheckpointQuerySet:
+    def due(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Checkpoints on the clock past their SLA target whose breach is not recorded yet."""
         return self.on_clock().filter(breached_at__isnull=True, due_at__lte=now or timezone.now())
 
-    def warning(self, now: Any = None) -> CheckpointQuerySet:
+    def warning(self, now: datetime | None = None) -> CheckpointQuerySet:
         return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now or timezone.now())
 
-    def claim_warning(self, now: Any = None) -> CheckpointQuerySet:
+    def claim_warning(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the claim clock's warning."""
         return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
                            claim_warned_at__isnull=True, claim_warn_at__lte=now or timezone.now())
 
-    def claim_due(self, now: Any = None) -> CheckpointQuerySet:
+    def claim_due(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the time-to-claim target, breach not recorded."""
         return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
                            claim_breached_at__isnull=True, claim_due_at__lte=now or timezone.now())
 
-    def escalating(self, now: Any = None) -> CheckpointQuerySet:
+    def escalating(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Breached, with the next level of the escalation chain due."""
         return self.open().filter(escalation_at__lte=now or timezone.now())
 
-    def reminding(self, now: Any = None) -> CheckpointQuerySet:
+    def reminding(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Claimed with no progress for the policy's reminder time."""
         return self.filter(status=Checkpoint.Status.CLAIMED, remind_at__lte=now or timezone.now())
 
-    def stale_claims(self, now: Any = None) -> CheckpointQuerySet:
+    def stale_claims(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Claimed with no progress for the policy's release time: back to the queue."""
         return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or timezone.now())
 
@@ -183,7 +184,7 @@ class Checkpoint(Stateful):
 
     @classmethod
     def open_for(cls, workflow: Workflow, *, reason: str, detail: str = "", at_seq: int | None = None,
-                 state: Any = None, plan: list[dict] | None = None, actor: Any = None,
+                 state: Any = None, plan: list[dict[str, Any]] | None = None, actor: Any = None,
                  by_console: bool = False) -> Checkpoint:
         """Pause the workflow at a new checkpoint. Conflict if one is already unresolved."""
         with transaction.atomic():
@@ -248,7 +249,7 @@ class Checkpoint(Stateful):
         return self.breached_at is not None
 
     @property
-    def unknown_effects(self) -> list[dict]:
+    def unknown_effects(self) -> list[dict[str, Any]]:
         return self.resume_state.get("unknown_effects", [])
 
     @property
@@ -273,8 +274,8 @@ class Checkpoint(Stateful):
                              expect={"assignee_id": self.assignee_id},
                              data={"to": to.get_username(), "note": note[:1000]})
 
-    def _hand_to(self, user: Any, *, actor: Any, verb: Event.Verb, from_: Any, data: dict | None = None,
-                 at: Any = None, expect: dict | None = None, **fields: Any) -> bool:
+    def _hand_to(self, user: Any, *, actor: Any, verb: Event.Verb, from_: Any, data: dict[str, Any] | None = None,
+                 at: datetime | None = None, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
         """-> CLAIMED by ``user``: the claim clock stops (a late first claim records its breach) and the
         no-progress timers start."""
         now = timezone.now()
@@ -287,7 +288,7 @@ class Checkpoint(Stateful):
                 self.record_claim_breach(notify=False)
         return won
 
-    def _claim_timers(self, now: Any) -> dict:
+    def _claim_timers(self, now: Any) -> dict[str, Any]:
         terms = self.terms.data
         return {"remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
                 "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None}
@@ -342,7 +343,7 @@ class Checkpoint(Stateful):
         self.refresh_from_db()
         return bool(won)
 
-    def record_warning(self, now: Any = None) -> bool:
+    def record_warning(self, now: datetime | None = None) -> bool:
         with transaction.atomic():
             won = Checkpoint.objects.on_clock().filter(pk=self.pk, warned_at__isnull=True, warn_at=self.warn_at
                                                        ).update(warned_at=self.warn_at)
@@ -353,7 +354,7 @@ class Checkpoint(Stateful):
                            users=users, group=group, body=f"Due {self.due_at:%Y-%m-%d %H:%M} UTC.")
         return bool(won)
 
-    def record_breach(self, now: Any = None, *, notify: bool = True) -> bool:
+    def record_breach(self, now: datetime | None = None, *, notify: bool = True) -> bool:
         """Record the SLA breach once, whatever the number of schedulers racing here.
 
         It is stamped with the due time it passed, not the moment a sweep noticed, and
@@ -378,7 +379,7 @@ class Checkpoint(Stateful):
         self.refresh_from_db()
         return bool(won)
 
-    def fire_escalation(self, now: Any = None) -> bool:
+    def fire_escalation(self, now: datetime | None = None) -> bool:
         """Fire the next level of the escalation chain, once, at its scheduled time."""
         now = now or timezone.now()
         number, at = self.escalations_fired, self.escalation_at
@@ -481,7 +482,7 @@ class Checkpoint(Stateful):
         self.refresh_from_db()
         return True
 
-    def continued_clock(self, now: Any = None) -> dict:
+    def continued_clock(self, now: datetime | None = None) -> dict[str, Any]:
         """Fields that reopen a decided checkpoint's clock where it stopped (not from zero)."""
         now = now or timezone.now()
         stopped = self.clock_stopped_at
@@ -501,7 +502,7 @@ class Checkpoint(Stateful):
             fields["due_at"] = shifted(self.due_at)
         return fields
 
-    def give_back(self, to: Any, *, actor: Any, verb: str, data: dict | None = None) -> bool:
+    def give_back(self, to: Any, *, actor: Any, verb: str, data: dict[str, Any] | None = None) -> bool:
         """Return a decided checkpoint to its previous holder, or to the queue when they cannot take it
         (inactive, no longer an operator, outside their working hours). The decision clock continues."""
         now = timezone.now()
@@ -514,7 +515,7 @@ class Checkpoint(Stateful):
                          remind_at=None, release_at=None, **clock)
 
     @property
-    def plan(self) -> list[dict] | None:
+    def plan(self) -> list[dict[str, Any]] | None:
         """What the agent will do if resumed, as it reported it; None when it did not say."""
         plan = self.resume_state.get("plan")
         return plan if isinstance(plan, list) else None
@@ -557,7 +558,7 @@ class Checkpoint(Stateful):
             return False
         return runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
 
-    def missing_confirmations(self, confirmations: dict) -> list[str]:
+    def missing_confirmations(self, confirmations: dict[str, Any]) -> list[str]:
         return [e["idempotency_key"] for e in self.unknown_effects
                 if confirmations.get(e["idempotency_key"]) not in Confirmation.values]
 
@@ -582,8 +583,8 @@ class Checkpoint(Stateful):
         """
         return self.record_decision(self.draft_decision(**proposal), by=by)
 
-    def draft_decision(self, *, action: str, instructions: str = "", confirmations: dict | None = None,
-                       confirmation_refs: dict | None = None, new_owner: Any = None, handoff_to: str = "",
+    def draft_decision(self, *, action: str, instructions: str = "", confirmations: dict[str, Any] | None = None,
+                       confirmation_refs: dict[str, Any] | None = None, new_owner: Any = None, handoff_to: str = "",
                        money_confirmed: bool = False, standby: Any = None) -> Decision:
         """The decision as it would be recorded, unsaved. ValueError when it is not acceptable."""
         confirmations = {k: v for k, v in (confirmations or {}).items() if v}
@@ -660,7 +661,7 @@ class Checkpoint(Stateful):
             raise Conflict(self.conflict_message())  # asked after the rollback, so it names the winner
         return decision
 
-    def since_interruption(self) -> dict:
+    def since_interruption(self) -> dict[str, Any]:
         """What happened after the interruption, beside the resume state frozen at it: the decision (with
         its confirmations), the effects committed since, the next checkpoint if it paused again, and where
         the workflow stands now."""

@@ -6,7 +6,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -63,7 +63,7 @@ class DecisionStatus(models.TextChoices):
 INACTIVE_STATUSES = (DecisionStatus.FAILED, DecisionStatus.REJECTED)
 
 
-class DecisionQuerySet(models.QuerySet):
+class DecisionQuerySet(models.QuerySet["Decision"]):
     def active(self) -> DecisionQuerySet:
         return self.exclude(status__in=INACTIVE_STATUSES)
 
@@ -71,11 +71,11 @@ class DecisionQuerySet(models.QuerySet):
         """Decisions that gave their checkpoint back: a failed delivery, a rejected proposal."""
         return self.filter(status__in=INACTIVE_STATUSES)
 
-    def dispatchable(self, now: Any = None) -> DecisionQuerySet:
+    def dispatchable(self, now: datetime | None = None) -> DecisionQuerySet:
         """The outbox: queued decisions whose next attempt is due."""
         return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now or timezone.now())
 
-    def stuck(self, now: Any = None) -> DecisionQuerySet:
+    def stuck(self, now: datetime | None = None) -> DecisionQuerySet:
         """Running decisions whose delivery lease expired: the worker died or hung."""
         return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now or timezone.now())
 
@@ -263,7 +263,7 @@ class Decision(Stateful):
         """A polling agent fetched its queued decision: that is the delivery. False when none awaited it."""
         return self.awaits_fetch and self._succeed(Event.Verb.FETCHED_BY_AGENT, actor=self.agent)
 
-    def audit_facts(self) -> dict:
+    def audit_facts(self) -> dict[str, Any]:
         """What the operator decided, in full, for the trail: the row may change later, its event never."""
         return {"instructions": self.instructions[:4000], "confirmations": self.confirmations,
                 "confirmation_refs": self.confirmation_refs,
@@ -304,7 +304,7 @@ class Decision(Stateful):
             workflow.move(Workflow.Status.ABORTED, verb=Event.Verb.ABORTED, actor=self.decided_by,
                           summary=self.instructions, finished_at=now, last_activity_at=now)
 
-    def handoff_packet(self) -> dict:
+    def handoff_packet(self) -> dict[str, Any]:
         return {"to": self.new_owner_name or "", "note": self.instructions}
 
     def mark_attempt_failed(self, error: str) -> bool:
@@ -337,7 +337,7 @@ class Decision(Stateful):
                 workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED, data={"error": error[:500]})
         return True
 
-    def payload(self) -> dict:
+    def payload(self) -> dict[str, Any]:
         """What the agent's resume endpoint receives (API.md)."""
         checkpoint = self.checkpoint
         workflow = checkpoint.workflow
@@ -359,7 +359,7 @@ class Decision(Stateful):
             "failover": {"from_agent": self.replaced_agent.name} if self.replaced_agent_id else None,
         }
 
-    def stand_down_payload(self) -> dict:
+    def stand_down_payload(self) -> dict[str, Any]:
         """What the replaced agent's resume endpoint receives after a failover (docs/API.md)."""
         workflow = self.checkpoint.workflow
         return {"workflow_id": str(workflow.pk), "external_id": workflow.external_id,

@@ -14,7 +14,7 @@ from .base import IllegalTransition
 User = settings.AUTH_USER_MODEL
 
 
-class EventQuerySet(models.QuerySet):
+class EventQuerySet(models.QuerySet["Event"]):
     """No bulk rewriting of the trail from Python; on PostgreSQL a trigger refuses it below Django too."""
 
     def update(self, **kwargs: Any) -> int:
@@ -145,14 +145,14 @@ class Event(models.Model):
 
     @classmethod
     def record(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
-               data: dict | None = None, at: datetime | None = None) -> Event:
+               data: dict[str, Any] | None = None, at: datetime | None = None) -> Event:
         event = cls.about(subject, verb, actor=actor, data=data, at=at)
         event.save()
         return event
 
     @classmethod
     def about(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
-              data: dict | None = None, at: datetime | None = None) -> Event:
+              data: dict[str, Any] | None = None, at: datetime | None = None) -> Event:
         """The event ``record`` would write, unsaved: for writing many with one ``bulk_create``."""
         # Dispatch on the model's name: this module sits below every model it records.
         # ``at``: when it truly happened (a deadline applied late by the sweep), by default now.

@@ -62,7 +62,7 @@ class Channel(models.Model):
         return self.address or (self.user.email if self.user_id else "")
 
 
-class NotificationQuerySet(models.QuerySet):
+class NotificationQuerySet(models.QuerySet["Notification"]):
     def unread(self) -> NotificationQuerySet:
         return self.filter(read_at__isnull=True)
 
@@ -147,7 +147,7 @@ def _wake_relay() -> None:
     wake_relay()
 
 
-class DeliveryQuerySet(models.QuerySet):
+class DeliveryQuerySet(models.QuerySet["Delivery"]):
     def dispatchable(self, now: datetime | None = None) -> DeliveryQuerySet:
         return self.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now or timezone.now())
 

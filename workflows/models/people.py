@@ -25,7 +25,7 @@ ACTING_ROLES = (OPERATOR, ADMIN)
 User = settings.AUTH_USER_MODEL
 
 
-def operators() -> QuerySet:
+def operators() -> QuerySet[Any]:
     """Everyone a checkpoint can be assigned or handed off to: active users in an acting role."""
     return (get_user_model().objects.filter(is_active=True)
             .filter(Q(groups__name__in=ACTING_ROLES) | Q(is_superuser=True)).distinct().order_by("username"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -54,11 +54,11 @@ class DriftIgnoreRule(models.Model):
         return rules
 
 
-class ReplayRunQuerySet(models.QuerySet):
+class ReplayRunQuerySet(models.QuerySet["ReplayRun"]):
     def active(self) -> ReplayRunQuerySet:
         return self.filter(status__in=ReplayRun.ACTIVE)
 
-    def expired(self, now: Any = None) -> ReplayRunQuerySet:
+    def expired(self, now: datetime | None = None) -> ReplayRunQuerySet:
         return self.active().filter(deadline_at__lt=now or timezone.now())
 
 
@@ -168,7 +168,7 @@ class ReplayRun(Stateful):
 
             logging.getLogger(__name__).warning("replay %s: broker unavailable, left queued", self.pk, exc_info=True)
 
-    def request_payload(self, steps: list[Step] | None = None) -> dict:
+    def request_payload(self, steps: list[Step] | None = None) -> dict[str, Any]:
         """What the runtime's replay endpoint receives (docs/API.md, "Replaying a step range")."""
         if steps is None:
             steps = list(self.workflow.steps.filter(seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq"))
@@ -182,7 +182,7 @@ class ReplayRun(Stateful):
         }
 
     @staticmethod
-    def _step_payload(step: Step) -> dict:
+    def _step_payload(step: Step) -> dict[str, Any]:
         entry = {"seq": step.seq, "name": step.name, "kind": step.kind, "input": step.input}
         if step.kind == Step.Kind.EFFECT:
             # The runtime must answer with this instead of executing the effect.
@@ -244,7 +244,7 @@ class ReplayRun(Stateful):
                                "explanation": found.explanation[:500]}, **fields)
 
 
-def parse_results(answer: Any) -> tuple[list[dict], str]:
+def parse_results(answer: Any) -> tuple[list[dict[str, Any]], str]:
     """``{"results": [{"seq": int, "output": any, "effects": [..]?}], "runtime_version": str?}``, or ValueError."""
     if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
         raise ValueError("expected a JSON object with a list under \"results\"")

@@ -156,7 +156,7 @@ class SLAPolicy(models.Model):
         seconds = target * 60 * lead // 100 if unit == Lead.PERCENT else lead * 60
         return min(seconds, target * 60)
 
-    def freeze(self) -> dict:
+    def freeze(self) -> dict[str, Any]:
         """Everything the clocks need, as a checkpoint keeps it: later edits do not move its clock."""
         claim = self.claim_target_minutes
         return {
@@ -175,7 +175,7 @@ class SLAPolicy(models.Model):
         }
 
     @staticmethod
-    def fallback() -> dict:
+    def fallback() -> dict[str, Any]:
         """The terms of a checkpoint no runbook and no policy covers: 30 minutes, warned 10 before."""
         return {"policy_id": None, "policy": "default (no policy)", "claim_target": None, "claim_lead": 0,
                 "decision_target": 30 * 60, "decision_lead": 10 * 60, "hours": None, "calendar": None,
@@ -224,7 +224,7 @@ class EscalationLevel(models.Model):
         if self.max_repeats and not self.repeat_every_minutes:
             raise ValidationError({"repeat_every_minutes": "Say how often the level repeats."})
 
-    def freeze(self) -> dict:
+    def freeze(self) -> dict[str, Any]:
         return {"delay": self.delay_minutes * 60, "notify": self.notify, "reassign": self.reassign,
                 "user": self.user_id, "group": self.group_id, "target": self.target_name,
                 "stop_once_claimed": self.stop_once_claimed,
@@ -245,7 +245,7 @@ class Firing:
 class Terms:
     """A checkpoint's frozen SLA terms, with the deadline arithmetic on them."""
 
-    def __init__(self, frozen: dict | None) -> None:
+    def __init__(self, frozen: dict[str, Any] | None) -> None:
         self.data = frozen or SLAPolicy.fallback()
         self.hours = Hours.from_dict(self.data.get("hours"))
 

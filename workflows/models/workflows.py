@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -38,9 +38,9 @@ def eligible_owner(username: str) -> Any:
     return user
 
 
-class WorkflowQuerySet(models.QuerySet):
+class WorkflowQuerySet(models.QuerySet["Workflow"]):
     def start(self, agent: Agent, *, external_id: str, kind: str, title: str, owner_name: str | None = None,
-              context: dict | None = None) -> tuple[Workflow, bool]:
+              context: dict[str, Any] | None = None) -> tuple[Workflow, bool]:
         """The agent's workflow for ``external_id``: new (True), or the one an earlier request made (False).
 
         A resend answers what the first request made, even if its owner was deactivated since;
@@ -71,7 +71,7 @@ class WorkflowQuerySet(models.QuerySet):
         return self.filter(steps__kind=Step.Kind.EFFECT, steps__status=Step.Status.COMMITTED,
                            steps__input__has_key="amount")
 
-    def silent(self, now: Any = None) -> WorkflowQuerySet:
+    def silent(self, now: datetime | None = None) -> WorkflowQuerySet:
         """Running workflows whose agent said nothing for its silence limit (refined per agent in Python)."""
         now = now or timezone.now()
         shortest = timedelta(seconds=min(
@@ -288,7 +288,7 @@ class Workflow(Stateful):
             return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed)
 
     def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None,
-                     plan: list[dict] | None = None) -> dict:
+                     plan: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The minimum that makes the next step safe, computed from the recorded steps.
 
         ``plan`` is what the agent says it will do if resumed (None: it did not say)."""
@@ -398,7 +398,7 @@ class Step(Stateful):
                          attempts=models.F("attempts") + 1, history=[*self.history, earlier],
                          output=None, external_ref=None, updated_at=timezone.now())
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, **{f: getattr(self, f) for f in self.RECORDED_FIELDS}}
 
     @classmethod
@@ -435,7 +435,7 @@ class Step(Stateful):
         return Conflict(f"Step {seq} of this workflow already uses this idempotency_key; "
                         "an effect is recorded once.", code="idempotency_key_taken", field="idempotency_key")
 
-    def as_reported(self, report: Mapping[str, Any]) -> dict:
+    def as_reported(self, report: Mapping[str, Any]) -> dict[str, Any]:
         """The step as this report would leave it."""
         recorded = self.as_dict()
         return {f: recorded[f] if f in self.KEPT_WHEN_NULL and report[f] is None else report[f] for f in recorded}

@@ -51,7 +51,7 @@ class Command(BaseCommand):
             validate_slug(name)
         except ValidationError:
             raise CommandError(f"{name!r} is not a valid name: use letters, digits, '-' and '_'.") from None
-        if len(name) > Agent._meta.get_field("name").max_length:
+        if len(name) > (Agent._meta.get_field("name").max_length or 64):
             raise CommandError("The name is longer than 64 characters.")
         if resume_url:
             try:

@@ -11,6 +11,7 @@ nobody knows. PostgreSQL only.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -31,13 +32,14 @@ class Command(BaseCommand):
         parser.add_argument("--due", type=int, default=0, help="open checkpoints past due, breach not recorded yet")
         parser.add_argument("--seed", type=int, default=2026)
 
-    def handle(self, *args, seed: int, **counts: int) -> None:
+    def handle(self, *args: Any, seed: int, **counts: int) -> None:
         started = time.perf_counter()
         self.stdout.write(f"generate_volume: seed {seed}")
         try:
             volume = generate(seed=seed, progress=lambda m: self.stdout.write(f"  {m}"),
-                              **{k: counts[k] for k in ("agents", "workflows", "steps", "open_checkpoints",
-                                                         "decided", "resolved", "due")})
+                              agents=counts["agents"], workflows=counts["workflows"], steps=counts["steps"],
+                              open_checkpoints=counts["open_checkpoints"], decided=counts["decided"],
+                              resolved=counts["resolved"], due=counts["due"])
         except (RuntimeError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         elapsed = time.perf_counter() - started

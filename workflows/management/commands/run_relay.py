@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
 from workflows.tasks import reclaim_stuck_deliveries, relay_outbox
@@ -17,12 +18,12 @@ log = logging.getLogger("workflows.relay")
 class Command(BaseCommand):
     help = "Relay queued decisions from the database outbox to the Celery broker."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--interval", type=float, default=settings.SWEEP_INTERVAL_SECONDS,
                             help="Polling interval in seconds (LISTEN/NOTIFY wakes it sooner on PostgreSQL).")
         parser.add_argument("--once", action="store_true", help="Relay what is due and exit.")
 
-    def handle(self, *args, interval: float, once: bool, **options) -> None:
+    def handle(self, *args: Any, interval: float, once: bool, **options: Any) -> None:
         self.stdout.write(f"outbox relay: polling every {interval:g}s"
                           + (", woken by NOTIFY recovery_outbox" if connection.vendor == "postgresql" else ""))
         while True:

@@ -75,14 +75,14 @@ def runbooks(fleet_port: int) -> list[dict[str, Any]]:
     ]
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return {}
 
 
-def write_private(path: Path, data: dict) -> None:
+def write_private(path: Path, data: dict[str, Any]) -> None:
     """Secrets: owner-only file, replaced atomically so the fleet never reads half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -113,7 +113,7 @@ class Command(BaseCommand):
         write_private(agents_path, {"console": f"http://127.0.0.1:{port}", "agents": agents})
         self.report({**passwords, **new_passwords}, users, agents, rotated, port, users_path, agents_path)
 
-    def seed_users(self, passwords: dict) -> tuple[dict[str, Any], dict[str, str]]:
+    def seed_users(self, passwords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         User = get_user_model()
         groups = {role: Group.objects.get_or_create(name=role)[0] for role in ROLES}
         users, new = {}, {}
@@ -165,7 +165,7 @@ class Command(BaseCommand):
                 runbook.url = spec["url"]
                 runbook.save(update_fields=["url"])
 
-    def seed_agents(self, saved: dict, fleet_port: int, *, owner: Any) -> tuple[list[dict], list[str]]:
+    def seed_agents(self, saved: dict[str, Any], fleet_port: int, *, owner: Any) -> tuple[list[dict[str, Any]], list[str]]:
         known = {entry.get("name"): entry for entry in saved.get("agents", []) if isinstance(entry, dict)}
         entries, rotated = [], []
         for name, kind, webhook, description in AGENTS:
@@ -192,7 +192,7 @@ class Command(BaseCommand):
                             "resume_url": resume_url, "owner": agent.owner.get_username() if agent.owner else None})
         return entries, rotated
 
-    def report(self, passwords: dict, users: dict, agents: list[dict], rotated: list[str], port: int,
+    def report(self, passwords: dict[str, Any], users: dict[str, Any], agents: list[dict[str, Any]], rotated: list[str], port: int,
                users_path: Path, agents_path: Path) -> None:
         try:
             login = reverse("login")
