@@ -104,12 +104,14 @@ def roles_of(user: Any) -> frozenset[str]:
     """The console roles of a signed-in, active user (superusers count as admins); cached per request."""
     if not user.is_authenticated or not user.is_active:
         return frozenset()
-    if "_console_roles" not in user.__dict__:
+    # getattr, not user.__dict__: request.user is a lazy wrapper whose own __dict__ never holds it.
+    cached = getattr(user, "_console_roles", None)
+    if cached is None:
         names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
         if user.is_superuser:
             names |= {ADMIN, SUPERUSER}
-        user._console_roles = frozenset(names)
-    return user._console_roles
+        cached = user._console_roles = frozenset(names)
+    return cached
 
 
 def can_act(user: Any) -> bool:
