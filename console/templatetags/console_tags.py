@@ -276,6 +276,9 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.STEP_COMMITTED: lambda d: _step(d, "committed"),
     V.STEP_FAILED: lambda d: _step(d, "failed"),
     V.STEP_RETRIED: lambda d: _step(d, f"retried under its key (attempt {d.get('attempt', '')})"),
+    V.EFFECT_DUPLICATE_REFUSED: lambda d: f"reported step {d.get('seq')} with the idempotency key of step "
+                                          f"{d.get('recorded_seq')} ({d.get('idempotency_key')}): "
+                                          "duplicate effect refused",
     V.FINISHED_COMPLETED: lambda d: "workflow completed" + (f": {d['summary']}" if d.get("summary") else ""),
     V.FINISHED_FAILED: lambda d: "workflow failed" + (f": {d['summary']}" if d.get("summary") else ""),
     V.OPENED: lambda d: f"opened the checkpoint ({_reason(d.get('reason'))})"

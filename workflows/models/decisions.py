@@ -290,7 +290,10 @@ class Decision(Stateful):
         now = timezone.now()
         if self.resumes:
             if workflow.status == Workflow.Status.RESUMING:
-                workflow.move(Workflow.Status.RUNNING, actor=actor, verb=Event.Verb.RESUMED, last_activity_at=now)
+                # Who has the workflow now: "returned to the same owner" compares it with the interruption's.
+                owner = workflow.owner.get_username() if workflow.owner else None
+                workflow.move(Workflow.Status.RUNNING, actor=actor, verb=Event.Verb.RESUMED, data={"owner": owner},
+                              last_activity_at=now)
             if self.action == Action.FAILOVER:
                 from ..tasks import send_stand_down  # tasks import the models
 
@@ -298,7 +301,7 @@ class Decision(Stateful):
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
             workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,
-                          data={"to": packet["to"]}, owner=self.new_owner or workflow.owner,
+                          data={"to": packet["to"], "owner": packet["to"]}, owner=self.new_owner or workflow.owner,
                           handoff_note=packet["note"], last_activity_at=now)
         elif self.action == Action.ABORT:
             workflow.move(Workflow.Status.ABORTED, verb=Event.Verb.ABORTED, actor=self.decided_by,

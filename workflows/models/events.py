@@ -35,6 +35,8 @@ class Event(models.Model):
         STEP_COMMITTED = "step_committed"
         STEP_FAILED = "step_failed"
         STEP_RETRIED = "step_retried"
+        # An effect reported again under an idempotency key another step of the workflow holds (409).
+        EFFECT_DUPLICATE_REFUSED = "effect_duplicate_refused"
         FINISHED_COMPLETED = "finished_completed"
         FINISHED_FAILED = "finished_failed"
         OPENED = "opened"

@@ -214,9 +214,20 @@ class Workflow(Stateful):
                         exc.index = index  # which report of a batch was refused
                         raise
                 return results
-        except (Conflict, Invalid):
+        except (Conflict, Invalid) as exc:
             self.touch()  # a refused report is a sign of life too
+            if exc.code == "idempotency_key_taken":
+                self.refuse_duplicate(reports[getattr(exc, "index", 0) or 0], actor=actor)
             raise
+
+    def refuse_duplicate(self, report: Mapping[str, Any], *, actor: Agent) -> None:
+        """Record an effect reported again under a key another step holds: a duplicate-effect attempt
+        the API refused (409), counted by workflows.metrics. Written after the refused transaction."""
+        holder = self._key_holder(report.get("idempotency_key"))
+        Event.record(self, Event.Verb.EFFECT_DUPLICATE_REFUSED, actor=actor, data={
+            "seq": report["seq"], "name": str(report.get("name", ""))[:200],
+            "idempotency_key": report.get("idempotency_key"),
+            "recorded_seq": holder.seq if holder else None, "recorded_status": holder.status if holder else None})
 
     def _apply_to_recorded(self, report: Mapping[str, Any], actor: Agent, *, retry: bool = True) -> Step:
         step = self.steps.filter(seq=report["seq"]).first()
