@@ -1,0 +1,633 @@
+"""The one definition of every recovery figure.
+
+The resume dashboard, the readiness page, ``/metrics``, the TPM breach review,
+``scripts/chaos.py`` and the tests import these functions; nothing else
+defines a figure. Everything is computed from what was recorded — workflows,
+steps, checkpoints, decisions and events — never from numbers written for a
+report. The definitions (also in the README, and on the dashboard):
+
+- **degraded**: a workflow with at least one checkpoint, or reported
+  ``failed`` without one. Its *interruption* is its first checkpoint (or that
+  failure); the period filters and charts place it there.
+- **blank-state failure**: a workflow the agent reported ``failed`` while it
+  was running: that degradation left no checkpoint behind.
+- **preserved a user-visible checkpoint**: degraded workflows with no
+  blank-state failure — every degradation produced a checkpoint.
+- **settled**: finished (completed, failed, handed off or aborted). The
+  outcome shares count settled degraded workflows only, so the work still in
+  flight does not read as a failure; it is shown as a count beside them.
+- **resumed**: an operator's resume or retry-step decision on one of its
+  checkpoints reached the agent (the decision succeeded).
+- **duplicate-effect attempt**: an effect reported again under an idempotency
+  key the workflow already used; the API refuses it with 409 and records the
+  attempt as an ``effect_duplicate_refused`` event.
+- **lost effect**: in a workflow its agent completed (not one handed off
+  to people, whose work the console does not record), an effect that was unknown at a
+  checkpoint (pending when it opened) and was neither executed (committed)
+  nor confirmed "happened" by an operator; or a promise made to the user
+  (a step's ``promise``, the step not failed) that no committed user-facing
+  step at or after it fulfils: a ``message`` step, or an effect that carries a
+  promise (the message that tells the user).
+- **resumed without data loss**: settled degraded workflows that were resumed
+  and completed with no duplicate-effect attempt and no lost effect.
+- **continued**: degraded workflows whose work went on under an owner: a
+  resume, retry-step or handoff decision succeeded.
+- **returned to the same owner**: continued workflows where, at every resume
+  or handoff, the owner afterwards (the resumed workflow's owner; a handoff's
+  recipient) is the owner recorded when that checkpoint opened.
+- **completed after interruption**: settled degraded workflows that reached
+  ``completed``.
+- **launch**: a workflow created; **resume**: a resume or retry-step decision
+  that succeeded (placed at the moment it reached the agent).
+- **time to claim**: from a checkpoint opening to its first claim or
+  assignment; **time to decision**: to its first decision; both over the
+  checkpoints opened in the period, median and 90th percentile.
+- **interruption to completion**: from a completed degraded workflow's first
+  interruption to its completion.
+- **SLA breach rate**: checkpoints opened in the period whose SLA breach was
+  recorded, over checkpoints opened in the period.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    DateTimeField,
+    Exists,
+    F,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, TruncDate, TruncWeek
+from django.utils import timezone
+
+from .models import Action, Checkpoint, Decision, Event, Runbook, Step, Workflow
+from .models.workflows import DUPLICATE_EFFECT_VERB
+
+RESUMING = (Action.RESUME, Action.RETRY_STEP)
+CONTINUING = (Action.RESUME, Action.RETRY_STEP, Action.HANDOFF)
+GRANULARITIES = ("day", "week")
+DIMENSIONS = ("agent", "kind", "reason", "runbook")
+
+
+# --- the period and the filters --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Filters:
+    """A date range (UTC days, both ends included) and optional filters, as kept in a URL."""
+
+    start: date
+    end: date
+    agent: str = ""      # agent name
+    kind: str = ""       # workflow kind
+    reason: str = ""     # checkpoint reason
+    runbook: str = ""    # runbook slug
+
+    DEFAULT_DAYS = 28
+    MAX_DAYS = 731
+
+    @classmethod
+    def last(cls, days: int = DEFAULT_DAYS, *, today: date | None = None, **kwargs: str) -> Filters:
+        today = today or timezone.now().astimezone(UTC).date()
+        return cls(start=today - timedelta(days=days - 1), end=today, **kwargs)
+
+    @classmethod
+    def from_query(cls, query: Any, *, today: date | None = None) -> Filters:
+        """From request.GET: bad or missing dates fall back to the last 28 days."""
+        default = cls.last(today=today)
+
+        def day(name: str, fallback: date) -> date:
+            try:
+                return date.fromisoformat(str(query.get(name) or ""))
+            except ValueError:
+                return fallback
+
+        end = day("end", default.end)
+        start = day("start", end - timedelta(days=cls.DEFAULT_DAYS - 1))
+        if start > end:
+            start, end = end, start
+        start = max(start, end - timedelta(days=cls.MAX_DAYS - 1))
+        text = {name: str(query.get(name) or "").strip()[:200] for name in ("agent", "kind", "reason", "runbook")}
+        return cls(start=start, end=end, **text)
+
+    def as_query(self, **override: Any) -> dict[str, str]:
+        values = {"start": self.start.isoformat(), "end": self.end.isoformat(), "agent": self.agent,
+                  "kind": self.kind, "reason": self.reason, "runbook": self.runbook, **override}
+        return {k: str(v) for k, v in values.items() if v not in ("", None)}
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days + 1
+
+    @property
+    def since(self) -> datetime:
+        return datetime.combine(self.start, time.min, tzinfo=UTC)
+
+    @property
+    def until(self) -> datetime:
+        """Exclusive upper bound: midnight after the last day."""
+        return datetime.combine(self.end + timedelta(days=1), time.min, tzinfo=UTC)
+
+    def previous(self) -> Filters:
+        """The period of the same length just before this one, same filters."""
+        return replace(self, start=self.start - timedelta(days=self.days), end=self.start - timedelta(days=1))
+
+    def only(self, **kwargs: str) -> Filters:
+        return replace(self, **kwargs)
+
+    @property
+    def active(self) -> dict[str, str]:
+        return {name: getattr(self, name) for name in DIMENSIONS if getattr(self, name)}
+
+
+def _workflows(filters: Filters) -> QuerySet:
+    qs = Workflow.objects.all()
+    if filters.agent:
+        qs = qs.filter(agent__name=filters.agent)
+    if filters.kind:
+        qs = qs.filter(kind=filters.kind)
+    return qs
+
+
+def _checkpoints(filters: Filters) -> QuerySet:
+    qs = Checkpoint.objects.all()
+    if filters.agent:
+        qs = qs.filter(workflow__agent__name=filters.agent)
+    if filters.kind:
+        qs = qs.filter(workflow__kind=filters.kind)
+    if filters.reason:
+        qs = qs.filter(reason=filters.reason)
+    if filters.runbook:
+        qs = qs.filter(runbook__slug=filters.runbook)
+    return qs
+
+
+# --- per-workflow predicates, as SQL -----------------------------------------------------------
+
+class JSONKeyText(Func):
+    """``json[key]`` as text, with the key taken from another column (Django's KT needs a constant)."""
+
+    function = "jsonb_extract_path_text"  # PostgreSQL
+    output_field = CharField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        document, key = self.source_expressions
+        doc_sql, doc_params = compiler.compile(document)
+        key_sql, key_params = compiler.compile(key)
+        return f"json_extract({doc_sql}, '$.\"' || {key_sql} || '\"')", (*doc_params, *key_params)
+
+
+def _first_checkpoint_at() -> Subquery:
+    return Subquery(Checkpoint.objects.filter(workflow=OuterRef("pk")).order_by("opened_at")
+                    .values("opened_at")[:1], output_field=DateTimeField())
+
+
+def _blank_failure() -> Exists:
+    # Failed while running: the agent gave up without leaving a checkpoint for that degradation.
+    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb=f"finished_{Workflow.Status.FAILED}",
+                                       data__from=Workflow.Status.RUNNING))
+
+
+def _decided(actions: Iterable[str]) -> Exists:
+    return Exists(Decision.objects.filter(checkpoint__workflow=OuterRef("pk"), action__in=list(actions),
+                                          status=Decision.Status.SUCCEEDED))
+
+
+def _unkept_unknown_effect() -> Exists:
+    """An effect pending when a checkpoint opened, never committed, never confirmed "happened"."""
+    later = Checkpoint.objects.filter(workflow=OuterRef("workflow"), opened_at__gte=OuterRef("created_at"))
+    confirmed = Decision.objects.filter(checkpoint__workflow=OuterRef("workflow")).annotate(
+        verdict=JSONKeyText(F("confirmations"), OuterRef("idempotency_key"))).filter(verdict="happened")
+    # Still pending, or failed only after the checkpoint opened: it was pending (unknown) at the checkpoint.
+    unknown_at_a_checkpoint = (Q(status=Step.Status.PENDING) & Exists(later)) | (
+        Q(status=Step.Status.FAILED) & Exists(later.filter(opened_at__lt=OuterRef("updated_at"))))
+    return Exists(Step.objects.filter(workflow=OuterRef("pk"), kind=Step.Kind.EFFECT)
+                  .filter(unknown_at_a_checkpoint).exclude(Exists(confirmed)))
+
+
+def _unkept_promise() -> Exists:
+    """A promise to the user that no committed user-facing step at or after it fulfils."""
+    fulfilled = Step.objects.filter(workflow=OuterRef("workflow"), seq__gte=OuterRef("seq"),
+                                    status=Step.Status.COMMITTED).filter(
+        Q(kind=Step.Kind.MESSAGE) | (Q(kind=Step.Kind.EFFECT, promise__isnull=False) & ~Q(promise="")))
+    return Exists(Step.objects.filter(workflow=OuterRef("pk"), promise__isnull=False)
+                  .exclude(promise="").exclude(status=Step.Status.FAILED).exclude(Exists(fulfilled)))
+
+
+def _owner_after() -> Case:
+    """Who had the workflow after a resume (recorded on the event) or a handoff (its recipient)."""
+    username = get_user_model().USERNAME_FIELD
+    current_owner = Subquery(Workflow.objects.filter(pk=OuterRef("workflow")).values(f"owner__{username}")[:1])
+    return Case(
+        When(data__has_key="owner", then=Coalesce(KT("data__owner"), Value(""), output_field=CharField())),
+        When(verb="handed_off", then=Coalesce(KT("data__to"), Value(""), output_field=CharField())),
+        # Resumes recorded before the owner was written on the event: the owner now.
+        default=Coalesce(current_owner, Value(""), output_field=CharField()), output_field=CharField())
+
+
+def _owner_changed() -> Exists:
+    owner_at_interruption = Subquery(
+        Event.objects.filter(workflow=OuterRef("workflow"), verb="opened", at__lte=OuterRef("at"))
+        .order_by("-at", "-pk").annotate(owner=Coalesce(KT("data__owner"), Value(""), output_field=CharField())).values("owner")[:1])
+    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb__in=["resumed", "handed_off"])
+                  .annotate(after=_owner_after(), before=owner_at_interruption).exclude(after=F("before")))
+
+
+def with_recovery(qs: QuerySet) -> QuerySet:
+    """Workflows annotated with every per-workflow predicate the figures count."""
+    return qs.annotate(
+        interrupted_at=Coalesce(_first_checkpoint_at(), Case(When(status=Workflow.Status.FAILED,
+                                                                   then=F("finished_at")))),
+        has_checkpoint=Exists(Checkpoint.objects.filter(workflow=OuterRef("pk"))),
+        blank_failure=_blank_failure(),
+        resumed=_decided(RESUMING),
+        continued=_decided(CONTINUING),
+        handed_off=_decided([Action.HANDOFF]),
+        duplicate_attempt=Exists(Event.objects.filter(workflow=OuterRef("pk"), verb=DUPLICATE_EFFECT_VERB)),
+        unkept_unknown_effect=_unkept_unknown_effect(),
+        unkept_promise=_unkept_promise(),
+        owner_changed=_owner_changed(),
+    )
+
+
+# Each figure: who counts (numerator) among whom (denominator), as Q over with_recovery().
+SETTLED = Q(status__in=list(Workflow.TERMINAL))
+COMPLETED = Q(status=Workflow.Status.COMPLETED)
+# Judged where the agent completed the work: a handed-off workflow is finished by people outside the record.
+LOST_EFFECT = COMPLETED & Q(handed_off=False) & (Q(unkept_unknown_effect=True) | Q(unkept_promise=True))
+CLEAN = Q(resumed=True) & COMPLETED & Q(duplicate_attempt=False) & ~LOST_EFFECT
+
+
+@dataclass(frozen=True)
+class Figure:
+    slug: str
+    label: str
+    numerator: Q
+    denominator: Q
+    definition: str
+
+
+FIGURES = {f.slug: f for f in (
+    Figure("resumed_without_data_loss", "Resumed without data loss", CLEAN, SETTLED,
+           "Settled degraded workflows that were resumed and completed with no duplicate-effect attempt and "
+           "no lost effect."),
+    Figure("preserved_checkpoint", "Preserved a user-visible checkpoint", Q(blank_failure=False), Q(),
+           "Degraded workflows where every degradation produced a checkpoint (none was reported failed while "
+           "running, a blank state)."),
+    Figure("same_owner", "Returned to the same owner", Q(owner_changed=False), Q(continued=True),
+           "Resumed or handed-off workflows whose owner afterwards is the owner when the checkpoint opened."),
+    Figure("completed_after_interruption", "Completed after interruption", COMPLETED, SETTLED,
+           "Settled degraded workflows that reached completed."),
+)}
+HEADLINES = tuple(FIGURES)
+
+# Further sets a TPM can drill into; each is a Q over with_recovery().
+SETS: dict[str, tuple[str, Q]] = {
+    "degraded": ("Degraded", Q()),
+    "in_flight": ("Still in flight", ~SETTLED),
+    "blank_failure": ("Blank-state failures", Q(blank_failure=True)),
+    "resumed": ("Resumed", Q(resumed=True)),
+    "continued": ("Resumed or handed off", Q(continued=True)),
+    "duplicate_attempt": ("Duplicate-effect attempts", Q(duplicate_attempt=True)),
+    "lost_effect": ("Lost effects", LOST_EFFECT),
+    "owner_changed": ("Owner changed", Q(continued=True, owner_changed=True)),
+    "handed_off": ("Handed off", Q(handed_off=True)),
+    "ended_by_operator": ("Handed off or aborted", Q(handed_off=True) | Q(status=Workflow.Status.ABORTED)),
+    "not_completed": ("Settled, not completed", SETTLED & ~COMPLETED),
+    **{f"{slug}:met": (figure.label, figure.denominator & figure.numerator) for slug, figure in FIGURES.items()},
+    **{f"{slug}:missed": (f"{figure.label}: missed", figure.denominator & ~figure.numerator)
+       for slug, figure in FIGURES.items()},
+}
+
+
+def degraded(filters: Filters) -> QuerySet:
+    """Workflows first interrupted in the period (their first checkpoint, or a failure without one)."""
+    interrupted_in_period = Checkpoint.objects.filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
+    candidates = _workflows(filters).filter(
+        Q(pk__in=interrupted_in_period.values("workflow_id"))
+        | Q(status=Workflow.Status.FAILED, finished_at__gte=filters.since, finished_at__lt=filters.until))
+    qs = with_recovery(candidates).filter(interrupted_at__gte=filters.since, interrupted_at__lt=filters.until)
+    if filters.reason or filters.runbook:
+        qs = qs.filter(Exists(_checkpoints(filters.only(agent="", kind="")).filter(workflow=OuterRef("pk"))))
+    return qs
+
+
+def workflows_behind(filters: Filters, figure: str) -> QuerySet:
+    """The drill-down: the degraded workflows a figure or set counts (``<figure>:met|missed`` or a set)."""
+    if figure in ("launches", "resumes"):
+        return launched(filters) if figure == "launches" else resumed_in(filters)
+    label_q = SETS.get(figure)
+    if label_q is None:
+        raise KeyError(figure)
+    return degraded(filters).filter(label_q[1])
+
+
+def figure_label(figure: str) -> str:
+    if figure == "launches":
+        return "Launched"
+    if figure == "resumes":
+        return "Resumed in the period"
+    return SETS[figure][0]
+
+
+def launched(filters: Filters) -> QuerySet:
+    return _workflows(filters).filter(created_at__gte=filters.since, created_at__lt=filters.until)
+
+
+def resumes(filters: Filters) -> QuerySet:
+    """Resume and retry-step decisions that reached the agent in the period."""
+    qs = Decision.objects.filter(action__in=RESUMING, status=Decision.Status.SUCCEEDED,
+                                 finished_at__gte=filters.since, finished_at__lt=filters.until)
+    if filters.agent:
+        qs = qs.filter(checkpoint__workflow__agent__name=filters.agent)
+    if filters.kind:
+        qs = qs.filter(checkpoint__workflow__kind=filters.kind)
+    if filters.reason:
+        qs = qs.filter(checkpoint__reason=filters.reason)
+    if filters.runbook:
+        qs = qs.filter(checkpoint__runbook__slug=filters.runbook)
+    return qs
+
+
+def resumed_in(filters: Filters) -> QuerySet:
+    return Workflow.objects.filter(pk__in=resumes(filters).values("checkpoint__workflow_id"))
+
+
+# --- the summary -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Share:
+    slug: str
+    label: str
+    part: int
+    whole: int
+    definition: str
+
+    @property
+    def value(self) -> float | None:
+        return self.part / self.whole if self.whole else None
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.value is None else 100.0 * self.value
+
+
+@dataclass(frozen=True)
+class Summary:
+    filters: Filters
+    counts: dict[str, int]
+    shares: dict[str, Share]
+    launches: int
+    resumes: int
+
+    def __getitem__(self, slug: str) -> Share:
+        return self.shares[slug]
+
+
+def _share_counts(qs: QuerySet) -> dict[str, int]:
+    # Aggregate names must not shadow the annotations they count: "n:" prefixes them.
+    aggregates: dict[str, Any] = {f"n:{slug}": Count("pk", filter=q) for slug, (_label, q) in SETS.items()}
+    for slug, figure in FIGURES.items():
+        aggregates[f"n:{slug}:whole"] = Count("pk", filter=figure.denominator) if figure.denominator else Count("pk")
+    return {k[2:]: v or 0 for k, v in qs.aggregate(**aggregates).items()}
+
+
+def summary(filters: Filters) -> Summary:
+    counts = _share_counts(degraded(filters))
+    shares = {slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
+              for slug, f in FIGURES.items()}
+    return Summary(filters, counts, shares, launched(filters).count(), resumes(filters).count())
+
+
+# --- over time and by dimension ------------------------------------------------------------------
+
+def buckets(filters: Filters, granularity: str) -> list[date]:
+    """The first day of every bucket in the period (weeks start on Monday)."""
+    first = filters.start if granularity == "day" else filters.start - timedelta(days=filters.start.weekday())
+    step = timedelta(days=1 if granularity == "day" else 7)
+    days, current = [], first
+    while current <= filters.end:
+        days.append(current)
+        current += step
+    return days
+
+
+def _trunc(granularity: str, name: str) -> Any:
+    return (TruncDate if granularity == "day" else TruncWeek)(name, tzinfo=UTC)
+
+
+def _as_day(value: Any) -> date:
+    return value.date() if isinstance(value, datetime) else value
+
+
+@dataclass
+class Series:
+    buckets: list[date]
+    granularity: str
+    launches: list[int] = field(default_factory=list)
+    resumes: list[int] = field(default_factory=list)
+    degraded: list[int] = field(default_factory=list)
+    shares: dict[str, list[float | None]] = field(default_factory=dict)
+
+
+def series(filters: Filters, granularity: str = "day") -> Series:
+    """Launches, resumes, degraded workflows and the four shares per bucket (of first interruption)."""
+    if granularity not in GRANULARITIES:
+        raise ValueError(granularity)
+    days = buckets(filters, granularity)
+    index = {d: i for i, d in enumerate(days)}
+    out = Series(days, granularity, [0] * len(days), [0] * len(days), [0] * len(days),
+                 {slug: [None] * len(days) for slug in FIGURES})
+
+    def place(rows: Iterable[dict], target: list[int]) -> None:
+        for row in rows:
+            i = index.get(_as_day(row["bucket"]))
+            if i is not None:
+                target[i] += row["n"]
+
+    place(launched(filters).annotate(bucket=_trunc(granularity, "created_at")).values("bucket")
+          .annotate(n=Count("pk")).order_by(), out.launches)
+    place(resumes(filters).annotate(bucket=_trunc(granularity, "finished_at")).values("bucket")
+          .annotate(n=Count("pk")).order_by(), out.resumes)
+    aggregates: dict[str, Any] = {"n": Count("pk")}
+    for slug, figure in FIGURES.items():
+        aggregates[f"n:{slug}:met"] = Count("pk", filter=figure.denominator & figure.numerator)
+        aggregates[f"n:{slug}:whole"] = Count("pk", filter=figure.denominator) if figure.denominator else Count("pk")
+    rows = degraded(filters).annotate(bucket=_trunc(granularity, "interrupted_at")).values("bucket") \
+        .annotate(**aggregates).order_by()
+    for row in rows:
+        i = index.get(_as_day(row["bucket"]))
+        if i is None:
+            continue
+        out.degraded[i] += row["n"]
+        for slug in FIGURES:
+            whole = row[f"n:{slug}:whole"]
+            out.shares[slug][i] = row[f"n:{slug}:met"] / whole if whole else None
+    return out
+
+
+def _dimension_values(filters: Filters, dimension: str) -> list[str]:
+    if dimension == "agent":
+        return list(degraded(filters).values_list("agent__name", flat=True).distinct().order_by("agent__name"))
+    if dimension == "kind":
+        return list(degraded(filters).values_list("kind", flat=True).distinct().order_by("kind"))
+    column = "reason" if dimension == "reason" else "runbook__slug"
+    interrupted = degraded(filters).values("pk")
+    values = _checkpoints(filters).filter(workflow__in=interrupted).values_list(column, flat=True)
+    return sorted({v or "" for v in values.distinct().order_by()})
+
+
+@dataclass(frozen=True)
+class BreakdownRow:
+    value: str
+    filters: Filters
+    degraded: int
+    shares: dict[str, Share]
+
+
+def breakdown(filters: Filters, dimension: str) -> list[BreakdownRow]:
+    """The four shares per agent, kind, reason or runbook (a workflow counts under each reason it paused for)."""
+    if dimension not in DIMENSIONS:
+        raise ValueError(dimension)
+    rows = []
+    for value in _dimension_values(filters, dimension):
+        if dimension == "runbook" and not value:
+            continue  # no runbook matched: nothing to filter on
+        narrowed = filters.only(**{dimension: value})
+        counts = _share_counts(degraded(narrowed))
+        rows.append(BreakdownRow(value, narrowed, counts["degraded"], {
+            slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
+            for slug, f in FIGURES.items()}))
+    return sorted(rows, key=lambda r: (-r.degraded, r.value))
+
+
+# --- timings, decisions, breaches ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Timing:
+    label: str
+    seconds: list[float]
+
+    @property
+    def count(self) -> int:
+        return len(self.seconds)
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.seconds) if self.seconds else None
+
+    @property
+    def p90(self) -> float | None:
+        return percentile(self.seconds, 90)
+
+
+def percentile(values: list[float], pct: float) -> float | None:
+    """The nearest-rank percentile: the smallest value with ``pct`` % of the values at or below it."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def opened_checkpoints(filters: Filters) -> QuerySet:
+    return _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
+
+
+def with_clocks(qs: QuerySet) -> QuerySet:
+    """Checkpoints annotated with their first claim (or assignment) and their first decision."""
+    first_claim = Event.objects.filter(checkpoint=OuterRef("pk"), verb__in=["claimed", "assigned"]).order_by("at")
+    first_decision = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("decided_at")
+    return qs.annotate(
+        first_claimed_at=Subquery(first_claim.values("at")[:1], output_field=DateTimeField()),
+        first_decided_at=Subquery(first_decision.values("decided_at")[:1], output_field=DateTimeField()),
+    )
+
+
+def _seconds(pairs: Iterable[tuple[Any, Any]]) -> list[float]:
+    return [(b - a).total_seconds() for a, b in pairs if a is not None and b is not None]
+
+
+def time_to_claim(filters: Filters) -> Timing:
+    rows = with_clocks(opened_checkpoints(filters)).values_list("opened_at", "first_claimed_at")
+    return Timing("Time to claim", _seconds(rows))
+
+
+def time_to_decision(filters: Filters) -> Timing:
+    rows = with_clocks(opened_checkpoints(filters)).values_list("opened_at", "first_decided_at")
+    return Timing("Time to decision", _seconds(rows))
+
+
+def interruption_to_completion(filters: Filters) -> Timing:
+    rows = degraded(filters).filter(COMPLETED).values_list("interrupted_at", "finished_at")
+    return Timing("Interruption to completion", _seconds(rows))
+
+
+def decisions(filters: Filters) -> QuerySet:
+    """Decisions on checkpoints opened in the period (every one: failed and rejected ones too)."""
+    return Decision.objects.filter(checkpoint__in=opened_checkpoints(filters).values("pk"))
+
+
+def decisions_by_action_and_outcome(filters: Filters) -> dict[tuple[str, str], int]:
+    rows = decisions(filters).values("action", "status").annotate(n=Count("pk")).order_by("action", "status")
+    return {(r["action"], r["status"]): r["n"] for r in rows}
+
+
+@dataclass(frozen=True)
+class BreachRate:
+    breached: int
+    opened: int
+
+    @property
+    def value(self) -> float | None:
+        return self.breached / self.opened if self.opened else None
+
+
+def breach_rate(filters: Filters) -> BreachRate:
+    counts = opened_checkpoints(filters).aggregate(opened=Count("pk"), breached=Count("pk", filter=Q(
+        breached_at__isnull=False)))
+    return BreachRate(counts["breached"], counts["opened"])
+
+
+def duplicate_effect_attempts(filters: Filters) -> QuerySet:
+    """The refused duplicate effects themselves (events), in the period."""
+    qs = Event.objects.filter(verb=DUPLICATE_EFFECT_VERB, at__gte=filters.since, at__lt=filters.until)
+    if filters.agent:
+        qs = qs.filter(workflow__agent__name=filters.agent)
+    if filters.kind:
+        qs = qs.filter(workflow__kind=filters.kind)
+    return qs
+
+
+def choices() -> dict[str, list[str]]:
+    """What the filters can be set to: the agents, kinds, reasons and runbooks recorded."""
+    from .models import Agent, Reason
+
+    return {
+        "agent": list(Agent.objects.order_by("name").values_list("name", flat=True)),
+        "kind": list(Workflow.objects.order_by("kind").values_list("kind", flat=True).distinct()),
+        "reason": list(Reason.values),
+        "runbook": list(Runbook.objects.order_by("slug").values_list("slug", flat=True)),
+    }
+
+
+def trend(now: Share, before: Share) -> float | None:
+    """Percentage points gained since the previous period (None when either has no data)."""
+    if now.percent is None or before.percent is None:
+        return None
+    return now.percent - before.percent
