@@ -1,0 +1,242 @@
+"""Server-rendered SVG charts: pictures with no JavaScript and no CDN.
+
+Each function takes plain values and returns safe SVG markup for a template
+(``{{ chart }}``). Every text that reaches the markup — titles, labels,
+series names, tooltips — is escaped here, because labels are often
+agent-supplied (agent names, workflow kinds). Each chart is an ``<svg
+role="img">`` with a ``<title>`` and a ``<desc>`` that reads its data, so a
+screen reader gets the figures, not a picture; each mark carries a
+``<title>`` tooltip. Colours come from CSS classes (``chart-s1`` …) with a
+fill attribute as the fallback, so the charts also read without the stylesheet.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+PALETTE = ("#2563eb", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2")
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One series over the x labels; None is a gap (no data in that bucket)."""
+
+    name: str
+    values: Sequence[float | None]
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: float
+    href: str = ""        # a drill-down link; escaped like the rest
+    note: str = ""        # extra tooltip text, e.g. "12 of 40"
+
+
+def percent(value: float) -> str:
+    return f"{100 * value:.0f} %"
+
+
+def count(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _nice_max(value: float) -> float:
+    if value <= 0:
+        return 1.0
+    for step in itertools.chain.from_iterable((m * 10 ** e for m in (1, 2, 2.5, 5)) for e in range(0, 12)):
+        if step >= value:
+            return float(step)
+    return float(value)
+
+
+def _open(kind: str, title: str, desc: str, width: int, height: int) -> tuple[str, str]:
+    uid = f"chart{next(_ids)}"
+    head = (f'<svg class="chart chart-{kind}" role="img" viewBox="0 0 {width} {height}" '
+            f'width="100%" preserveAspectRatio="xMinYMin meet" aria-labelledby="{uid}-t {uid}-d" '
+            f'xmlns="http://www.w3.org/2000/svg">'
+            f'<title id="{uid}-t">{escape(title)}</title><desc id="{uid}-d">{escape(desc)}</desc>')
+    return uid, head
+
+
+def _legend(names: Sequence[str], x: float, y: float) -> str:
+    parts, offset = [], 0.0
+    for i, name in enumerate(names):
+        colour = PALETTE[i % len(PALETTE)]
+        parts.append(f'<rect class="chart-s{i + 1}" x="{x + offset:.1f}" y="{y - 9}" width="10" height="10" '
+                     f'fill="{colour}"/><text class="chart-legend" x="{x + offset + 14:.1f}" y="{y}">'
+                     f'{escape(name)}</text>')
+        offset += 24 + 7 * len(name)
+    return "".join(parts)
+
+
+def line_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
+               fmt: Callable[[float], str] = count, y_max: float | None = None, area: bool = False,
+               width: int = 640, height: int = 220) -> SafeString:
+    """Lines (or areas) over time. ``y_max`` fixes the scale, e.g. 1.0 for shares."""
+    desc = "; ".join(f"{line.name}: " + ", ".join(
+        f"{x} {fmt(v) if v is not None else 'no data'}" for x, v in zip(x_labels, line.values, strict=False))
+        for line in lines)
+    _uid, svg = _open("line", title, desc, width, height)
+    left, right, top, bottom = 48, 12, 26, 28
+    plot_w, plot_h = width - left - right, height - top - bottom
+    values = [v for line in lines for v in line.values if v is not None]
+    top_value = y_max if y_max is not None else _nice_max(max(values, default=0))
+    n = max(len(x_labels), 1)
+
+    def x_at(i: int) -> float:
+        return left + (plot_w * i / (n - 1) if n > 1 else plot_w / 2)
+
+    def y_at(v: float) -> float:
+        return top + plot_h - plot_h * (v / top_value if top_value else 0)
+
+    parts = [svg, _legend([line.name for line in lines], left, 14)]
+    for k in range(5):  # gridlines and the y axis
+        v = top_value * k / 4
+        parts.append(f'<line class="chart-grid" x1="{left}" x2="{width - right}" y1="{y_at(v):.1f}" '
+                     f'y2="{y_at(v):.1f}" stroke="#e5e7eb"/><text class="chart-axis" x="{left - 6}" '
+                     f'y="{y_at(v) + 4:.1f}" text-anchor="end">{escape(fmt(v))}</text>')
+    every = max(1, n // 8)
+    for i, label in enumerate(x_labels):
+        if i % every == 0 or i == n - 1:
+            parts.append(f'<text class="chart-axis" x="{x_at(i):.1f}" y="{height - 8}" text-anchor="middle">'
+                         f'{escape(label)}</text>')
+    for s, line in enumerate(lines):
+        colour = PALETTE[s % len(PALETTE)]
+        for run in _runs(line.values):
+            points = " ".join(f"{x_at(i):.1f},{y_at(v):.1f}" for i, v in run)
+            if area and len(run) > 1:
+                base = f"{x_at(run[-1][0]):.1f},{y_at(0):.1f} {x_at(run[0][0]):.1f},{y_at(0):.1f}"
+                parts.append(f'<polygon class="chart-area chart-s{s + 1}" points="{points} {base}" '
+                             f'fill="{colour}" fill-opacity="0.15"/>')
+            parts.append(f'<polyline class="chart-line chart-s{s + 1}" points="{points}" fill="none" '
+                         f'stroke="{colour}" stroke-width="2"/>')
+        for i, v in enumerate(line.values):
+            if v is not None:
+                parts.append(f'<circle class="chart-dot chart-s{s + 1}" cx="{x_at(i):.1f}" cy="{y_at(v):.1f}" '
+                             f'r="3" fill="{colour}"><title>{escape(line.name)}, {escape(x_labels[i])}: '
+                             f'{escape(fmt(v))}</title></circle>')
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 -- every text above went through escape()
+
+
+def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:
+    """Consecutive non-empty points: a bucket without data breaks the line instead of faking a zero."""
+    runs: list[list[tuple[int, float]]] = [[]]
+    for i, v in enumerate(values):
+        if v is None:
+            if runs[-1]:
+                runs.append([])
+        else:
+            runs[-1].append((i, v))
+    return [r for r in runs if r]
+
+
+def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
+                 fmt: Callable[[float], str] = count, width: int = 640, height: int = 220) -> SafeString:
+    """Grouped columns per bucket, e.g. launches next to resumes."""
+    desc = "; ".join(f"{line.name}: " + ", ".join(
+        f"{x} {fmt(v or 0)}" for x, v in zip(x_labels, line.values, strict=False)) for line in lines)
+    _uid, svg = _open("columns", title, desc, width, height)
+    left, right, top, bottom = 48, 12, 26, 28
+    plot_w, plot_h = width - left - right, height - top - bottom
+    top_value = _nice_max(max((v or 0 for line in lines for v in line.values), default=0))
+    n, k = max(len(x_labels), 1), max(len(lines), 1)
+    slot = plot_w / n
+    bar_w = max(1.0, (slot * 0.8) / k)
+    parts = [svg, _legend([line.name for line in lines], left, 14)]
+    for g in range(5):
+        v = top_value * g / 4
+        y = top + plot_h - plot_h * v / top_value
+        parts.append(f'<line class="chart-grid" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" '
+                     f'stroke="#e5e7eb"/><text class="chart-axis" x="{left - 6}" y="{y + 4:.1f}" '
+                     f'text-anchor="end">{escape(fmt(v))}</text>')
+    every = max(1, n // 8)
+    for i, label in enumerate(x_labels):
+        if i % every == 0 or i == n - 1:
+            parts.append(f'<text class="chart-axis" x="{left + slot * (i + 0.5):.1f}" y="{height - 8}" '
+                         f'text-anchor="middle">{escape(label)}</text>')
+        for s, line in enumerate(lines):
+            v = (line.values[i] if i < len(line.values) else 0) or 0
+            h = plot_h * v / top_value
+            x = left + slot * i + slot * 0.1 + bar_w * s
+            parts.append(f'<rect class="chart-bar chart-s{s + 1}" x="{x:.1f}" y="{top + plot_h - h:.1f}" '
+                         f'width="{bar_w:.1f}" height="{h:.1f}" fill="{PALETTE[s % len(PALETTE)]}">'
+                         f'<title>{escape(line.name)}, {escape(label)}: {escape(fmt(v))}</title></rect>')
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 -- every text above went through escape()
+
+
+def bar_chart(title: str, bars: Sequence[Bar], *, fmt: Callable[[float], str] = count,
+              max_value: float | None = None, width: int = 420, row: int = 24) -> SafeString:
+    """Horizontal bars, one per label, optionally linking to a drill-down."""
+    desc = "; ".join(f"{b.label}: {fmt(b.value)}" + (f" ({b.note})" if b.note else "") for b in bars) or "no data"
+    label_w, value_w = 150, 64
+    height = max(row * len(bars), row) + 8
+    _uid, svg = _open("bars", title, desc, width, height)
+    top_value = max_value if max_value is not None else _nice_max(max((b.value for b in bars), default=0))
+    plot_w = width - label_w - value_w
+    parts = [svg]
+    if not bars:
+        parts.append(f'<text class="chart-empty" x="4" y="{row - 6}">No data in this period</text>')
+    for i, b in enumerate(bars):
+        y = 4 + i * row
+        w = plot_w * (b.value / top_value if top_value else 0)
+        label = b.label if len(b.label) <= 24 else b.label[:23] + "…"
+        tip = f"{b.label}: {fmt(b.value)}" + (f" ({b.note})" if b.note else "")
+        mark = (f'<text class="chart-label" x="{label_w - 6}" y="{y + row * 0.65:.1f}" text-anchor="end">'
+                f'{escape(label)}</text><rect class="chart-bar chart-s1" x="{label_w}" y="{y + 3}" '
+                f'width="{max(w, 1):.1f}" height="{row - 8}" fill="{PALETTE[0]}"/>'
+                f'<text class="chart-value" x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">'
+                f'{escape(fmt(b.value))}</text><title>{escape(tip)}</title>')
+        # Only links inside the console: a label may be agent text, a link target never is.
+        local = b.href.startswith(("/", "?")) and not b.href.startswith("//")
+        parts.append(f'<a href="{escape(b.href)}">{mark}</a>' if local else f"<g>{mark}</g>")
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 -- every text above went through escape()
+
+
+def heatmap(title: str, row_labels: Sequence[str], column_labels: Sequence[str],
+            values: Sequence[Sequence[float | None]], *, fmt: Callable[[float], str] = count,
+            flagged: set[tuple[int, int]] | None = None, notes: Sequence[Sequence[str]] | None = None,
+            cell: int = 22, legend: str = "") -> SafeString:
+    """A grid (e.g. the hour-of-week: 7 rows of 24 hours); flagged cells get a red outline."""
+    flagged = flagged or set()
+    label_w, top = 44, 20
+    width = label_w + cell * len(column_labels) + 4
+    height = top + cell * len(row_labels) + (18 if legend else 4)
+    cells = [f"{r} {c}: {fmt(v)}" + (" (flagged)" if (i, j) in flagged else "")
+             for i, (r, row) in enumerate(zip(row_labels, values, strict=False))
+             for j, (c, v) in enumerate(zip(column_labels, row, strict=False)) if v]
+    desc = (f"{len(flagged)} flagged cells. " if flagged else "") + ("; ".join(cells) or "no data")
+    _uid, svg = _open("heatmap", title, desc, width, height)
+    peak = max((v or 0 for row in values for v in row), default=0) or 1
+    parts = [svg]
+    for j, label in enumerate(column_labels):
+        if j % 3 == 0:
+            parts.append(f'<text class="chart-axis" x="{label_w + cell * j + cell / 2:.1f}" y="{top - 6}" '
+                         f'text-anchor="middle">{escape(label)}</text>')
+    for i, label in enumerate(row_labels):
+        y = top + cell * i
+        parts.append(f'<text class="chart-axis" x="{label_w - 6}" y="{y + cell * 0.65:.1f}" text-anchor="end">'
+                     f'{escape(label)}</text>')
+        for j, v in enumerate(values[i]):
+            x = label_w + cell * j
+            shade = 0.06 + 0.94 * ((v or 0) / peak)
+            note = notes[i][j] if notes else ""
+            tip = f"{label} {column_labels[j]}: {fmt(v or 0)}" + (f" — {note}" if note else "")
+            outline = ' stroke="#dc2626" stroke-width="2"' if (i, j) in flagged else ' stroke="#fff"'
+            css = "chart-cell chart-flagged" if (i, j) in flagged else "chart-cell"
+            parts.append(f'<rect class="{css}" x="{x + 1}" y="{y + 1}" width="{cell - 2}" height="{cell - 2}" '
+                         f'fill="{PALETTE[0]}" fill-opacity="{shade:.2f}"{outline}><title>{escape(tip)}</title>'
+                         f'</rect>')
+    if legend:
+        parts.append(f'<text class="chart-legend" x="{label_w}" y="{height - 4}">{escape(legend)}</text>')
+    parts.append("</svg>")
+    return mark_safe("".join(parts))  # noqa: S308 -- every text above went through escape()

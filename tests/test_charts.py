@@ -1,0 +1,68 @@
+"""console.charts: SVG pictures that escape every label and describe their data to screen readers."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from console import charts
+
+SVG = "{http://www.w3.org/2000/svg}"
+HOSTILE = '<script>alert("x")</script> & "quotes"'
+
+
+def parse(markup: str) -> ET.Element:
+    return ET.fromstring(str(markup))  # well-formed XML or this raises
+
+
+def test_a_line_chart_is_an_accessible_picture_with_a_gap_where_there_is_no_data():
+    svg = parse(charts.line_chart("Resumed without data loss", ["Mon", "Tue", "Wed", "Thu"],
+                                  [charts.Line("share", [0.5, None, 0.75, 1.0])], fmt=charts.percent, y_max=1.0))
+    assert svg.get("role") == "img"
+    title, desc = svg.find(f"{SVG}title"), svg.find(f"{SVG}desc")
+    assert title.text == "Resumed without data loss"
+    assert desc.text == "share: Mon 50 %, Tue no data, Wed 75 %, Thu 100 %"
+    assert svg.get("aria-labelledby") == f"{title.get('id')} {desc.get('id')}"
+    assert len(svg.findall(f"{SVG}polyline")) == 2  # the missing Tuesday breaks the line
+    assert len(svg.findall(f"{SVG}circle")) == 3
+
+
+def test_agent_supplied_labels_are_escaped_everywhere():
+    for markup in (
+        charts.line_chart(HOSTILE, [HOSTILE], [charts.Line(HOSTILE, [1.0])], area=True),
+        charts.column_chart(HOSTILE, [HOSTILE], [charts.Line(HOSTILE, [3.0])]),
+        charts.bar_chart(HOSTILE, [charts.Bar(HOSTILE, 2.0, href="/resumes/?kind=" + HOSTILE, note=HOSTILE)]),
+        charts.heatmap(HOSTILE, [HOSTILE], [HOSTILE], [[1.0]], notes=[[HOSTILE]], legend=HOSTILE),
+    ):
+        assert "<script>" not in markup
+        svg = parse(markup)
+        texts = [t.text for t in svg.iter() if t.text]
+        assert HOSTILE in texts or any(HOSTILE in t for t in texts)  # shown as text, intact
+
+
+def test_bars_link_only_inside_the_console():
+    markup = charts.bar_chart("By agent", [charts.Bar("a", 1, href="/resumes/workflows?agent=a"),
+                                           charts.Bar("b", 2, href="javascript:alert(1)"),
+                                           charts.Bar("c", 3, href="//evil.example/")])
+    links = parse(markup).findall(f"{SVG}a")
+    assert [a.get("href") for a in links] == ["/resumes/workflows?agent=a"]
+
+
+def test_columns_put_each_series_side_by_side():
+    svg = parse(charts.column_chart("Launches and resumes", ["1", "2"],
+                                    [charts.Line("launches", [10, 20]), charts.Line("resumes", [3, 0])]))
+    bars = svg.findall(f"{SVG}rect[@class='chart-bar chart-s1']") + svg.findall(f"{SVG}rect[@class='chart-bar chart-s2']")
+    assert len(bars) == 4
+    assert svg.find(f"{SVG}desc").text == "launches: 1 10, 2 20; resumes: 1 3, 2 0"
+
+
+def test_a_heatmap_outlines_flagged_cells_and_says_how_many():
+    svg = parse(charts.heatmap("Staffing", ["Mon", "Tue"], ["00", "01"], [[1, 2], [0, 4]], flagged={(1, 1)}))
+    flagged = svg.findall(f"{SVG}rect[@class='chart-cell chart-flagged']")
+    assert len(flagged) == 1 and flagged[0].find(f"{SVG}title").text == "Tue 01: 4"
+    assert svg.find(f"{SVG}desc").text.startswith("1 flagged cells.")
+
+
+def test_an_empty_bar_chart_says_so():
+    svg = parse(charts.bar_chart("By runbook", []))
+    assert svg.find(f"{SVG}desc").text == "no data"
+    assert any(t.text == "No data in this period" for t in svg.iter(f"{SVG}text"))
