@@ -125,3 +125,24 @@ def test_filters_read_from_a_url_survive_bad_input():
     swapped = metrics.Filters.from_query({"start": "2026-02-10", "end": "2026-02-01"})
     assert (swapped.start.isoformat(), swapped.end.isoformat()) == ("2026-02-01", "2026-02-10")
     assert swapped.previous().end.isoformat() == "2026-01-31" and swapped.previous().days == 10
+
+
+def test_a_promise_repeated_after_the_message_is_still_kept(alice):
+    """An agent restarted after notifying the customer re-runs its model step: the same promise, already kept."""
+    from tests.recovery_histories import Fleet, notify
+    from tests.apitools import api_agent
+
+    fleet = Fleet(api_agent("restarted-bot"), alice)
+    wf = fleet.start("repeat")
+    fleet.decide(fleet.pause(wf))
+    fleet.api.report(wf, **notify(4, "repeat:message"))
+    fleet.api.report(wf, 5, "decide_refund", "model", output={"decision": "refund"}, promise="refund within 5 days")
+    fleet.api.finish(wf, "completed")
+    assert behind("lost_effect") == set()
+    fleet2 = Fleet(api_agent("forgetful-bot"), alice)
+    wf = fleet2.start("new-promise")
+    fleet2.decide(fleet2.pause(wf))
+    fleet2.api.report(wf, **notify(4, "new-promise:message"))
+    fleet2.api.report(wf, 5, "decide_refund", "model", output={}, promise="a voucher next week")
+    fleet2.api.finish(wf, "completed")
+    assert behind("lost_effect") == {"new-promise"}

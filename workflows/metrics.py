@@ -27,7 +27,8 @@ report. The definitions (also in the README, and on the dashboard):
   nor confirmed "happened" by an operator; or a promise made to the user
   (a step's ``promise``, the step not failed) that no committed user-facing
   step at or after it fulfils: a ``message`` step, or an effect that carries a
-  promise (the message that tells the user).
+  promise (the message that tells the user). A promise repeated word for word
+  counts from its first making.
 - **resumed without data loss**: settled degraded workflows that were resumed
   and completed with no duplicate-effect attempt and no lost effect.
 - **continued**: degraded workflows whose work went on under an owner: a
@@ -222,12 +223,17 @@ def _unkept_unknown_effect() -> Exists:
 
 
 def _unkept_promise() -> Exists:
-    """A promise to the user that no committed user-facing step at or after it fulfils."""
-    fulfilled = Step.objects.filter(workflow=OuterRef("workflow"), seq__gte=OuterRef("seq"),
+    """A promise to the user that no committed user-facing step at or after its first making fulfils."""
+    # A promise repeated word for word (an agent re-running its model step after a restart) is the same
+    # promise: a message sent after its first making keeps it.
+    first_made = Step.objects.filter(workflow=OuterRef("workflow"), promise=OuterRef("promise")).order_by("seq")
+    fulfilled = Step.objects.filter(workflow=OuterRef("workflow"), seq__gte=OuterRef("first_made"),
                                     status=Step.Status.COMMITTED).filter(
         Q(kind=Step.Kind.MESSAGE) | (Q(kind=Step.Kind.EFFECT, promise__isnull=False) & ~Q(promise="")))
     return Exists(Step.objects.filter(workflow=OuterRef("pk"), promise__isnull=False)
-                  .exclude(promise="").exclude(status=Step.Status.FAILED).exclude(Exists(fulfilled)))
+                  .exclude(promise="").exclude(status=Step.Status.FAILED)
+                  .annotate(first_made=Subquery(first_made.values("seq")[:1]))
+                  .exclude(Exists(fulfilled)))
 
 
 def _owner_after() -> Case:
