@@ -27,29 +27,28 @@ When the fleet has launched N workflows the killer stops and the run drains:
 until every workflow is terminal, bounded by ``--timeout``. Then it prints
 the report and exits 1 when a target is missed.
 
-The figures, precisely:
+The figures are the resume dashboard's, from ``workflows.metrics`` (its
+docstring and the README define each one) over the whole run as one period;
+the run prints the dashboard's four headline shares too. Its targets:
 
-- **degraded workflow**: a workflow that did not run straight through, i.e.
-  every workflow except those completed with every step committed and no
-  checkpoint. Its agent hit a fault, or its agent process was killed.
-- **reached a checkpoint** (target 100 %): degraded workflows with at least
-  one checkpoint, over degraded workflows.
-- **blank state** (target none): at the end, a workflow that is neither
-  terminal nor paused at an unresolved checkpoint; also a workflow the fleet
-  launched (its journal says so) that the console does not know. Listed by id.
-- **resumed workflow**: one with a succeeded resume or retry_step decision and
-  no succeeded handoff or abort.
-- **duplicate effect**: an idempotency key the simulated systems executed more
-  than once (they never dedupe).
-- **lost effect**: an effect step committed in the console with no execution
-  in the ledgers, or with a reference the ledgers never issued; an effect an
-  operator confirmed as happened that has no execution; an effect of a
+- **reached a checkpoint** (target 100 %): the "preserved a user-visible
+  checkpoint" share: degraded workflows with no blank-state failure.
+- **blank state** (target none): a blank-state failure (reported failed while
+  running); at the end, a workflow that is neither terminal nor paused at an
+  unresolved checkpoint; a workflow the fleet launched (its journal says so)
+  that the console does not know. Listed by id.
+- **resumed and completed cleanly** (target 100 %): of the resumed workflows
+  (an operator's later handoff or abort aside), the share "resumed without
+  data loss" counts: completed, no duplicate-effect attempt, no lost effect.
+- **same owner** (target 100 %): of those resumed workflows, the ones whose
+  owner did not change (the dashboard also counts handoffs, where an
+  operator chose another owner).
+- **ledger cross-check** (target none): what the console recorded, checked
+  against what the simulated systems really did: an idempotency key they
+  executed more than once (they never dedupe); an effect committed in the
+  console with no execution or with a reference they never issued; an effect
+  an operator confirmed as happened that has no execution; an effect of a
   completed workflow's plan that never executed.
-- **resumed and completed cleanly** (target 100 %): resumed workflows that are
-  completed with no duplicate and no lost effect, over resumed workflows.
-- **same owner** (target 100 %): resumed workflows whose final owner is the
-  owner recorded on the "opened" event of every checkpoint a resume resolved,
-  over resumed workflows.
 - **decisions lost** (target 0): decisions an operator was answered 302
   (recorded) for that are not in the database, plus decisions not finished
   (queued or running) after the drain.
@@ -714,13 +713,27 @@ def share(part: int, whole: int) -> float:
     return 100.0 * part / whole if whole else 100.0
 
 
+def run_period() -> Any:
+    """The whole run as one period of the dashboard: every day a workflow of this fresh database was made."""
+    from django.db.models import Min
+
+    from workflows import metrics
+    from workflows.models import Workflow
+
+    first = Workflow.objects.aggregate(first=Min("created_at"))["first"]
+    today = metrics.Filters.last(1).end
+    return metrics.Filters(start=first.date() if first else today, end=today)
+
+
 def analyse(world: World, record: Logbook, killer: Killer, duration: float, settled_in_time: bool) -> dict:
+    """The figures of workflows.metrics (the dashboard's), and a cross-check against the simulated ledgers."""
     from django.db.models import Prefetch
 
+    from workflows import metrics
     from workflows.demo.agent import PLANS
     from workflows.demo.journal import Journal
     from workflows.demo.systems import Ledgers
-    from workflows.models import Checkpoint, Decision, Event, Workflow
+    from workflows.models import Checkpoint, Decision, Workflow
 
     ledgers = Ledgers(world.var_dir / "demo" / "ledgers.sqlite3")
     journal = Journal(world.var_dir / "demo" / "runtime.sqlite3")
@@ -730,52 +743,34 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
             executions.setdefault(key, []).append(ref)
     duplicates = {key: len(refs) for key, refs in executions.items() if len(refs) > 1}
 
+    period = run_period()
+    summary = metrics.summary(period)
+
+    def ids(figure: str) -> set[int]:
+        return set(metrics.workflows_behind(period, figure).values_list("pk", flat=True))
+
+    resumed = ids("resumed") - ids("ended_by_operator")  # an operator's later handoff or abort is not a resume
+    resumed_clean = resumed & ids("resumed_without_data_loss:met")
+    other_owner = ids("owner_changed") - ids("handed_off")  # an operator choosing another owner is not a loss
+
     workflows = list(Workflow.objects.select_related("owner", "agent").prefetch_related(
-        "steps", Prefetch("checkpoints", Checkpoint.objects.order_by("opened_at", "pk")),
-        Prefetch("checkpoints__decisions", Decision.objects.select_related("decided_by")),
-        Prefetch("events", Event.objects.filter(verb=Event.Verb.OPENED), to_attr="opened_events")))
+        "steps", Prefetch("checkpoints__decisions", Decision.objects.all())))
     known = {(w.agent.name, w.external_id) for w in workflows}
     missing = [f"{r['agent']}:{r['external_id']}" for r in journal.runs()
                if r["status"] not in ("skipped", "refused") and (r["agent"], r["external_id"]) not in known]
-
-    degraded = reached = resumed = resumed_clean = same_owner = 0
     blank: list[str] = list(missing)
     lost: list[str] = []
-    not_clean: list[str] = []
-    other_owner: list[str] = []
     for workflow in workflows:
-        steps = list(workflow.steps.all())
         checkpoints = list(workflow.checkpoints.all())
-        decisions = [d for c in checkpoints for d in c.decisions.all()]
-        straight = workflow.status == "completed" and not checkpoints and all(s.status == "committed" for s in steps)
-        if not straight:
-            degraded += 1
-            reached += bool(checkpoints)
         unresolved = [c for c in checkpoints if c.status != "resolved"]
         if workflow.status not in TERMINAL and not (workflow.status == "paused" and unresolved):
             blank.append(f"{workflow.pk} ({workflow.external_id}, {workflow.status})")
-        gone = lost_effects(workflow, steps, decisions, executions, PLANS)
-        lost.extend(gone)
-        keys = {f"{workflow.external_id}:{spec.key}" for spec in PLANS.get(workflow.kind, ()) if spec.key}
-        doubled = keys & set(duplicates)
-        succeeded = {d.action for d in decisions if d.status == "succeeded"}
-        if succeeded & {"resume", "retry_step"} and not succeeded & {"handoff", "abort"}:
-            resumed += 1
-            if workflow.status == "completed" and not gone and not doubled:
-                resumed_clean += 1
-            else:
-                not_clean.append(f"{workflow.pk} ({workflow.external_id}, {workflow.status}"
-                                 f"{', lost ' + ' '.join(gone) if gone else ''}"
-                                 f"{', duplicated ' + ' '.join(sorted(doubled)) if doubled else ''})")
-            opened_owner = {e.checkpoint_id: e.data.get("owner") for e in workflow.opened_events}
-            owner = workflow.owner.get_username() if workflow.owner else None
-            resumed_at = [c.pk for c in checkpoints
-                          if any(d.status == "succeeded" and d.action in ("resume", "retry_step")
-                                 for d in c.decisions.all())]
-            if all(opened_owner.get(pk) == owner for pk in resumed_at):
-                same_owner += 1
-            else:
-                other_owner.append(f"{workflow.pk} ({workflow.external_id}: {owner})")
+        decisions = [d for c in checkpoints for d in c.decisions.all()]
+        lost.extend(lost_effects(workflow, list(workflow.steps.all()), decisions, executions, PLANS))
+    blank += [f"{pk} (failed while running)" for pk in sorted(ids("blank_failure"))]
+
+    def described(pks: set[int]) -> list[str]:
+        return [f"{w.pk} ({w.external_id}, {w.status})" for w in workflows if w.pk in pks]
 
     all_decisions = list(Decision.objects.select_related("decided_by"))
     recorded = {(d.checkpoint_id, d.decided_by.get_username(), d.action) for d in all_decisions}
@@ -783,23 +778,30 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     unfinished = [f"{d.pk} ({d.action}, {d.status})" for d in all_decisions if d.status in ("queued", "running")]
     proposed = [d.pk for d in all_decisions if d.status == "proposed"]
     checkpoints = Checkpoint.objects.all()
+    preserved = summary["preserved_checkpoint"]
     return {
         "seed": world.args.seed, "duration_seconds": round(duration), "settled": settled_in_time,
         "workflows_requested": world.args.workflows, "workflows": len(workflows),
         "launched": journal.launched(),
         "workflows_by_status": dict(Counter(w.status for w in workflows)),
-        "degraded": degraded, "reached_checkpoint": reached,
-        "reached_checkpoint_pct": share(reached, degraded),
+        "period": [period.start.isoformat(), period.end.isoformat()],
+        # The dashboard's four headline shares for the same period, as part/whole.
+        "headline": {slug: [share.part, share.whole] for slug, share in summary.shares.items()},
+        "degraded": summary.counts["degraded"], "reached_checkpoint": preserved.part,
+        "reached_checkpoint_pct": share(preserved.part, preserved.whole),
         "blank_states": blank,
-        "resumed": resumed, "resumed_clean": resumed_clean, "resumed_clean_pct": share(resumed_clean, resumed),
-        "resumed_not_clean": not_clean,
-        "same_owner": same_owner, "same_owner_pct": share(same_owner, resumed), "other_owner": other_owner,
+        "resumed": len(resumed), "resumed_clean": len(resumed_clean),
+        "resumed_clean_pct": share(len(resumed_clean), len(resumed)),
+        "resumed_not_clean": described(resumed - resumed_clean),
+        "same_owner": len(resumed - other_owner), "same_owner_pct": share(len(resumed - other_owner), len(resumed)),
+        "other_owner": described(other_owner),
+        "duplicate_effect_attempts": summary.counts["duplicate_attempt"],
         "duplicate_keys": duplicates, "lost_effects": lost,
         "decisions_acknowledged": len(record.acknowledged), "decisions_unrecorded": unrecorded,
         "decisions_unfinished": unfinished, "decisions_awaiting_approval": proposed,
         "decisions_lost": len(unrecorded) + len(unfinished),
         "decisions_by_action_state": {f"{a}/{s}": n for (a, s), n in sorted(
-            Counter((d.action, d.status) for d in all_decisions).items())},
+            metrics.decisions_by_action_and_outcome(period).items())},
         "checkpoints": checkpoints.count(),
         "checkpoints_by_reason": dict(Counter(checkpoints.values_list("reason", flat=True))),
         "checkpoints_opened_by_console": checkpoints.filter(opened_by_console=True).count(),
@@ -859,8 +861,12 @@ def report(figures: dict) -> bool:
     line("resumed returned to the same owner", f"{figures['same_owner_pct']:.1f} % "
          f"({figures['same_owner']}/{figures['resumed']})", "100 %", checks["owner"])
     line("decisions lost", str(figures["decisions_lost"]), "0", checks["decisions"])
-    line("duplicate effect keys", str(len(figures["duplicate_keys"])), "0", not figures["duplicate_keys"])
-    line("lost effects", str(len(figures["lost_effects"])), "0", not figures["lost_effects"])
+    line("duplicate effect keys (ledgers)", str(len(figures["duplicate_keys"])), "0", not figures["duplicate_keys"])
+    line("lost effects (ledgers)", str(len(figures["lost_effects"])), "0", not figures["lost_effects"])
+    say("  the resume dashboard's headline for this run (workflows.metrics):")
+    for slug, (part, whole) in figures["headline"].items():
+        say(f"    {slug.replace('_', ' '):<44} {share(part, whole):5.1f} % ({part}/{whole})")
+    say(f"  duplicate-effect attempts refused by the API {figures['duplicate_effect_attempts']}")
     say(f"  checkpoints {figures['checkpoints']} (opened by the silence sweep: "
         f"{figures['checkpoints_opened_by_console']}) by reason {figures['checkpoints_by_reason']}")
     say(f"  decisions by action/state {figures['decisions_by_action_state']}")

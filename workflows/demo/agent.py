@@ -132,6 +132,7 @@ class Run:
     refs: dict[str, str] = field(default_factory=dict)
     committed: set[str] = field(default_factory=set)  # idempotency keys known to be done
     failed: dict[str, int] = field(default_factory=dict)  # idempotency key -> seq of a failed effect to retry
+    in_flight: dict[str, int] = field(default_factory=dict)  # effect keys the console holds as pending -> seq
     next_seq: int = 1
     checkpoint_id: str = ""
     resume_state: dict[str, Any] = field(default_factory=dict)
@@ -427,6 +428,11 @@ class DemoAgent:
         run.next_seq = max([int(s["seq"]) for s in steps] + [0]) + 1
         done = [s for s in steps if s.get("kind") == "effect" and s.get("status") == "committed"]
         done += [s for s in resume_state.get("committed") or [] if s.get("status", "committed") == "committed"]
+        for step in steps:
+            # Reported and never settled: an earlier life of this run (a killed process, an overtaken
+            # delivery) may have executed it. Its outcome is for an operator to confirm, not to guess.
+            if step.get("kind") == "effect" and step.get("status") == "pending" and step.get("idempotency_key"):
+                run.in_flight[step["idempotency_key"]] = int(step["seq"])
         for step in done:
             if step.get("idempotency_key"):
                 run.committed.add(step["idempotency_key"])
@@ -572,6 +578,10 @@ class DemoAgent:
         if key in run.committed:
             log.info("%s %s: %s already committed; skipping it", self.name, run.external_id, key)
             return
+        if key in run.in_flight and key not in run.committed:
+            # Reporting it again under a new seq would be a duplicate effect (the console refuses it).
+            raise Paused("other", f"{spec.name} was in flight when this run was interrupted; whether {key} "
+                                  "happened is unknown.", run.in_flight[key])
         # A failed attempt is retried as a new attempt of the same step (failed -> pending), same input and key.
         retry_seq = run.failed.pop(key, None)
         seq = retry_seq or run.take_seq()
