@@ -129,8 +129,8 @@ def test_filters_read_from_a_url_survive_bad_input():
 
 def test_a_promise_repeated_after_the_message_is_still_kept(alice):
     """An agent restarted after notifying the customer re-runs its model step: the same promise, already kept."""
-    from tests.recovery_histories import Fleet, notify
     from tests.apitools import api_agent
+    from tests.recovery_histories import Fleet, notify
 
     fleet = Fleet(api_agent("restarted-bot"), alice)
     wf = fleet.start("repeat")
