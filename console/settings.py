@@ -5,6 +5,7 @@ transport under ``var/``: one machine, no servers. Production sets
 ``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis).
 """
 
+import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -232,6 +233,16 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Recovery Console <co
 NOTIFY_TIMEOUT_SECONDS = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
 NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=6)
 NOTIFY_BACKOFF_SECONDS = env.float("NOTIFY_BACKOFF_SECONDS", default=5.0)
+# --- Prometheus /metrics ----------------------------------------------------
+# Scrapers prove who they are with this bearer token, or come from these addresses (CIDRs);
+# with neither set, /metrics answers 403 to everyone.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Parsed here so that a mistyped network stops the console at start, not a scrape at 3 a.m.
+METRICS_ALLOWED_IPS = [str(ipaddress.ip_network(net.strip(), strict=False))
+                       for net in env.list("METRICS_ALLOWED_IPS", default=[]) if net.strip()]
+# The four shares cover this many trailing days; a scrape is reused by every web worker this long.
+METRICS_SHARE_DAYS = env.int("METRICS_SHARE_DAYS", default=28)
+METRICS_CACHE_SECONDS = env.int("METRICS_CACHE_SECONDS", default=15)
 
 # --- Celery ----------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")

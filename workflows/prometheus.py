@@ -1,0 +1,125 @@
+"""The console's figures for Prometheus, read from the database at each scrape.
+
+A custom collector rather than counters incremented in-process: the console
+runs several gunicorn workers, Celery workers and a beat, and an in-process
+counter would only know what its own process did (the client library's
+multiprocess mode fixes that with files shared by the workers of one host,
+not across hosts or containers). The database already holds every fact, so
+each scrape asks it; a short cache shared through ``CACHE_URL`` keeps a
+burst of scrapes from repeating the queries. Counters are monotonic because
+the rows they count are never deleted (events are append-only).
+
+The four shares are computed by ``workflows.metrics`` over the trailing
+``METRICS_SHARE_DAYS`` days (28 by default), exactly as the dashboard shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Q, Sum
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from . import metrics
+from .models import Checkpoint, Decision, Event, Reason, Workflow
+from .models.workflows import DUPLICATE_EFFECT_VERB
+
+CACHE_KEY = "recovery:prometheus:exposition"
+FINISHED = (Decision.Status.SUCCEEDED, Decision.Status.FAILED, Decision.Status.REJECTED)
+
+
+class RecoveryCollector(Collector):
+    """Every figure of the console as Prometheus metric families (see docs/grafana-dashboard.json)."""
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._checkpoints()
+        yield from self._decisions()
+        yield from self._workflows()
+        yield from self._shares()
+
+    def _checkpoints(self) -> Iterator[Metric]:
+        open_now = GaugeMetricFamily("recovery_open_checkpoints", "Checkpoints on the queue (open or claimed).",
+                                     labels=["reason"])
+        counts = dict(Checkpoint.objects.open().values_list("reason").annotate(n=Count("pk")).order_by())
+        for reason in Reason.values:
+            open_now.add_metric([reason], counts.get(reason, 0))
+        yield open_now
+        opened = CounterMetricFamily("recovery_checkpoints_opened", "Checkpoints opened (degradations that "
+                                     "reached the pause surface).", labels=["reason"])
+        counts = dict(Checkpoint.objects.values_list("reason").annotate(n=Count("pk")).order_by())
+        for reason in Reason.values:
+            opened.add_metric([reason], counts.get(reason, 0))
+        yield opened
+        sla = Checkpoint.objects.aggregate(warned=Count("pk", filter=Q(warned_at__isnull=False)),
+                                           breached=Count("pk", filter=Q(breached_at__isnull=False)))
+        yield CounterMetricFamily("recovery_sla_warnings", "SLA warnings recorded.", value=sla["warned"])
+        yield CounterMetricFamily("recovery_sla_breaches", "SLA breaches recorded.", value=sla["breached"])
+
+    def _decisions(self) -> Iterator[Metric]:
+        finished = CounterMetricFamily("recovery_decisions", "Decisions by action and final outcome.",
+                                       labels=["action", "outcome"])
+        pending = GaugeMetricFamily("recovery_decisions_in_flight", "Decisions not finished yet, by state.",
+                                    labels=["action", "state"])
+        for row in Decision.objects.values("action", "status").annotate(n=Count("pk")).order_by():
+            target = finished if row["status"] in FINISHED else pending
+            target.add_metric([row["action"], row["status"]], row["n"])
+        yield finished
+        yield pending
+        attempts = Decision.objects.aggregate(n=Sum("attempts"))["n"] or 0
+        yield CounterMetricFamily("recovery_delivery_attempts", "Delivery attempts to resume endpoints.",
+                                  value=attempts)
+        events = dict(Event.objects.filter(verb__in=["delivery_retry", "delivery_failed", DUPLICATE_EFFECT_VERB])
+                      .values_list("verb").annotate(n=Count("pk")).order_by())
+        yield CounterMetricFamily("recovery_delivery_retries", "Delivery attempts that failed and were retried.",
+                                  value=events.get("delivery_retry", 0))
+        yield CounterMetricFamily("recovery_delivery_failures", "Decisions whose delivery failed for good "
+                                  "(the checkpoint went back to the queue).", value=events.get("delivery_failed", 0))
+        yield CounterMetricFamily("recovery_duplicate_effect_attempts", "Effects reported again under a used "
+                                  "idempotency key (refused with 409).", value=events.get(DUPLICATE_EFFECT_VERB, 0))
+
+    def _workflows(self) -> Iterator[Metric]:
+        status = GaugeMetricFamily("recovery_workflows", "Workflows by status.", labels=["status"])
+        counts = dict(Workflow.objects.values_list("status").annotate(n=Count("pk")).order_by())
+        for value in Workflow.Status.values:
+            status.add_metric([value], counts.get(value, 0))
+        yield status
+        yield CounterMetricFamily("recovery_launches", "Workflows launched.", value=sum(counts.values()))
+        blank = Event.objects.filter(verb=f"finished_{Workflow.Status.FAILED}",
+                                     data__from=Workflow.Status.RUNNING).count()
+        yield CounterMetricFamily("recovery_blank_state_failures", "Workflows reported failed while running "
+                                  "(no checkpoint: a blank state).", value=blank)
+
+    def _shares(self) -> Iterator[Metric]:
+        days = settings.METRICS_SHARE_DAYS
+        summary = metrics.summary(metrics.Filters.last(days))
+        share = GaugeMetricFamily("recovery_share", f"The four headline shares over the last {days} days "
+                                  "(0..1; absent when nothing to count).", labels=["figure"])
+        part = GaugeMetricFamily("recovery_share_part", "Workflows a share counts.", labels=["figure"])
+        whole = GaugeMetricFamily("recovery_share_whole", "Workflows a share is taken over.", labels=["figure"])
+        for slug, value in summary.shares.items():
+            if value.value is not None:
+                share.add_metric([slug], value.value)
+            part.add_metric([slug], value.part)
+            whole.add_metric([slug], value.whole)
+        yield share
+        yield part
+        yield whole
+        yield GaugeMetricFamily("recovery_degraded_workflows", f"Workflows degraded in the last {days} days.",
+                                value=summary.counts["degraded"])
+
+
+def exposition() -> bytes:
+    """The text format for one scrape; shared by every web worker for METRICS_CACHE_SECONDS."""
+    cached = cache.get(CACHE_KEY) if settings.METRICS_CACHE_SECONDS else None
+    if cached is not None:
+        return cached
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RecoveryCollector())
+    body = generate_latest(registry)
+    if settings.METRICS_CACHE_SECONDS:
+        cache.set(CACHE_KEY, body, settings.METRICS_CACHE_SECONDS)
+    return body
