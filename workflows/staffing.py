@@ -1,0 +1,171 @@
+"""The staffing budget: operators needed per hour of the week, by Erlang C, against who actually worked.
+
+The model (as contact-centre workforce tools use it):
+
+- Checkpoints arrive at random (a Poisson process) at the rate recorded for
+  that hour of the week: checkpoints opened in that hour-of-week cell over
+  the period, divided by the number of such hours in the period.
+- Handling time is what operators recorded: from a checkpoint's first claim
+  (or assignment) to its first decision, averaged over the period
+  (exponentially distributed, as Erlang C assumes). Checkpoints decided
+  without a claim count from their opening.
+- One pooled team works every checkpoint first come, first served; nobody
+  abandons the queue (checkpoints wait until someone decides).
+- Each SLA policy (today: each runbook's target, and the 30-minute default
+  when no runbook matched) is met when the chosen share of its checkpoints
+  (the service level, 80 % by default) is claimed within the target. The
+  hour needs the largest head-count any policy present in that hour asks for.
+- Actual staffing is the operators who did something on the queue (claim,
+  release, assign, decide, approve, reject) in that hour, averaged over the
+  weeks of the period. An hour is under-staffed when fewer operators worked
+  than the model needs.
+
+Limits worth knowing: arrivals are bursty under incidents (Erlang C
+under-states the need then), operators do other work (the model assumes
+they are fully available), and a few weeks of data make thin estimates for
+quiet hours.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db.models import Count, F, OuterRef, Subquery
+from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
+
+from . import metrics
+from .models import Checkpoint, Event
+
+DEFAULT_TARGET_MINUTES = 30  # Checkpoint.open_for's target when no runbook matched
+WORK_VERBS = ("claimed", "released", "assigned", "decided", "approved", "rejected")
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def erlang_c(agents: int, traffic: float) -> float:
+    """Probability that an arrival waits (Erlang C), for ``traffic`` erlangs offered to ``agents``.
+
+    Computed through the Erlang B recursion, which stays stable for large teams.
+    """
+    if traffic <= 0:
+        return 0.0
+    if agents <= traffic:
+        return 1.0  # the queue grows without bound: everyone waits
+    blocking = 1.0
+    for n in range(1, agents + 1):
+        blocking = traffic * blocking / (n + traffic * blocking)
+    return blocking / (1 - (traffic / agents) * (1 - blocking))
+
+
+def service_level(agents: int, traffic: float, handle_seconds: float, target_seconds: float) -> float:
+    """Share of arrivals answered within ``target_seconds``: 1 - C * exp(-(N - A) * t / AHT)."""
+    if traffic <= 0:
+        return 1.0
+    if agents <= traffic:
+        return 0.0
+    return 1 - erlang_c(agents, traffic) * math.exp(-(agents - traffic) * target_seconds / handle_seconds)
+
+
+def agents_needed(arrivals_per_hour: float, handle_seconds: float, target_seconds: float,
+                  level: float = 0.8, limit: int = 10_000) -> int:
+    """The fewest operators that answer ``level`` of the arrivals within the target."""
+    if arrivals_per_hour <= 0 or handle_seconds <= 0:
+        return 0
+    traffic = arrivals_per_hour * handle_seconds / 3600
+    agents = max(1, math.floor(traffic) + 1)
+    while agents < limit and service_level(agents, traffic, handle_seconds, target_seconds) < level:
+        agents += 1
+    return agents
+
+
+@dataclass
+class Cell:
+    arrivals_per_hour: float = 0.0
+    needed: int = 0
+    worked: float = 0.0
+    by_policy: dict[int, float] = field(default_factory=dict)  # target minutes -> arrivals per hour
+
+    @property
+    def under_staffed(self) -> bool:
+        return self.needed > 0 and self.worked < self.needed
+
+
+@dataclass
+class Budget:
+    filters: metrics.Filters
+    level: float
+    handle_seconds: float | None
+    handled: int
+    cells: list[list[Cell]]  # 7 days x 24 hours, Monday first, UTC
+    policies: list[dict]
+
+    @property
+    def under_staffed(self) -> list[tuple[int, int]]:
+        return [(d, h) for d in range(7) for h in range(24) if self.cells[d][h].under_staffed]
+
+    @property
+    def peak_needed(self) -> int:
+        return max(c.needed for row in self.cells for c in row)
+
+
+def _hours_per_cell(filters: metrics.Filters) -> list[list[int]]:
+    """How many times each hour of the week occurs in the period."""
+    counts = [[0] * 24 for _ in range(7)]
+    day = filters.start
+    while day <= filters.end:
+        for h in range(24):
+            counts[day.weekday()][h] += 1
+        day += timedelta(days=1)
+    return counts
+
+
+def handling_seconds(filters: metrics.Filters) -> tuple[float | None, int]:
+    """Mean recorded handling time (first claim, or opening, to first decision) and how many were decided."""
+    rows = metrics.with_clocks(metrics.opened_checkpoints(filters)).filter(
+        first_decided_at__isnull=False).values_list("opened_at", "first_claimed_at", "first_decided_at")
+    spans = [(decided - (claimed if claimed and claimed <= decided else opened)).total_seconds()
+             for opened, claimed, decided in rows]
+    spans = [s for s in spans if s >= 0]
+    return (sum(spans) / len(spans) if spans else None), len(spans)
+
+
+def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
+    hours = _hours_per_cell(filters)
+    cells = [[Cell() for _ in range(24)] for _ in range(7)]
+    handle, handled = handling_seconds(filters)
+    target = Subquery(Checkpoint.objects.filter(pk=OuterRef("pk")).values("runbook__sla_target_minutes")[:1])
+    arrivals = (metrics.opened_checkpoints(filters)
+                .annotate(day=ExtractIsoWeekDay("opened_at"), hour=ExtractHour("opened_at"), target=target)
+                .values("day", "hour", "target").annotate(n=Count("pk")).order_by())
+    policies: dict[int, dict] = defaultdict(lambda: {"arrivals": 0, "peak_needed": 0})
+    for row in arrivals:
+        d, h = row["day"] - 1, row["hour"]
+        minutes = row["target"] or DEFAULT_TARGET_MINUTES
+        rate = row["n"] / max(hours[d][h], 1)
+        cell = cells[d][h]
+        cell.arrivals_per_hour += rate
+        cell.by_policy[minutes] = cell.by_policy.get(minutes, 0.0) + rate
+        policies[minutes]["arrivals"] += row["n"]
+    for d in range(7):
+        for h in range(24):
+            cell = cells[d][h]
+            if handle and cell.arrivals_per_hour:
+                # The pooled queue must meet every policy present: the strictest target decides.
+                for minutes in cell.by_policy:
+                    need = agents_needed(cell.arrivals_per_hour, handle, minutes * 60, level)
+                    policies[minutes]["peak_needed"] = max(policies[minutes]["peak_needed"], need)
+                    cell.needed = max(cell.needed, need)
+    worked = (Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
+                                   at__lt=filters.until)
+              .annotate(day=ExtractIsoWeekDay("at"), hour=ExtractHour("at"),
+                        date=F("at__date"))
+              .values("day", "hour", "date").annotate(operators=Count("actor_user", distinct=True)).order_by())
+    for row in worked:
+        d, h = row["day"] - 1, row["hour"]
+        cells[d][h].worked += row["operators"] / max(hours[d][h], 1)
+    return Budget(filters, level, handle, handled, cells,
+                  [{"target_minutes": m, **v} for m, v in sorted(policies.items())])
+
+
