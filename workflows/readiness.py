@@ -1,0 +1,216 @@
+"""Readiness per workflow kind: the article's design review, computed from what was recorded.
+
+For each kind seen in the period: where its workflows were interrupted, what
+state survived, what a human saw, and how its recoveries ended (the four
+shares of ``workflows.metrics``). Every gap is a named finding, and the kind
+gets a verdict with its reasons:
+
+- **not ready** when a finding is a blocker: a blank-state failure, a lost
+  effect or a duplicate-effect attempt, a reason seen with no runbook, more
+  than 10 % of an effect's commits without an external reference, or fewer
+  than 90 % of settled degraded workflows resumed without data loss;
+- **ready with gaps** when only gaps remain: some effects without an
+  external reference, fewer than half of the tool outputs verified, no
+  promise recorded, a median decision slower than the SLA target, or fewer
+  than 90 % returned to the same owner;
+- **ready** otherwise; **not enough data** below 5 degraded workflows (a
+  design review needs incidents to read).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from django.db.models import Count, OuterRef, Q, Subquery
+
+from . import metrics
+from .models import Reason, Runbook, Step
+
+BLOCKER, GAP = "blocker", "gap"
+MIN_DEGRADED = 5
+MISSING_REF_BLOCKER = 0.10
+CLEAN_SHARE_BLOCKER = 0.90
+SAME_OWNER_GAP = 0.90
+VERIFIED_GAP = 0.50
+DEFAULT_TARGET_MINUTES = 30
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    text: str
+
+
+@dataclass(frozen=True)
+class EffectState:
+    name: str
+    steps: int
+    committed: int
+    with_ref: int
+
+    @property
+    def missing_ref_share(self) -> float:
+        return 1 - self.with_ref / self.committed if self.committed else 0.0
+
+
+@dataclass(frozen=True)
+class ReasonSeen:
+    reason: str
+    checkpoints: int
+    runbook: Runbook | None
+
+    @property
+    def label(self) -> str:
+        return str(Reason(self.reason).label) if self.reason in Reason.values else self.reason
+
+    @property
+    def target_minutes(self) -> int:
+        return self.runbook.sla_target_minutes if self.runbook else DEFAULT_TARGET_MINUTES
+
+
+@dataclass
+class KindReadiness:
+    kind: str
+    filters: metrics.Filters
+    launched: int
+    degraded: int
+    interruptions: list[tuple[str, int]]
+    effects: list[EffectState]
+    tool_outputs: int
+    verified_outputs: int
+    promises: int
+    reasons: list[ReasonSeen]
+    median_decision_seconds: float | None
+    shares: dict[str, metrics.Share]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def verified_share(self) -> float | None:
+        return self.verified_outputs / self.tool_outputs if self.tool_outputs else None
+
+    @property
+    def verdict(self) -> str:
+        if any(f.severity == BLOCKER for f in self.findings):
+            return "not ready"
+        if self.degraded < MIN_DEGRADED:
+            return "not enough data"
+        return "ready with gaps" if self.findings else "ready"
+
+    @property
+    def verdict_reasons(self) -> list[str]:
+        if self.verdict == "not enough data" and not self.findings:
+            return [f"only {self.degraded} degraded workflow{'s' if self.degraded != 1 else ''} in the period; "
+                    f"a review needs at least {MIN_DEGRADED}"]
+        if self.verdict == "ready":
+            return ["every check passed"]
+        blockers = [f.text for f in self.findings if f.severity == BLOCKER]
+        return blockers or [f.text for f in self.findings]
+
+
+def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:
+    at = Step.objects.filter(workflow=OuterRef("workflow"), seq=OuterRef("at_seq"))
+    before = Step.objects.filter(workflow=OuterRef("workflow"), seq__lt=OuterRef("at_seq")).order_by("-seq")
+    rows = (metrics.opened_checkpoints(filters)
+            .annotate(at_name=Subquery(at.values("name")[:1]), before_name=Subquery(before.values("name")[:1]))
+            .values("at_name", "before_name").annotate(n=Count("pk")).order_by())
+    counts: dict[str, int] = {}
+    for row in rows:
+        if row["at_name"]:
+            label = f"at {row['at_name']}"
+        elif row["before_name"]:
+            label = f"after {row['before_name']}"
+        else:
+            label = "before the first step"
+        counts[label] = counts.get(label, 0) + row["n"]
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _steps(filters: metrics.Filters) -> Step:
+    return Step.objects.filter(workflow__in=metrics.launched(filters).values("pk"))
+
+
+def _effects(filters: metrics.Filters) -> list[EffectState]:
+    rows = (_steps(filters).filter(kind=Step.Kind.EFFECT).values("name")
+            .annotate(steps=Count("pk"), committed=Count("pk", filter=Q(status=Step.Status.COMMITTED)),
+                      with_ref=Count("pk", filter=Q(status=Step.Status.COMMITTED, external_ref__isnull=False)
+                                     & ~Q(external_ref="")))
+            .order_by("name"))
+    return [EffectState(r["name"], r["steps"], r["committed"], r["with_ref"]) for r in rows]
+
+
+def _reasons(filters: metrics.Filters, kind: str) -> list[ReasonSeen]:
+    rows = metrics.opened_checkpoints(filters).values("reason").annotate(n=Count("pk")).order_by("-n", "reason")
+    return [ReasonSeen(r["reason"], r["n"], Runbook.match(kind, r["reason"])) for r in rows]
+
+
+def _findings(r: KindReadiness) -> list[Finding]:
+    k = f"`{r.kind}`"
+    found: list[Finding] = []
+    counts = metrics.summary(r.filters).counts
+    if counts["blank_failure"]:
+        found.append(Finding(BLOCKER, f"{k}: {counts['blank_failure']} workflow(s) failed without a checkpoint "
+                                      "(a blank state)"))
+    if counts["lost_effect"]:
+        found.append(Finding(BLOCKER, f"{k}: {counts['lost_effect']} completed workflow(s) lost an effect "
+                                      "(unknown and never confirmed, or a promise never kept)"))
+    if counts["duplicate_attempt"]:
+        found.append(Finding(BLOCKER, f"{k}: {counts['duplicate_attempt']} workflow(s) tried to repeat an effect "
+                                      "under a used idempotency key"))
+    for seen in r.reasons:
+        if seen.runbook is None:
+            found.append(Finding(BLOCKER, f"{k}: no runbook for reason `{seen.reason}` "
+                                          f"({seen.checkpoints} checkpoint(s); the default SLA of "
+                                          f"{DEFAULT_TARGET_MINUTES} min applies)"))
+    for effect in r.effects:
+        share = effect.missing_ref_share
+        if share > 0:
+            severity = BLOCKER if share > MISSING_REF_BLOCKER else GAP
+            found.append(Finding(severity, f"{k}: {share:.0%} of `{effect.name}` effects have no external ref"))
+    clean = r.shares["resumed_without_data_loss"]
+    if clean.whole >= MIN_DEGRADED and (clean.value or 0) < CLEAN_SHARE_BLOCKER:
+        found.append(Finding(BLOCKER, f"{k}: only {clean.percent:.0f} % of settled degraded workflows resumed "
+                                      f"without data loss (target {CLEAN_SHARE_BLOCKER:.0%})"))
+    owner = r.shares["same_owner"]
+    if owner.whole and (owner.value or 0) < SAME_OWNER_GAP:
+        found.append(Finding(GAP, f"{k}: {owner.percent:.0f} % of resumed or handed-off workflows returned to "
+                                  "the same owner"))
+    if r.verified_share is not None and r.verified_share < VERIFIED_GAP:
+        found.append(Finding(GAP, f"{k}: only {r.verified_share:.0%} of tool outputs are marked verified"))
+    if r.launched and not r.promises:
+        found.append(Finding(GAP, f"{k}: no promise to the user recorded, so a resume cannot tell what was promised"))
+    if r.median_decision_seconds is not None and r.reasons:
+        target = min(seen.target_minutes for seen in r.reasons)
+        if r.median_decision_seconds > target * 60:
+            found.append(Finding(GAP, f"{k}: the median decision takes {r.median_decision_seconds / 60:.0f} min, "
+                                      f"over the {target}-minute SLA target"))
+    return found
+
+
+def review_kind(filters: metrics.Filters, kind: str) -> KindReadiness:
+    scoped = filters.only(kind=kind)
+    tools = _steps(scoped).filter(kind=Step.Kind.TOOL, status=Step.Status.COMMITTED).aggregate(
+        n=Count("pk"), verified=Count("pk", filter=Q(verified=True)))
+    decision = metrics.time_to_decision(scoped)
+    summary = metrics.summary(scoped)
+    readiness = KindReadiness(
+        kind=kind, filters=scoped, launched=summary.launches, degraded=summary.counts["degraded"],
+        interruptions=_interruptions(scoped), effects=_effects(scoped), tool_outputs=tools["n"],
+        verified_outputs=tools["verified"],
+        promises=_steps(scoped).filter(promise__isnull=False).exclude(promise="").count(),
+        reasons=_reasons(scoped, kind),
+        median_decision_seconds=statistics.median(decision.seconds) if decision.seconds else None,
+        shares=summary.shares)
+    readiness.findings = _findings(readiness)
+    return readiness
+
+
+def review(filters: metrics.Filters) -> list[KindReadiness]:
+    """Every kind launched or degraded in the period (or just the filtered one), worst verdict first."""
+    if filters.kind:
+        kinds = [filters.kind]
+    else:
+        kinds = sorted(set(metrics.launched(filters).values_list("kind", flat=True).distinct())
+                       | set(metrics.opened_checkpoints(filters).values_list("workflow__kind", flat=True).distinct()))
+    order = {"not ready": 0, "ready with gaps": 1, "not enough data": 2, "ready": 3}
+    return sorted((review_kind(filters, kind) for kind in kinds), key=lambda r: (order[r.verdict], r.kind))
