@@ -119,6 +119,14 @@ def can_act(user: Any) -> bool:
     return bool(roles_of(user) & set(ACTORS))
 
 
+def can_review(user: Any) -> bool:
+    """TPMs and admins read the program's figures (the resume dashboard, readiness, staffing)."""
+    return bool(roles_of(user) & {TPM, ADMIN})
+
+
+REVIEWERS = (TPM, ADMIN)  # the program's figures
+
+
 def is_admin(user: Any) -> bool:
     return ADMIN in roles_of(user)
 

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, notification_views, views, workflow_views
+from . import breach_views, dashboards, notification_views, views, workflow_views
 from .roles import public
 
 urlpatterns = [
@@ -29,4 +29,9 @@ urlpatterns = [
     path("workflows/<int:pk>/fork/", workflow_views.fork, name="fork"),
     path("replays/<int:pk>/", workflow_views.replay_page, name="replay"),
     path("replays/<int:pk>/cancel/", workflow_views.cancel_replay, name="cancel_replay"),
+    path("resumes/", dashboards.resumes, name="resumes"),
+    path("resumes/workflows/", dashboards.resume_workflows, name="resume_workflows"),
+    path("resumes/export/<slug:table>.csv", dashboards.resume_export, name="resume_export"),
+    path("readiness/", dashboards.readiness, name="readiness"),
+    path("staffing/", dashboards.staffing_budget, name="staffing"),
 ]

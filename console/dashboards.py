@@ -1,0 +1,264 @@
+"""The TPM's pages: the resume dashboard and its drill-downs and CSV exports.
+
+Every figure comes from ``workflows.metrics``; the views only pick the period
+and filters from the URL, lay the figures out and draw them with
+``console.charts``.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from workflows import metrics, staffing
+from workflows import readiness as readiness_review
+from workflows.models import Checkpoint
+
+from . import charts
+from .roles import REVIEWERS, role_required
+
+reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")
+TABLES = ("headline", "series", "timings", "decisions", "agent", "kind", "reason", "runbook", "workflows")
+
+
+def _url(name: str, filters: metrics.Filters, **extra: Any) -> str:
+    return f"{reverse(name)}?{urlencode(filters.as_query(**extra))}"
+
+
+@dataclass(frozen=True)
+class Card:
+    share: metrics.Share
+    before: metrics.Share
+    met_url: str
+    missed_url: str
+
+    @property
+    def trend(self) -> float | None:
+        return metrics.trend(self.share, self.before)
+
+
+def _grain(request: HttpRequest) -> str:
+    grain = request.GET.get("grain", "day")
+    return grain if grain in metrics.GRANULARITIES else "day"
+
+
+def _bucket_labels(series: metrics.Series) -> list[str]:
+    fmt = "%d %b" if series.granularity == "day" else "wk %d %b"
+    return [d.strftime(fmt) for d in series.buckets]
+
+
+def _charts(series: metrics.Series) -> dict[str, Any]:
+    labels = _bucket_labels(series)
+    return {
+        "motion": charts.column_chart(
+            "Launches next to resumes", labels,
+            [charts.Line("launches", series.launches), charts.Line("resumes", series.resumes),
+             charts.Line("degraded", series.degraded)]),
+        "shares": charts.line_chart(
+            "The four shares over time", labels,
+            [charts.Line(metrics.FIGURES[slug].label, series.shares[slug]) for slug in metrics.HEADLINES],
+            fmt=charts.percent, y_max=1.0, width=640, height=240),
+    }
+
+
+def _breakdown_chart(dimension: str, rows: list[metrics.BreakdownRow], filters: metrics.Filters) -> Any:
+    bars = [charts.Bar(row.value or "(none)", row.shares["resumed_without_data_loss"].value or 0.0,
+                       href=_url("resume_workflows", row.filters, figure="resumed_without_data_loss:missed"),
+                       note=f"{row.shares['resumed_without_data_loss'].part} of "
+                            f"{row.shares['resumed_without_data_loss'].whole}")
+            for row in rows[:12]]
+    return charts.bar_chart(f"Resumed without data loss by {dimension}", bars, fmt=charts.percent, max_value=1.0)
+
+
+@reviewer
+@require_GET
+def resumes(request: HttpRequest) -> HttpResponse:
+    """The resume dashboard: the four shares, launches next to resumes, over time and by cause."""
+    filters = metrics.Filters.from_query(request.GET)
+    grain = _grain(request)
+    now, before = metrics.summary(filters), metrics.summary(filters.previous())
+    cards = [Card(now[slug], before[slug], _url("resume_workflows", filters, figure=f"{slug}:met"),
+                  _url("resume_workflows", filters, figure=f"{slug}:missed")) for slug in metrics.HEADLINES]
+    series = metrics.series(filters, grain)
+    breakdowns = []
+    for dimension in metrics.DIMENSIONS:
+        rows = metrics.breakdown(filters, dimension)
+        breakdowns.append({"dimension": dimension, "rows": rows,
+                           "chart": _breakdown_chart(dimension, rows, filters)})
+    context = {
+        "filters": filters, "grain": grain, "cards": cards, "now": now, "before": before,
+        "choices": metrics.choices(), "charts": _charts(series), "breakdowns": breakdowns,
+        "timings": [metrics.time_to_claim(filters), metrics.time_to_decision(filters),
+                    metrics.interruption_to_completion(filters)],
+        "breaches": metrics.breach_rate(filters),
+        "decisions": sorted(metrics.decisions_by_action_and_outcome(filters).items()),
+        "figures": metrics.FIGURES, "sets": metrics.SETS,
+        "query": urlencode(filters.as_query()), "previous": filters.previous(),
+    }
+    return render(request, "console/resumes.html", context)
+
+
+@reviewer
+@require_GET
+def resume_workflows(request: HttpRequest) -> HttpResponse:
+    """The drill-down: the workflows behind one figure, for the same period and filters."""
+    filters = metrics.Filters.from_query(request.GET)
+    figure = request.GET.get("figure", "degraded")
+    try:
+        qs = metrics.workflows_behind(filters, figure)
+    except KeyError:
+        raise Http404("No such figure.") from None
+    page = Paginator(qs.select_related("agent", "owner").order_by("-created_at", "-pk"), 50).get_page(
+        request.GET.get("page"))
+    latest = {c.workflow_id: c for c in Checkpoint.objects.filter(
+        workflow__in=[w.pk for w in page.object_list]).order_by("opened_at")}
+    return render(request, "console/resume_workflows.html", {
+        "filters": filters, "figure": figure, "label": metrics.figure_label(figure), "page": page,
+        "rows": [(w, latest.get(w.pk)) for w in page.object_list],
+        "query": urlencode(filters.as_query(figure=figure)),
+        "back": _url("resumes", filters),
+    })
+
+
+# --- CSV exports: every table of the dashboard, honouring the filters ----------------------------
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def _pct(share: metrics.Share) -> str:
+    return "" if share.percent is None else f"{share.percent:.1f}"
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}"
+
+
+def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterable[list[Any]]:
+    if table == "headline":
+        now, before = metrics.summary(filters), metrics.summary(filters.previous())
+        yield ["figure", "percent", "part", "whole", "previous_percent", "previous_part", "previous_whole"]
+        for slug in metrics.HEADLINES:
+            yield [slug, _pct(now[slug]), now[slug].part, now[slug].whole, _pct(before[slug]), before[slug].part,
+                   before[slug].whole]
+        yield ["launches", "", now.launches, "", "", before.launches, ""]
+        yield ["resumes", "", now.resumes, "", "", before.resumes, ""]
+        for slug in ("degraded", "in_flight", "blank_failure", "duplicate_attempt", "lost_effect"):
+            yield [slug, "", now.counts[slug], "", "", before.counts[slug], ""]
+    elif table == "series":
+        series = metrics.series(filters, _grain(request))
+        yield ["bucket", "launches", "resumes", "degraded", *[f"{s}_percent" for s in metrics.HEADLINES]]
+        for i, day in enumerate(series.buckets):
+            shares = [series.shares[s][i] for s in metrics.HEADLINES]
+            yield [day.isoformat(), series.launches[i], series.resumes[i], series.degraded[i],
+                   *["" if v is None else f"{100 * v:.1f}" for v in shares]]
+    elif table == "timings":
+        yield ["timing", "count", "median_seconds", "p90_seconds"]
+        for timing in (metrics.time_to_claim(filters), metrics.time_to_decision(filters),
+                       metrics.interruption_to_completion(filters)):
+            yield [timing.label, timing.count, _seconds(timing.median), _seconds(timing.p90)]
+        rate = metrics.breach_rate(filters)
+        yield ["SLA breaches (of checkpoints opened)", rate.opened, rate.breached, ""]
+    elif table == "decisions":
+        yield ["action", "outcome", "decisions"]
+        for (action, outcome), n in sorted(metrics.decisions_by_action_and_outcome(filters).items()):
+            yield [action, outcome, n]
+    elif table in metrics.DIMENSIONS:
+        yield [table, "degraded", *[f"{s}_{part}" for s in metrics.HEADLINES for part in ("part", "whole")]]
+        for row in metrics.breakdown(filters, table):
+            yield [row.value, row.degraded, *[v for s in metrics.HEADLINES
+                                              for v in (row.shares[s].part, row.shares[s].whole)]]
+    elif table == "workflows":
+        figure = request.GET.get("figure", "degraded")
+        try:
+            qs = metrics.workflows_behind(filters, figure)
+        except KeyError:
+            raise Http404("No such figure.") from None
+        yield ["id", "external_id", "agent", "kind", "title", "status", "owner", "created_at", "finished_at"]
+        for w in qs.select_related("agent", "owner").order_by("-created_at", "-pk").iterator(chunk_size=2000):
+            yield [w.pk, w.external_id, w.agent.name, w.kind, w.title, w.status,
+                   w.owner.get_username() if w.owner else "", w.created_at.isoformat(),
+                   w.finished_at.isoformat() if w.finished_at else ""]
+
+
+def _safe_cell(value: Any) -> Any:
+    # Spreadsheets run a cell that starts with = + - @ as a formula: agent text must not (CSV injection).
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+@reviewer
+@require_GET
+def resume_export(request: HttpRequest, table: str) -> StreamingHttpResponse:
+    if table not in TABLES:
+        raise Http404("No such table.")
+    filters = metrics.Filters.from_query(request.GET)
+    writer = csv.writer(_Echo())
+    rows = _rows(table, filters, request)
+    first = next(rows)  # a bad figure raises 404 here, before the response starts
+    response = StreamingHttpResponse(
+        (writer.writerow([_safe_cell(v) for v in row]) for row in itertools.chain([first], rows)), content_type="text/csv")
+    response["Content-Disposition"] = (f'attachment; filename="resumes-{table}-{filters.start}-{filters.end}.csv"')
+    return response
+
+
+# --- readiness per workflow kind, and the staffing budget ------------------------------------------
+
+@reviewer
+@require_GET
+def readiness(request: HttpRequest) -> HttpResponse:
+    """The design review per workflow kind: interruptions, surviving state, what a human saw, outcomes."""
+    filters = metrics.Filters.from_query(request.GET)
+    kinds = readiness_review.review(filters)
+    for kind in kinds:
+        kind.chart = charts.bar_chart(  # type: ignore[attr-defined]
+            f"Where {kind.kind} workflows were interrupted",
+            [charts.Bar(label, n, href=_url("resume_workflows", kind.filters, figure="degraded"))
+             for label, n in kind.interruptions[:8]])
+    return render(request, "console/readiness.html", {
+        "filters": filters, "kinds": kinds, "choices": metrics.choices(), "query": urlencode(filters.as_query()),
+    })
+
+
+@reviewer
+@require_GET
+def staffing_budget(request: HttpRequest) -> HttpResponse:
+    """Operators needed per hour of the week (Erlang C) against the operators who worked."""
+    filters = metrics.Filters.from_query(request.GET)
+    try:
+        level = min(max(float(request.GET.get("level", "0.8")), 0.5), 0.99)
+    except ValueError:
+        level = 0.8
+    budget = staffing.budget(filters, level)
+    hours = [f"{h:02d}" for h in range(24)]
+    under = set(budget.under_staffed)
+    notes = [[f"{c.arrivals_per_hour:.2f} checkpoints/h, {c.worked:.1f} operators worked" for c in row]
+             for row in budget.cells]
+    context = {
+        "filters": filters, "budget": budget, "level": level, "choices": metrics.choices(),
+        "needed_map": charts.heatmap("Operators needed per hour of the week (UTC)", staffing.DAYS, hours,
+                                     [[c.needed for c in row] for row in budget.cells], flagged=under, notes=notes,
+                                     legend="Red outline: fewer operators worked than needed."),
+        "worked_map": charts.heatmap("Operators who worked per hour of the week (UTC, average per week)",
+                                     staffing.DAYS, hours, [[c.worked for c in row] for row in budget.cells],
+                                     fmt=lambda v: f"{v:.1f}"),
+        "arrivals_map": charts.heatmap("Checkpoints opened per hour of the week (UTC, average per week)",
+                                       staffing.DAYS, hours, [[c.arrivals_per_hour for c in row]
+                                                              for row in budget.cells],
+                                       fmt=lambda v: f"{v:.2f}"),
+        "under": [(staffing.DAYS[d], h, budget.cells[d][h]) for d, h in budget.under_staffed],
+        "query": urlencode(filters.as_query()),
+    }
+    return render(request, "console/staffing.html", context)
