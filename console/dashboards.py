@@ -120,7 +120,7 @@ def resume_workflows(request: HttpRequest) -> HttpResponse:
         raise Http404("No such figure.") from None
     page = Paginator(qs.select_related("agent", "owner").order_by("-created_at", "-pk"), 50).get_page(
         request.GET.get("page"))
-    latest = {c.workflow_id: c for c in Checkpoint.objects.filter(
+    latest = {c.workflow_id: c for c in Checkpoint.objects.filter(  # the latest wins (ordered by opening)
         workflow__in=[w.pk for w in page.object_list]).order_by("opened_at")}
     return render(request, "console/resume_workflows.html", {
         "filters": filters, "figure": figure, "label": metrics.figure_label(figure), "page": page,

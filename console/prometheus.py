@@ -12,6 +12,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from workflows.prometheus import exposition
 
+from .roles import Rule, declare
+
+# No signed-in principal gets through: scrapers prove themselves with the token or their address.
+SCRAPERS = Rule(frozenset(), "Prometheus scrapers: the METRICS_TOKEN bearer token or an address in "
+                             "METRICS_ALLOWED_IPS")
+
 
 def _allowed(request: HttpRequest) -> bool:
     token = settings.METRICS_TOKEN
@@ -25,6 +31,7 @@ def _allowed(request: HttpRequest) -> bool:
     return any(address in ipaddress.ip_network(net, strict=False) for net in settings.METRICS_ALLOWED_IPS)
 
 
+@declare(SCRAPERS)
 @require_GET
 def metrics_endpoint(request: HttpRequest) -> HttpResponse:
     if not _allowed(request):

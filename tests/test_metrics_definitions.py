@@ -8,7 +8,6 @@ from django.utils import timezone
 from tests.recovery_histories import build_history
 from workflows import metrics
 from workflows.models import Event
-from workflows.models.workflows import DUPLICATE_EFFECT_VERB
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +39,7 @@ def test_a_blank_state_failure_is_the_one_degradation_without_a_checkpoint(histo
 
 
 def test_a_refused_duplicate_effect_is_recorded_and_spoils_the_resume(history):
-    event = Event.objects.get(verb=DUPLICATE_EFFECT_VERB)
+    event = Event.objects.get(verb=Event.Verb.EFFECT_DUPLICATE_REFUSED)
     assert event.workflow.external_id == "duplicate"
     assert event.data["idempotency_key"] == "duplicate:refund" and event.data["recorded_seq"] == 3
     assert event.actor_agent.name == "support-bot"

@@ -79,8 +79,9 @@ from django.db.models.functions import Coalesce, TruncDate, TruncWeek
 from django.utils import timezone
 
 from .models import Action, Checkpoint, Decision, Event, Runbook, Step, Workflow
-from .models.workflows import DUPLICATE_EFFECT_VERB
 
+V = Event.Verb
+DUPLICATE_EFFECT_VERB = V.EFFECT_DUPLICATE_REFUSED
 RESUMING = (Action.RESUME, Action.RETRY_STEP)
 CONTINUING = (Action.RESUME, Action.RETRY_STEP, Action.HANDOFF)
 GRANULARITIES = ("day", "week")
@@ -201,7 +202,7 @@ def _first_checkpoint_at() -> Subquery:
 
 def _blank_failure() -> Exists:
     # Failed while running: the agent gave up without leaving a checkpoint for that degradation.
-    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb=f"finished_{Workflow.Status.FAILED}",
+    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb=V.FINISHED_FAILED,
                                        data__from=Workflow.Status.RUNNING))
 
 
@@ -242,16 +243,16 @@ def _owner_after() -> Case:
     current_owner = Subquery(Workflow.objects.filter(pk=OuterRef("workflow")).values(f"owner__{username}")[:1])
     return Case(
         When(data__has_key="owner", then=Coalesce(KT("data__owner"), Value(""), output_field=CharField())),
-        When(verb="handed_off", then=Coalesce(KT("data__to"), Value(""), output_field=CharField())),
+        When(verb=V.HANDED_OFF, then=Coalesce(KT("data__to"), Value(""), output_field=CharField())),
         # Resumes recorded before the owner was written on the event: the owner now.
         default=Coalesce(current_owner, Value(""), output_field=CharField()), output_field=CharField())
 
 
 def _owner_changed() -> Exists:
     owner_at_interruption = Subquery(
-        Event.objects.filter(workflow=OuterRef("workflow"), verb="opened", at__lte=OuterRef("at"))
+        Event.objects.filter(workflow=OuterRef("workflow"), verb=V.OPENED, at__lte=OuterRef("at"))
         .order_by("-at", "-pk").annotate(owner=Coalesce(KT("data__owner"), Value(""), output_field=CharField())).values("owner")[:1])
-    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb__in=["resumed", "handed_off"])
+    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb__in=[V.RESUMED, V.HANDED_OFF])
                   .annotate(after=_owner_after(), before=owner_at_interruption).exclude(after=F("before")))
 
 
@@ -557,7 +558,7 @@ def opened_checkpoints(filters: Filters) -> QuerySet:
 
 def with_clocks(qs: QuerySet) -> QuerySet:
     """Checkpoints annotated with their first claim (or assignment) and their first decision."""
-    first_claim = Event.objects.filter(checkpoint=OuterRef("pk"), verb__in=["claimed", "assigned"]).order_by("at")
+    first_claim = Event.objects.filter(checkpoint=OuterRef("pk"), verb__in=[V.CLAIMED, V.ASSIGNED]).order_by("at")
     first_decision = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("decided_at")
     return qs.annotate(
         first_claimed_at=Subquery(first_claim.values("at")[:1], output_field=DateTimeField()),

@@ -26,8 +26,8 @@ from prometheus_client.registry import Collector
 
 from . import metrics
 from .models import Checkpoint, Decision, Event, Reason, Workflow
-from .models.workflows import DUPLICATE_EFFECT_VERB
 
+V = Event.Verb
 CACHE_KEY = "recovery:prometheus:exposition"
 FINISHED = (Decision.Status.SUCCEEDED, Decision.Status.FAILED, Decision.Status.REJECTED)
 
@@ -72,14 +72,14 @@ class RecoveryCollector(Collector):
         attempts = Decision.objects.aggregate(n=Sum("attempts"))["n"] or 0
         yield CounterMetricFamily("recovery_delivery_attempts", "Delivery attempts to resume endpoints.",
                                   value=attempts)
-        events = dict(Event.objects.filter(verb__in=["delivery_retry", "delivery_failed", DUPLICATE_EFFECT_VERB])
+        events = dict(Event.objects.filter(verb__in=[V.DELIVERY_RETRY, V.DELIVERY_FAILED, V.EFFECT_DUPLICATE_REFUSED])
                       .values_list("verb").annotate(n=Count("pk")).order_by())
         yield CounterMetricFamily("recovery_delivery_retries", "Delivery attempts that failed and were retried.",
-                                  value=events.get("delivery_retry", 0))
+                                  value=events.get(V.DELIVERY_RETRY, 0))
         yield CounterMetricFamily("recovery_delivery_failures", "Decisions whose delivery failed for good "
-                                  "(the checkpoint went back to the queue).", value=events.get("delivery_failed", 0))
+                                  "(the checkpoint went back to the queue).", value=events.get(V.DELIVERY_FAILED, 0))
         yield CounterMetricFamily("recovery_duplicate_effect_attempts", "Effects reported again under a used "
-                                  "idempotency key (refused with 409).", value=events.get(DUPLICATE_EFFECT_VERB, 0))
+                                  "idempotency key (refused with 409).", value=events.get(V.EFFECT_DUPLICATE_REFUSED, 0))
 
     def _workflows(self) -> Iterator[Metric]:
         status = GaugeMetricFamily("recovery_workflows", "Workflows by status.", labels=["status"])
@@ -88,7 +88,7 @@ class RecoveryCollector(Collector):
             status.add_metric([value], counts.get(value, 0))
         yield status
         yield CounterMetricFamily("recovery_launches", "Workflows launched.", value=sum(counts.values()))
-        blank = Event.objects.filter(verb=f"finished_{Workflow.Status.FAILED}",
+        blank = Event.objects.filter(verb=V.FINISHED_FAILED,
                                      data__from=Workflow.Status.RUNNING).count()
         yield CounterMetricFamily("recovery_blank_state_failures", "Workflows reported failed while running "
                                   "(no checkpoint: a blank state).", value=blank)

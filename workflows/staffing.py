@@ -40,7 +40,8 @@ from . import metrics
 from .models import Checkpoint, Event
 
 DEFAULT_TARGET_MINUTES = 30  # Checkpoint.open_for's target when no runbook matched
-WORK_VERBS = ("claimed", "released", "assigned", "decided", "approved", "rejected")
+V = Event.Verb
+WORK_VERBS = (V.CLAIMED, V.RELEASED, V.ASSIGNED, V.DECIDED, V.APPROVED, V.REJECTED)
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
