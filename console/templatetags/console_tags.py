@@ -361,3 +361,36 @@ def _clip_long(text: str) -> str:
 
 def _reason(value: Any) -> str:
     return str(Reason(value).label).lower() if value in Reason.values else str(value)
+
+
+# --- the TPM pages -------------------------------------------------------------------------------
+
+@register.filter
+def can_review(user: Any) -> bool:
+    """TPMs and admins: the resume dashboard, readiness and staffing links."""
+    from console.roles import can_review as allowed
+
+    return allowed(user)
+
+
+@register.filter
+def split(value: str) -> list[str]:
+    return str(value).split()
+
+
+@register.filter
+def minus(value: Any, other: Any) -> Any:
+    return value - other
+
+
+@register.filter
+def filters_query(filters: Any) -> str:
+    """A metrics.Filters as the query string of the TPM pages."""
+    from urllib.parse import urlencode
+
+    return urlencode(filters.as_query())
+
+
+@register.filter
+def seconds_text(value: float | None) -> str:
+    return "—" if value is None else short_duration(timedelta(seconds=value))
