@@ -77,3 +77,18 @@ def test_a_scrape_is_shared_by_the_workers_for_a_few_seconds(scrape, settings, a
     assert scrape()[("recovery_launches_total", ())] == before  # the cached exposition
     cache.clear()
     assert scrape()[("recovery_launches_total", ())] == before + 9
+
+
+def test_the_grafana_dashboard_queries_only_metrics_the_console_exposes(settings, db):
+    import json
+    import re
+
+    from tests.stack import ROOT
+
+    settings.METRICS_ALLOWED_IPS, settings.METRICS_CACHE_SECONDS = ["127.0.0.1/32"], 0
+    text = Client().get("/metrics").content.decode()
+    exposed = {f.name + ("_total" if f.type == "counter" else "") for f in text_string_to_metric_families(text)}
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"\brecovery_[a-z_]+", target["expr"])}
+    assert used and used <= exposed, used - exposed
