@@ -16,8 +16,8 @@ report. The definitions (also in the README, and on the dashboard):
 - **settled**: finished (completed, failed, handed off or aborted). The
   outcome shares count settled degraded workflows only, so the work still in
   flight does not read as a failure; it is shown as a count beside them.
-- **resumed**: an operator's resume or retry-step decision on one of its
-  checkpoints reached the agent (the decision succeeded).
+- **resumed**: an operator's resume, retry-step or failover decision on one
+  of its checkpoints reached the agent (the decision succeeded).
 - **duplicate-effect attempt**: an effect reported again under an idempotency
   key the workflow already used; the API refuses it with 409 and records the
   attempt as an ``effect_duplicate_refused`` event.
@@ -78,12 +78,12 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, TruncDate, TruncWeek
 from django.utils import timezone
 
-from .models import Action, Checkpoint, Decision, Event, Runbook, Step, Workflow
+from .models import RESUMING_ACTIONS, Action, Checkpoint, Decision, Event, Runbook, Step, Workflow
 
 V = Event.Verb
 DUPLICATE_EFFECT_VERB = V.EFFECT_DUPLICATE_REFUSED
-RESUMING = (Action.RESUME, Action.RETRY_STEP)
-CONTINUING = (Action.RESUME, Action.RETRY_STEP, Action.HANDOFF)
+RESUMING = tuple(sorted(RESUMING_ACTIONS))  # resume, retry the step, fail over to a standby agent
+CONTINUING = (*RESUMING, Action.HANDOFF)
 GRANULARITIES = ("day", "week")
 DIMENSIONS = ("agent", "kind", "reason", "runbook")
 
