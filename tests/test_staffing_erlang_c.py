@@ -49,6 +49,8 @@ def test_the_budget_counts_recorded_arrivals_handling_and_the_operators_who_work
     assert cell.worked == pytest.approx(1.0)  # alice did all the claiming and deciding
     assert cell.needed >= 1
     assert cell.under_staffed == (cell.worked < cell.needed)
-    # The runbook's 15-minute target for model timeouts (3 checkpoints), the 30-minute default for the rest.
-    assert [(p["target_minutes"], p["arrivals"]) for p in budget.policies] == [(15, 3), (30, 4)]
+    # The runbook's policy (15-minute decision target) for model timeouts, the 30-minute default for the rest.
+    policies = {p.name: (p.decision_target, p.arrivals) for p in budget.policies}
+    assert policies.pop("default (no policy)") == (1800, 4)
+    assert list(policies.values()) == [(900, 3)]
     assert sum(c.arrivals_per_hour for row in budget.cells for c in row) == pytest.approx(7.0)

@@ -45,8 +45,9 @@ report. The definitions (also in the README, and on the dashboard):
   checkpoints opened in the period, median and 90th percentile.
 - **interruption to completion**: from a completed degraded workflow's first
   interruption to its completion.
-- **SLA breach rate**: checkpoints opened in the period whose SLA breach was
-  recorded, over checkpoints opened in the period.
+- **SLA breach rate**: checkpoints opened in the period with a recorded
+  breach of their time-to-claim or time-to-decision target, over checkpoints
+  opened in the period.
 """
 
 from __future__ import annotations
@@ -607,7 +608,7 @@ class BreachRate:
 
 def breach_rate(filters: Filters) -> BreachRate:
     counts = opened_checkpoints(filters).aggregate(opened=Count("pk"), breached=Count("pk", filter=Q(
-        breached_at__isnull=False)))
+        breached_at__isnull=False) | Q(claim_breached_at__isnull=False)))
     return BreachRate(counts["breached"], counts["opened"])
 
 

@@ -9,8 +9,8 @@ gets a verdict with its reasons:
   effect or a duplicate-effect attempt, a reason seen with no runbook, more
   than 10 % of an effect's commits without an external reference, or fewer
   than 90 % of settled degraded workflows resumed without data loss;
-- **ready with gaps** when only gaps remain: some effects without an
-  external reference, fewer than half of the tool outputs verified, no
+- **ready with gaps** when only gaps remain: a runbook without an SLA
+  policy, some effects without an external reference, fewer than half of the tool outputs verified, no
   promise recorded, a median decision slower than the SLA target, or fewer
   than 90 % returned to the same owner;
 - **ready** otherwise; **not enough data** below 5 degraded workflows (a
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, OuterRef, Q, Subquery
 
 from . import metrics
-from .models import Reason, Runbook, Step
+from .models import Reason, Runbook, SLAPolicy, Step
 
 BLOCKER, GAP = "blocker", "gap"
 MIN_DEGRADED = 5
@@ -65,8 +65,13 @@ class ReasonSeen:
         return str(Reason(self.reason).label) if self.reason in Reason.values else self.reason
 
     @property
+    def policy(self) -> SLAPolicy | None:
+        return self.runbook.policy if self.runbook else None
+
+    @property
     def target_minutes(self) -> int:
-        return self.runbook.sla_target_minutes if self.runbook else DEFAULT_TARGET_MINUTES
+        """The time-to-decision target its checkpoints get (SLAPolicy.fallback's 30 minutes without a policy)."""
+        return self.policy.decision_target_minutes if self.policy else DEFAULT_TARGET_MINUTES
 
 
 @dataclass
@@ -162,6 +167,9 @@ def _findings(r: KindReadiness) -> list[Finding]:
             found.append(Finding(BLOCKER, f"{k}: no runbook for reason `{seen.reason}` "
                                           f"({seen.checkpoints} checkpoint(s); the default SLA of "
                                           f"{DEFAULT_TARGET_MINUTES} min applies)"))
+        elif seen.policy is None:
+            found.append(Finding(GAP, f"{k}: the runbook for reason `{seen.reason}` sets no SLA policy "
+                                      f"(the default {DEFAULT_TARGET_MINUTES} min applies)"))
     for effect in r.effects:
         share = effect.missing_ref_share
         if share > 0:

@@ -11,10 +11,13 @@ The model (as contact-centre workforce tools use it):
   without a claim count from their opening.
 - One pooled team works every checkpoint first come, first served; nobody
   abandons the queue (checkpoints wait until someone decides).
-- Each SLA policy (today: each runbook's target, and the 30-minute default
-  when no runbook matched) is met when the chosen share of its checkpoints
-  (the service level, 80 % by default) is claimed within the target. The
+- Each SLA policy, as frozen onto its checkpoints when they opened, is met
+  when the chosen share of its checkpoints (the service level, 80 % by
+  default) is picked up by an operator in time: within its time-to-claim
+  target, or, for a policy with only a time-to-decision target, within that
+  target less the mean handling time (the decision must fit in it too). The
   hour needs the largest head-count any policy present in that hour asks for.
+  Business-hours calendars are not modelled: wall-clock targets are assumed.
 - Actual staffing is the operators who did something on the queue (claim,
   release, assign, decide, approve, reject) in that hour, averaged over the
   weeks of the period. An hour is under-staffed when fewer operators worked
@@ -29,17 +32,18 @@ quiet hours.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Count, F, OuterRef, Subquery
+from django.db.models import Count, F
+from django.db.models.fields.json import KT
 from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
 
 from . import metrics
-from .models import Checkpoint, Event
+from .models import Event
 
-DEFAULT_TARGET_MINUTES = 30  # Checkpoint.open_for's target when no runbook matched
+DEFAULT_POLICY = "default (no policy)"
+DEFAULT_DECISION_TARGET = 30 * 60  # SLAPolicy.fallback(): no runbook, or a runbook without a policy
 V = Event.Verb
 WORK_VERBS = (V.CLAIMED, V.RELEASED, V.ASSIGNED, V.DECIDED, V.APPROVED, V.REJECTED)
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -86,7 +90,7 @@ class Cell:
     arrivals_per_hour: float = 0.0
     needed: int = 0
     worked: float = 0.0
-    by_policy: dict[int, float] = field(default_factory=dict)  # target minutes -> arrivals per hour
+    by_policy: dict[str, float] = field(default_factory=dict)  # policy name -> arrivals per hour
 
     @property
     def under_staffed(self) -> bool:
@@ -100,7 +104,7 @@ class Budget:
     handle_seconds: float | None
     handled: int
     cells: list[list[Cell]]  # 7 days x 24 hours, Monday first, UTC
-    policies: list[dict]
+    policies: list[Policy]
 
     @property
     def under_staffed(self) -> list[tuple[int, int]]:
@@ -132,41 +136,63 @@ def handling_seconds(filters: metrics.Filters) -> tuple[float | None, int]:
     return (sum(spans) / len(spans) if spans else None), len(spans)
 
 
+@dataclass
+class Policy:
+    name: str
+    claim_target: float | None  # seconds
+    decision_target: float | None
+    arrivals: int = 0
+    peak_needed: int = 0
+
+    def pick_up_within(self, handle_seconds: float) -> float:
+        """How soon an operator must pick a checkpoint up for this policy's targets to hold."""
+        if self.claim_target:
+            return self.claim_target
+        return max((self.decision_target or DEFAULT_DECISION_TARGET) - handle_seconds, 0.0)
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "", "null") else None
+    except ValueError:
+        return None
+
+
 def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
     hours = _hours_per_cell(filters)
     cells = [[Cell() for _ in range(24)] for _ in range(7)]
     handle, handled = handling_seconds(filters)
-    target = Subquery(Checkpoint.objects.filter(pk=OuterRef("pk")).values("runbook__sla_target_minutes")[:1])
     arrivals = (metrics.opened_checkpoints(filters)
-                .annotate(day=ExtractIsoWeekDay("opened_at"), hour=ExtractHour("opened_at"), target=target)
-                .values("day", "hour", "target").annotate(n=Count("pk")).order_by())
-    policies: dict[int, dict] = defaultdict(lambda: {"arrivals": 0, "peak_needed": 0})
+                .annotate(day=ExtractIsoWeekDay("opened_at"), hour=ExtractHour("opened_at"),
+                          policy_name=KT("sla__policy"), claim=KT("sla__claim_target"),
+                          decision=KT("sla__decision_target"))
+                .values("day", "hour", "policy_name", "claim", "decision").annotate(n=Count("pk")).order_by())
+    policies: dict[str, Policy] = {}
     for row in arrivals:
         d, h = row["day"] - 1, row["hour"]
-        minutes = row["target"] or DEFAULT_TARGET_MINUTES
+        name = row["policy_name"] or DEFAULT_POLICY
+        policy = policies.setdefault(name, Policy(name, _seconds(row["claim"]), _seconds(row["decision"])
+                                                  or DEFAULT_DECISION_TARGET))
         rate = row["n"] / max(hours[d][h], 1)
         cell = cells[d][h]
         cell.arrivals_per_hour += rate
-        cell.by_policy[minutes] = cell.by_policy.get(minutes, 0.0) + rate
-        policies[minutes]["arrivals"] += row["n"]
+        cell.by_policy[name] = cell.by_policy.get(name, 0.0) + rate
+        policy.arrivals += row["n"]
     for d in range(7):
         for h in range(24):
             cell = cells[d][h]
             if handle and cell.arrivals_per_hour:
                 # The pooled queue must meet every policy present: the strictest target decides.
-                for minutes in cell.by_policy:
-                    need = agents_needed(cell.arrivals_per_hour, handle, minutes * 60, level)
-                    policies[minutes]["peak_needed"] = max(policies[minutes]["peak_needed"], need)
+                for name in cell.by_policy:
+                    policy = policies[name]
+                    need = agents_needed(cell.arrivals_per_hour, handle, policy.pick_up_within(handle), level)
+                    policy.peak_needed = max(policy.peak_needed, need)
                     cell.needed = max(cell.needed, need)
     worked = (Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
                                    at__lt=filters.until)
-              .annotate(day=ExtractIsoWeekDay("at"), hour=ExtractHour("at"),
-                        date=F("at__date"))
+              .annotate(day=ExtractIsoWeekDay("at"), hour=ExtractHour("at"), date=F("at__date"))
               .values("day", "hour", "date").annotate(operators=Count("actor_user", distinct=True)).order_by())
     for row in worked:
         d, h = row["day"] - 1, row["hour"]
         cells[d][h].worked += row["operators"] / max(hours[d][h], 1)
-    return Budget(filters, level, handle, handled, cells,
-                  [{"target_minutes": m, **v} for m, v in sorted(policies.items())])
-
-
+    return Budget(filters, level, handle, handled, cells, sorted(policies.values(), key=lambda p: p.name))
