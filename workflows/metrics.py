@@ -562,7 +562,9 @@ def with_clocks(qs: QuerySet) -> QuerySet:
     first_claim = Event.objects.filter(checkpoint=OuterRef("pk"), verb__in=[V.CLAIMED, V.ASSIGNED]).order_by("at")
     first_decision = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("decided_at")
     return qs.annotate(
-        first_claimed_at=Subquery(first_claim.values("at")[:1], output_field=DateTimeField()),
+        # The checkpoint stamps its first claim (first_claimed_at); rows from before it did: the events.
+        claimed_first_at=Coalesce("first_claimed_at", Subquery(first_claim.values("at")[:1]),
+                                  output_field=DateTimeField()),
         first_decided_at=Subquery(first_decision.values("decided_at")[:1], output_field=DateTimeField()),
     )
 
@@ -572,7 +574,7 @@ def _seconds(pairs: Iterable[tuple[Any, Any]]) -> list[float]:
 
 
 def time_to_claim(filters: Filters) -> Timing:
-    rows = with_clocks(opened_checkpoints(filters)).values_list("opened_at", "first_claimed_at")
+    rows = with_clocks(opened_checkpoints(filters)).values_list("opened_at", "claimed_first_at")
     return Timing("Time to claim", _seconds(rows))
 
 

@@ -129,7 +129,7 @@ def _hours_per_cell(filters: metrics.Filters) -> list[list[int]]:
 def handling_seconds(filters: metrics.Filters) -> tuple[float | None, int]:
     """Mean recorded handling time (first claim, or opening, to first decision) and how many were decided."""
     rows = metrics.with_clocks(metrics.opened_checkpoints(filters)).filter(
-        first_decided_at__isnull=False).values_list("opened_at", "first_claimed_at", "first_decided_at")
+        first_decided_at__isnull=False).values_list("opened_at", "claimed_first_at", "first_decided_at")
     spans = [(decided - (claimed if claimed and claimed <= decided else opened)).total_seconds()
              for opened, claimed, decided in rows]
     spans = [s for s in spans if s >= 0]
