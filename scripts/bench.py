@@ -8,6 +8,13 @@ Prints ratios measured side by side in one run (never absolute pass/fail timings
 Runs on a throwaway SQLite file by default, or on DATABASE_URL (PostgreSQL) when set.
 
     make bench                      # or: .venv/bin/python scripts/bench.py --open 100000
+
+``--tpm-pages N`` measures the TPM pages instead (the resume dashboard, readiness, the staffing
+budget): each page over an empty database, then over N workflows loaded with the COPY volume
+generator (workflows.volume: steps, checkpoints in every state over 30 days, decisions, events),
+and prints the ratios. PostgreSQL only (set DATABASE_URL to an empty database):
+
+    make bench BENCH_ARGS="--tpm-pages 1000000"
 """
 
 from __future__ import annotations
@@ -113,13 +120,52 @@ def last_cursor() -> str:
     return _cursor(near_end)
 
 
+TPM_PAGES = {"resume dashboard": "/resumes/", "drill-down (degraded)": "/resumes/workflows/?figure=degraded",
+             "readiness": "/readiness/", "staffing budget": "/staffing/"}
+
+
+def tpm_pages(workflows: int, rounds: int) -> None:
+    """The TPM pages over an empty database, then over ``workflows`` generated workflows: ratios."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+
+    from console.roles import TPM, set_role
+    from workflows.volume import generate
+
+    if connection.vendor != "postgresql":
+        raise SystemExit("--tpm-pages loads its volume with COPY: set DATABASE_URL to an empty PostgreSQL database")
+    user = get_user_model().objects.create_user("bench-tpm", password="x" * 16)
+    set_role(user, TPM)
+    client = Client()
+    client.force_login(user)
+    empty = {name: measure(client, url, rounds) for name, url in TPM_PAGES.items()}
+    t = time.perf_counter()
+    scale = workflows / 1_000_000
+    volume = generate(workflows=workflows, steps=workflows, open_checkpoints=int(100_000 * scale),
+                      decided=int(10_000 * scale), resolved=int(300_000 * scale), seed=2026,
+                      progress=lambda m: print(f"  {m}", flush=True))
+    print(f"loaded {volume.rows:,} rows for {workflows:,} workflows in {time.perf_counter() - t:.0f}s")
+    full = {name: measure(client, url, max(3, rounds // 3)) for name, url in TPM_PAGES.items()}
+    print(f"\n{'page':<26} {'ratio':>8}   median empty -> {workflows:,}   SQL queries")
+    for name in TPM_PAGES:
+        a, b = empty[name], full[name]
+        print(f"{name:<26} {b['median'] / a['median']:>7.1f}x   {a['median'] * 1000:7.0f} ms -> "
+              f"{b['median'] * 1000:7.0f} ms   {a['queries']} -> {b['queries']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--open", type=int, default=100_000, help="open checkpoints in the large queue")
     parser.add_argument("--small", type=int, default=1_000, help="open checkpoints in the small queue")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--tpm-pages", type=int, default=0, metavar="WORKFLOWS",
+                        help="measure the TPM pages over this many generated workflows instead (PostgreSQL)")
     args = parser.parse_args()
     setup(os.environ.get("DATABASE_URL"))
+    if args.tpm_pages:
+        tpm_pages(args.tpm_pages, args.rounds)
+        return
 
     from django.contrib.auth import get_user_model
     from django.db import connection

@@ -5,7 +5,8 @@ own: the demo fleet with faults at every step, two scripted operators working th
 queue over HTTP, and a Celery worker, the web server and the fleet itself each
 SIGKILLed at least three times. Then it reads the figures the script printed:
 every degraded workflow reached a checkpoint, every resumed one completed with
-no duplicate and no lost effect and went back to its owner, no decision was lost.
+no duplicate and no lost effect and went back to its owner, no decision was lost; and the
+dashboard's headline, exported as CSV from the same database, shows the same figures.
 """
 
 from __future__ import annotations
@@ -81,3 +82,37 @@ def test_the_fleet_survives_faults_and_killed_workers_web_and_agents(chaos_datab
     assert re.search(r"resumed returned to the same owner\s+100\.0 %", result.stdout), context
     assert re.search(r"decisions lost\s+0 ", result.stdout), context
     assert "all targets met" in result.stdout, context
+    # The chaos run's figures are the dashboard's: the headline CSV a TPM exports from the same database.
+    exported = dashboard_headline(chaos_database, *figures["period"], tmp_path)
+    for slug, (part, whole) in figures["headline"].items():
+        assert (int(exported[slug]["part"]), int(exported[slug]["whole"])) == (part, whole), (slug, context)
+
+
+DASHBOARD_EXPORT = """
+import csv, io, sys
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from django.test import Client
+from console.roles import set_role
+tpm = get_user_model().objects.create_user("chaos-tpm")
+set_role(tpm, "tpm")
+client = Client()
+client.force_login(tpm)
+response = client.get("/resumes/export/headline.csv", {"start": sys.argv[1], "end": sys.argv[2]})
+assert response.status_code == 200, response.status_code
+sys.stdout.write(b"".join(response.streaming_content).decode())
+"""
+
+
+def dashboard_headline(database_url: str, start: str, end: str, tmp_path) -> dict[str, dict]:
+    """The dashboard's headline CSV for the period, exported by a TPM from the chaos run's database."""
+    import csv
+    import io
+
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "console.settings",
+           "ALLOWED_HOSTS": "testserver", "VAR_DIR": str(tmp_path / "export"), "CELERY_BROKER_URL": "memory://"}
+    out = subprocess.run([sys.executable, "-c", DASHBOARD_EXPORT, start, end], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {row["figure"]: row for row in csv.DictReader(io.StringIO(out.stdout))}
