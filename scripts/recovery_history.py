@@ -22,8 +22,8 @@ from workflows import tasks
 from workflows.models import Checkpoint
 
 KINDS = {  # agent name -> (kind, the effect that moves money, its promise)
-    "support-bot": ("refund", "issue_refund", "refund within 5 days"),
-    "billing-bot": ("billing_dispute", "issue_credit", "corrected invoice within 2 business days"),
+    "refunds-bot": ("refund", "issue_refund", "refund within 5 days"),
+    "disputes-bot": ("billing_dispute", "issue_credit", "corrected invoice within 2 business days"),
     "triage-bot": ("ticket_triage", None, "a specialist replies within 24 hours"),
 }
 REASONS = ("model_timeout", "tool_error", "rate_limit", "untrusted_output", "provider_change")
@@ -31,6 +31,9 @@ REASONS = ("model_timeout", "tool_error", "rate_limit", "untrusted_output", "pro
 
 def build(operators: list[Any], *, seed: int = 2026, days: int = 28, per_day: int = 14) -> int:
     """Make the history; returns how many workflows were launched."""
+    from django.conf import settings
+
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # the in-process agent API client
     rng = random.Random(seed)
     apis = {name: AgentApi(*make_agent(name, owner=operators[0])) for name in KINDS}
     make_runbook(slug="refund-timeouts", title="Refund: model or tool failed", workflow_kind="refund",

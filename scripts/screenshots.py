@@ -1,6 +1,6 @@
-"""Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay and
-the workbench on a phone, from realistic data:
-docs/screenshots/*.png.
+"""Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay,
+the workbench on a phone and the TPM pages (resume dashboard, readiness, staffing budget), from realistic
+data: docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
 needs nothing running and touches no real data:
@@ -155,6 +155,12 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     checkpoint = seed()
     workflow, replay_checkpoint, run = seed_replay()
+    from django.contrib.auth import get_user_model
+
+    from scripts.recovery_history import build
+
+    operators = list(get_user_model().objects.filter(username__in=["alice", "bob"]))
+    print(f"recovery history: {build(operators)} workflows over 28 days (seed 2026)")
     server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
     server.daemon = True
     server.start()
@@ -203,8 +209,20 @@ def main() -> None:
         phone.get_by_test_id("login-submit").click()
         phone.goto(f"/checkpoints/{checkpoint.pk}/")
         phone.screenshot(path=str(OUT / "phone.png"))
+        tpm = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900}, device_scale_factor=1)
+        tpm.goto("/login/")
+        tpm.fill("#id_username", "tess")
+        tpm.fill("#id_password", PASSWORD)
+        tpm.get_by_test_id("login-submit").click()
+        tpm.goto("/resumes/?grain=day")
+        tpm.screenshot(path=str(OUT / "resumes.png"), full_page=True)
+        tpm.goto("/readiness/")
+        tpm.screenshot(path=str(OUT / "readiness.png"), full_page=True)
+        tpm.goto("/staffing/")
+        tpm.screenshot(path=str(OUT / "staffing.png"), full_page=True)
         browser.close()
-    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover and phone .png in {OUT}")
+    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, phone, resumes, readiness and "
+          f"staffing .png in {OUT}")
 
 
 if __name__ == "__main__":
