@@ -117,11 +117,11 @@ def line_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
                              f'fill="{colour}" fill-opacity="0.15"/>')
             parts.append(f'<polyline class="chart-line chart-s{s + 1}" points="{points}" fill="none" '
                          f'stroke="{colour}" stroke-width="2"/>')
-        for i, v in enumerate(line.values):
-            if v is not None:
-                parts.append(f'<circle class="chart-dot chart-s{s + 1}" cx="{x_at(i):.1f}" cy="{y_at(v):.1f}" '
+        for i, value in enumerate(line.values):
+            if value is not None:
+                parts.append(f'<circle class="chart-dot chart-s{s + 1}" cx="{x_at(i):.1f}" cy="{y_at(value):.1f}" '
                              f'r="3" fill="{colour}"><title>{escape(line.name)}, {escape(x_labels[i])}: '
-                             f'{escape(fmt(v))}</title></circle>')
+                             f'{escape(fmt(value))}</title></circle>')
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 -- every text above went through escape()
 

@@ -151,7 +151,7 @@ class Filters:
         """The period of the same length just before this one, same filters."""
         return replace(self, start=self.start - timedelta(days=self.days), end=self.start - timedelta(days=1))
 
-    def only(self, **kwargs: str) -> Filters:
+    def only(self, **kwargs: Any) -> Filters:
         return replace(self, **kwargs)
 
     @property
@@ -159,7 +159,7 @@ class Filters:
         return {name: getattr(self, name) for name in DIMENSIONS if getattr(self, name)}
 
 
-def _workflows(filters: Filters) -> QuerySet:
+def _workflows(filters: Filters) -> QuerySet[Any]:
     qs = Workflow.objects.all()
     if filters.agent:
         qs = qs.filter(agent__name=filters.agent)
@@ -168,7 +168,7 @@ def _workflows(filters: Filters) -> QuerySet:
     return qs
 
 
-def _checkpoints(filters: Filters) -> QuerySet:
+def _checkpoints(filters: Filters) -> QuerySet[Any]:
     qs = Checkpoint.objects.all()
     if filters.agent:
         qs = qs.filter(workflow__agent__name=filters.agent)
@@ -257,9 +257,9 @@ def _owner_changed() -> Exists:
                   .annotate(after=_owner_after(), before=owner_at_interruption).exclude(after=F("before")))
 
 
-def with_recovery(qs: QuerySet) -> QuerySet:
+def with_recovery(qs: QuerySet[Any]) -> QuerySet[Any]:
     """Workflows annotated with every per-workflow predicate the figures count."""
-    return qs.annotate(
+    annotated: QuerySet[Any] = qs.annotate(
         interrupted_at=Coalesce(_first_checkpoint_at(), Case(When(status=Workflow.Status.FAILED,
                                                                    then=F("finished_at")))),
         has_checkpoint=Exists(Checkpoint.objects.filter(workflow=OuterRef("pk"))),
@@ -272,6 +272,7 @@ def with_recovery(qs: QuerySet) -> QuerySet:
         unkept_promise=_unkept_promise(),
         owner_changed=_owner_changed(),
     )
+    return annotated
 
 
 # Each figure: who counts (numerator) among whom (denominator), as Q over with_recovery().
@@ -324,7 +325,7 @@ SETS: dict[str, tuple[str, Q]] = {
 }
 
 
-def degraded(filters: Filters) -> QuerySet:
+def degraded(filters: Filters) -> QuerySet[Any]:
     """Workflows first interrupted in the period (their first checkpoint, or a failure without one)."""
     interrupted_in_period = Checkpoint.objects.filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
     candidates = _workflows(filters).filter(
@@ -336,7 +337,7 @@ def degraded(filters: Filters) -> QuerySet:
     return qs
 
 
-def workflows_behind(filters: Filters, figure: str) -> QuerySet:
+def workflows_behind(filters: Filters, figure: str) -> QuerySet[Any]:
     """The drill-down: the degraded workflows a figure or set counts (``<figure>:met|missed`` or a set)."""
     if figure in ("launches", "resumes"):
         return launched(filters) if figure == "launches" else resumed_in(filters)
@@ -354,11 +355,11 @@ def figure_label(figure: str) -> str:
     return SETS[figure][0]
 
 
-def launched(filters: Filters) -> QuerySet:
+def launched(filters: Filters) -> QuerySet[Any]:
     return _workflows(filters).filter(created_at__gte=filters.since, created_at__lt=filters.until)
 
 
-def resumes(filters: Filters) -> QuerySet:
+def resumes(filters: Filters) -> QuerySet[Any]:
     """Resume and retry-step decisions that reached the agent in the period."""
     qs = Decision.objects.filter(action__in=RESUMING, status=Decision.Status.SUCCEEDED,
                                  finished_at__gte=filters.since, finished_at__lt=filters.until)
@@ -373,7 +374,7 @@ def resumes(filters: Filters) -> QuerySet:
     return qs
 
 
-def resumed_in(filters: Filters) -> QuerySet:
+def resumed_in(filters: Filters) -> QuerySet[Any]:
     return Workflow.objects.filter(pk__in=resumes(filters).values("checkpoint__workflow_id"))
 
 
@@ -408,7 +409,7 @@ class Summary:
         return self.shares[slug]
 
 
-def _share_counts(qs: QuerySet) -> dict[str, int]:
+def _share_counts(qs: QuerySet[Any]) -> dict[str, int]:
     # Aggregate names must not shadow the annotations they count: "n:" prefixes them.
     aggregates: dict[str, Any] = {f"n:{slug}": Count("pk", filter=q) for slug, (_label, q) in SETS.items()}
     for slug, figure in FIGURES.items():
@@ -463,7 +464,7 @@ def series(filters: Filters, granularity: str = "day") -> Series:
     out = Series(days, granularity, [0] * len(days), [0] * len(days), [0] * len(days),
                  {slug: [None] * len(days) for slug in FIGURES})
 
-    def place(rows: Iterable[dict], target: list[int]) -> None:
+    def place(rows: Iterable[dict[str, Any]], target: list[int]) -> None:
         for row in rows:
             i = index.get(_as_day(row["bucket"]))
             if i is not None:
@@ -553,20 +554,21 @@ def percentile(values: list[float], pct: float) -> float | None:
     return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
 
 
-def opened_checkpoints(filters: Filters) -> QuerySet:
+def opened_checkpoints(filters: Filters) -> QuerySet[Any]:
     return _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
 
 
-def with_clocks(qs: QuerySet) -> QuerySet:
+def with_clocks(qs: QuerySet[Any]) -> QuerySet[Any]:
     """Checkpoints annotated with their first claim (or assignment) and their first decision."""
     first_claim = Event.objects.filter(checkpoint=OuterRef("pk"), verb__in=[V.CLAIMED, V.ASSIGNED]).order_by("at")
     first_decision = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("decided_at")
-    return qs.annotate(
+    annotated: QuerySet[Any] = qs.annotate(
         # The checkpoint stamps its first claim (first_claimed_at); rows from before it did: the events.
         claimed_first_at=Coalesce("first_claimed_at", Subquery(first_claim.values("at")[:1]),
                                   output_field=DateTimeField()),
         first_decided_at=Subquery(first_decision.values("decided_at")[:1], output_field=DateTimeField()),
     )
+    return annotated
 
 
 def _seconds(pairs: Iterable[tuple[Any, Any]]) -> list[float]:
@@ -588,7 +590,7 @@ def interruption_to_completion(filters: Filters) -> Timing:
     return Timing("Interruption to completion", _seconds(rows))
 
 
-def decisions(filters: Filters) -> QuerySet:
+def decisions(filters: Filters) -> QuerySet[Any]:
     """Decisions on checkpoints opened in the period (every one: failed and rejected ones too)."""
     return Decision.objects.filter(checkpoint__in=opened_checkpoints(filters).values("pk"))
 
@@ -614,7 +616,7 @@ def breach_rate(filters: Filters) -> BreachRate:
     return BreachRate(counts["breached"], counts["opened"])
 
 
-def duplicate_effect_attempts(filters: Filters) -> QuerySet:
+def duplicate_effect_attempts(filters: Filters) -> QuerySet[Any]:
     """The refused duplicate effects themselves (events), in the period."""
     qs = Event.objects.filter(verb=DUPLICATE_EFFECT_VERB, at__gte=filters.since, at__lt=filters.until)
     if filters.agent:

@@ -115,11 +115,11 @@ class RecoveryCollector(Collector):
 def exposition() -> bytes:
     """The text format for one scrape; shared by every web worker for METRICS_CACHE_SECONDS."""
     cached = cache.get(CACHE_KEY) if settings.METRICS_CACHE_SECONDS else None
-    if cached is not None:
+    if isinstance(cached, bytes):
         return cached
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RecoveryCollector())
-    body = generate_latest(registry)
+    body: bytes = generate_latest(registry)
     if settings.METRICS_CACHE_SECONDS:
         cache.set(CACHE_KEY, body, settings.METRICS_CACHE_SECONDS)
     return body

@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from . import metrics
 from .models import Reason, Runbook, SLAPolicy, Step
@@ -131,7 +131,7 @@ def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def _steps(filters: metrics.Filters) -> Step:
+def _steps(filters: metrics.Filters) -> QuerySet[Step]:
     return Step.objects.filter(workflow__in=metrics.launched(filters).values("pk"))
 
 

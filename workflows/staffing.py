@@ -152,8 +152,10 @@ class Policy:
 
 
 def _seconds(value: str | None) -> float | None:
+    if value is None or value in ("", "null"):
+        return None
     try:
-        return float(value) if value not in (None, "", "null") else None
+        return float(value)
     except ValueError:
         return None
 
