@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, views, workflow_views
+from . import breach_views, dashboards, notification_views, runbook_views, views, workflow_views
 from .roles import public
 
 urlpatterns = [
@@ -20,6 +20,7 @@ urlpatterns = [
     path("decisions/<int:pk>/reject/", views.reject, name="reject"),
     path("breaches/", breach_views.breach_review, name="breach_review"),
     path("breaches/<int:pk>/reason/", breach_views.explain_breach, name="explain_breach"),
+    path("runbooks/preview/", runbook_views.runbook_preview, name="runbook_preview"),
     path("notifications/", notification_views.notifications, name="notifications"),
     path("notifications/<int:pk>/read/", notification_views.mark_read, name="mark_notification_read"),
     path("search/", workflow_views.search, name="search"),

@@ -138,7 +138,8 @@ class SLAPolicyAdmin(admin.ModelAdmin[SLAPolicy]):
     fieldsets = (
         (None, {"fields": ("name",),
                 "description": "Editing a policy changes checkpoints opened from now on; open checkpoints keep "
-                               "the terms they opened with."}),
+                               "the terms they opened with. The runbook preview (/runbooks/preview/) shows "
+                               "which runbook and policy a checkpoint would get and when it would be due."}),
         ("Time to claim", {"fields": ("claim_target_minutes", ("claim_warning", "claim_warning_unit"))}),
         ("Time to decision", {"fields": ("decision_target_minutes", ("decision_warning", "decision_warning_unit"))}),
         ("Hours and people", {"fields": ("calendar", "watchers", "claim_reminder_minutes",
