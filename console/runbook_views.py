@@ -3,6 +3,8 @@ and when would each of its clocks fire if it opened now?"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -10,8 +12,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from workflows.models import Reason, Runbook, SLAPolicy, Terms
+from workflows.models.people import ADMIN
 
-from .roles import ADMIN, role_required
+from .roles import role_required
 
 
 class PreviewForm(forms.Form):
@@ -23,7 +26,7 @@ class PreviewForm(forms.Form):
 @require_GET
 def runbook_preview(request: HttpRequest) -> HttpResponse:
     form = PreviewForm(request.GET or None)
-    context: dict = {"form": form}
+    context: dict[str, Any] = {"form": form}
     if form.is_valid() and form.cleaned_data["reason"]:
         kind, reason = form.cleaned_data["kind"], form.cleaned_data["reason"]
         runbook = Runbook.match(kind, reason)
@@ -32,6 +35,7 @@ def runbook_preview(request: HttpRequest) -> HttpResponse:
         now = timezone.now()
         deadlines = terms.deadlines(now)
         breach = deadlines["due_at"]
+        assert breach is not None  # the decision clock always has a due time
         context.update({
             "runbook": runbook, "policy": policy, "terms": terms, "now": now, "deadlines": deadlines,
             "local_tz": terms.hours.tz if terms.hours else None,
