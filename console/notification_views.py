@@ -12,8 +12,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows.models import Notification
+from workflows.models.people import ADMIN, TPM
 
-from .roles import ADMIN, READERS, SUPERUSER, TPM, role_required, roles_of
+from .roles import READERS, SUPERUSER, role_required, roles_of
 
 PAGE = 100
 

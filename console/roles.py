@@ -35,13 +35,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 
 # The role names live in the domain: the SLA clocks reassign and return work without a request.
@@ -105,12 +105,13 @@ def roles_of(user: Any) -> frozenset[str]:
     if not user.is_authenticated or not user.is_active:
         return frozenset()
     # getattr, not user.__dict__: request.user is a lazy wrapper whose own __dict__ never holds it.
-    cached = getattr(user, "_console_roles", None)
+    cached: frozenset[str] | None = getattr(user, "_console_roles", None)
     if cached is None:
         names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
         if user.is_superuser:
             names |= {ADMIN, SUPERUSER}
-        cached = user._console_roles = frozenset(names)
+        cached = frozenset(names)
+        user._console_roles = cached  # a per-request cache on the user object
     return cached
 
 
@@ -142,17 +143,20 @@ def owner_candidates() -> QuerySet[Any]:
 
 # --- declaring a URL's rule ------------------------------------------------------------
 
-def declare(rule: Rule) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+View = TypeVar("View", bound=Callable[..., HttpResponseBase])
+
+
+def declare(rule: Rule) -> Callable[[View], View]:
     """Attach ``rule`` to a view that enforces it some other way (the API, the admin)."""
 
-    def mark(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    def mark(view: View) -> View:
         view.access_rule = rule  # type: ignore[attr-defined]
         return view
 
     return mark
 
 
-def public(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def public(view: View) -> View:
     """Anyone may open this URL (the login page, health checks)."""
     return declare(PUBLIC)(view)
 
@@ -201,7 +205,7 @@ def _plural(role: str) -> str:
 
 def rule_of(callback: Callable[..., Any], namespace: str = "") -> Rule | None:
     """The rule a resolved view declares; None when it declares none (the suite fails on that)."""
-    rule = getattr(callback, "access_rule", None)
+    rule: Rule | None = getattr(callback, "access_rule", None)
     if rule is not None:
         return rule
     if namespace.split(":")[0] == "admin":

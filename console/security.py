@@ -64,10 +64,10 @@ def _is_activity(request: HttpRequest) -> bool:
 
 def client_address(request: HttpRequest) -> str:
     """REMOTE_ADDR, or behind ``TRUSTED_PROXY_COUNT`` proxies the address the first of them saw."""
-    count = settings.TRUSTED_PROXY_COUNT
+    count: int = settings.TRUSTED_PROXY_COUNT
     forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
     if count and len(forwarded) >= count:
-        return forwarded[-count][:64]  # the entries left of it are whatever the client wrote
+        return str(forwarded[-count])[:64]  # the entries left of it are whatever the client wrote
     return str(request.META.get("REMOTE_ADDR", ""))[:64]
 
 
@@ -115,6 +115,6 @@ def _locked_out(sender: Any, request: HttpRequest | None = None, username: str |
 
 
 def connect_lockout_audit() -> None:
-    from axes.signals import user_locked_out
+    from axes.signals import user_locked_out  # type: ignore[import-untyped]  # django-axes ships no types
 
     user_locked_out.connect(_locked_out, dispatch_uid="console.audit.locked_out")

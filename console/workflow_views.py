@@ -145,7 +145,7 @@ def fork(request: HttpRequest, pk: int) -> HttpResponse:
     workflow = get_object_or_404(Workflow.objects.select_related("agent"), pk=pk)
     form = ForkForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
         return redirect("workflow", pk=pk)
     data = form.cleaned_data
     try:

@@ -134,7 +134,7 @@ def minutes(seconds: float | None) -> str:
 @register.filter
 def confirmation(value: object) -> str:
     """An operator's confirmation in words ("did not happen"), from the one Confirmation enum."""
-    return str(Confirmation(value).label).lower() if value in Confirmation.values else str(value)
+    return str(Confirmation(str(value)).label).lower() if value in Confirmation.values else str(value)
 
 
 @register.filter

@@ -74,7 +74,7 @@ class AgentRateLimit(BaseThrottle):
     WINDOW = 60
 
     def allow_request(self, request: HttpRequest) -> bool:
-        limit = settings.API_RATE_LIMIT_PER_MINUTE
+        limit: int = settings.API_RATE_LIMIT_PER_MINUTE
         agent = getattr(request, "auth", None)
         if not limit or not isinstance(agent, Agent):
             return True

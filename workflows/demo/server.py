@@ -85,7 +85,7 @@ class ResumeServer:
 
     # --- deliveries ------------------------------------------------------------------
     def receive(self, name: str, body: bytes, signature: str | None, delivery_header: str | None
-                ) -> tuple[int, dict]:
+                ) -> tuple[int, dict[str, Any]]:
         agent = self.agents.get(name)
         if agent is None or not agent.signing_secret:
             return 404, {"error": "no such agent here"}
@@ -222,7 +222,8 @@ class Handler(BaseHTTPRequestHandler):
 
     @property
     def app(self) -> ResumeServer:
-        return self.server.app  # type: ignore[attr-defined]
+        app: ResumeServer = self.server.app  # type: ignore[attr-defined]  # set where the server is made
+        return app
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         path = urlsplit(self.path).path

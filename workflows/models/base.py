@@ -5,12 +5,18 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.db import models, transaction
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from .agents import Agent
     from .events import Event
+
+    Operator: TypeAlias = User  # settings.AUTH_USER_MODEL: the console's users
+    Actor: TypeAlias = User | Agent  # who acts on a row: an operator, an agent (None: the system)
 
 
 class IllegalTransition(Exception):
@@ -68,10 +74,12 @@ class Stateful(models.Model):
 
     TRANSITIONS: dict[str, set[str]] = {}
 
+    status: str  # each concrete model declares the field with its own choices
+
     class Meta:
         abstract = True
 
-    def move(self, to: str, *, verb: Event.Verb, actor: Any = None, data: dict[str, Any] | None = None,
+    def move(self, to: str, *, verb: Event.Verb, actor: Actor | None = None, data: dict[str, Any] | None = None,
              from_: Iterable[str] | None = None, expect: Mapping[str, Any] | None = None,
              at: datetime | None = None, **fields: Any) -> bool:
         """The status this instance read -> ``to``, as one compare-and-set ``UPDATE … WHERE``.
@@ -93,8 +101,8 @@ class Stateful(models.Model):
         from .events import Event  # noqa: F811  events refer back to every model
 
         with transaction.atomic():
-            won = type(self).objects.filter(pk=self.pk, status=current, **(expect or {})).update(
-                status=to, **fields)
+            expected = {"pk": self.pk, "status": current, **(expect or {})}
+            won = type(self)._default_manager.filter(**expected).update(status=to, **fields)
             if won:
                 Event.record(self, verb, actor=actor, at=at, data={"from": current, "to": to, **(data or {})})
         self.refresh_from_db()

@@ -77,7 +77,8 @@ def runbooks(fleet_port: int) -> list[dict[str, Any]]:
 
 def read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
     except (FileNotFoundError, ValueError):
         return {}
 
