@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
 from django.contrib.sessions.backends.db import SessionStore
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
@@ -30,7 +30,9 @@ def session_for(user):
     """What logging in leaves behind, without 50 password hashes on a 2-core machine."""
     session = SessionStore()
     session[SESSION_KEY] = str(user.pk)
-    session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+    # As Django's own force_login does: the first backend that can load a user (axes' comes first and cannot).
+    session[BACKEND_SESSION_KEY] = next(path for path in settings.AUTHENTICATION_BACKENDS
+                                        if hasattr(load_backend(path), "get_user"))
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.save()
     return session.session_key
