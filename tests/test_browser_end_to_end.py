@@ -120,6 +120,7 @@ def test_an_abort_is_carried_out_and_nothing_more_happens(page, fleet, workers, 
     start_in_background(agent)
     checkpoint = claim_from_queue(page, alice)
     page.get_by_test_id("instructions").fill("Duplicate ticket; the customer was refunded elsewhere.")
+    page.once("dialog", lambda dialog: dialog.accept())  # the abort's spelled-out consequence (issue 8)
     page.get_by_test_id("decide-abort").click()
     expect(page.get_by_test_id("decision-status")).to_have_attribute("data-status", "succeeded", timeout=60_000)
     workflow = Workflow.objects.get(pk=checkpoint.workflow_id)

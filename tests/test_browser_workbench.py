@@ -90,6 +90,8 @@ def test_a_handoff_to_bob_lands_in_his_workflows(new_page, alice, bob):
 def test_abort_with_a_reason(page, alice):
     checkpoint = make_checkpoint()
     _open_claimed(page, alice, checkpoint)
+    # The operator confirms the spelled-out consequence each time (issue 8); the reason is still required.
+    page.on("dialog", lambda dialog: dialog.accept())
     page.get_by_test_id("decide-abort").click()
     expect(page.locator(".field-error")).to_contain_text("Say why the workflow is aborted.")
 
