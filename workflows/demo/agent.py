@@ -262,9 +262,15 @@ class DemoAgent:
     def proceed(self, run: Run, *, fault_factor: float = 1.0) -> str:
         try:
             for name in list(run.remaining):
-                spec = self.plan[name]
-                if self.step_delay and not self.stop.is_set():
+                if self.step_delay:
                     self.stop.wait(random.uniform(0.5, 1.5) * self.step_delay)
+                if self.stop.is_set():
+                    # The fleet is stopping: leave the run between two reports, as a killed process would.
+                    # It stays "running" in the journal; the next start of the fleet picks it up as an orphan.
+                    log.info("%s %s: the fleet is stopping; leaving the run before step %s", self.name,
+                             run.external_id, name)
+                    return "stopped"
+                spec = self.plan[name]
                 fault = self.faults.pick(spec, len(self.plan), factor=fault_factor)
                 {"tool": self.tool_step, "model": self.model_step, "effect": self.effect_step}[spec.kind](
                     run, spec, fault)

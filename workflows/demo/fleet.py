@@ -138,16 +138,33 @@ class Fleet:
     def stop(self) -> None:
         self.stop_event.set()
 
-    def shutdown(self, timeout: float = 10.0) -> None:
-        """Stop starting work, let the runs in flight reach a report, close the server."""
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        """Stop starting work, let each run in flight finish the report it is making, close the server.
+
+        True when nothing of the fleet still talks to the console (see ``busy``)."""
         self.stop_event.set()
         deadline = time.monotonic() + timeout
+        for thread in self.threads:  # the launch loops first: no run is spawned after this
+            thread.join(max(deadline - time.monotonic(), 0.01))
         with self.lock:
             runs = list(self.runs)
-        for thread in [*self.threads, *runs]:
+        for thread in runs:
             thread.join(max(deadline - time.monotonic(), 0.01))
         self.server.stop(wait=max(deadline - time.monotonic(), 0.01))
-        log.info("demo fleet stopped")
+        left = self.busy()
+        if left:
+            log.warning("demo fleet stopped with %d thread(s) still working: %s", len(left), ", ".join(left))
+        else:
+            log.info("demo fleet stopped")
+        return not left
+
+    def busy(self) -> list[str]:
+        """The names of the fleet's threads still alive: loops, runs and deliveries being carried out."""
+        with self.lock:
+            runs = list(self.runs)
+        with self.server.lock:
+            workers = list(self.server.workers)
+        return [t.name for t in [*self.threads, *runs, *workers] if t.is_alive()]
 
     def thread(self, target: Any, name: str, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, name=name, args=args, daemon=True)
