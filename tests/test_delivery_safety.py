@@ -222,3 +222,71 @@ def test_the_admin_accepts_a_public_https_url(db, client, production_rules):
         "name": "public-bot", "resume_url": "https://93.184.215.14/resume", "is_active": "on"})
     assert response.status_code == 200 and 'data-testid="token"' in response.content.decode()  # shown once
     assert Agent.objects.get(name="public-bot").resume_url == "https://93.184.215.14/resume"
+
+
+# --- Notification webhooks go out under the same rules (issue 9's channels, issue 12's finding 3) -----------
+
+def _webhook_delivery(url: str, user, **channel_fields):
+    from django.db import transaction
+
+    from workflows.models import Channel, Delivery, Notification
+
+    Channel.objects.create(kind="webhook", user=user, url=url, **channel_fields)
+    with transaction.atomic():
+        Notification.send(kind="sla_breached", title="Decision target breached", body="Due 10:00 UTC.",
+                          checkpoint=make_checkpoint(), users=[user], key="n1")
+    return Delivery.objects.get()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_webhook_redirect_is_a_failed_attempt_and_is_never_followed(db, alice, receiver, settings, status):
+    settings.NOTIFY_BACKOFF_SECONDS = 0
+    redirector = Redirector(status, receiver.url)
+    try:
+        delivery = _webhook_delivery(redirector.url, alice)
+        assert tasks.deliver_notification(delivery.pk) == "retry"
+    finally:
+        redirector.close()
+    delivery.refresh_from_db()
+    assert redirector.requests == ["POST"] and receiver.deliveries == []
+    assert f"answered {status} redirecting to {receiver.url}" in delivery.last_error
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:5432/", "http://169.254.169.254/latest/", "http://10.0.0.1/hook"])
+def test_a_webhook_to_a_private_or_metadata_address_is_refused_before_connecting(db, alice, production_rules, url):
+    production_rules.NOTIFY_BACKOFF_SECONDS = 0
+    delivery = _webhook_delivery(url, alice, allow_plain_http=True)
+    assert tasks.deliver_notification(delivery.pk) == "retry"
+    delivery.refresh_from_db()
+    assert "may not go to" in delivery.last_error and REFUSED_REASON[url] in delivery.last_error
+
+
+REFUSED_REASON = {"http://127.0.0.1:5432/": "loopback", "http://169.254.169.254/latest/": "metadata",
+                  "http://10.0.0.1/hook": "private"}
+
+
+def test_a_webhook_needs_https_in_production_unless_its_channel_opts_out(db, alice, receiver, production_rules):
+    production_rules.DELIVERY_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    production_rules.NOTIFY_BACKOFF_SECONDS = 0
+    refused = _webhook_delivery(receiver.url, alice)
+    assert tasks.deliver_notification(refused.pk) == "retry"
+    refused.refresh_from_db()
+    assert "Webhook URLs must use https here" in refused.last_error and receiver.deliveries == []
+
+    refused.channel.allow_plain_http = True
+    refused.channel.save()
+    assert tasks.deliver_notification(refused.pk) == "sent"
+    assert len(receiver.deliveries) == 1
+
+
+@pytest.mark.parametrize("url", CONFIGURED)
+def test_the_admin_refuses_unsafe_webhook_urls(db, client, production_rules, url):
+    from workflows.models import Channel
+
+    root = make_user("root", role="admin")
+    client.force_login(root)
+    response = client.post(reverse("admin:workflows_channel_add"), {
+        "kind": "webhook", "user": root.pk, "url": url, "allow_plain_http": "on", "is_active": "on"})
+    assert response.status_code == 200, "the form comes back with an error"
+    assert response.context["adminform"].form.errors["url"]
+    assert not Channel.objects.exists()

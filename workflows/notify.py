@@ -1,5 +1,9 @@
 """The only module that sends notifications out: email through Django's backend, webhooks over HTTP.
 
+Webhooks go through ``runtime.post``, under the same rules as deliveries to agents
+(README, "Delivery safety"): no redirects, no proxies, resolve-check-connect, and
+private or metadata addresses refused where deliveries refuse them.
+
 ``send`` raises ``NotifyError`` with a readable reason on any failure; the
 caller records the attempt and schedules the retry.
 """
@@ -7,14 +11,15 @@ caller records the attempt and schedules the retry.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMessage
 
+from . import runtime
 from .models import Channel, Delivery, Notification
+
+WEBHOOK_URL = {"noun": "webhook URL", "owner": "channel (a receiver on a trusted network)"}
 
 
 class NotifyError(Exception):
@@ -62,14 +67,18 @@ def _email(channel: Channel, notification: Notification) -> None:
 
 def _webhook(channel: Channel, notification: Notification, delivery: Delivery) -> int:
     body = json.dumps(payload(notification, slack=channel.slack)).encode()
-    request = urllib.request.Request(  # noqa: S310 - admins configure webhook URLs
-        channel.url, data=body, method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "recovery-console/1",
-                 "X-Recovery-Notification": f"{notification.pk}:{delivery.pk}"})
+    headers = {"Content-Type": "application/json", "User-Agent": "recovery-console/1",
+               "X-Recovery-Notification": f"{notification.pk}:{delivery.pk}"}
     try:
-        with urllib.request.urlopen(request, timeout=settings.NOTIFY_TIMEOUT_SECONDS) as response:  # noqa: S310
-            return response.status
-    except urllib.error.HTTPError as exc:
-        raise NotifyError(f"The webhook answered {exc.code} {exc.reason}.", exc.code) from exc
-    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-        raise NotifyError(f"The webhook could not be reached: {getattr(exc, 'reason', exc)}.") from exc
+        answer = runtime.post(channel.url, body, headers, allow_plain_http=channel.allow_plain_http,
+                              timeout=settings.NOTIFY_TIMEOUT_SECONDS, max_bytes=64 * 1024, what="the webhook",
+                              **WEBHOOK_URL)
+    except runtime.DeliveryError as exc:
+        raise NotifyError(str(exc)) from exc
+    if 300 <= answer.status < 400:
+        location = answer.headers.get("Location", "(no Location)")[:200]
+        raise NotifyError(f"The webhook answered {answer.status} redirecting to {location}; notifications never "
+                          "follow redirects. Fix the channel's URL.", answer.status)
+    if not 200 <= answer.status < 300:
+        raise NotifyError(f"The webhook answered {answer.status}.", answer.status)
+    return answer.status

@@ -1,6 +1,6 @@
-"""The only module that talks to agent runtimes: signed delivery of decisions, over checked connections.
+"""The only module that makes outbound HTTP requests: decisions, replays and webhooks, over checked connections.
 
-A resume URL is typed in by an admin and answered by someone else's program, so
+A resume URL (or a notification webhook) is typed in by an admin and answered by someone else's program, so
 every outbound request is held to these rules (README, "Delivery safety"):
 
 - **http(s) only**, and https only where ``DELIVERY_REQUIRE_HTTPS`` (on when
@@ -70,8 +70,11 @@ class Answer:
     body: bytes
 
 
-def parse_target(url: str, *, allow_plain_http: bool = False) -> Target:
-    """The URL's scheme, host and port, or UnsafeTarget saying which rule it breaks (no DNS here)."""
+def parse_target(url: str, *, allow_plain_http: bool = False, noun: str = "resume URL",
+                 owner: str = "agent (an on-premise agent on a trusted network)") -> Target:
+    """The URL's scheme, host and port, or UnsafeTarget saying which rule it breaks (no DNS here).
+
+    ``noun`` and ``owner`` name what the URL is and whose admin may allow plain http, in the reasons."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -79,14 +82,14 @@ def parse_target(url: str, *, allow_plain_http: bool = False) -> Target:
         raise UnsafeTarget(f"{url!r} is not a valid URL: {exc}.") from None
     scheme, host = parts.scheme.lower(), (parts.hostname or "").rstrip(".")
     if scheme not in ("http", "https"):
-        raise UnsafeTarget(f"Only http and https resume URLs are allowed, not {scheme or 'no scheme'}.")
+        raise UnsafeTarget(f"Only http and https {noun}s are allowed, not {scheme or 'no scheme'}.")
     if scheme == "http" and settings.DELIVERY_REQUIRE_HTTPS and not allow_plain_http:
-        raise UnsafeTarget("Resume URLs must use https here; an admin can allow plain http for this agent "
-                           "(an on-premise agent on a trusted network).")
+        raise UnsafeTarget(f"{noun[0].upper()}{noun[1:]}s must use https here; an admin can allow plain http "
+                           f"for this {owner}.")
     if not host:
         raise UnsafeTarget(f"{url!r} names no host.")
     if parts.username or parts.password:
-        raise UnsafeTarget("Resume URLs may not carry a user name or password.")
+        raise UnsafeTarget(f"{noun[0].upper()}{noun[1:]}s may not carry a user name or password.")
     if host in METADATA_HOSTS or host.endswith(".metadata.google.internal"):
         raise UnsafeTarget(f"Deliveries may not go to {host}: it is a cloud metadata service.")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -118,7 +121,7 @@ def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(n, strict=False) for n in settings.DELIVERY_ALLOWED_NETWORKS]
 
 
-def resolve(target: Target) -> IPAddress:
+def resolve(target: Target, *, what: str = "agent's resume host") -> IPAddress:
     """The address to connect to: every address the name resolves to must be allowed (no mixed answers)."""
     try:
         literal = ipaddress.ip_address(target.host)
@@ -130,7 +133,7 @@ def resolve(target: Target) -> IPAddress:
         try:
             infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError) as exc:
-            raise DeliveryError(f"The agent's resume host {target.host} does not resolve: {exc}.") from exc
+            raise DeliveryError(f"The {what} {target.host} does not resolve: {exc}.") from exc
         addresses = list(dict.fromkeys(ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos))
     for address in addresses:
         reason = refusal(address)
@@ -140,25 +143,33 @@ def resolve(target: Target) -> IPAddress:
     return addresses[0]
 
 
-def check_resume_url(url: str, *, allow_plain_http: bool = False) -> None:
+def check_url(url: str, *, allow_plain_http: bool = False, noun: str = "resume URL",
+              owner: str = "agent (an on-premise agent on a trusted network)") -> None:
     """For the admin and ``create_agent``: ValidationError when deliveries could never go there.
 
     A name that does not resolve yet is accepted (it is checked again at every delivery).
     """
     try:
-        target = parse_target(url, allow_plain_http=allow_plain_http)
+        target = parse_target(url, allow_plain_http=allow_plain_http, noun=noun, owner=owner)
         resolve(target)
     except UnsafeTarget as exc:
-        raise ValidationError(str(exc), code="unsafe_resume_url") from None
+        raise ValidationError(str(exc), code="unsafe_url") from None
     except DeliveryError:
         return
 
 
+def check_resume_url(url: str, *, allow_plain_http: bool = False) -> None:
+    check_url(url, allow_plain_http=allow_plain_http)
+
+
 def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bool = False,
-         timeout: float | None = None, max_bytes: int = ANSWER_MAX_BYTES, what: str = "resume endpoint") -> Answer:
-    """POST ``body`` to ``url`` under the rules above; any answer, or DeliveryError when none came."""
-    target = parse_target(url, allow_plain_http=allow_plain_http)
-    address = resolve(target)
+         timeout: float | None = None, max_bytes: int = ANSWER_MAX_BYTES, what: str = "the agent's resume endpoint",
+         noun: str = "resume URL", owner: str = "agent (an on-premise agent on a trusted network)") -> Answer:
+    """POST ``body`` to ``url`` under the rules above; any answer, or DeliveryError when none came.
+
+    ``what`` names the far end in the reasons ("the agent's resume endpoint", "the webhook")."""
+    target = parse_target(url, allow_plain_http=allow_plain_http, noun=noun, owner=owner)
+    address = resolve(target, what=f"{what.removeprefix('the ')} host")
     seconds = settings.DELIVERY_TIMEOUT_SECONDS if timeout is None else timeout
     timeout = urllib3.Timeout(total=seconds)
     if target.scheme == "https":
@@ -175,11 +186,12 @@ def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bo
         finally:
             response.release_conn()
     except urllib3.exceptions.NewConnectionError as exc:  # a subclass of ConnectTimeoutError in urllib3 2
-        raise DeliveryError(f"The agent's {what} could not be reached: {exc}.") from exc
+        raise DeliveryError(f"{what[0].upper()}{what[1:]} could not be reached: {exc}.") from exc
     except urllib3.exceptions.TimeoutError as exc:
-        raise DeliveryError(f"The agent's {what} did not answer within {seconds:g} s.") from exc
+        raise DeliveryError(f"{what[0].upper()}{what[1:]} did not answer within {seconds:g} s.") from exc
     except urllib3.exceptions.HTTPError as exc:
-        raise DeliveryError(f"The agent's {what} could not be reached: {getattr(exc, 'reason', None) or exc}.") from exc
+        reason = getattr(exc, "reason", None) or exc
+        raise DeliveryError(f"{what[0].upper()}{what[1:]} could not be reached: {reason}.") from exc
     finally:
         pool.close()
     return answer
@@ -245,7 +257,7 @@ def replay(run: ReplayRun) -> dict | None:
             "Content-Type": "application/json", "X-Recovery-Replay": str(run.replay_id),
             "X-Recovery-Signature": sign(agent.signing_secret, body), "User-Agent": "recovery-console/1"},
             allow_plain_http=agent.allow_plain_http, timeout=settings.REPLAY_TIMEOUT_SECONDS,
-            max_bytes=REPLAY_ANSWER_MAX_BYTES + 1, what="replay endpoint")
+            max_bytes=REPLAY_ANSWER_MAX_BYTES + 1, what="the agent's replay endpoint")
     except DeliveryError as exc:
         raise ReplayError(str(exc)) from exc
     if answer.status == 202:

@@ -37,6 +37,9 @@ class Channel(models.Model):
     address = models.EmailField(blank=True, help_text="Email: empty uses the user's own address.")
     url = models.URLField(blank=True, help_text="Webhook: receives a JSON POST for every notification.")
     slack = models.BooleanField(default=False, help_text="Send Slack's incoming-webhook shape ({\"text\": …}).")
+    allow_plain_http = models.BooleanField(
+        default=False, help_text="Webhook: allow an http:// URL where https is required (a receiver on a trusted "
+                                 "network). Private addresses follow DELIVERY_ALLOWED_NETWORKS, as for agents.")
     is_active = models.BooleanField(default=True)
 
     class Meta:
@@ -54,6 +57,14 @@ class Channel(models.Model):
 
         if self.kind == self.Kind.WEBHOOK and not self.url:
             raise ValidationError({"url": "A webhook needs a URL."})
+        if self.kind == self.Kind.WEBHOOK:
+            from ..notify import WEBHOOK_URL
+            from ..runtime import check_url  # the runtime module imports the models
+
+            try:
+                check_url(self.url, allow_plain_http=self.allow_plain_http, **WEBHOOK_URL)
+            except ValidationError as exc:
+                raise ValidationError({"url": exc.messages}) from None
         if self.kind == self.Kind.EMAIL and not self.address and not (self.user_id and self.user.email):
             raise ValidationError({"address": "Give an address, or set one on the user."})
 
