@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,6 +36,7 @@ from workflows.models import (
     Decision,
     Event,
     Reason,
+    Step,
     Workflow,
 )
 
@@ -188,6 +190,46 @@ def _tabs(request: HttpRequest, base: QuerySet[Any], params: dict[str, Any], *, 
 # --- the workbench ------------------------------------------------------------------
 
 WORKBENCH_PARTIALS = ("workbench-live", "workbench-actions", "decision-status")
+WORKBENCH_STEPS = 50  # the trajectory around the interruption; the workflow page pages through all of it
+AFTER_THE_STOP = 10  # of those, at most this many after the step the workflow stopped at
+
+
+@dataclass(frozen=True)
+class TrajectoryWindow:
+    """The steps the workbench shows, and how many it leaves to the workflow page on either side."""
+
+    steps: list[Step]
+    total: int
+    earlier: int
+    later: int
+
+    @property
+    def first_seq(self) -> int | None:
+        return self.steps[0].seq if self.steps else None
+
+    @property
+    def last_seq(self) -> int | None:
+        return self.steps[-1].seq if self.steps else None
+
+
+def _trajectory_window(workflow: Workflow, checkpoint: Checkpoint) -> TrajectoryWindow:
+    """All steps of a short trajectory; of a long one, the ``WORKBENCH_STEPS`` around the stop.
+
+    The window reaches back from the step the checkpoint stopped at (the last step when it names
+    none) and shows up to ``AFTER_THE_STOP`` of what happened after it, so the page costs the same
+    for 50 steps or 5,000."""
+    steps = workflow.steps.order_by("seq")
+    total = steps.count()
+    if total <= WORKBENCH_STEPS:
+        return TrajectoryWindow(list(steps), total, 0, 0)
+    anchor = checkpoint.at_seq or steps.values_list("seq", flat=True).last() or 0
+    after = list(steps.filter(seq__gt=anchor)[:AFTER_THE_STOP])
+    before = list(steps.filter(seq__lte=anchor).order_by("-seq")[:WORKBENCH_STEPS - len(after)])[::-1]
+    if len(before) + len(after) < WORKBENCH_STEPS and after:  # the stop is near the start: fill from after
+        after = list(steps.filter(seq__gt=anchor)[:WORKBENCH_STEPS - len(before)])
+    window = before + after
+    earlier = steps.filter(seq__lt=window[0].seq).count() if window else 0
+    return TrajectoryWindow(window, total, earlier, total - earlier - len(window))
 
 
 def _workbench_version(checkpoint: Checkpoint) -> str:
@@ -213,14 +255,17 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     user, workflow = request.user, checkpoint.workflow
     form = form or DecisionForm(checkpoint=checkpoint)
     events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:200])
-    steps = list(workflow.steps.order_by("seq"))
+    trajectory = _trajectory_window(workflow, checkpoint)
+    steps = trajectory.steps
     decision = checkpoint.decisions.select_related("decided_by", "approved_by", "new_owner").first()
     acting = can_act(user)
     context = {
-        "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "events": events[::-1],
+        "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "trajectory": trajectory,
+        "events": events[::-1],
         "comments": {c.pk: c for c in workflow.comments.filter(
             pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED])},
-        "ghost_stop": bool(checkpoint.at_seq) and checkpoint.at_seq > (steps[-1].seq if steps else 0),
+        "ghost_stop": bool(checkpoint.at_seq) and not trajectory.later
+                      and checkpoint.at_seq > (steps[-1].seq if steps else 0),
         "holder_event": next((e for e in events if e.checkpoint_id == checkpoint.pk
                               and e.verb in (Event.Verb.CLAIMED, Event.Verb.ASSIGNED)), None),
         "decision": decision, "decision_error": error, "can_act": acting,

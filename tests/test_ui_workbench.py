@@ -99,3 +99,52 @@ def test_an_idempotency_key_named_like_a_dict_method_still_renders(client, alice
 
     assert response.status_code == 200
     assert "<code>items</code> happened · ref <code>CH-1</code>" in response.content.decode()
+
+
+def _long_workflow(n: int):
+    from tests.helpers import make_workflow
+    from workflows.models import Step
+
+    workflow = make_workflow()
+    Step.objects.bulk_create(Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed",
+                                  input={"i": i}, output={"text": "z" * 2000, "i": i}) for i in range(1, n + 1))
+    return workflow
+
+
+def test_a_thousand_step_trajectory_shows_the_window_around_the_stop_at_the_cost_of_fifty(client, alice):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from console.views import AFTER_THE_STOP, WORKBENCH_STEPS
+
+    client.force_login(alice)
+    counts, pages = [], []
+    for n in (WORKBENCH_STEPS, 1000):
+        checkpoint = make_checkpoint(_long_workflow(n), at_seq=n - 200 if n > WORKBENCH_STEPS else n)
+        with CaptureQueriesContext(connection) as queries:
+            pages.append(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
+        counts.append(len(queries))
+    short, long = pages
+
+    assert short.count('data-testid="step"') == WORKBENCH_STEPS and 'data-testid="earlier-steps"' not in short
+    assert long.count('data-testid="step"') == WORKBENCH_STEPS
+    stop = 800
+    first = stop - (WORKBENCH_STEPS - AFTER_THE_STOP) + 1
+    assert f'data-seq="{first}"' in long and f'data-seq="{first - 1}"' not in long
+    assert f'data-seq="{stop + AFTER_THE_STOP}"' in long and f'data-seq="{stop + AFTER_THE_STOP + 1}"' not in long
+    assert "is-stop\" data-testid=\"step\" data-seq=\"800\"" in long  # the step it stopped at is in the window
+    assert f"1000 steps\n        · showing {first}–{stop + AFTER_THE_STOP}" in long
+    assert f"{first - 1} earlier steps:" in long and f"?seq={first}" in long
+    assert f"{1000 - stop - AFTER_THE_STOP} later steps:" in long and f"?seq={stop + AFTER_THE_STOP + 1}" in long
+    assert counts[1] - counts[0] <= 4  # counting the hidden steps; never one query per step
+
+
+def test_a_stop_near_the_start_of_a_long_trajectory_fills_the_window_with_what_came_after(client, alice):
+    from console.views import WORKBENCH_STEPS
+
+    checkpoint = make_checkpoint(_long_workflow(300), at_seq=3)
+    client.force_login(alice)
+    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    assert html.count('data-testid="step"') == WORKBENCH_STEPS
+    assert 'data-seq="1"' in html and f'data-seq="{WORKBENCH_STEPS}"' in html
+    assert 'data-testid="earlier-steps"' not in html and f"{300 - WORKBENCH_STEPS} later steps:" in html
