@@ -192,6 +192,7 @@ def _tabs(request: HttpRequest, base: QuerySet[Any], params: dict[str, Any], *, 
 WORKBENCH_PARTIALS = ("workbench-live", "workbench-actions", "decision-status")
 WORKBENCH_STEPS = 50  # the trajectory around the interruption; the workflow page pages through all of it
 AFTER_THE_STOP = 10  # of those, at most this many after the step the workflow stopped at
+WORKBENCH_EVENTS = 50  # the latest entries of the event log; the workflow page shows 200
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     acting = can_act(user)
     context = {
         "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "trajectory": trajectory,
-        "events": events[::-1],
+        "events": events[:WORKBENCH_EVENTS][::-1], "events_clipped": len(events) > WORKBENCH_EVENTS,
         "comments": {c.pk: c for c in workflow.comments.filter(
             pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED])},
         "ghost_stop": bool(checkpoint.at_seq) and not trajectory.later

@@ -102,12 +102,15 @@ def test_an_idempotency_key_named_like_a_dict_method_still_renders(client, alice
 
 
 def _long_workflow(n: int):
+    """``n`` steps, each with its ``step_committed`` event, as an agent reporting them leaves it."""
     from tests.helpers import make_workflow
-    from workflows.models import Step
+    from workflows.models import Event, Step
 
     workflow = make_workflow()
     Step.objects.bulk_create(Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed",
                                   input={"i": i}, output={"text": "z" * 2000, "i": i}) for i in range(1, n + 1))
+    Event.objects.bulk_create(Event(workflow=workflow, actor_type="agent", actor_agent=workflow.agent,
+                                    verb="step_committed", data={"seq": i}) for i in range(1, n + 1))
     return workflow
 
 
@@ -115,7 +118,7 @@ def test_a_thousand_step_trajectory_shows_the_window_around_the_stop_at_the_cost
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from console.views import AFTER_THE_STOP, WORKBENCH_STEPS
+    from console.views import AFTER_THE_STOP, WORKBENCH_EVENTS, WORKBENCH_STEPS
 
     client.force_login(alice)
     counts, pages = [], []
@@ -137,6 +140,8 @@ def test_a_thousand_step_trajectory_shows_the_window_around_the_stop_at_the_cost
     assert f"{first - 1} earlier steps:" in long and f"?seq={first}" in long
     assert f"{1000 - stop - AFTER_THE_STOP} later steps:" in long and f"?seq={stop + AFTER_THE_STOP + 1}" in long
     assert counts[1] - counts[0] <= 4  # counting the hidden steps; never one query per step
+    events = long.split('data-testid="event-log"')[1].split("</table>")[0]
+    assert events.count("<tr>") == WORKBENCH_EVENTS and 'data-testid="all-events"' in long
 
 
 def test_a_stop_near_the_start_of_a_long_trajectory_fills_the_window_with_what_came_after(client, alice):
