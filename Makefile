@@ -8,7 +8,7 @@ PORT ?= 8000
 FLEET_PORT ?= $(shell echo $$(( $(PORT) + 765 )))
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup install lock bench chaos screenshots lint clean
+.PHONY: run test setup install lock bench chaos failover-drill screenshots lint clean
 
 ## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all)
 run: setup
@@ -63,6 +63,10 @@ screenshots: install
 ## chaos: the demo fleet under faults, with workers and web killed at random
 chaos: install
 	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+
+## failover-drill: the article's test on a scratch console: an agent silent for ten minutes, failed over, back
+failover-drill: install
+	$(BIN)/python scripts/failover_drill.py $(DRILL_ARGS)
 
 ## lint: ruff, then mypy (strict on workflows/ and console/, with django-stubs; see pyproject.toml)
 lint: install

@@ -129,11 +129,12 @@ def test_a_failover_completes_on_the_standby_with_no_duplicate_effect_and_the_or
     assert fleet.journal.run(workflow.external_id)["status"] in ("stood_down", "completed")
     verbs = set(Event.objects.filter(workflow=workflow).values_list("verb", flat=True))
     assert {"failed_over", "stand_down_sent", "resumed"} <= verbs
-    # The original can no longer report on it: its token answers 404 for the workflow.
+    # The original can no longer report on it: the workflow answers it 409 stood_down, saying where it went.
     from recovery_client import ApiError
     with pytest.raises(ApiError) as refused:
         agent.client.get_workflow(str(workflow.pk))
-    assert refused.value.status == 404
+    assert (refused.value.status, refused.value.code) == (409, "stood_down")
+    assert "failed over to standby-bot" in refused.value.message
 
 
 def test_a_standby_must_advertise_failover_and_run_the_kind(fleet, olivia, operator):

@@ -221,8 +221,17 @@ def sweep() -> dict[str, Any]:
     return result
 
 
-@shared_task(acks_late=True, ignore_result=True)
-def send_stand_down(decision_id: int) -> str:
+# The stand-down notice is retried until the replaced agent's endpoint answers again (an agent that failed
+# over is often one that is down): doubling from 15 s, at most 5 minutes apart (below the broker's
+# visibility timeout, so a waiting retry is not handed out twice), for about two hours. It is a courtesy:
+# from the failover on, the API answers the replaced agent 409 ``stood_down`` on that workflow anyway.
+STAND_DOWN_RETRIES = 26
+STAND_DOWN_FIRST_RETRY_SECONDS = 15
+STAND_DOWN_MAX_RETRY_SECONDS = 300
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=STAND_DOWN_RETRIES)
+def send_stand_down(self: Any, decision_id: int) -> str:
     """After a failover: tell the replaced agent to stand down (its API access to the workflow already ended)."""
     decision = Decision.objects.select_related("replaced_agent", "standby", "checkpoint__workflow").filter(
         pk=decision_id).first()
@@ -231,12 +240,19 @@ def send_stand_down(decision_id: int) -> str:
     workflow, agent = decision.checkpoint.workflow, decision.replaced_agent
     if not agent.resume_url:
         Event.record(workflow, Event.Verb.STAND_DOWN_SENT,
-                     data={"agent": agent.name, "how": "it polls: its next look at the workflow answers 404"})
+                     data={"agent": agent.name, "how": "it polls: its next look at the workflow answers 409 stood_down"})
         return "polls"
     try:
         runtime.stand_down(decision)
     except runtime.DeliveryError as exc:
-        Event.record(workflow, Event.Verb.STAND_DOWN_FAILED, data={"agent": agent.name, "error": str(exc)[:500]})
-        return "failed"
+        retries = self.request.retries or 0
+        retrying = not self.request.called_directly and retries < STAND_DOWN_RETRIES
+        Event.record(workflow, Event.Verb.STAND_DOWN_FAILED,
+                     data={"agent": agent.name, "error": str(exc)[:500], "attempt": retries + 1,
+                           "retrying": retrying})
+        if not retrying:
+            return "failed"
+        raise self.retry(countdown=min(STAND_DOWN_FIRST_RETRY_SECONDS * 2 ** retries,
+                                       STAND_DOWN_MAX_RETRY_SECONDS)) from exc
     Event.record(workflow, Event.Verb.STAND_DOWN_SENT, data={"agent": agent.name, "how": "notice delivered"})
     return "sent"

@@ -322,8 +322,11 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.FAILED_OVER: lambda d: f"failed the workflow over from {d.get('from_agent')} to the standby {d.get('to_agent')}",
     V.FAILOVER_UNDONE: lambda d: f"failover undone: the workflow is back with {d.get('to_agent')}{_error(d)}",
     V.STAND_DOWN_SENT: lambda d: f"told {d.get('agent')} to stand down ({d.get('how', 'notice delivered')})",
-    V.STAND_DOWN_FAILED: lambda d: f"could not tell {d.get('agent')} to stand down{_error(d)}; its API access to "
-                                   "the workflow has ended anyway",
+    V.STAND_DOWN_FAILED: lambda d: f"could not tell {d.get('agent')} to stand down{_error(d)}"
+                                   + ("; trying again later" if d.get("retrying") else "")
+                                   + "; its API access to the workflow has ended anyway",
+    V.STOOD_DOWN_REFUSED: lambda d: f"refused a report after the failover to {d.get('taken_over_by')}: "
+                                    "409 stood_down, nothing recorded",
     V.REPLAY_SAFETY_VIOLATION: lambda d: "replay broke the safety rule: "
                                          + " ".join(str(v) for v in d.get("violations") or [])[:400],
     V.LOGGED_IN: lambda d: "signed in" + _from(d),

@@ -8,9 +8,9 @@ from django.http import HttpRequest
 from ninja import Router, Status
 
 from ..models import Checkpoint, Conflict, Workflow, canonical
-from .errors import ApiError, not_found
+from .errors import ApiError
 from .schemas import ERRORS, CheckpointIn, CheckpointOut
-from .shaping import calling_agent, checkpoint_body, own_workflow, parse_pk
+from .shaping import calling_agent, checkpoint_body, own_workflow, parse_pk, stood_down_or_not_found
 
 router = Router()
 
@@ -61,7 +61,8 @@ def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict[str, Any]:
     checkpoint = (Checkpoint.objects.filter(pk=pk, workflow__agent=calling_agent(request))
                   .select_related("workflow__agent", "runbook", "assignee").first() if pk else None)
     if checkpoint is None:
-        raise not_found("checkpoint")
+        workflow_pk = Checkpoint.objects.filter(pk=pk).values_list("workflow_id", flat=True).first() if pk else None
+        raise stood_down_or_not_found(request, workflow_pk, "checkpoint")
     # Polling a paused workflow for its decision is not activity ("last activity 0 s ago" for ten minutes).
     checkpoint.workflow.touch(reading=True)
     decision = checkpoint.decision_for_agent()

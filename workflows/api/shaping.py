@@ -6,8 +6,8 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from ..models import Agent, Checkpoint, Decision, Workflow
-from .errors import not_found
+from ..models import Agent, Checkpoint, Decision, Event, Workflow
+from .errors import ApiError, not_found
 
 
 def calling_agent(request: HttpRequest) -> Agent:
@@ -29,10 +29,23 @@ def own_workflow(request: HttpRequest, workflow_id: str, *, touch: bool = True) 
     pk = parse_pk(workflow_id)
     workflow = calling_agent(request).workflows.filter(pk=pk).first() if pk else None
     if workflow is None:
-        raise not_found("workflow")
+        raise stood_down_or_not_found(request, pk, "workflow")
     if touch:
         workflow.touch()
     return workflow
+
+
+def stood_down_or_not_found(request: HttpRequest, workflow_pk: int | None, what: str) -> ApiError:
+    """Not the caller's: 409 ``stood_down`` when a failover took this workflow from the calling agent
+    (it knew the workflow, so nothing leaks), else the 404 every other agent's id gets."""
+    failover = (Decision.objects.took_over_from(calling_agent(request)).filter(checkpoint__workflow_id=workflow_pk)
+                .first() if workflow_pk else None)
+    if failover is None:
+        return not_found(what)
+    if request.method == "POST":  # it tried to act on the workflow again (its polling is not worth a record)
+        Event.record(failover.checkpoint.workflow, Event.Verb.STOOD_DOWN_REFUSED, actor=calling_agent(request),
+                     data={"path": request.path[:200], "taken_over_by": failover.standby.name if failover.standby else None})
+    return ApiError(409, "stood_down", failover.stand_down_message())
 
 
 def _username(user: Any) -> str | None:

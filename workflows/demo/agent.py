@@ -72,11 +72,13 @@ FAULTS_BY_KIND: dict[str, tuple[str, ...]] = {
     "model": ("model_timeout", "model_timeout", "rate_limit"),
     "effect": ("model_timeout", "rate_limit", "timeout_after_commit", "timeout_before_commit", "service_error"),
 }
+PROCESS_KILLED = "process_killed"  # forced only: see ProcessKilled
 SYSTEM_FAULTS = {"garbage": Fault.GARBAGE, "tool_error": Fault.ERROR, "rate_limit": Fault.RATE_LIMIT,
                  "service_error": Fault.ERROR,
                  "timeout_after_commit": Fault.TIMEOUT_AFTER_COMMIT,
                  "timeout_before_commit": Fault.TIMEOUT_BEFORE_COMMIT}
 REFERENCE = re.compile(r"[RNM]-[0-9A-F]{8}")
+STOOD_DOWN = "stood_down"  # the journal status, and the API's error code for a workflow failed over elsewhere
 RUNTIME_VERSION = "demo-agent/1.1"
 
 
@@ -96,11 +98,21 @@ class FaultPlan:
                  rng: random.Random | None = None) -> None:
         self.rate = rate
         self.forced = dict(forced or {})
+        self.killing: dict[str, bool] = {}
         self.rng = rng or random.Random()
         self.lock = threading.Lock()
 
+    def forced_kill(self, step_name: str) -> bool:
+        """The ``process_killed`` fault, forced on this step: the process dies once the effect executed."""
+        with self.lock:
+            return self.killing.pop(step_name, False)
+
     def pick(self, spec: StepSpec, steps: int, *, factor: float = 1.0) -> str | None:
         with self.lock:
+            if self.forced.get(spec.name) == PROCESS_KILLED:
+                del self.forced[spec.name]
+                self.killing[spec.name] = True
+                return None  # the effect itself succeeds; the process dies right after
             if spec.name in self.forced:
                 return self.forced.pop(spec.name)
             # Spread the per-workflow rate over its steps so longer plans are not punished more.
@@ -108,6 +120,15 @@ class FaultPlan:
             if self.rng.random() < per_step:
                 return self.rng.choice(FAULTS_BY_KIND[spec.kind])
         return None
+
+
+class ProcessKilled(BaseException):  # noqa: N818 - it is not an error the agent handles: nothing catches it
+    """The forced fault ``process_killed``: the agent's process dies right after the external system executed
+    an effect, before the agent could report the outcome (as a SIGKILL, an OOM kill or a lost host would).
+
+    A BaseException, so no handler of the agent reports anything more or touches its journal: the console
+    holds the effect as pending (its outcome unknown) and the run goes silent. Only ever forced (the failover
+    drill, tests); the chaos run kills real processes instead."""
 
 
 class Paused(Exception):
@@ -246,12 +267,21 @@ class DemoAgent:
             self.journal.set_status(run.external_id, "abandoned")
             return "abandoned"
         except ApiError as exc:
+            if exc.code == STOOD_DOWN:
+                return self.stand_down(run.external_id, exc.message)
             log.error("%s %s: the console refused a report: %s", self.name, run.external_id, exc)
             self.journal.set_status(run.external_id, "failed")
             return "failed"
         finally:
             with self.lock:
                 self.active.discard(run.external_id)
+
+    def stand_down(self, external_id: str, why: str) -> str:
+        """The workflow was failed over to a standby: stop for good, whichever way the agent heard it
+        (the stand-down notice, or the console refusing its report with 409 ``stood_down``)."""
+        self.journal.set_status(external_id, STOOD_DOWN)
+        log.warning("%s %s: standing down: %s", self.name, external_id, why)
+        return STOOD_DOWN
 
     def adopt(self, row: dict[str, Any]) -> str:
         """A paused run from the journal (the process restarted): wait for its decision again."""
@@ -363,10 +393,7 @@ class DemoAgent:
         action = decision.get("action")
         if action == "stand_down":
             # Failed over to a standby: stop here (the console already refuses this agent's reports on it).
-            self.journal.set_status(run.external_id, "stood_down")
-            log.info("%s %s: told to stand down; %s took the workflow over", self.name, run.external_id,
-                     decision.get("taken_over_by"))
-            return "stood_down"
+            return self.stand_down(run.external_id, f"told to; {decision.get('taken_over_by')} took the workflow over")
         if action in ("handoff", "abort"):
             status = "handed_off" if action == "handoff" else "aborted"
             self.journal.set_status(run.external_id, status)
@@ -444,6 +471,10 @@ class DemoAgent:
                 run.committed.add(step["idempotency_key"])
             if step.get("external_ref"):
                 run.refs.setdefault(step["name"], step["external_ref"])
+        # A run rebuilt without the agent's own state (a standby after a failover, a checkpoint the console
+        # opened) carries the whole plan: a step the console records as committed is done, not to be redone.
+        committed_names = {s["name"] for s in steps if s.get("status") == "committed"}
+        run.remaining = [name for name in run.remaining if name not in committed_names]
         for step in steps:
             if step.get("kind") == "effect" and step.get("status") == "failed" and step.get("idempotency_key"):
                 run.failed[step["idempotency_key"]] = int(step["seq"])  # retried under the same seq and key
@@ -604,6 +635,8 @@ class DemoAgent:
                        fault: Fault | None) -> None:
         try:
             answer = self.call_system(spec, request, key, fault)
+            if self.faults.forced_kill(spec.name):
+                raise ProcessKilled(f"{self.name} died after {key} was executed, before reporting it")
         except (RateLimited, ServiceError) as exc:
             # The system refused it: nothing happened, so the effect failed and can be retried under its key.
             self.report(run, seq, spec, "failed", input=request, output={"error": str(exc)}, idempotency_key=key,

@@ -24,6 +24,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 
 from recovery_client import ApiError, RecoveryClient, Unavailable
 
-from .agent import PLANS, RUNTIME_VERSION, DemoAgent, FaultPlan, ProviderBehaviour
+from .agent import PLANS, RUNTIME_VERSION, STOOD_DOWN, DemoAgent, FaultPlan, ProviderBehaviour
 from .journal import CREATING, ORPHANED, WAITING, Journal
 from .server import ResumeServer
 from .store import demo_dir, now_iso
@@ -76,7 +77,8 @@ class Fleet:
                  max_open: int = 12, seed: int | None = None, fault_rate: float = 0.35,
                  step_delay: float = 0.6, poll_interval: float = 2.0, retries: int = 3,
                  ledgers: Ledgers | None = None, journal: Journal | None = None, total: int | None = None,
-                 reconcile_interval: float = 30.0, provider_changed: bool = False) -> None:
+                 reconcile_interval: float = 30.0, provider_changed: bool = False,
+                 server_class: Callable[..., ResumeServer] = ResumeServer) -> None:
         self.console_url = console_url
         self.provider = ProviderBehaviour(provider_changed)  # one switch for every agent and the ledgers page
         self.interval = interval
@@ -100,7 +102,7 @@ class Fleet:
                 faults=FaultPlan(fault_rate, rng=random.Random(self.rng.random())),
                 signing_secret=config.signing_secret, polls=config.polls, poll_interval=poll_interval,
                 step_delay=step_delay, stop=self.stop_event, provider=self.provider)
-        self.server = ResumeServer({n: a for n, a in self.agents.items() if not a.polls},
+        self.server = server_class({n: a for n, a in self.agents.items() if not a.polls},
                                    journal=self.journal, ledgers=self.ledgers, port=port, provider=self.provider)
         self.threads: list[threading.Thread] = []
         self.runs: set[threading.Thread] = set()
@@ -275,8 +277,7 @@ class Fleet:
             else:  # journaled, then the process died before the console answered: ask again (idempotent)
                 workflow = agent.register(external_id)
         except ApiError as exc:
-            if exc.status in (401, 404):  # the console was reset: this run is gone with it
-                self.journal.set_status(external_id, "gone")
+            self.refused(agent, external_id, exc)
             return
         workflow_id = str(workflow["id"])
         if workflow.get("status") in TERMINAL:
@@ -307,6 +308,13 @@ class Fleet:
         if agent.polls and (again := self.journal.run(external_id)) is not None:
             self.adopt(agent, again)
 
+    def refused(self, agent: DemoAgent, external_id: str, exc: ApiError) -> None:
+        """The console would not say what became of a run: failed over elsewhere, or gone with a reset."""
+        if exc.code == STOOD_DOWN:  # back after an outage, and a standby has the workflow now
+            agent.stand_down(external_id, exc.message)
+        elif exc.status in (401, 404):  # the console was reset: this run is gone with it
+            self.journal.set_status(external_id, "gone")
+
     def report_lost_track(self, agent: DemoAgent, row: dict[str, Any], workflow: dict[str, Any]) -> dict[str, Any] | None:
         last = max((int(s["seq"]) for s in workflow.get("steps") or []), default=None)
         try:
@@ -327,8 +335,7 @@ class Fleet:
         try:
             checkpoint = agent.client.get_checkpoint(row["checkpoint_id"])
         except ApiError as exc:
-            if exc.status in (401, 404):  # the console was reset: this run is gone with it
-                self.journal.set_status(row["external_id"], "gone")
+            self.refused(agent, row["external_id"], exc)
             return
         if checkpoint.get("status") == "resolved":
             self.journal.set_status(row["external_id"], "resolved_elsewhere")

@@ -79,6 +79,11 @@ class DecisionQuerySet(models.QuerySet["Decision"]):
         """Running decisions whose delivery lease expired: the worker died or hung."""
         return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now or timezone.now())
 
+    def took_over_from(self, agent: Agent) -> DecisionQuerySet:
+        """Failovers that took workflows away from ``agent`` and still stand (a failed one gave it back)."""
+        return self.active().filter(action=Action.FAILOVER, replaced_agent=agent).exclude(
+            status=Decision.Status.PROPOSED).select_related("standby").order_by("-decided_at")
+
 
 class Decision(Stateful):
     """What an operator approved on a checkpoint. The row is its own outbox entry."""
@@ -361,6 +366,12 @@ class Decision(Stateful):
             # A failover names the agent that stood down; a fork's checkpoint state says where it came from.
             "failover": {"from_agent": self.replaced_agent.name} if self.replaced_agent_id else None,
         }
+
+    def stand_down_message(self) -> str:
+        """What the replaced agent is told when it reports on the workflow again (API 409 ``stood_down``)."""
+        return (f"Workflow {self.checkpoint.workflow_id} was failed over to {self.standby.name if self.standby_id else 'a standby'} "
+                f"at {self.decided_at:%Y-%m-%d %H:%M:%S} UTC: stand down and do not act on it again "
+                "(your stand-down notice says the same).")
 
     def stand_down_payload(self) -> dict[str, Any]:
         """What the replaced agent's resume endpoint receives after a failover (docs/API.md)."""

@@ -73,6 +73,7 @@ class Event(models.Model):
         FAILOVER_UNDONE = "failover_undone"
         STAND_DOWN_SENT = "stand_down_sent"
         STAND_DOWN_FAILED = "stand_down_failed"
+        STOOD_DOWN_REFUSED = "stood_down_refused"  # the replaced agent wrote on the workflow again: 409
         # Sign-in and configuration: no workflow, the subject is named in ``Event.subject``.
         LOGGED_IN = "logged_in"
         LOGIN_FAILED = "login_failed"

@@ -212,3 +212,14 @@ def test_the_same_step_name_twice_gets_its_own_key_and_is_matched_by_occurrence(
     console.decide(paused.value.checkpoint_id)
     run(fail=False)
     assert sent == ["T-5:send_message", "T-5:send_message:2", "T-5:send_message:3"]
+
+
+def test_a_standby_carries_a_failover_on_and_the_replaced_agent_is_told_to_stand_down() -> None:
+    from recovery_client.workflow import Decision
+
+    assert Decision("1", "failover").resumes and not Decision("1", "failover").stands_down
+    assert Decision("1", "stand_down").stands_down and not Decision("1", "stand_down").resumes
+    assert not Decision("1", "abort").resumes
+    assert ApiError(409, "stood_down", "Workflow 12 was failed over to standby-bot").stood_down
+    assert not ApiError(409, "workflow_finished", "done").stood_down
+    assert not ApiError(404, "not_found", "No workflow").stood_down

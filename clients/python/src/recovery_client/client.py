@@ -37,6 +37,11 @@ class ApiError(Exception):
         self.status, self.code, self.message, self.field = status, code, message, field
         self.retry_after = retry_after
 
+    @property
+    def stood_down(self) -> bool:
+        """The workflow was failed over to a standby: stop working on it and execute nothing more for it."""
+        return self.status == 409 and self.code == "stood_down"
+
 
 class _Garbled(Exception):
     """A 2xx answer cut short (the server died mid-response): the request may or may not have applied."""

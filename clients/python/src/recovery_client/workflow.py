@@ -37,7 +37,8 @@ __all__ = ["Decision", "Paused", "StepScope", "Stopped", "Workflow", "jsonable"]
 StepKind = Literal["model", "tool", "effect", "message"]
 TERMINAL = frozenset({"completed", "failed", "handed_off", "aborted"})
 UNRESOLVED = frozenset({"open", "claimed", "decided"})
-RESUMING_ACTIONS = frozenset({"resume", "retry_step"})
+# A failover is delivered to the standby, which carries the workflow on like a resume.
+RESUMING_ACTIONS = frozenset({"resume", "retry_step", "failover"})
 MAX_DETAIL = 2000
 
 
@@ -60,8 +61,13 @@ class Decision:
 
     @property
     def resumes(self) -> bool:
-        """True when the agent should carry on (``resume`` or ``retry_step``)."""
+        """True when the agent should carry on (``resume``, ``retry_step``, or ``failover`` to it as the standby)."""
         return self.action in RESUMING_ACTIONS
+
+    @property
+    def stands_down(self) -> bool:
+        """The stand-down notice after a failover: stop working on this workflow, for good."""
+        return self.action == "stand_down"
 
     @classmethod
     def from_json(cls, checkpoint_id: str, body: Json, resume_state: Json | None = None) -> Decision:
