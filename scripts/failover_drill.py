@@ -61,8 +61,9 @@ def check(ok: bool, what: str) -> None:
 def wait_for_decision(drill: FailoverDrill, base: str, password: str) -> Decision:
     checkpoint = drill.checkpoint()
     note(f"Sign in at {base}/login/ as alice / {password} and open {base}/checkpoints/{checkpoint.pk}/ :")
-    note("claim it, search the ledgers for the unknown note (link on the effect), confirm it, then choose")
-    note("'Fail over' to support-bot-standby. Waiting for your decision (Ctrl-C gives up)...")
+    ledgers = drill.fleets["standby"].server.url(f"/ledgers?q={drill.key('note')}")
+    note(f"claim it, look the unknown note up in the demo ledgers ({ledgers}), confirm it with its")
+    note("reference, then choose 'Fail over' to support-bot-standby. Waiting for your decision (Ctrl-C gives up)...")
     while True:
         decision = checkpoint.decisions.active().first()
         if decision is not None:

@@ -1,6 +1,6 @@
 """Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay,
-the workbench on a phone and the TPM pages (resume dashboard, readiness, staffing budget), from realistic
-data: docs/screenshots/*.png.
+failing over, a fork, the workbench on a phone and the TPM pages (resume dashboard, readiness, staffing
+budget), from realistic data: docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
 needs nothing running and touches no real data:
@@ -201,6 +201,15 @@ def main() -> None:
         page.goto(f"/checkpoints/{replay_checkpoint.pk}/")
         page.get_by_test_id("standby").select_option("support-bot-standby")
         page.screenshot(path=str(OUT / "failover.png"), full_page=True)
+        page.goto(f"/workflows/{workflow.pk}/")
+        page.get_by_test_id("fork-from").fill("6")
+        page.get_by_test_id("fork-reason").fill("The refund went out in cents: refund again with the corrected amount.")
+        page.get_by_test_id("fork-input").fill('{"amount": "195.66"}')
+        page.get_by_test_id("fork-money-confirmed").check()
+        page.get_by_test_id("fork-submit").click()
+        page.get_by_test_id("workflow-link").first.click()
+        page.wait_for_selector('[data-testid="forked-from"]')
+        page.screenshot(path=str(OUT / "fork.png"), full_page=True)
         phone = browser.new_page(base_url=base, viewport={"width": 390, "height": 844}, device_scale_factor=1,
                                  is_mobile=True, has_touch=True)
         phone.goto("/login/")
@@ -221,7 +230,7 @@ def main() -> None:
         tpm.goto("/staffing/")
         tpm.screenshot(path=str(OUT / "staffing.png"), full_page=True)
         browser.close()
-    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, phone, resumes, readiness and "
+    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, resumes, readiness and "
           f"staffing .png in {OUT}")
 
 

@@ -205,6 +205,17 @@ def test_replays_are_bounded_by_range_capability_and_concurrency(runtime, olga, 
         ReplayRun.request(workflow, from_seq=1, to_seq=1, by=olga)
 
 
+def test_the_step_limit_bounds_one_replays_range_not_the_length_of_the_trajectory(runtime, olga, settings):
+    """A 1,000-step workflow is replayed a range at a time: the limit is on i..j, wherever it lies."""
+    workflow = runtime.recorded_workflow()
+    settings.REPLAY_MAX_STEPS = 3
+    assert workflow.steps.count() == 8
+    late = ReplayRun.request(workflow, from_seq=6, to_seq=8, by=olga)
+    assert (late.from_seq, late.to_seq) == (6, 8)
+    with pytest.raises(ValueError, match="At most 3 steps"):
+        ReplayRun.request(workflow, from_seq=5, to_seq=8, by=olga)
+
+
 def test_the_request_carries_recorded_inputs_and_for_effects_the_recorded_output(runtime, olga):
     workflow = runtime.recorded_workflow()
     run = ReplayRun.request(workflow, from_seq=5, to_seq=6, by=olga, checkpoint=None)
