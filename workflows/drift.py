@@ -127,7 +127,7 @@ def compare(recorded_steps: list[dict[str, Any]], results: list[dict[str, Any]],
     outside the range is a **safety violation** (the runtime may have executed something).
     """
     rules = rules or {}
-    by_seq: dict[int, dict] = {}
+    by_seq: dict[int, dict[str, Any]] = {}
     violations: list[str] = []
     for result in results:
         seq = result["seq"]
@@ -138,19 +138,19 @@ def compare(recorded_steps: list[dict[str, Any]], results: list[dict[str, Any]],
     comparison = Comparison(steps=[], violations=violations)
     for step in recorded_steps:
         seq, kind = step["seq"], step["kind"]
-        result = by_seq.get(seq)
+        replayed = by_seq.get(seq)
         row = StepComparison(seq=seq, name=step["name"], kind=kind, recorded=step["output"],
-                             replayed=result.get("output") if result else None)
+                             replayed=replayed.get("output") if replayed else None)
         comparison.steps.append(row)
-        if result is None:
+        if replayed is None:
             row.verdict, row.note = "missing", "no result for this step"
             comparison.missing.append(seq)
             continue
-        if result.get("effects"):
+        if replayed.get("effects"):
             row.verdict = "violation"
-            row.note = f"the runtime reported {len(result['effects'])} new effect(s) during a replay"
-            violations.append(f"Step {seq} `{step['name']}`: {row.note}: {shown(result['effects'])}.")
-        differences = diff(step["output"], result.get("output"))
+            row.note = f"the runtime reported {len(replayed['effects'])} new effect(s) during a replay"
+            violations.append(f"Step {seq} `{step['name']}`: {row.note}: {shown(replayed['effects'])}.")
+        differences = diff(step["output"], replayed.get("output"))
         if kind == "effect":
             row.differences = [asdict(d) for d in differences]
             if differences:

@@ -48,7 +48,8 @@ def payload(notification: Notification, *, slack: bool) -> dict[str, Any]:
 def send(delivery: Delivery) -> int | None:
     channel, notification = delivery.channel, delivery.notification
     if channel.kind == Channel.Kind.EMAIL:
-        return _email(channel, notification)
+        _email(channel, notification)
+        return None  # an email has no status code to record
     return _webhook(channel, notification, delivery)
 
 
@@ -62,7 +63,6 @@ def _email(channel: Channel, notification: Notification) -> None:
                      from_email=settings.DEFAULT_FROM_EMAIL, to=[address]).send()
     except Exception as exc:  # smtplib, socket and backend errors all mean "try again later"
         raise NotifyError(f"Email to {address} failed: {type(exc).__name__}: {exc}") from exc
-    return None
 
 
 def _webhook(channel: Channel, notification: Notification, delivery: Delivery) -> int:

@@ -171,13 +171,13 @@ def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bo
     target = parse_target(url, allow_plain_http=allow_plain_http, noun=noun, owner=owner)
     address = resolve(target, what=f"{what.removeprefix('the ')} host")
     seconds = settings.DELIVERY_TIMEOUT_SECONDS if timeout is None else timeout
-    timeout = urllib3.Timeout(total=seconds)
+    limits = urllib3.Timeout(total=seconds)
     if target.scheme == "https":
         pool: urllib3.HTTPConnectionPool = urllib3.HTTPSConnectionPool(
-            str(address), target.port, timeout=timeout, retries=False, maxsize=1, cert_reqs="CERT_REQUIRED",
+            str(address), target.port, timeout=limits, retries=False, maxsize=1, cert_reqs="CERT_REQUIRED",
             server_hostname=target.host, assert_hostname=target.host)
     else:
-        pool = urllib3.HTTPConnectionPool(str(address), target.port, timeout=timeout, retries=False, maxsize=1)
+        pool = urllib3.HTTPConnectionPool(str(address), target.port, timeout=limits, retries=False, maxsize=1)
     try:
         response = pool.urlopen("POST", target.path, body=body, headers={**headers, "Host": target.host_header},
                                 redirect=False, retries=False, preload_content=False, assert_same_host=False)
@@ -217,7 +217,7 @@ def deliver(decision: Decision) -> int:
 
 def stand_down(decision: Decision) -> int:
     """After a failover, tell the replaced agent to stop working on the workflow (signed like a decision)."""
-    agent = decision.replaced_agent
+    agent, _ = decision.failover_agents()
     body = json.dumps(decision.stand_down_payload(), sort_keys=True).encode()
     answer = post(agent.resume_url, body, {
         "Content-Type": "application/json",
@@ -247,9 +247,10 @@ class ReplayError(Exception):
 REPLAY_ANSWER_MAX_BYTES = 4 * 1024 * 1024  # up to REPLAY_MAX_STEPS outputs
 
 
-def replay(run: ReplayRun) -> dict | None:
-    """POST the signed replay request under the delivery rules above; the parsed JSON answer (results inline),
-    or None when the runtime accepted it (202) and will post its results later. ReplayError with the reason."""
+def replay(run: ReplayRun) -> object:
+    """POST the signed replay request under the delivery rules above; the parsed JSON answer (results inline,
+    any JSON value: ``parse_results`` checks its shape), or None when the runtime accepted it (202) and will
+    post its results later. ReplayError with the reason."""
     agent = run.agent
     body = json.dumps(run.request_payload(), sort_keys=True).encode()
     try:
@@ -268,7 +269,8 @@ def replay(run: ReplayRun) -> dict | None:
     if len(answer.body) > REPLAY_ANSWER_MAX_BYTES:
         raise ReplayError(f"The runtime's answer is larger than {REPLAY_ANSWER_MAX_BYTES} bytes.")
     try:
-        return json.loads(answer.body)
+        parsed: object = json.loads(answer.body)
     except ValueError:
         raise ReplayError(f"The runtime answered {answer.status} with a body that is not JSON: "
                           f"{answer.body[:120].decode(errors='replace')!r}.") from None
+    return parsed

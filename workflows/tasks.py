@@ -129,7 +129,7 @@ def sweep_clocks(now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     counts = dict.fromkeys((name for name, _, _ in SLA_STEPS), 0)
     for name, query, method in SLA_STEPS:
-        seen: set[int] = set()
+        seen: set[tuple[int, int]] = set()  # (checkpoint, escalations fired): a row done at this stage
         while True:
             due = [c for c in getattr(Checkpoint.objects, query)(now).select_related("workflow", "assignee")
                    .order_by("pk")[:SLA_BATCH]]
@@ -235,9 +235,10 @@ def send_stand_down(self: Any, decision_id: int) -> str:
     """After a failover: tell the replaced agent to stand down (its API access to the workflow already ended)."""
     decision = Decision.objects.select_related("replaced_agent", "standby", "checkpoint__workflow").filter(
         pk=decision_id).first()
-    if decision is None or decision.replaced_agent_id is None:
-        return "skipped"
-    workflow, agent = decision.checkpoint.workflow, decision.replaced_agent
+    agent = decision.replaced_agent if decision is not None else None
+    if decision is None or agent is None:
+        return "skipped"  # gone, or not a failover: nobody to tell
+    workflow = decision.checkpoint.workflow
     if not agent.resume_url:
         Event.record(workflow, Event.Verb.STAND_DOWN_SENT,
                      data={"agent": agent.name, "how": "it polls: its next look at the workflow answers 409 stood_down"})

@@ -17,7 +17,7 @@ import json
 import random
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -100,8 +100,8 @@ def _operators(n: int = 8) -> list[int]:
 def _agents(n: int, rng: random.Random, now: datetime) -> list[int]:
     existing = list(Agent.objects.filter(name__startswith="volume-").order_by("pk").values_list("pk", flat=True))
     for i in range(len(existing), n):
-        agent = Agent(name=f"volume-{i + 1}", description="generated", signing_secret=f"{rng.getrandbits(128):032x}",
-                      resume_url="", created_at=now)
+        agent = Agent(name=f"volume-{i + 1}", description="generated", resume_url="", created_at=now)
+        agent.signing_secret = f"{rng.getrandbits(128):032x}"  # a property (sealed at rest)
         agent.set_new_token()  # thrown away: nobody reports as a generated agent
         agent.save()
         existing.append(agent.pk)
@@ -121,7 +121,7 @@ def step_payload(rng: random.Random, wf: int, seq: int) -> tuple[str, str]:
 
 def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, open_checkpoints: int = 1_000,
              decided: int = 100, resolved: int = 1_000, due: int = 0, seed: int = 2026,
-             replica: bool = True, progress=None) -> Volume:
+             replica: bool = True, progress: Callable[[str], object] | None = None) -> Volume:
     """Append this much data; ``due`` of the open checkpoints are past due with no breach recorded yet."""
     if connection.vendor != "postgresql":
         raise RuntimeError("The volume generator uses COPY: it needs PostgreSQL (set DATABASE_URL).")
@@ -295,9 +295,9 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
                     yield (pk, row[8], "agent", "step_committed", f'{{"seq": {seq}}}', wf_agent[i], None, None,
                            None, row[0], names[wf_agent[i]])
                     pk += 1
-            for row in cp_rows:
-                yield (pk, row[9], "system", "opened", json.dumps({"reason": row[1]}), None, None, row[0], None,
-                       row[17], "")
+            for cp in cp_rows:
+                yield (pk, cp[9], "system", "opened", json.dumps({"reason": cp[1]}), None, None, cp[0], None,
+                       cp[17], "")
                 pk += 1
 
         volume.events = _copy("workflows_event", (

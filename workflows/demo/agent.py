@@ -415,7 +415,7 @@ class DemoAgent:
             return self.pause(run, pause)
         return self.proceed(run, fault_factor=self.resume_fault_factor)
 
-    def settle(self, run: Run, decision: dict[str, Any]) -> dict | str:
+    def settle(self, run: Run, decision: dict[str, Any]) -> dict[str, Any] | str:
         """Wait until the console has carried *this* decision out (the workflow runs again because of it).
 
         A decision can be overtaken: a delivery accepted just before a crash is carried out again when
@@ -511,7 +511,7 @@ class DemoAgent:
             if name in run.remaining:
                 run.remaining.remove(name)
 
-    def await_decision(self, run: Run) -> dict | None:
+    def await_decision(self, run: Run) -> dict[str, Any] | None:
         """Polling agents: wait for the operator's decision on the open checkpoint."""
         while not self.stop.is_set():
             try:
@@ -596,7 +596,7 @@ class DemoAgent:
                 output = ticket = self.ledgers.tickets.read(str(wanted or ticket_id))  # a read commits nothing
             elif kind == "model":
                 ticket = ticket if isinstance(ticket, dict) else self.ledgers.tickets.read(ticket_id)
-                output = self.model_answer(name, ticket, ticket_id)  # type: ignore[arg-type]
+                output = self.model_answer(name, ticket, ticket_id)
             else:
                 output = {"error": f"{self.name} cannot replay a {kind} step named {name}"}
             result = {"seq": step.get("seq"), "output": output}

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .store import SqliteFile, demo_dir, now_iso
 
@@ -188,6 +188,11 @@ class Payments:
 class Tickets:
     def __init__(self, ledgers: Ledgers) -> None:
         self.ledgers = ledgers
+
+    @overload
+    def read(self, ticket: str) -> dict[str, Any]: ...
+    @overload
+    def read(self, ticket: str, *, fault: Fault | None) -> dict[str, Any] | str: ...
 
     def read(self, ticket: str, *, fault: Fault | None = None) -> dict[str, Any] | str:
         """A read commits nothing; it can still time out, be rate limited or answer garbage."""

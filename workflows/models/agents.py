@@ -137,8 +137,8 @@ class Agent(models.Model):
                  description: str = "", allow_plain_http: bool = False) -> tuple[Agent, str]:
         """Create an agent; returns it with its token, which is never stored in clear."""
         agent = cls(name=name, resume_url=resume_url, owner=owner, description=description,
-                    allow_plain_http=allow_plain_http,
-                    signing_secret=secrets.token_hex(32))
+                    allow_plain_http=allow_plain_http)
+        agent.signing_secret = secrets.token_hex(32)  # a property (sealed at rest), so not a constructor field
         token = agent.set_new_token()
         agent.save()
         return agent, token

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -18,8 +19,13 @@ from .events import Event
 from .notifications import Notification
 from .people import can_take_work, least_loaded
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook
-from .sla import SLAPolicy, Terms
+from .sla import Firing, SLAPolicy, Terms
 from .workflows import Workflow
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import Group
+
+    from .base import Actor, Operator
 
 User = settings.AUTH_USER_MODEL
 
@@ -143,6 +149,11 @@ class Checkpoint(Stateful):
 
     objects = CheckpointQuerySet.as_manager()
 
+    # Not fields: the queue view sets them on a page of rows (one URL reversal per page, not three per row).
+    workbench_url: str
+    claim_url: str
+    workflow_url: str
+
     class Meta:
         ordering = ["due_at"]
         constraints = [
@@ -250,7 +261,8 @@ class Checkpoint(Stateful):
 
     @property
     def unknown_effects(self) -> list[dict[str, Any]]:
-        return self.resume_state.get("unknown_effects", [])
+        effects: list[dict[str, Any]] = self.resume_state.get("unknown_effects", [])
+        return effects
 
     @property
     def terms(self) -> Terms:
@@ -284,37 +296,46 @@ class Checkpoint(Stateful):
                             assignee=user, claimed_at=now,
                             first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
                             **self._claim_timers(now), **fields)
-            if won and self.claim_due_at and self.first_claimed_at > self.claim_due_at:
+            if won and self._claimed_late():
                 self.record_claim_breach(notify=False)
         return won
 
-    def _claim_timers(self, now: Any) -> dict[str, Any]:
+    def _claimed_late(self) -> bool:
+        """The first claim came after the time-to-claim target (False without a claim clock or a claim)."""
+        return (self.claim_due_at is not None and self.first_claimed_at is not None
+                and self.first_claimed_at > self.claim_due_at)
+
+    def _claim_timers(self, now: datetime) -> dict[str, datetime | None]:
         terms = self.terms.data
         return {"remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
                 "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None}
 
     # --- the SLA clocks: each record is a conditional update that succeeds once, stamped at its deadline ---
 
-    def _holders(self) -> list[Any]:
-        return [self.assignee] if self.assignee_id else []
+    def _holders(self) -> list[Operator]:
+        return [self.assignee] if self.assignee is not None else []
 
-    def _watchers(self) -> tuple[list[Any], Any]:
-        """Who hears about a checkpoint nobody holds: the policy's watchers group and its operators."""
+    def _watchers(self) -> tuple[list[Operator], Group | None]:
+        """Who hears about a checkpoint nobody holds: the policy's watchers group and its operators
+        (nobody when the policy names no group, or its group was deleted)."""
         from django.contrib.auth.models import Group
 
         from .people import operators
 
-        group = Group.objects.filter(pk=self.terms.data.get("watchers")).first()
+        watchers = self.terms.data.get("watchers")
+        group = Group.objects.filter(pk=watchers).first() if watchers is not None else None
         if group is None:
             return [], None
         return list(operators().filter(groups=group)), group
 
-    def _tell(self, kind: str, title: str, *, at: Any, key: str, users: list[Any] = (), group: Any = None,
-              body: str = "") -> None:
+    def _tell(self, kind: str, title: str, *, at: datetime | None, key: str, users: Iterable[Operator | None] = (),
+              group: Group | None = None, body: str = "") -> None:
         Notification.send(kind=kind, title=f"{title}: {self.workflow.title}", body=body or self.detail[:500],
                           checkpoint=self, at=at, users=list(users), group=group, key=f"cp{self.pk}:{key}")
 
     def record_claim_warning(self) -> bool:
+        if self.claim_warn_at is None or self.claim_due_at is None:
+            return False  # no claim clock: its policy sets no time to claim
         with transaction.atomic():
             won = Checkpoint.objects.filter(pk=self.pk, status=self.Status.OPEN, first_claimed_at__isnull=True,
                                             claim_warned_at__isnull=True, claim_warn_at=self.claim_warn_at
@@ -330,6 +351,8 @@ class Checkpoint(Stateful):
 
     def record_claim_breach(self, *, notify: bool = True) -> bool:
         """The time-to-claim target passed unclaimed (or the first claim came late): stamped at its due time."""
+        if self.claim_due_at is None:
+            return False  # no claim clock: its policy sets no time to claim
         with transaction.atomic():
             won = Checkpoint.objects.filter(pk=self.pk, claim_breached_at__isnull=True,
                                             claim_due_at=self.claim_due_at).update(claim_breached_at=self.claim_due_at)
@@ -382,22 +405,22 @@ class Checkpoint(Stateful):
     def fire_escalation(self, now: datetime | None = None) -> bool:
         """Fire the next level of the escalation chain, once, at its scheduled time."""
         now = now or timezone.now()
-        number, at = self.escalations_fired, self.escalation_at
+        number, at, breached = self.escalations_fired, self.escalation_at, self.breached_at
         chain = self.terms.firings()
-        if at is None or number >= len(chain):
-            return False
+        if at is None or breached is None or number >= len(chain):
+            return False  # nothing scheduled: not breached, or the chain has run out
         firing = chain[number]
         with transaction.atomic():
             won = Checkpoint.objects.filter(
                 pk=self.pk, escalations_fired=number, escalation_at=at,
                 status__in=OPEN_STATUSES,
-            ).update(escalations_fired=number + 1, escalation_at=self.terms.firing_at(self.breached_at, number + 1))
+            ).update(escalations_fired=number + 1, escalation_at=self.terms.firing_at(breached, number + 1))
             if won:
                 self._escalate(firing, at=at, now=now)
         self.refresh_from_db()
         return bool(won)
 
-    def _escalate(self, firing: Any, *, at: Any, now: Any) -> None:
+    def _escalate(self, firing: Firing, *, at: datetime, now: datetime) -> None:
         from django.contrib.auth import get_user_model
         from django.contrib.auth.models import Group
 
@@ -413,7 +436,7 @@ class Checkpoint(Stateful):
         if spec["reassign"]:
             candidate = user if user is not None else least_loaded(group, now) if group is not None else None
             ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")
-            if ok and candidate.pk != self.assignee_id and self._hand_to(
+            if ok and candidate is not None and candidate.pk != self.assignee_id and self._hand_to(
                     candidate, actor=None, verb=Event.Verb.ASSIGNED, at=at, from_=OPEN_STATUSES,
                     expect={"assignee_id": self.assignee_id},
                     data={"to": candidate.get_username(), "note": "escalation"}):
@@ -437,12 +460,14 @@ class Checkpoint(Stateful):
 
     def remind_claim(self) -> bool:
         """A claim with no progress: tell its holder once."""
-        at = self.remind_at
+        at, holder = self.remind_at, self.assignee
+        if at is None or holder is None:
+            return False  # no reminder due: released, or decided, since it was read
         with transaction.atomic():
             won = Checkpoint.objects.filter(pk=self.pk, status=self.Status.CLAIMED, remind_at=at,
                                             assignee_id=self.assignee_id).update(remind_at=None)
             if won:
-                Event.record(self, Event.Verb.CLAIM_REMINDER, at=at, data={"to": self.assignee.get_username()})
+                Event.record(self, Event.Verb.CLAIM_REMINDER, at=at, data={"to": holder.get_username()})
                 release = f" It goes back to the queue at {self.release_at:%H:%M} UTC." if self.release_at else ""
                 self._tell(Notification.Kind.CLAIM_REMINDER, "You hold it with no progress", at=at,
                            key=f"reminder:{at.timestamp()}", users=self._holders(),
@@ -452,6 +477,8 @@ class Checkpoint(Stateful):
     def release_stale_claim(self) -> bool:
         """A claim with no progress for the release time goes back to the queue."""
         at, holder = self.release_at, self.assignee
+        if at is None:
+            return False  # no release due: released, or decided, since it was read
         with transaction.atomic():
             won = self.move(self.Status.OPEN, verb=Event.Verb.RELEASED, at=at,
                             data={"why": "no progress", "from_assignee": holder.get_username() if holder else None},
@@ -463,11 +490,11 @@ class Checkpoint(Stateful):
                            key=f"released:{at.timestamp()}", users=[holder, *users], group=group)
         return won
 
-    def _settle_late_clocks(self, now: Any) -> None:
+    def _settle_late_clocks(self, now: datetime) -> None:
         """A decision past a deadline no sweep applied yet records that breach itself (at its due time)."""
         if self.breached_at is None and self.due_at < now:
             self.record_breach(notify=False)
-        if self.claim_due_at and self.claim_breached_at is None and self.first_claimed_at > self.claim_due_at:
+        if self.claim_breached_at is None and self._claimed_late():
             self.record_claim_breach(notify=False)
 
     def explain_breach(self, *, reason: Any, note: str, by: Any) -> bool:
@@ -502,7 +529,8 @@ class Checkpoint(Stateful):
             fields["due_at"] = shifted(self.due_at)
         return fields
 
-    def give_back(self, to: Any, *, actor: Any, verb: str, data: dict[str, Any] | None = None) -> bool:
+    def give_back(self, to: Operator | None, *, actor: Actor | None, verb: Event.Verb,
+                  data: dict[str, Any] | None = None) -> bool:
         """Return a decided checkpoint to its previous holder, or to the queue when they cannot take it
         (inactive, no longer an operator, outside their working hours). The decision clock continues."""
         now = timezone.now()

@@ -15,7 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .agents import Agent
-from .base import Stateful
+from .base import IllegalTransition, Stateful
 from .checkpoints import Checkpoint
 from .events import Event
 from .runbooks import RESUMING_ACTIONS, Action
@@ -186,7 +186,13 @@ class Decision(Stateful):
     @property
     def agent(self) -> Agent:
         """Who receives the decision: the standby for a failover, else the workflow's agent."""
-        return self.standby if self.standby_id else self.checkpoint.workflow.agent
+        return self.standby if self.standby is not None else self.checkpoint.workflow.agent
+
+    def failover_agents(self) -> tuple[Agent, Agent]:
+        """A failover's (replaced agent, standby): both are set when it is decided, and PROTECTed after."""
+        if self.replaced_agent is None or self.standby is None:
+            raise IllegalTransition(f"Decision {self.pk} names no standby and replaced agent: it is not a failover.")
+        return self.replaced_agent, self.standby
 
     @property
     def is_polled(self) -> bool:
@@ -198,12 +204,13 @@ class Decision(Stateful):
         to the broker at once, and the row stays due for the relay until a worker takes it."""
         workflow = self.checkpoint.workflow
         if self.action == Action.FAILOVER and workflow.status == Workflow.Status.PAUSED:
+            replaced, standby = self.failover_agents()
             # From here on the standby owns the workflow in the API: the original's reports answer 404,
             # so it cannot record an effect twice even before it hears the stand-down notice.
             workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING,
-                          expect={"agent_id": self.replaced_agent_id}, agent=self.standby)
+                          expect={"agent_id": replaced.pk}, agent=standby)
             Event.record(workflow, Event.Verb.FAILED_OVER, actor=self.decided_by,
-                         data={"from_agent": self.replaced_agent.name, "to_agent": self.standby.name})
+                         data={"from_agent": replaced.name, "to_agent": standby.name})
         elif self.resumes and workflow.status == Workflow.Status.PAUSED:
             workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING)
         if not self.is_polled:
@@ -272,7 +279,7 @@ class Decision(Stateful):
         """What the operator decided, in full, for the trail: the row may change later, its event never."""
         return {"instructions": self.instructions[:4000], "confirmations": self.confirmations,
                 "confirmation_refs": self.confirmation_refs,
-                "new_owner": self.new_owner.get_username() if self.new_owner_id else None,
+                "new_owner": self.new_owner.get_username() if self.new_owner is not None else None,
                 "handoff_to": self.handoff_to}
 
     def _succeed(self, verb: Event.Verb, *, actor: Any = None) -> bool:
@@ -302,7 +309,7 @@ class Decision(Stateful):
             if self.action == Action.FAILOVER:
                 from ..tasks import send_stand_down  # tasks import the models
 
-                send_stand_down.delay_on_commit(self.pk)
+                transaction.on_commit(functools.partial(send_stand_down.delay, self.pk))
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
             workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,
@@ -338,9 +345,9 @@ class Decision(Stateful):
             workflow.refresh_from_db()
             if workflow.status == Workflow.Status.RESUMING and self.action == Action.FAILOVER:
                 # The standby never got it: the workflow goes back to the agent it came from.
+                replaced, _ = self.failover_agents()
                 workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.FAILOVER_UNDONE,
-                              data={"error": error[:500], "to_agent": self.replaced_agent.name},
-                              agent=self.replaced_agent)
+                              data={"error": error[:500], "to_agent": replaced.name}, agent=replaced)
             elif workflow.status == Workflow.Status.RESUMING:
                 workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED, data={"error": error[:500]})
         return True
@@ -364,7 +371,7 @@ class Decision(Stateful):
             # Beyond API.md v1's first fields: which failed effect a retry_step tries again, under its key.
             "retry": self.retry_target(),
             # A failover names the agent that stood down; a fork's checkpoint state says where it came from.
-            "failover": {"from_agent": self.replaced_agent.name} if self.replaced_agent_id else None,
+            "failover": {"from_agent": self.replaced_agent.name} if self.replaced_agent is not None else None,
         }
 
     def stand_down_message(self) -> str:
@@ -378,15 +385,16 @@ class Decision(Stateful):
         workflow = self.checkpoint.workflow
         return {"workflow_id": str(workflow.pk), "external_id": workflow.external_id,
                 "checkpoint_id": str(self.checkpoint_id), "action": "stand_down",
-                "taken_over_by": self.standby.name if self.standby_id else None,
+                "taken_over_by": self.standby.name if self.standby is not None else None,
                 "delivery_id": str(uuid.uuid5(self.delivery_id, "stand_down"))}
 
-    def retry_target(self) -> dict | None:
+    def retry_target(self) -> dict[str, Any] | None:
         """For retry_step: the failed effect to attempt again (the one the agent stopped at, else the latest)."""
         if self.action != Action.RETRY_STEP:
             return None
         failed = self.checkpoint.workflow.steps.filter(kind=Step.Kind.EFFECT, status=Step.Status.FAILED).order_by("-seq")
-        step = failed.filter(seq=self.checkpoint.at_seq).first() or failed.first()
+        at_seq = self.checkpoint.at_seq  # None: the agent named no step it stopped at
+        step = (failed.filter(seq=at_seq).first() if at_seq is not None else None) or failed.first()
         if step is None:
             return None
         return {"seq": step.seq, "name": step.name, "idempotency_key": step.idempotency_key,

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from .agents import Agent
 from .base import IllegalTransition
+
+if TYPE_CHECKING:
+    from .base import Actor
 
 User = settings.AUTH_USER_MODEL
 
@@ -140,27 +144,32 @@ class Event(models.Model):
     def actor(self) -> str:
         if self.actor_name:
             return self.actor_name if self.actor_type != self.ActorType.AGENT else f"agent {self.actor_name}"
-        if self.actor_user_id:
+        if self.actor_user is not None:
             return self.actor_user.get_username()
-        if self.actor_agent_id:
+        if self.actor_agent is not None:
             return f"agent {self.actor_agent.name}"
         return "system"
 
     @classmethod
-    def record(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
+    def record(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Actor | None = None,
                data: dict[str, Any] | None = None, at: datetime | None = None) -> Event:
         event = cls.about(subject, verb, actor=actor, data=data, at=at)
         event.save()
         return event
 
     @classmethod
-    def about(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Any = None,
+    def about(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Actor | None = None,
               data: dict[str, Any] | None = None, at: datetime | None = None) -> Event:
         """The event ``record`` would write, unsaved: for writing many with one ``bulk_create``."""
-        # Dispatch on the model's name: this module sits below every model it records.
+        # Imported here: this module sits below every model it records.
+        from .checkpoints import Checkpoint
+        from .decisions import Decision
+        from .replays import ReplayRun
+        from .workflows import Step, Workflow
+
         # ``at``: when it truly happened (a deadline applied late by the sweep), by default now.
         event = cls(verb=cls.Verb(verb), data=data or {}, at=at or timezone.now())  # ValueError on a stray verb
-        if actor is not None and actor._meta.label == "workflows.Agent":
+        if isinstance(actor, Agent):
             event.actor_type, event.actor_agent, event.actor_name = cls.ActorType.AGENT, actor, actor.name
         elif actor is not None:
             event.actor_type, event.actor_user = cls.ActorType.OPERATOR, actor
@@ -169,16 +178,13 @@ class Event(models.Model):
             event.actor_type = cls.ActorType.SYSTEM
         if subject is None:
             return event
-        kind = subject._meta.model_name
-        event.subject = f"{kind}:{subject.pk}"
-        if kind == "decision":
-            event.decision = subject
-            subject, kind = subject.checkpoint, "checkpoint"
-        if kind == "checkpoint":
-            event.checkpoint = subject
-            subject, kind = subject.workflow, "workflow"
-        if kind == "workflow":
+        event.subject = f"{subject._meta.model_name}:{subject.pk}"
+        if isinstance(subject, Decision):
+            event.decision, subject = subject, subject.checkpoint
+        if isinstance(subject, Checkpoint):
+            event.checkpoint, subject = subject, subject.workflow
+        if isinstance(subject, Workflow):
             event.workflow = subject
-        elif kind in ("step", "replayrun"):
+        elif isinstance(subject, Step | ReplayRun):
             event.workflow_id = subject.workflow_id
         return event

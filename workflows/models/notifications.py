@@ -12,14 +12,19 @@ failing channel never holds up the clocks or another channel.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from .base import Operator
+    from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
 
@@ -49,7 +54,8 @@ class Channel(models.Model):
         ]
 
     def __str__(self) -> str:
-        owner = self.user.get_username() if self.user_id else f"group {self.group.name}"
+        # The constraint gives a channel exactly one owner: a user, or else a group.
+        owner = self.user.get_username() if self.user is not None else f"group {self.group.name if self.group else '?'}"
         return f"{self.get_kind_display()} for {owner}"
 
     def clean(self) -> None:
@@ -65,19 +71,19 @@ class Channel(models.Model):
                 check_url(self.url, allow_plain_http=self.allow_plain_http, **WEBHOOK_URL)
             except ValidationError as exc:
                 raise ValidationError({"url": exc.messages}) from None
-        if self.kind == self.Kind.EMAIL and not self.address and not (self.user_id and self.user.email):
+        if self.kind == self.Kind.EMAIL and not self.address and not (self.user is not None and self.user.email):
             raise ValidationError({"address": "Give an address, or set one on the user."})
 
     @property
     def email_address(self) -> str:
-        return self.address or (self.user.email if self.user_id else "")
+        return self.address or (self.user.email if self.user is not None else "")
 
 
 class NotificationQuerySet(models.QuerySet["Notification"]):
     def unread(self) -> NotificationQuerySet:
         return self.filter(read_at__isnull=True)
 
-    def for_user(self, user: Any) -> NotificationQuerySet:
+    def for_user(self, user: Operator) -> NotificationQuerySet:
         return self.filter(recipient=user)
 
 
@@ -119,17 +125,19 @@ class Notification(models.Model):
 
     @property
     def url(self) -> str:
-        return settings.CONSOLE_URL.rstrip("/") + self.path if self.path else settings.CONSOLE_URL
+        console: str = settings.CONSOLE_URL
+        return console.rstrip("/") + self.path if self.path else console
 
     @classmethod
-    def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Any = None, at: datetime | None = None,
-             users: list[Any] = (), group: Group | None = None, key: str) -> list[Notification]:
+    def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Checkpoint | None = None,
+             at: datetime | None = None, users: Iterable[Operator | None] = (), group: Group | None = None,
+             key: str) -> list[Notification]:
         """Write one notification per recipient, and a delivery per active channel (must run in a transaction)."""
         from django.urls import reverse
 
         path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else ""
         made = []
-        recipients = [("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)]
+        recipients: list[tuple[str, int, dict[str, Any]]] = [("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)]
         if group is not None:
             recipients.append(("g", group.pk, {"group": group}))
         for tag, pk, who in recipients:

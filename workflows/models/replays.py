@@ -214,7 +214,7 @@ class ReplayRun(Stateful):
                          data={"replay": self.pk}, reason=f"Cancelled by {by.get_username()}.",
                          finished_at=timezone.now())
 
-    def record_results(self, answer: Any, *, actor: Any = None) -> bool:
+    def record_results(self, answer: object, *, actor: Agent | None = None) -> bool:
         """The runtime's answer: check its shape, compare it, and finish. False when the run had ended."""
         self.refresh_from_db()
         if self.status != self.Status.RUNNING:
@@ -227,7 +227,7 @@ class ReplayRun(Stateful):
             seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq")]
         found = drift.compare(steps, results, rules=DriftIgnoreRule.patterns_for(self.workflow.kind),
                               from_seq=self.from_seq, to_seq=self.to_seq)
-        fields = {"results": results, "runtime_version": version[:200], "comparison": found.as_json(),
+        fields: dict[str, Any] = {"results": results, "runtime_version": version[:200], "comparison": found.as_json(),
                   "first_divergent_seq": found.first_divergent_seq, "explanation": found.explanation,
                   "safety_violations": found.violations, "finished_at": timezone.now()}
         if found.violations:
@@ -244,7 +244,7 @@ class ReplayRun(Stateful):
                                "explanation": found.explanation[:500]}, **fields)
 
 
-def parse_results(answer: Any) -> tuple[list[dict[str, Any]], str]:
+def parse_results(answer: object) -> tuple[list[dict[str, Any]], str]:
     """``{"results": [{"seq": int, "output": any, "effects": [..]?}], "runtime_version": str?}``, or ValueError."""
     if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
         raise ValueError("expected a JSON object with a list under \"results\"")

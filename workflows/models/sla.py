@@ -214,7 +214,9 @@ class EscalationLevel(models.Model):
 
     @property
     def target_name(self) -> str:
-        return self.user.get_username() if self.user_id else f"group {self.group.name}" if self.group_id else "nobody"
+        if self.user is not None:
+            return self.user.get_username()
+        return f"group {self.group.name}" if self.group is not None else "nobody"  # the constraint forbids nobody
 
     def clean(self) -> None:
         if not self.user_id and not self.group_id:
@@ -239,7 +241,7 @@ class Firing:
     level: int
     repeat: int
     delay: timedelta
-    spec: dict
+    spec: dict[str, Any]
 
 
 class Terms:
