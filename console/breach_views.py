@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.contrib import messages
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -23,11 +23,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook
 
-from .roles import ADMIN, TPM, role_required
+from .forms import error_text
+from .roles import REVIEWERS, role_required, signed_in
 
 PAGE = 50
 DEFAULT_DAYS = 30
-REVIEWERS = (TPM, ADMIN)
 
 
 class BreachFilterForm(forms.Form):
@@ -72,6 +72,8 @@ class BreachFilterForm(forms.Form):
 
 
 def _cursor(checkpoint: Checkpoint) -> str:
+    if checkpoint.breached_at is None:  # the review lists breached checkpoints only
+        raise ValueError(f"Checkpoint {checkpoint.pk} has not breached: it has no place in the review.")
     return f"{checkpoint.breached_at.timestamp():.6f}.{checkpoint.pk}"
 
 
@@ -92,7 +94,7 @@ def overrun(checkpoint: Checkpoint, now: datetime | None = None) -> timedelta:
 
 @role_required(*REVIEWERS)
 @require_GET
-def breach_review(request: HttpRequest) -> HttpResponse:
+def breach_review(request: HttpRequest) -> HttpResponseBase:
     form = BreachFilterForm(request.GET)
     data = form.values()
     rows = form.rows().order_by("-breached_at", "-pk")
@@ -122,7 +124,7 @@ def breach_review(request: HttpRequest) -> HttpResponse:
     return render(request, "console/breach_review.html", context)
 
 
-def _with(query: Any, **changes: str) -> str:
+def _with(query: QueryDict, **changes: str) -> str:
     q = query.copy()
     for key, value in changes.items():
         q[key] = value
@@ -169,7 +171,8 @@ class ExplainForm(forms.Form):
     note = forms.CharField(max_length=2000, required=False, strip=True)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if not data.get("reason") and not data.get("note"):
             raise forms.ValidationError("Choose a reason or write one.")
         return data
@@ -181,9 +184,9 @@ def explain_breach(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint, pk=pk)
     form = ExplainForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, error_text(form))
     elif checkpoint.explain_breach(reason=form.cleaned_data["reason"], note=form.cleaned_data["note"],
-                                   by=request.user):
+                                   by=signed_in(request)):
         messages.success(request, f"Breach reason recorded for checkpoint {checkpoint.pk}.")
     else:
         messages.error(request, "This checkpoint did not breach its SLA.")

@@ -199,7 +199,7 @@ def _safe_cell(value: Any) -> Any:
     return value
 
 
-@reviewer  # type: ignore[arg-type]  # a streamed CSV, not an HttpResponse: role_required passes it through
+@reviewer  # a streamed CSV, not an HttpResponse: role_required passes it through
 @require_GET
 def resume_export(request: HttpRequest, table: str) -> StreamingHttpResponse:
     if table not in TABLES:

@@ -3,15 +3,31 @@ markup with stable test ids); these classes do the parsing and validation."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from workflows.models import Action, Agent, Checkpoint, Confirmation, Reason
+from workflows.models.checkpoints import CheckpointQuerySet
+from workflows.models.people import operators
 
-from .roles import operators
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
+
+
+def error_text(form: forms.Form) -> str:
+    """Every error of an invalid form as one message, for the page's flash."""
+    return " ".join(str(e) for errors in form.errors.values() for e in errors)
+
+
+def choose_from(form: forms.Form, name: str, queryset: QuerySet[Model]) -> None:
+    """Set what a model choice field of this form instance offers (its class declares none)."""
+    field = form.fields[name]
+    if not isinstance(field, forms.ModelChoiceField):
+        raise TypeError(f"{type(form).__name__}.{name} is not a model choice field.")
+    field.queryset = queryset
 
 
 class AssignForm(forms.Form):
@@ -21,7 +37,7 @@ class AssignForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["to"].queryset = operators()
+        choose_from(self, "to", operators())
 
 
 class DecisionForm(forms.Form):
@@ -43,16 +59,16 @@ class DecisionForm(forms.Form):
     def __init__(self, *args: Any, checkpoint: Checkpoint, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.checkpoint = checkpoint
-        self.fields["new_owner"].queryset = operators()
+        choose_from(self, "new_owner", operators())
         self.standbys = checkpoint.standbys()
-        self.fields["standby"].queryset = Agent.objects.filter(pk__in=[a.pk for a in self.standbys])
+        choose_from(self, "standby", Agent.objects.filter(pk__in=[a.pk for a in self.standbys]))
         for i, _effect in enumerate(checkpoint.unknown_effects):
             self.fields[f"confirm_{i}"] = forms.ChoiceField(choices=Confirmation.choices, required=False,
                                                             widget=forms.RadioSelect)
             self.fields[f"ref_{i}"] = forms.CharField(max_length=200, required=False, strip=True)
 
     @property
-    def effects(self) -> list[tuple[int, dict, forms.BoundField, forms.BoundField]]:
+    def effects(self) -> list[tuple[int, dict[str, Any], forms.BoundField, forms.BoundField]]:
         return [(i, effect, self[f"confirm_{i}"], self[f"ref_{i}"])
                 for i, effect in enumerate(self.checkpoint.unknown_effects)]
 
@@ -62,7 +78,8 @@ class DecisionForm(forms.Form):
         return all(confirm.value() in Confirmation.values for _i, _e, confirm, _r in self.effects)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         # The model enforces the rule too; here it becomes an error beside the field it concerns.
         unreferenced = set(Confirmation.unreferenced(*self._answers()))
         for i, effect, _confirm, _ref in self.effects:
@@ -130,7 +147,7 @@ class QueueFilterForm(forms.Form):
         self.is_valid()
         return {**self.DEFAULTS, **{k: v for k, v in self.cleaned_data.items() if v not in (None, "")}}
 
-    def narrow(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    def narrow(self, queryset: CheckpointQuerySet) -> CheckpointQuerySet:
         """Reason, agent and kind: the filters the scope tabs count under."""
         data = self.values()
         if data["reason"]:
@@ -141,13 +158,13 @@ class QueueFilterForm(forms.Form):
             queryset = queryset.filter(workflow__kind=data["kind"])
         return queryset
 
-    def listed(self, *, user: Any) -> QuerySet[Any]:
+    def listed(self, *, user: Operator) -> CheckpointQuerySet:
         """What the scope lists before paging: the open queue, or the proposals ``user`` may approve."""
         if self.values()["scope"] == "approval":
             return self.narrow(Checkpoint.objects.awaiting_approval(by=user))
         return self.narrow(Checkpoint.objects.open())
 
-    def in_scope(self, queryset: QuerySet[Any], *, user: Any) -> QuerySet[Any]:
+    def in_scope(self, queryset: CheckpointQuerySet, *, user: Operator) -> CheckpointQuerySet:
         """Mine / unassigned / all (awaiting approval: as listed), and breached only."""
         data = self.values()
         if data["breached"]:

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from workflows.models import Notification
 from workflows.models.people import ADMIN, TPM
 
-from .roles import READERS, SUPERUSER, role_required, roles_of
+from .roles import READERS, SUPERUSER, role_required, roles_of, signed_in
 
 PAGE = 100
 
@@ -31,7 +31,7 @@ def unread_notifications(request: HttpRequest) -> dict[str, Any]:
 @role_required(*READERS)
 @require_GET
 def notifications(request: HttpRequest) -> HttpResponse:
-    items = list(Notification.objects.for_user(request.user).select_related("checkpoint__workflow")[:PAGE])
+    items = list(Notification.objects.for_user(signed_in(request)).select_related("checkpoint__workflow")[:PAGE])
     return render(request, "console/notifications.html", {"items": items, "page_size": PAGE})
 
 
@@ -39,7 +39,7 @@ def notifications(request: HttpRequest) -> HttpResponse:
 @require_POST
 def mark_read(request: HttpRequest, pk: int) -> HttpResponse:
     """Read one (and open what it is about), or ``pk`` 0: all of them."""
-    mine = Notification.objects.for_user(request.user)
+    mine = Notification.objects.for_user(signed_in(request))
     if pk == 0:
         count = mine.unread().update(read_at=timezone.now())
         messages.success(request, f"Marked {count} notification{'s' if count != 1 else ''} read.")

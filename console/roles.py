@@ -35,17 +35,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import AnonymousUser, Group
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import render
 
 # The role names live in the domain: the SLA clocks reassign and return work without a request.
 from workflows.models.people import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators  # noqa: E402, F401
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 # Who can knock on a URL: the three roles, plus the principals without one.
 ANONYMOUS = "anonymous"
@@ -161,7 +165,7 @@ def public(view: View) -> View:
     return declare(PUBLIC)(view)
 
 
-def role_required(*roles: str, why: str = "") -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+def role_required(*roles: str, why: str = "") -> Callable[[View], View]:
     """Signed-in users with one of ``roles`` (superusers count as admins); others are refused.
 
     Anonymous requests are sent to the login page; a signed-in user without the
@@ -176,9 +180,9 @@ def role_required(*roles: str, why: str = "") -> Callable[[Callable[..., HttpRes
     reason = why or f"This page is for {names}."
     rule = Rule(allowed, f"signed-in {names}")
 
-    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    def decorate(view: View) -> View:
         @wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             if roles_of(request.user) & allowed:
@@ -186,12 +190,22 @@ def role_required(*roles: str, why: str = "") -> Callable[[Callable[..., HttpRes
             return render(request, "403.html", {"exception": reason}, status=403)
 
         wrapper.access_rule = rule  # type: ignore[attr-defined]
-        return wrapper
+        return cast(View, wrapper)  # the view's own signature: the wrapper only refuses, or calls it
 
     return decorate
 
 
-def operator_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def signed_in(request: HttpRequest) -> Operator:
+    """The user of a request that a login check let through (``role_required``, the admin site).
+
+    PermissionDenied (403) if it is anonymous after all: a view reached without its check."""
+    user = request.user
+    if isinstance(user, AnonymousUser):
+        raise PermissionDenied("Sign in first.")
+    return user
+
+
+def operator_required(view: View) -> View:
     """Actions are for operators and admins; a TPM gets a 403 page that says why."""
     return role_required(*ACTORS, why="Your role is read-only: only operators and admins can claim, assign, "
                                       "decide checkpoints or complete handed-off work.")(view)

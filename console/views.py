@@ -25,6 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.middleware import HtmxDetails
 
 from workflows.models import (
     RESUMING_ACTIONS,
@@ -39,9 +40,19 @@ from workflows.models import (
     Step,
     Workflow,
 )
+from workflows.models.checkpoints import CheckpointQuerySet
+from workflows.models.people import operators
 
-from .forms import AssignForm, CommentForm, CompleteForm, DecisionForm, QueueFilterForm, RejectForm
-from .roles import READERS, can_act, is_admin, operator_required, role_required
+from .forms import (
+    AssignForm,
+    CommentForm,
+    CompleteForm,
+    DecisionForm,
+    QueueFilterForm,
+    RejectForm,
+    error_text,
+)
+from .roles import READERS, can_act, is_admin, operator_required, role_required, signed_in
 
 COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -52,16 +63,22 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def _render(request: HttpRequest, template: str, context: dict[str, Any], *, partials: tuple[str, ...] = (),
             status: int = 200) -> HttpResponse:
     """The page, or for htmx the partial named like the element the request targets."""
-    htmx = getattr(request, "htmx", None)
-    partial = htmx and not htmx.history_restore_request and htmx.target in partials
+    htmx = _htmx(request)
+    partial = htmx.target if htmx and not htmx.history_restore_request and htmx.target in partials else None
     if partial:
-        template += "#" + htmx.target
+        template += "#" + partial
     response = render(request, template, context, status=status)
     if partial:
         items = [{"level": m.level_tag, "text": str(m)} for m in messages.get_messages(request)]
         if items:  # ASCII JSON: header-safe, and the toast sets it as text, never as HTML
             response["HX-Trigger"] = json.dumps({"console:messages": {"items": items}})
     return response
+
+
+def _htmx(request: HttpRequest) -> HtmxDetails | None:
+    """django-htmx's details of the request (falsy for a plain one); None without its middleware."""
+    htmx: HtmxDetails | None = getattr(request, "htmx", None)
+    return htmx
 
 
 def _back(request: HttpRequest, default: str) -> HttpResponseRedirect:
@@ -147,8 +164,9 @@ def queue(request: HttpRequest) -> HttpResponse:
     filters = QueueFilterForm(request.GET)
     params = filters.values()  # bad values are dropped, not reported: a stale link still renders
     base = filters.narrow(Checkpoint.objects.open())
+    user = signed_in(request)
     rows, has_prev, has_next = _keyset_page(
-        filters.in_scope(filters.listed(user=request.user), user=request.user).for_queue().annotate(
+        filters.in_scope(filters.listed(user=user), user=user).for_queue().annotate(
             came_back=Exists(Decision.objects.sent_back().filter(checkpoint=OuterRef("pk"))),
         ).prefetch_related(
             Prefetch("events", Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
@@ -156,12 +174,12 @@ def queue(request: HttpRequest) -> HttpResponse:
             Prefetch("decisions", Decision.objects.filter(status=Decision.Status.PROPOSED).select_related("decided_by"),
                      to_attr="proposals")),
         params, params["per"])
-    tabs = _tabs(request, base, params, approvals=filters.narrow(Checkpoint.objects.awaiting_approval(by=request.user)))
+    tabs = _tabs(request, base, params, approvals=filters.narrow(Checkpoint.objects.awaiting_approval(by=user)))
     context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": tabs,
-               "can_act": can_act(request.user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
+               "can_act": can_act(user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
-               "operators": AssignForm().fields["to"].queryset if can_act(request.user) else [],
+               "operators": operators() if can_act(user) else [],  # whom AssignForm offers
                **_pager(request, rows, has_prev, has_next)}
     return _render(request, "console/queue.html", context, partials=("queue-table",))
 
@@ -172,9 +190,10 @@ def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_nex
             "next_url": _query(request, before=None, after=_cursor(rows[-1])) if has_next else ""}
 
 
-def _tabs(request: HttpRequest, base: QuerySet[Any], params: dict[str, Any], *, approvals: QuerySet[Any]) -> list[dict[str, Any]]:
+def _tabs(request: HttpRequest, base: CheckpointQuerySet, params: dict[str, Any], *,
+          approvals: CheckpointQuerySet) -> list[dict[str, Any]]:
     """Scopes with their counts under the other filters; then the breached toggle."""
-    user, scope = request.user, params["scope"]
+    user, scope = signed_in(request), params["scope"]
     scoped = {"mine": base.filter(assignee=user), "unassigned": base.filter(assignee__isnull=True), "all": base,
               "approval": approvals}
     labels = dict(QueueFilterForm.SCOPES)
@@ -243,7 +262,7 @@ def _workbench_version(checkpoint: Checkpoint) -> str:
 @require_GET
 def workbench(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
-    htmx = getattr(request, "htmx", None)
+    htmx = _htmx(request)
     if htmx and htmx.target == "workbench-live" and request.GET.get("v") == _workbench_version(checkpoint):
         return HttpResponse(status=204)  # the poll's answer while nothing changed: no swap, nothing lost
     return _workbench(request, checkpoint)
@@ -265,7 +284,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "events": events[:WORKBENCH_EVENTS][::-1], "events_clipped": len(events) > WORKBENCH_EVENTS,
         "comments": {c.pk: c for c in workflow.comments.filter(
             pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED])},
-        "ghost_stop": bool(checkpoint.at_seq) and not trajectory.later
+        "ghost_stop": checkpoint.at_seq is not None and not trajectory.later
                       and checkpoint.at_seq > (steps[-1].seq if steps else 0),
         "holder_event": next((e for e in events if e.checkpoint_id == checkpoint.pk
                               and e.verb in (Event.Verb.CLAIMED, Event.Verb.ASSIGNED)), None),
@@ -290,7 +309,8 @@ def _returns_to(checkpoint: Checkpoint, events: list[Event]) -> str | None:
     """The owner the workflow had when it was interrupted (recorded on "opened"), else today's default."""
     opened = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb == Event.Verb.OPENED), None)
     if opened and "owner" in opened.data:
-        return opened.data["owner"]
+        recorded: str | None = opened.data["owner"]  # None: it had no owner then
+        return recorded
     owner = checkpoint.workflow.owner or checkpoint.workflow.agent.owner
     return owner.get_username() if owner else None
 
@@ -333,7 +353,7 @@ def comment(request: HttpRequest, pk: int) -> HttpResponse:
             if posted.mentions else ""
         messages.success(request, "Comment added." + told)
     else:
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, error_text(form))
     return _back(request, _workbench_url(checkpoint))
 
 
@@ -353,7 +373,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
     if request.POST.get("bulk") == "assign":
         form = AssignForm(request.POST)
         if not form.is_valid():
-            messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+            messages.error(request, error_text(form))
             return _back(request, reverse("queue"))
         to = form.cleaned_data["to"]
         won = [c for c in checkpoints if c.assign(to=to, by=request.user, note=form.cleaned_data["note"])]
@@ -386,7 +406,7 @@ def assign(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint, pk=pk)
     form = AssignForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, error_text(form))
     elif checkpoint.assign(to=form.cleaned_data["to"], by=request.user, note=form.cleaned_data["note"]):
         messages.success(request, f"Assigned to {form.cleaned_data['to'].get_username()}.")
     else:
@@ -431,7 +451,7 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
     form = RejectForm(request.POST)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, error_text(form))
         return _back(request, _workbench_url(decision.checkpoint))
     if decision.reject(by=request.user, note=form.cleaned_data["note"]):
         messages.success(request, f"Rejected: the checkpoint is back with {decision.decided_by.get_username()}.")
@@ -445,7 +465,7 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(*READERS)
 @require_GET
 def mine(request: HttpRequest) -> HttpResponse:
-    user = request.user
+    user = signed_in(request)
     owned = Workflow.objects.owned_by(user).select_related("agent")
     handed = list(owned.filter(status=Workflow.Status.HANDED_OFF).order_by("-last_activity_at")[:100])
     packets = {d.checkpoint.workflow_id: d for d in Decision.objects.filter(

@@ -12,18 +12,19 @@ from __future__ import annotations
 import csv
 import datetime
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import AbstractUser
 from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.response import TemplateResponse
 
-from console.roles import owner_candidates
+from console.roles import owner_candidates, signed_in
 
 from .models import (
     Agent,
@@ -49,7 +50,7 @@ from .models import (
 _M = TypeVar("_M", bound=models.Model)
 
 # A typed-in "example.com/hook" means https (Django 6's default, chosen now).
-URL_FIELDS = {models.URLField: {"assume_scheme": "https"}}
+URL_FIELDS: Mapping[type[models.Field[Any, Any]], Mapping[str, Any]] = {models.URLField: {"assume_scheme": "https"}}
 SECRET_FIELDS = ("password", "secret", "token")  # never copied into the trail
 
 
@@ -67,8 +68,8 @@ def _plain(value: Any) -> Any:
 
 
 def _value(instance: Any, name: str) -> Any:
-    value = getattr(instance, name, None)
-    return _plain(list(value.all()) if hasattr(value, "all") else value)
+    value = getattr(instance, name, None)  # a field's value, or its many-to-many manager
+    return _plain(list(value.all()) if value is not None and hasattr(value, "all") else value)
 
 
 class AuditedAdmin(admin.ModelAdmin[_M]):
@@ -86,16 +87,16 @@ class AuditedAdmin(admin.ModelAdmin[_M]):
         obj, change, fields, before = request._audited  # type: ignore[attr-defined]
         if change and not fields:
             return
-        Event.record(obj, Event.Verb.ADMIN_CHANGED if change else Event.Verb.ADMIN_CREATED, actor=request.user,
+        Event.record(obj, Event.Verb.ADMIN_CHANGED if change else Event.Verb.ADMIN_CREATED, actor=signed_in(request),
                      data=_described(obj, before=before, after={f: _value(obj, f) for f in fields}))
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
-        Event.record(obj, Event.Verb.ADMIN_DELETED, actor=request.user, data=_described(obj))
+        Event.record(obj, Event.Verb.ADMIN_DELETED, actor=signed_in(request), data=_described(obj))
         super().delete_model(request, obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         for obj in queryset:
-            Event.record(obj, Event.Verb.ADMIN_DELETED, actor=request.user, data=_described(obj))
+            Event.record(obj, Event.Verb.ADMIN_DELETED, actor=signed_in(request), data=_described(obj))
         super().delete_queryset(request, queryset)
 
 
@@ -226,7 +227,7 @@ class AgentAdmin(AuditedAdmin[Agent]):
             before = agent.token_prefix
             token = agent.set_new_token()
             agent.save(update_fields=["token_hash", "token_prefix"])
-            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=request.user, data=_described(
+            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=signed_in(request), data=_described(
                 agent, credential="API token", before={"token_prefix": before}, after={"token_prefix": agent.token_prefix}))
             shown.append((agent, token, None))
         return _credentials_page(request, shown, "rotated")
@@ -237,13 +238,13 @@ class AgentAdmin(AuditedAdmin[Agent]):
         for agent in queryset:
             agent.signing_secret = secrets.token_hex(32)
             agent.save()
-            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=request.user,
+            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=signed_in(request),
                          data=_described(agent, credential="signing secret"))
             shown.append((agent, None, agent.signing_secret))
         return _credentials_page(request, shown, "rotated")
 
 
-def _credentials_page(request: HttpRequest, credentials: list[tuple[Agent, str | None, str | None]],
+def _credentials_page(request: HttpRequest, credentials: Sequence[tuple[Agent, str | None, str | None]],
                       what: str) -> HttpResponse:
     """The one time a token or secret is shown: in this page's body, never stored in clear or in a cookie."""
     response = TemplateResponse(request, "admin/workflows/agent/credentials.html", {
@@ -385,7 +386,7 @@ admin.site.unregister(User)
 
 
 @admin.register(User)
-class AuditedUserAdmin(AuditedAdmin, UserAdmin):
+class AuditedUserAdmin(AuditedAdmin[AbstractUser], UserAdmin[AbstractUser]):
     """Role and account changes are audit events; someone who ever acted is deactivated, never deleted."""
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -376,7 +376,7 @@ class Decision(Stateful):
 
     def stand_down_message(self) -> str:
         """What the replaced agent is told when it reports on the workflow again (API 409 ``stood_down``)."""
-        return (f"Workflow {self.checkpoint.workflow_id} was failed over to {self.standby.name if self.standby_id else 'a standby'} "
+        return (f"Workflow {self.checkpoint.workflow_id} was failed over to {self.standby.name if self.standby is not None else 'a standby'} "
                 f"at {self.decided_at:%Y-%m-%d %H:%M:%S} UTC: stand down and do not act on it again "
                 "(your stand-down notice says the same).")
 
