@@ -21,8 +21,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from workflows import metrics
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook
 
+from . import charts
 from .forms import error_text
 from .roles import REVIEWERS, role_required, signed_in
 
@@ -120,8 +122,92 @@ def breach_review(request: HttpRequest) -> HttpResponseBase:
         "runbooks": Runbook.objects.order_by("slug").values_list("slug", flat=True)[:200],
         "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
         "csv_url": "?" + _with(query, format="csv"),
+        **_figures(data, form.rows(), query),
     }
     return render(request, "console/breach_review.html", context)
+
+
+# --- cards and charts -----------------------------------------------------------------------------------
+
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+BY = {  # chart title, the lookup on a breached checkpoint, and the review filter a bar drills down to
+    "runbook": ("Breaches by runbook", "runbook__slug", "runbook"),
+    "reason": ("Breaches by recorded reason", "breach_reason__name", "reason"),
+    "agent": ("Breaches by agent", "workflow__agent__name", "agent"),
+    "kind": ("Breaches by workflow kind", "workflow__kind", "kind"),
+}
+
+
+def _share_card(slug: str, now: metrics.TargetMet, before: metrics.TargetMet) -> dict[str, Any]:
+    trend = None if now.percent is None or before.percent is None else now.percent - before.percent
+    return {"slug": slug, "label": now.label, "definition": now.definition,
+            "value": "—" if now.percent is None else f"{now.percent:.1f} %",
+            "detail": f"{now.met} of {now.settled}",
+            "before": "—" if before.percent is None else f"{before.percent:.1f} %",
+            "trend": None if trend is None else f"{trend:+.1f} pts", "better": None if not trend else trend > 0}
+
+
+def _timing_card(slug: str, now: metrics.Timing, before: metrics.Timing, definition: str) -> dict[str, Any]:
+    def text(t: metrics.Timing) -> str:
+        if t.median is None:
+            return "—"
+        return f"{_seconds(t.median)} · p90 {_seconds(t.p90)}"
+
+    better = None
+    if now.median is not None and before.median is not None and now.median != before.median:
+        better = now.median < before.median
+    return {"slug": slug, "label": now.label, "definition": definition, "value": text(now),
+            "detail": f"median of {now.count}", "before": text(before), "trend": None, "better": better}
+
+
+def _count_card(slug: str, label: str, now: int, before: int, definition: str) -> dict[str, Any]:
+    return {"slug": slug, "label": label, "definition": definition, "value": f"{now:,}", "detail": "",
+            "before": f"{before:,}", "trend": f"{now - before:+,}" if now != before else None,
+            "better": None if now == before else now < before}
+
+
+def _seconds(value: float | None) -> str:
+    from .templatetags.console_tags import seconds_text
+
+    return seconds_text(value)
+
+
+def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) -> dict[str, Any]:
+    """The cards against the previous period of the same length, and the charts of the filtered breaches."""
+    period = metrics.Filters(start=data["start"], end=data["end"], agent=data.get("agent", ""),
+                             kind=data.get("kind", ""), runbook=data.get("runbook", ""))
+    before = period.previous()
+    activity, activity_before = metrics.sla_activity(period), metrics.sla_activity(before)
+    cards = [
+        _share_card("decision-met", metrics.decision_target_met(period), metrics.decision_target_met(before)),
+        _share_card("claim-met", metrics.claim_target_met(period), metrics.claim_target_met(before)),
+        _timing_card("time-to-claim", metrics.time_to_claim(period), metrics.time_to_claim(before),
+                     "From a checkpoint opening to its first claim or assignment: median and 90th percentile "
+                     "of the checkpoints opened in the period."),
+        _timing_card("time-to-decision", metrics.time_to_decision(period), metrics.time_to_decision(before),
+                     "From a checkpoint opening to its first decision: median and 90th percentile of the "
+                     "checkpoints opened in the period."),
+        _count_card("escalations", "Escalations fired", activity["escalations"], activity_before["escalations"],
+                    "Escalation levels the sweep fired in the period (each level of each checkpoint once)."),
+        _count_card("reminders", "Claim reminders", activity["reminders"], activity_before["reminders"],
+                    "Reminders sent to an operator holding a claim with no progress."),
+        _count_card("releases", "Claims released", activity["releases"], activity_before["releases"],
+                    "Claims the sweep released to the queue after no progress."),
+    ]
+    days, met, breached = metrics.met_and_breached_by_day(period)
+    figures = {"over_time": charts.column_chart(
+        "Decision target met vs breached, by day opened", [d.strftime("%d %b") for d in days],
+        [charts.Line("met", met), charts.Line("breached", breached)])}
+    for name, (title, lookup, param) in BY.items():
+        bars = [charts.Bar(value or ("(not recorded)" if name == "reason" else "(none)"), n,
+                           href="?" + _with(query, **{param: value or "none"}) if value or name == "reason" else "")
+                for value, n in metrics.breaches_by(breaches, lookup)]
+        figures[f"by_{name}"] = charts.bar_chart(title, bars)
+    figures["hour_of_week"] = charts.heatmap(
+        "Breaches by hour of week (UTC)", WEEKDAYS, [f"{h:02d}" for h in range(24)],
+        metrics.breaches_by_hour_of_week(breaches), legend="darker: more breaches in that hour")
+    return {"cards": cards, "charts": figures,
+            "previous": {"start": before.start, "end": before.end}}
 
 
 def _with(query: QueryDict, **changes: str) -> str:

@@ -110,3 +110,85 @@ def test_pages_walk_back_through_older_breaches(client, tess, monkeypatch):
     second = client.get(reverse("breach_review") + older).content.decode()
     assert second.count('data-testid="breach-row"') == 1
     assert f'data-id="{checkpoints[0].pk}"' in second
+
+
+def _card(page: str, slug: str) -> str:
+    return unescape(re.sub(r"\s+", " ", page.split(f'data-testid="card-{slug}"')[1].split("</article>")[0]))
+
+
+def test_the_cards_count_met_and_breached_decisions_against_the_previous_period(client, tess, alice):
+    from workflows import metrics
+
+    start = breached().opened_at  # breached, decided late
+    now = start + timedelta(hours=2)
+    with time_machine.travel(start + timedelta(minutes=1), tick=False):
+        in_time = [make_checkpoint() for _ in range(3)]
+        make_checkpoint()  # still open, not due: not settled, not counted
+    with time_machine.travel(start + timedelta(minutes=4), tick=False):
+        for checkpoint in in_time:  # decided three minutes after opening, well within the target
+            checkpoint.decide(by=alice, action="abort", instructions="in time")
+    with time_machine.travel(start - timedelta(days=30), tick=False):  # the period before: one, in time
+        make_checkpoint().decide(by=alice, action="abort", instructions="in time")
+
+    with time_machine.travel(now, tick=False):
+        client.force_login(tess)
+        page = client.get(reverse("breach_review")).content.decode()
+        period = metrics.Filters.last(30, today=now.date())
+    met = metrics.decision_target_met(period)
+    assert (met.met, met.settled) == (3, 4)
+    card = _card(page, "decision-met")
+    assert "Decision target met" in card and "75.0 %" in card and "3 of 4" in card
+    assert "-25.0 pts" in card and "(before: 100.0 %)" in card
+    assert 'class="figure-trend down"' in page.split('data-testid="card-decision-met"')[1]
+    decision = _card(page, "time-to-decision")  # the breached one is not decided yet: no time to count
+    assert "3m · p90 3m" in decision and "median of 3" in decision
+
+
+def test_escalations_reminders_and_releases_are_counted_from_the_sweeps_events(client, tess, adam):
+    from workflows import metrics
+
+    policy = make_policy(target=30, warning=10)
+    EscalationLevel.objects.create(policy=policy, delay_minutes=5, notify=True, user=adam)
+    EscalationLevel.objects.create(policy=policy, delay_minutes=10, notify=True, user=adam)
+    make_runbook(workflow_kind="refund", policy=policy, slug="refunds")
+    checkpoint = breached()  # the sweep 20 minutes past due fires both levels
+    activity = metrics.sla_activity(metrics.Filters.last(30, today=checkpoint.due_at.date()))
+    assert activity == {"escalations": 2, "reminders": 0, "releases": 0}
+    client.force_login(tess)
+    page = client.get(reverse("breach_review")).content.decode()
+    card = _card(page, "escalations")
+    assert '<div class="figure-value" data-testid="card-value">2</div>' in card and "(before: 0)" in card
+
+
+def test_the_charts_show_breaches_by_runbook_reason_agent_kind_and_hour_of_week(client, tess):
+    make_runbook(workflow_kind="ticket_triage", slug="triage")
+    refunds = [breached(kind="refund") for _ in range(2)]
+    triage = breached(kind="ticket_triage")
+    staffing = BreachReason.objects.create(name="Understaffed <b>shift</b>")
+    triage.explain_breach(reason=staffing, note="", by=tess)
+    client.force_login(tess)
+    page = client.get(reverse("breach_review")).content.decode()
+
+    charts = page.split('data-testid="breach-charts"')[1].split("</section>")[0]
+    assert charts.count("<svg") == 6 and "<script" not in charts
+    by_kind = charts.split('data-testid="chart-by-kind"')[1].split("</figure>")[0]
+    assert "refund: 2" in by_kind and "ticket_triage: 1" in by_kind
+    by_reason = charts.split('data-testid="chart-by-reason"')[1].split("</figure>")[0]
+    assert "Understaffed &lt;b&gt;shift&lt;/b&gt;: 1" in by_reason and "(not recorded): 2" in by_reason
+    assert "reason=none" in by_reason  # a bar drills down to the table filtered by it
+    hour = refunds[0].breached_at
+    weekday = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")[hour.weekday()]
+    heat = charts.split('data-testid="chart-hour-of-week"')[1].split("</figure>")[0]
+    assert f"{weekday} {hour.hour:02d}: 3" in heat  # all three breached in the same hour
+    over_time = charts.split('data-testid="chart-over-time"')[1].split("</figure>")[0]
+    assert f"breached, {refunds[0].opened_at:%d %b}: 3" in over_time
+
+
+def test_the_figures_follow_the_filters(client, tess):
+    breached(kind="refund")
+    breached(kind="ticket_triage")
+    client.force_login(tess)
+    page = client.get(reverse("breach_review"), {"kind": "refund"}).content.decode()
+    by_kind = page.split('data-testid="chart-by-kind"')[1].split("</figure>")[0]
+    assert "refund: 1" in by_kind and "ticket_triage" not in by_kind
+    assert "0 of 1" in _card(page, "decision-met")

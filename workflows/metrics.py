@@ -643,3 +643,92 @@ def trend(now: Share, before: Share) -> float | None:
     if now.percent is None or before.percent is None:
         return None
     return now.percent - before.percent
+
+
+# --- the SLA breach review (TPMs) ---------------------------------------------------------------------
+# Computed from the clocks stamped on checkpoints (opened, first claim, decision, breach) and from the
+# sweep's events; nothing here is a number written for the report.
+
+@dataclass(frozen=True)
+class TargetMet:
+    """Of the checkpoints opened in the period whose target is settled, how many met it."""
+
+    label: str
+    definition: str
+    met: int
+    settled: int
+
+    @property
+    def value(self) -> float | None:
+        return self.met / self.settled if self.settled else None
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.settled == 0 else 100 * self.met / self.settled
+
+
+def decision_target_met(filters: Filters) -> TargetMet:
+    counts = opened_checkpoints(filters).aggregate(
+        settled=Count("pk", filter=Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False)),
+        met=Count("pk", filter=Q(breached_at__isnull=True, clock_stopped_at__isnull=False)))
+    return TargetMet("Decision target met", "Of the checkpoints opened in the period that are decided or past "
+                     "their decision target, the share decided by their due time.", counts["met"], counts["settled"])
+
+
+def claim_target_met(filters: Filters) -> TargetMet:
+    counts = opened_checkpoints(filters).filter(claim_due_at__isnull=False).aggregate(
+        settled=Count("pk", filter=Q(claim_breached_at__isnull=False) | Q(first_claimed_at__isnull=False)),
+        met=Count("pk", filter=Q(claim_breached_at__isnull=True, first_claimed_at__isnull=False)))
+    return TargetMet("Claim target met", "Of the checkpoints opened in the period with a time-to-claim target "
+                     "that are claimed or past it, the share claimed in time.", counts["met"], counts["settled"])
+
+
+SLA_ACTIVITY = {  # what the sweep did, counted from its events
+    "escalations": Q(verb=V.ESCALATED),
+    "reminders": Q(verb=V.CLAIM_REMINDER),
+    "releases": Q(verb=V.RELEASED, actor_type=Event.ActorType.SYSTEM),
+}
+
+
+def sla_activity(filters: Filters) -> dict[str, int]:
+    """Escalation levels fired, claim reminders sent and claims released by the sweep in the period."""
+    qs = Event.objects.filter(at__gte=filters.since, at__lt=filters.until, checkpoint__isnull=False)
+    if filters.agent:
+        qs = qs.filter(workflow__agent__name=filters.agent)
+    if filters.kind:
+        qs = qs.filter(workflow__kind=filters.kind)
+    if filters.runbook:
+        qs = qs.filter(checkpoint__runbook__slug=filters.runbook)
+    counts: dict[str, int] = qs.aggregate(**{name: Count("pk", filter=q) for name, q in SLA_ACTIVITY.items()})
+    return counts
+
+
+def met_and_breached_by_day(filters: Filters) -> tuple[list[date], list[int], list[int]]:
+    """Per day opened: the settled checkpoints that met their decision target and those that breached it."""
+    rows = (opened_checkpoints(filters)
+            .filter(Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False))
+            .annotate(day=TruncDate("opened_at", tzinfo=UTC)).values("day")
+            .annotate(met=Count("pk", filter=Q(breached_at__isnull=True)),
+                      breached=Count("pk", filter=Q(breached_at__isnull=False))))
+    by_day = {_as_day(r["day"]): (r["met"], r["breached"]) for r in rows}
+    days = [filters.start + timedelta(days=i) for i in range(filters.days)]
+    return days, [by_day.get(d, (0, 0))[0] for d in days], [by_day.get(d, (0, 0))[1] for d in days]
+
+
+def breaches_by(breaches: QuerySet[Any], lookup: str, limit: int = 10) -> list[tuple[str, int]]:
+    """The most frequent values of ``lookup`` among ``breaches`` (checkpoints), most first."""
+    rows = breaches.order_by().values(lookup).annotate(n=Count("pk")).order_by("-n", lookup)[:limit]
+    return [(str(r[lookup]) if r[lookup] is not None else "", r["n"]) for r in rows]
+
+
+def breaches_by_hour_of_week(breaches: QuerySet[Any]) -> list[list[int]]:
+    """7 rows (Monday first) of 24 hours (UTC): how many breaches fell in each hour of the week."""
+    from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
+
+    grid = [[0] * 24 for _ in range(7)]
+    rows = (breaches.order_by().annotate(dow=ExtractIsoWeekDay("breached_at", tzinfo=UTC),
+                                         hour=ExtractHour("breached_at", tzinfo=UTC))
+            .values("dow", "hour").annotate(n=Count("pk")))
+    for r in rows:
+        grid[r["dow"] - 1][r["hour"]] += r["n"]
+    return grid
