@@ -129,6 +129,7 @@ def breach_review(request: HttpRequest) -> HttpResponseBase:
 
 # --- cards and charts -----------------------------------------------------------------------------------
 
+MET, BREACHED = charts.PALETTE[1], charts.PALETTE[4]  # green, red
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 BY = {  # chart title, the lookup on a breached checkpoint, and the review filter a bar drills down to
     "runbook": ("Breaches by runbook", "runbook__slug", "runbook"),
@@ -197,12 +198,12 @@ def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) ->
     days, met, breached = metrics.met_and_breached_by_day(period)
     figures = {"over_time": charts.column_chart(
         "Decision target met vs breached, by day opened", [d.strftime("%d %b") for d in days],
-        [charts.Line("met", met), charts.Line("breached", breached)])}
+        [charts.Line("met", met), charts.Line("breached", breached)], colours=(MET, BREACHED))}
     for name, (title, lookup, param) in BY.items():
         bars = [charts.Bar(value or ("(not recorded)" if name == "reason" else "(none)"), n,
                            href="?" + _with(query, **{param: value or "none"}) if value or name == "reason" else "")
                 for value, n in metrics.breaches_by(breaches, lookup)]
-        figures[f"by_{name}"] = charts.bar_chart(title, bars)
+        figures[f"by_{name}"] = charts.bar_chart(title, bars, width=640)
     figures["hour_of_week"] = charts.heatmap(
         "Breaches by hour of week (UTC)", WEEKDAYS, [f"{h:02d}" for h in range(24)],
         metrics.breaches_by_hour_of_week(breaches), legend="darker: more breaches in that hour")

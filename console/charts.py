@@ -65,10 +65,10 @@ def _open(kind: str, title: str, desc: str, width: int, height: int) -> tuple[st
     return uid, head
 
 
-def _legend(names: Sequence[str], x: float, y: float) -> str:
+def _legend(names: Sequence[str], x: float, y: float, colours: Sequence[str] = PALETTE) -> str:
     parts, offset = [], 0.0
     for i, name in enumerate(names):
-        colour = PALETTE[i % len(PALETTE)]
+        colour = colours[i % len(colours)]
         parts.append(f'<rect class="chart-s{i + 1}" x="{x + offset:.1f}" y="{y - 9}" width="10" height="10" '
                      f'fill="{colour}"/><text class="chart-legend" x="{x + offset + 14:.1f}" y="{y}">'
                      f'{escape(name)}</text>')
@@ -139,8 +139,9 @@ def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:
 
 
 def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
-                 fmt: Callable[[float], str] = count, width: int = 640, height: int = 220) -> SafeString:
-    """Grouped columns per bucket, e.g. launches next to resumes."""
+                 fmt: Callable[[float], str] = count, width: int = 640, height: int = 220,
+                 colours: Sequence[str] = PALETTE) -> SafeString:
+    """Grouped columns per bucket, e.g. launches next to resumes; ``colours`` per series, in order."""
     desc = "; ".join(f"{line.name}: " + ", ".join(
         f"{x} {fmt(v or 0)}" for x, v in zip(x_labels, line.values, strict=False)) for line in lines)
     _uid, svg = _open("columns", title, desc, width, height)
@@ -150,7 +151,7 @@ def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
     n, k = max(len(x_labels), 1), max(len(lines), 1)
     slot = plot_w / n
     bar_w = max(1.0, (slot * 0.8) / k)
-    parts = [svg, _legend([line.name for line in lines], left, 14)]
+    parts = [svg, _legend([line.name for line in lines], left, 14, colours)]
     for g in range(5):
         v = top_value * g / 4
         y = top + plot_h - plot_h * v / top_value
@@ -167,7 +168,7 @@ def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
             h = plot_h * v / top_value
             x = left + slot * i + slot * 0.1 + bar_w * s
             parts.append(f'<rect class="chart-bar chart-s{s + 1}" x="{x:.1f}" y="{top + plot_h - h:.1f}" '
-                         f'width="{bar_w:.1f}" height="{h:.1f}" fill="{PALETTE[s % len(PALETTE)]}">'
+                         f'width="{bar_w:.1f}" height="{h:.1f}" fill="{colours[s % len(colours)]}">'
                          f'<title>{escape(line.name)}, {escape(label)}: {escape(fmt(v))}</title></rect>')
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 -- every text above went through escape()

@@ -125,6 +125,46 @@ def seed() -> Checkpoint:
     return checkpoint
 
 
+BREACH_SEED = 2611  # the breach review's four weeks of history: printed, so the picture can be made again
+
+
+def seed_breach_history() -> None:
+    """Four weeks of decided checkpoints for the breach review: most in time, some breached (more on
+    weekday evenings, when the demo desk is thin), a few with a recorded breach reason."""
+    import random
+
+    from workflows.models import Agent, BreachReason
+
+    rng = random.Random(BREACH_SEED)
+    print(f"breach history seed {BREACH_SEED}")
+    tess = make_user("tess-history", role="tpm")
+    reasons = [BreachReason.objects.create(name=name) for name in
+               ("Understaffed shift", "Waiting on finance", "Runbook unclear")]
+    agents = {a.name: a for a in Agent.objects.all()}
+    kinds = [("refund", "support-agent"), ("address_change", "support-agent"), ("invoice_dispute", "billing-agent"),
+             ("subscription_cancel", "billing-agent")]
+    now = timezone.now()
+    for n in range(140):
+        kind, agent_name = rng.choice(kinds)
+        opened = now - timedelta(days=rng.uniform(1, 27), hours=rng.uniform(0, 6))
+        evening = opened.weekday() < 5 and opened.hour >= 17
+        workflow = Workflow.objects.create(agent=agents[agent_name], external_id=f"H-{7000 + n}", kind=kind,
+                                           title=f"{kind.replace('_', ' ').capitalize()} H-{7000 + n}",
+                                           owner=agents[agent_name].owner)
+        checkpoint = Checkpoint.open_for(workflow, reason=rng.choice(["model_timeout", "tool_error", "rate_limit"]),
+                                         detail="history", at_seq=1)
+        due = opened + timedelta(minutes=30)
+        late = rng.random() < (0.45 if evening else 0.12)
+        decided = due + timedelta(minutes=rng.uniform(2, 90)) if late else opened + timedelta(minutes=rng.uniform(2, 28))
+        Checkpoint.objects.filter(pk=checkpoint.pk).update(
+            status="resolved", opened_at=opened, due_at=due, warn_at=due - timedelta(minutes=10),
+            first_claimed_at=opened + timedelta(minutes=rng.uniform(1, 8)), clock_stopped_at=decided,
+            breached_at=due if late else None)
+        Workflow.objects.filter(pk=workflow.pk).update(status="completed")
+        if late and rng.random() < 0.4:
+            Checkpoint.objects.get(pk=checkpoint.pk).explain_breach(reason=rng.choice(reasons), note="", by=tess)
+
+
 def seed_replay() -> tuple[Workflow, Checkpoint, object]:
     """A recorded refund the demo runtime replays with its provider changed: drift at step 5."""
     from tests.replaytools import ReplayRuntime
@@ -229,9 +269,13 @@ def main() -> None:
         tpm.screenshot(path=str(OUT / "readiness.png"), full_page=True)
         tpm.goto("/staffing/")
         tpm.screenshot(path=str(OUT / "staffing.png"), full_page=True)
+        seed_breach_history()  # after the resume pages: their pictures keep the fleet's own history
+        tpm.goto("/breaches/")
+        tpm.set_viewport_size({"width": 1440, "height": 1500})  # the cards, the charts and the table's top
+        tpm.screenshot(path=str(OUT / "breaches.png"))
         browser.close()
-    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, resumes, readiness and "
-          f"staffing .png in {OUT}")
+    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, resumes, readiness, "
+          f"staffing and breaches .png in {OUT}")
 
 
 if __name__ == "__main__":
