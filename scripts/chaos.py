@@ -102,6 +102,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "every workflow is launched: a short run still kills each kind that often.")
     parser.add_argument("--timeout", type=float, default=1200.0,
                         help="Deadline of the whole run in seconds, drain included.")
+    parser.add_argument("--drain", type=float, default=0.0,
+                        help="The drain gets at least this many seconds after the last launch, even past "
+                             "--timeout: on a slow machine the launches take longer, not the settling.")
     parser.add_argument("--operators", type=int, default=2, help="Scripted operators working the queue.")
     parser.add_argument("--fault-rate", type=float, default=0.7, help="Probability that a workflow hits a fault.")
     parser.add_argument("--interval", type=float, default=0.9,
@@ -682,6 +685,9 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
                     and killer.rounds >= args.kill_rounds:
                 killer.stop.set()
                 say(f"  all {args.workflows} launched after {time.monotonic() - started:.0f}s: no more kills; draining")
+                if time.monotonic() + args.drain > deadline:
+                    deadline = time.monotonic() + args.drain
+                    say(f"  the drain gets its {args.drain:.0f}s: deadline moved to {deadline - started:.0f}s")
             if (not killer.is_alive() or killer.stop.is_set()) and settled(journal, args.workflows):
                 settled_in_time = True
                 break
@@ -693,7 +699,7 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
         if killer.is_alive():
             killer.join(120)
         if not settled_in_time:
-            say(f"  ! deadline of {args.timeout:.0f}s reached before the run settled")
+            say(f"  ! deadline of {deadline - started:.0f}s reached before the run settled")
         say(progress(started, journal, killer))
     finally:
         stop_operators.set()

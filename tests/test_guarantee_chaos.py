@@ -58,8 +58,8 @@ def test_the_fleet_survives_faults_and_killed_workers_web_and_agents(chaos_datab
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--workflows", str(WORKFLOWS), "--seed", str(seed),
          "--interval", "4", "--kill-interval", "2", "--kill-rounds", "3", "--silence", "10", "--delivery-attempts", "2",
-         "--timeout", "170", "--var-dir", str(tmp_path / "var"), "--json", str(figures_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+         "--timeout", "170", "--drain", "60", "--var-dir", str(tmp_path / "var"), "--json", str(figures_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=330)
     output = result.stdout + result.stderr[-3000:]
     assert figures_path.exists(), output
     figures = json.loads(figures_path.read_text())
