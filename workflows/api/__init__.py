@@ -25,6 +25,7 @@ from ..api_json import StrictJSONParser
 from . import checkpoints, replays, steps, workflows
 from .auth import AgentRateLimit, AgentToken
 from .errors import HANDLERS, error_response
+from .openapi import with_storage_rules
 from .schemas import CheckpointIn, CheckpointOut, DecisionOut, StepIn, WorkflowIn, WorkflowOut
 
 __all__ = ["AgentRateLimit", "CheckpointIn", "CheckpointOut", "DecisionOut", "StepIn", "WorkflowIn", "WorkflowOut",
@@ -64,6 +65,11 @@ class RecoveryAPI(NinjaAPI):
                 rule = PUBLIC if pattern.name in ("openapi-json", "api-root") else AGENT
                 pattern.callback = declare(rule)(_json_fallbacks(pattern.callback))
         return [*patterns, re_path(r"^.*$", public(unknown_path))]
+
+    def get_openapi_schema(self, *, path_prefix: str | None = None,
+                           path_params: dict[str, Any] | None = None) -> Any:
+        # The parser's rules (no NUL anywhere in a body) stated where clients read them.
+        return with_storage_rules(super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params))
 
     def get_openapi_operation_id(self, operation: Any) -> str:
         # Stable ids from before the split by resource (workflows_api_<view>): generated clients use them.

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
 from ..models import Action, Checkpoint, Decision, Reason, Step, Workflow
@@ -59,6 +63,22 @@ Text300 = Annotated[str, StringConstraints(min_length=1, max_length=300)]
 MaybeEmpty200 = Annotated[str, StringConstraints(max_length=200)]
 
 
+def _integral(value: Any) -> Any:
+    # JSON has one number type, and JSON Schema's "integer" is any number with no fraction: 3.0 and 3e0 are
+    # the integer 3. Strictness is about types, not spelling: 3.5, "3" and true are still refused.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Seq = Annotated[int, Field(ge=1, le=MAX_SEQ), BeforeValidator(_integral)]
+
+# Who may own a workflow depends on the console's users, which no schema can list (and must not: the names
+# are not the agent's to learn). "format": "username" says what the value is; the description says the rule.
+OWNER_RULE = ("The username of an active operator or admin of this console; null or absent means the agent's owner. "
+              "Any other name, whether or not it exists, is 422 unknown_owner.")
+Owner = Annotated[str, StringConstraints(min_length=1, max_length=150),
+                  WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 150, "format": "username"})]
+
+
 class Strict(BaseModel):
     # Strict: "3" is not a seq and true is not an int; agents must send the types the contract names.
     model_config = ConfigDict(strict=True)
@@ -68,12 +88,21 @@ class WorkflowIn(Strict):
     external_id: Text200
     kind: Text100
     title: Text300
-    owner: Text150 | None = None
+    owner: Owner | None = Field(default=None, description=OWNER_RULE)
     context: dict[str, Any] | None = None
 
 
+# The schema states what the validator below enforces, so that a generated client or fuzzer knows it.
+EFFECTS_NEED_A_KEY: JsonDict = {
+    "if": {"properties": {"kind": {"const": Step.Kind.EFFECT.value}}, "required": ["kind"]},
+    "then": {"properties": {"idempotency_key": {"type": "string"}}, "required": ["idempotency_key"]},
+}
+
+
 class StepIn(Strict):
-    seq: int = Field(ge=1, le=MAX_SEQ)
+    model_config = ConfigDict(json_schema_extra=EFFECTS_NEED_A_KEY)
+
+    seq: Seq
     name: Text200
     kind: StepKind
     status: StepStatus
@@ -96,30 +125,49 @@ class StepIn(Strict):
 
 Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
 MAX_PLAN_STEPS = 200
+# An amount is a non-negative decimal: a string of digits (at most 18 before the point and 18 after it) or a
+# JSON number up to 999,999,999,999,999,999. The schema says exactly this, so clients can check it first.
+AMOUNT_PATTERN = r"^[0-9]{1,18}(\.[0-9]{1,18})?$"
+MAX_AMOUNT = 999_999_999_999_999_999
+Amount = Annotated[str | int | float, WithJsonSchema({"anyOf": [
+    {"type": "string", "pattern": AMOUNT_PATTERN},
+    {"type": "number", "minimum": 0, "maximum": MAX_AMOUNT}]})]
+# What the validators of PlanStepIn enforce, stated in its schema (JSON Schema if/then).
+PLAN_STEP_RULES: JsonDict = {"allOf": [
+    # An amount needs its currency (currency_required).
+    {"if": {"properties": {"amount": {"not": {"type": "null"}}}, "required": ["amount"]},
+     "then": {"properties": {"currency": {"type": "string"}}, "required": ["currency"]}},
+    # Only an effect moves money (money_on_non_effect): moves_money is false, or absent with no amount.
+    {"if": {"properties": {"kind": {"not": {"const": Step.Kind.EFFECT.value}}}, "required": ["kind"]},
+     "then": {"anyOf": [{"properties": {"moves_money": {"const": False}}, "required": ["moves_money"]},
+                        {"properties": {"moves_money": {"type": "null"}, "amount": {"type": "null"}}}]}},
+]}
 
 
 class PlanStepIn(Strict):
     """One step the agent will take if resumed. For an effect that moves money: the amount at stake."""
 
+    model_config = ConfigDict(json_schema_extra=PLAN_STEP_RULES)
+
     name: Text200
     kind: StepKind
-    amount: str | int | float | None = None
+    amount: Amount | None = None
     currency: Currency | None = None
     moves_money: bool | None = None
 
     @field_validator("amount")
     @classmethod
     def amount_is_a_decimal(cls, value: str | int | float | None) -> str | None:
-        if value is None or isinstance(value, bool):
+        if value is None:
             return None
-        try:
-            amount = Decimal(str(value))
-        except InvalidOperation:
-            raise PydanticCustomError("invalid_amount", "amount must be a decimal number such as \"120.60\"") from None
-        if not amount.is_finite() or amount < 0 or len(amount.as_tuple().digits) > 18:
-            raise PydanticCustomError("invalid_amount", "amount must be a finite, non-negative decimal of at most "
-                                                "18 digits")
-        return str(value) if isinstance(value, str) else format(amount, "f")
+        if isinstance(value, str):
+            if re.fullmatch(AMOUNT_PATTERN, value) is None:
+                raise PydanticCustomError("invalid_amount", "amount must be a decimal string such as \"120.60\" "
+                                                            "(digits, at most 18 on each side of the point)")
+            return value
+        if not 0 <= value <= MAX_AMOUNT:
+            raise PydanticCustomError("invalid_amount", "amount must be a number from 0 to 999999999999999999")
+        return format(Decimal(str(value)), "f")
 
     @model_validator(mode="after")
     def money_belongs_to_effects(self) -> PlanStepIn:
@@ -140,13 +188,14 @@ MAX_BATCH_STEPS = 500
 
 
 class StepBatchIn(Strict):
-    steps: list[StepIn] = Field(min_length=1, max_length=MAX_BATCH_STEPS)
+    steps: list[StepIn] = Field(min_length=1, max_length=MAX_BATCH_STEPS, description=(
+        "Each seq at most once per batch (422 duplicate_seq); steps are judged in the order sent."))
 
 
 class CheckpointIn(Strict):
     reason: ReasonValue
     detail: str | None = ""
-    at_seq: int | None = Field(default=None, ge=1, le=MAX_SEQ)
+    at_seq: Seq | None = None
     state: dict[str, Any] | None = None
     # Optional (API v1 stays compatible): without it the console cannot know what a resume will do.
     plan: list[PlanStepIn] | None = Field(default=None, max_length=MAX_PLAN_STEPS)
@@ -282,12 +331,17 @@ class AgentOut(BaseModel):
 
 
 class ReplayResultIn(Strict):
-    seq: int = Field(ge=1, le=MAX_SEQ)
+    seq: Seq
     output: Any = None
     effects: list[Any] | None = None
 
 
 class ReplayResultsIn(Strict):
+    # Either the results or why there are none (422 missing_field otherwise).
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {"results": {"type": "array"}}, "required": ["results"]},
+        {"properties": {"error": {"type": "string", "minLength": 1}}, "required": ["error"]}]})
+
     results: list[ReplayResultIn] | None = None
     runtime_version: Annotated[str, StringConstraints(max_length=200)] | None = None
     error: Annotated[str, StringConstraints(max_length=2000)] | None = None
