@@ -96,17 +96,9 @@ def line_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
     def y_at(v: float) -> float:
         return top + plot_h - plot_h * (v / top_value if top_value else 0)
 
-    parts = [svg, _legend([line.name for line in lines], left, 14)]
-    for k in range(5):  # gridlines and the y axis
-        v = top_value * k / 4
-        parts.append(f'<line class="chart-grid" x1="{left}" x2="{width - right}" y1="{y_at(v):.1f}" '
-                     f'y2="{y_at(v):.1f}" stroke="#e5e7eb"/><text class="chart-axis" x="{left - 6}" '
-                     f'y="{y_at(v) + 4:.1f}" text-anchor="end">{escape(fmt(v))}</text>')
-    every = max(1, n // 8)
-    for i, label in enumerate(x_labels):
-        if i % every == 0 or i == n - 1:
-            parts.append(f'<text class="chart-axis" x="{x_at(i):.1f}" y="{height - 8}" text-anchor="middle">'
-                         f'{escape(label)}</text>')
+    parts = [svg, _legend([line.name for line in lines], left, 14),
+             *_y_grid(top_value, y_at, left, width - right, fmt)]
+    parts += [_x_label(label, x_at(i), height) for i, label in enumerate(x_labels) if _labelled(i, n)]
     for s, line in enumerate(lines):
         colour = PALETTE[s % len(PALETTE)]
         for run in _runs(line.values):
@@ -124,6 +116,28 @@ def line_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
                              f'{escape(fmt(value))}</title></circle>')
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 -- every text above went through escape()
+
+
+def _y_grid(top_value: float, y_at: Callable[[float], float], left: float, right_x: float,
+            fmt: Callable[[float], str]) -> list[str]:
+    """Five gridlines from zero to ``top_value``, each labelled on the y axis."""
+    grid = []
+    for k in range(5):
+        v = top_value * k / 4
+        y = y_at(v)
+        grid.append(f'<line class="chart-grid" x1="{left}" x2="{right_x}" y1="{y:.1f}" y2="{y:.1f}" '
+                    f'stroke="#e5e7eb"/><text class="chart-axis" x="{left - 6}" y="{y + 4:.1f}" '
+                    f'text-anchor="end">{escape(fmt(v))}</text>')
+    return grid
+
+
+def _labelled(i: int, n: int) -> bool:
+    """About eight labels under an x axis of ``n`` buckets, the last one always."""
+    return i % max(1, n // 8) == 0 or i == n - 1
+
+
+def _x_label(label: str, x: float, height: int) -> str:
+    return f'<text class="chart-axis" x="{x:.1f}" y="{height - 8}" text-anchor="middle">{escape(label)}</text>'
 
 
 def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:
@@ -151,18 +165,11 @@ def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
     n, k = max(len(x_labels), 1), max(len(lines), 1)
     slot = plot_w / n
     bar_w = max(1.0, (slot * 0.8) / k)
-    parts = [svg, _legend([line.name for line in lines], left, 14, colours)]
-    for g in range(5):
-        v = top_value * g / 4
-        y = top + plot_h - plot_h * v / top_value
-        parts.append(f'<line class="chart-grid" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" '
-                     f'stroke="#e5e7eb"/><text class="chart-axis" x="{left - 6}" y="{y + 4:.1f}" '
-                     f'text-anchor="end">{escape(fmt(v))}</text>')
-    every = max(1, n // 8)
+    parts = [svg, _legend([line.name for line in lines], left, 14, colours),
+             *_y_grid(top_value, lambda v: top + plot_h - plot_h * v / top_value, left, width - right, fmt)]
     for i, label in enumerate(x_labels):
-        if i % every == 0 or i == n - 1:
-            parts.append(f'<text class="chart-axis" x="{left + slot * (i + 0.5):.1f}" y="{height - 8}" '
-                         f'text-anchor="middle">{escape(label)}</text>')
+        if _labelled(i, n):
+            parts.append(_x_label(label, left + slot * (i + 0.5), height))
         for s, line in enumerate(lines):
             v = (line.values[i] if i < len(line.values) else 0) or 0
             h = plot_h * v / top_value

@@ -54,10 +54,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db.models import (
@@ -87,6 +87,7 @@ RESUMING = tuple(sorted(RESUMING_ACTIONS))  # resume, retry the step, fail over 
 CONTINUING = (*RESUMING, Action.HANDOFF)
 GRANULARITIES = ("day", "week")
 DIMENSIONS = ("agent", "kind", "reason", "runbook")
+_QS = TypeVar("_QS", bound=QuerySet[Any])
 
 
 # --- the period and the filters --------------------------------------------------------------
@@ -159,26 +160,27 @@ class Filters:
         return {name: getattr(self, name) for name in DIMENSIONS if getattr(self, name)}
 
 
-def _workflows(filters: Filters) -> QuerySet[Any]:
-    qs = Workflow.objects.all()
-    if filters.agent:
-        qs = qs.filter(agent__name=filters.agent)
-    if filters.kind:
-        qs = qs.filter(kind=filters.kind)
+# Where each filter dimension lives, seen from a checkpoint; a workflow holds the first two itself.
+CHECKPOINT_LOOKUPS = {"agent": "workflow__agent__name", "kind": "workflow__kind", "reason": "reason",
+                      "runbook": "runbook__slug"}
+WORKFLOW_LOOKUPS = {"agent": "agent__name", "kind": "kind"}
+
+
+def _narrowed(qs: _QS, filters: Filters, lookups: Mapping[str, str], prefix: str = "") -> _QS:
+    """``qs`` filtered on each set dimension that ``lookups`` places, behind ``prefix`` (the path from
+    the queryset's model to the one ``lookups`` starts from)."""
+    for name, lookup in lookups.items():
+        if value := getattr(filters, name):
+            qs = qs.filter(**{prefix + lookup: value})
     return qs
+
+
+def _workflows(filters: Filters) -> QuerySet[Any]:
+    return _narrowed(Workflow.objects.all(), filters, WORKFLOW_LOOKUPS)
 
 
 def _checkpoints(filters: Filters) -> QuerySet[Any]:
-    qs = Checkpoint.objects.all()
-    if filters.agent:
-        qs = qs.filter(workflow__agent__name=filters.agent)
-    if filters.kind:
-        qs = qs.filter(workflow__kind=filters.kind)
-    if filters.reason:
-        qs = qs.filter(reason=filters.reason)
-    if filters.runbook:
-        qs = qs.filter(runbook__slug=filters.runbook)
-    return qs
+    return _narrowed(Checkpoint.objects.all(), filters, CHECKPOINT_LOOKUPS)
 
 
 # --- per-workflow predicates, as SQL -----------------------------------------------------------
@@ -363,15 +365,7 @@ def resumes(filters: Filters) -> QuerySet[Any]:
     """Resume and retry-step decisions that reached the agent in the period."""
     qs = Decision.objects.filter(action__in=RESUMING, status=Decision.Status.SUCCEEDED,
                                  finished_at__gte=filters.since, finished_at__lt=filters.until)
-    if filters.agent:
-        qs = qs.filter(checkpoint__workflow__agent__name=filters.agent)
-    if filters.kind:
-        qs = qs.filter(checkpoint__workflow__kind=filters.kind)
-    if filters.reason:
-        qs = qs.filter(checkpoint__reason=filters.reason)
-    if filters.runbook:
-        qs = qs.filter(checkpoint__runbook__slug=filters.runbook)
-    return qs
+    return _narrowed(qs, filters, CHECKPOINT_LOOKUPS, "checkpoint__")
 
 
 def resumed_in(filters: Filters) -> QuerySet[Any]:
@@ -619,11 +613,7 @@ def breach_rate(filters: Filters) -> BreachRate:
 def duplicate_effect_attempts(filters: Filters) -> QuerySet[Any]:
     """The refused duplicate effects themselves (events), in the period."""
     qs = Event.objects.filter(verb=DUPLICATE_EFFECT_VERB, at__gte=filters.since, at__lt=filters.until)
-    if filters.agent:
-        qs = qs.filter(workflow__agent__name=filters.agent)
-    if filters.kind:
-        qs = qs.filter(workflow__kind=filters.kind)
-    return qs
+    return _narrowed(qs, filters, WORKFLOW_LOOKUPS, "workflow__")
 
 
 def choices() -> dict[str, list[str]]:

@@ -38,27 +38,27 @@ class StepSpec:
     promise: str = ""
 
 
+# Every kind ends the same way: a note on the ticket, then the customer is told.
+RECORD_AND_TELL = (StepSpec("write_ticket_note", "effect", key="note"),
+                   StepSpec("notify_customer", "effect", key="message"))
 PLANS: dict[str, tuple[StepSpec, ...]] = {
     # The worked example.
     "refund": (
         StepSpec("read_ticket", "tool"),
         StepSpec("decide_refund", "model", promise="refund within 5 days"),
         StepSpec("issue_refund", "effect", key="refund"),
-        StepSpec("write_ticket_note", "effect", key="note"),
-        StepSpec("notify_customer", "effect", key="message"),
+        *RECORD_AND_TELL,
     ),
     "billing_dispute": (
         StepSpec("read_invoice", "tool"),
         StepSpec("assess_dispute", "model", promise="corrected invoice within 2 business days"),
         StepSpec("issue_credit", "effect", key="credit"),
-        StepSpec("write_ticket_note", "effect", key="note"),
-        StepSpec("notify_customer", "effect", key="message"),
+        *RECORD_AND_TELL,
     ),
     "ticket_triage": (
         StepSpec("read_ticket", "tool"),
         StepSpec("classify_ticket", "model", promise="a specialist replies within 24 hours"),
-        StepSpec("write_ticket_note", "effect", key="note"),
-        StepSpec("notify_customer", "effect", key="message"),
+        *RECORD_AND_TELL,
     ),
 }
 TICKET_PREFIX = {"refund": "T", "billing_dispute": "INV", "ticket_triage": "Q"}

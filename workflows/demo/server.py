@@ -39,6 +39,14 @@ UNFINISHED = {"stopped", "abandoned"}
 REQUIRED = ("workflow_id", "external_id", "checkpoint_id", "action", "delivery_id")
 
 
+class _Refused(Exception):
+    """A request this server answers with ``status`` and ``{"error": error}`` without acting on it."""
+
+    def __init__(self, status: int, error: str) -> None:
+        super().__init__(error)
+        self.status, self.error = status, error
+
+
 class ResumeServer:
     """A threaded HTTP server for the fleet's agents; ``agents`` maps a name to an object with
     ``signing_secret`` and ``on_delivery(payload)`` (a ``DemoAgent``)."""
@@ -84,18 +92,25 @@ class ResumeServer:
         return not any(w.is_alive() for w in workers)
 
     # --- deliveries ------------------------------------------------------------------
-    def receive(self, name: str, body: bytes, signature: str | None, delivery_header: str | None
-                ) -> tuple[int, dict[str, Any]]:
+    def _signed_json(self, name: str, body: bytes, signature: str | None, what: str) -> tuple[Any, object]:
+        """The agent a signed request is for, and its body parsed; _Refused (404, 401 or 400) otherwise."""
         agent = self.agents.get(name)
         if agent is None or not agent.signing_secret:
-            return 404, {"error": "no such agent here"}
+            raise _Refused(404, "no such agent here")
         if not verify_signature(agent.signing_secret, body, signature):
-            log.warning("%s: delivery refused: bad signature", name)
-            return 401, {"error": "bad signature"}
+            log.warning("%s: %s refused: bad signature", name, what)
+            raise _Refused(401, "bad signature")
         try:
-            payload = json.loads(body)
+            return agent, json.loads(body)
         except ValueError:
-            return 400, {"error": "the body is not JSON"}
+            raise _Refused(400, "the body is not JSON") from None
+
+    def receive(self, name: str, body: bytes, signature: str | None, delivery_header: str | None
+                ) -> tuple[int, dict[str, Any]]:
+        try:
+            _agent, payload = self._signed_json(name, body, signature, "delivery")
+        except _Refused as refused:
+            return refused.status, {"error": refused.error}
         if not isinstance(payload, dict) or not all(isinstance(payload.get(f), str) for f in REQUIRED):
             return 400, {"error": f"the body needs the string fields {', '.join(REQUIRED)}"}
         delivery_id = delivery_header or payload["delivery_id"]
@@ -111,16 +126,10 @@ class ResumeServer:
     def receive_replay(self, name: str, body: bytes, signature: str | None) -> tuple[int, Any]:
         """A signed replay request: answered inline (200) with the results. ``replay_fault`` lets tests
         make this runtime misbehave as a broken one would: ``garbage`` (not JSON) or ``hang`` (too slow)."""
-        agent = self.agents.get(name)
-        if agent is None or not agent.signing_secret:
-            return 404, {"error": "no such agent here"}
-        if not verify_signature(agent.signing_secret, body, signature):
-            log.warning("%s: replay refused: bad signature", name)
-            return 401, {"error": "bad signature"}
         try:
-            request = json.loads(body)
-        except ValueError:
-            return 400, {"error": "the body is not JSON"}
+            agent, request = self._signed_json(name, body, signature, "replay")
+        except _Refused as refused:
+            return refused.status, {"error": refused.error}
         if not isinstance(request, dict) or not isinstance(request.get("steps"), list):
             return 400, {"error": "the body needs a list of steps"}
         if self.replay_fault == "hang":
