@@ -1,10 +1,15 @@
-"""Talking to the Agent API in tests: an agent with its token, and the error-shape assertion."""
+"""Talking to the Agent API in tests: an agent with its token, and the error-shape assertion.
+
+Registered for the whole suite through ``pytest_plugins`` in conftest.py: the ``bot`` fixture (an agent
+that speaks the API) and ``workflow_id`` (a workflow it started, ticket T-1042).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
 from django.test import Client
 
 from tests.helpers import make_agent
@@ -93,3 +98,13 @@ def issue_refund(status: str = "committed", **fields: Any) -> dict:
     return {"seq": 3, "name": "issue_refund", "kind": "effect", "status": status,
             "input": {"amount": "42.00", "currency": "EUR"}, "idempotency_key": "T-1042:refund",
             "external_ref": "R-88" if status == "committed" else None, **fields}
+
+
+@pytest.fixture
+def bot(db: None) -> AgentApi:
+    return api_agent()
+
+
+@pytest.fixture
+def workflow_id(bot: AgentApi) -> Any:
+    return bot.create_workflow("T-1042")["id"]

@@ -19,7 +19,7 @@ os.environ.setdefault("MANIFEST_STATIC", "false")  # no collectstatic before tes
 
 from django.conf import settings  # noqa: E402
 
-pytest_plugins = ["tests.browser_fixtures"]
+pytest_plugins = ["tests.apitools", "tests.browser_fixtures", "tests.fleet_fixtures", "tests.replaytools"]
 
 
 def _on_postgres() -> bool:
@@ -68,29 +68,21 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _persona(username: str, role: str):
-    from tests.helpers import make_user
+    """The fixture of one of the suite's people: a user named ``username`` in ``role``."""
 
-    return make_user(username, role=role)
+    @pytest.fixture(name=username)
+    def persona(db):
+        from tests.helpers import make_user
 
+        return make_user(username, role=role)
 
-@pytest.fixture
-def alice(db):
-    return _persona("alice", "operator")
-
-
-@pytest.fixture
-def bob(db):
-    return _persona("bob", "operator")
+    return persona
 
 
-@pytest.fixture
-def tess(db):
-    return _persona("tess", "tpm")
-
-
-@pytest.fixture
-def adam(db):
-    return _persona("adam", "admin")
+alice = _persona("alice", "operator")
+bob = _persona("bob", "operator")
+tess = _persona("tess", "tpm")
+adam = _persona("adam", "admin")
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -11,6 +13,18 @@ from console.roles import set_role
 from workflows.models import Agent, Checkpoint, EscalationLevel, Runbook, SLAPolicy, Step, Workflow
 
 _counter = itertools.count(1)
+
+
+def run_together(targets: list[Callable[[], object]], *, timeout: float | None = None) -> list[threading.Thread]:
+    """Start each target on its own thread, then wait for all of them (each up to ``timeout`` seconds).
+
+    Returns the threads, so that a caller with a timeout can say which one hung."""
+    threads = [threading.Thread(target=target) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    return threads
 
 
 def make_user(username: str, *, role: str = "operator", password: str = "pw-" + "x" * 12):

@@ -1,14 +1,20 @@
-"""A demo runtime that answers replays, and a recorded workflow it can replay (shared by the replay tests)."""
+"""A demo runtime that answers replays, and a recorded workflow it can replay (shared by the replay tests).
+
+Registered for the whole suite through ``pytest_plugins`` in conftest.py: the ``runtime`` fixture (a
+``ReplayRuntime`` on temp files, closed after the test) and ``olga``, the operator who asks for replays.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from recovery_client import RecoveryClient
 
-from tests.helpers import make_step, make_workflow
+from tests.helpers import make_step, make_user, make_workflow
 from workflows.demo.agent import DemoAgent, FaultPlan, ProviderBehaviour
 from workflows.demo.journal import Journal
 from workflows.demo.server import ResumeServer
@@ -66,3 +72,15 @@ class ReplayRuntime:
     def close(self) -> None:
         self.server.unhang.set()
         self.server.stop(wait=2)
+
+
+@pytest.fixture
+def runtime(db: None, tmp_path: Path) -> Iterator[ReplayRuntime]:
+    runtime = ReplayRuntime(tmp_path)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def olga(db: None) -> Any:
+    return make_user("olga")

@@ -15,11 +15,6 @@ DECISION_KEYS = {"action", "instructions", "confirmations", "new_owner", "decide
 
 
 @pytest.fixture
-def bot(db):
-    return api_agent()
-
-
-@pytest.fixture
 def pusher(db):
     """An agent with a resume endpoint: decisions are delivered by the worker, not by polling."""
     return api_agent(resume_url="https://agent.example/resume")

@@ -18,11 +18,6 @@ DROP = object()
 
 
 @pytest.fixture
-def bot(db):
-    return api_agent()
-
-
-@pytest.fixture
 def workflow_id(bot):
     return bot.create_workflow()["id"]
 

@@ -1,23 +1,9 @@
 """The API's additions for replays: an agent advertises what it can do, and posts a long replay's results."""
 
-import pytest
 
 from tests.apitools import AgentApi, assert_error, expect
-from tests.helpers import make_agent, make_user
-from tests.replaytools import ReplayRuntime
+from tests.helpers import make_agent
 from workflows.models import Agent, ReplayRun
-
-
-@pytest.fixture
-def runtime(db, tmp_path):
-    runtime = ReplayRuntime(tmp_path)
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def olga(db):
-    return make_user("olga")
 
 
 def api_for(runtime):

@@ -2,18 +2,8 @@
 
 import pytest
 
-from tests.apitools import api_agent, assert_error, issue_refund
+from tests.apitools import assert_error, issue_refund
 from workflows.models import Event, Step, Workflow
-
-
-@pytest.fixture
-def bot(db):
-    return api_agent()
-
-
-@pytest.fixture
-def workflow_id(bot):
-    return bot.create_workflow("T-1042")["id"]
 
 
 def post(bot, workflow_id, body):

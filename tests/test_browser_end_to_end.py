@@ -11,9 +11,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser_fixtures import login
+from tests.fleet_fixtures import Fleet
 from tests.helpers import make_user
 from tests.stack import Stack, private_redis, wait_until
-from tests.test_demo_resume import Fleet
 from workflows.models import Checkpoint, Decision, Workflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow,

@@ -12,8 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser_fixtures import login
+from tests.fleet_fixtures import Fleet
 from tests.helpers import make_user
-from tests.test_demo_resume import Fleet
 from workflows import metrics
 from workflows.demo.agent import FaultPlan
 from workflows.models import Checkpoint

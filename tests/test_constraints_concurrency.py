@@ -5,6 +5,7 @@ Each writer is a thread with its own Django test client and so its own database 
 released at the end; a barrier starts them together.
 """
 
+import functools
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -14,6 +15,7 @@ import pytest
 from django.db import connection
 
 from tests.apitools import AgentApi, api_agent, issue_refund
+from tests.helpers import run_together
 from workflows.models import Checkpoint, Decision, Event, Step, Workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -35,11 +37,7 @@ def race(calls: list[Callable[[], Any]]) -> list[Any]:
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    threads = run_together([functools.partial(run, i, call) for i, call in enumerate(calls)], timeout=120)
     assert not any(t.is_alive() for t in threads), "a writer hung"
     assert not errors, errors
     return results

@@ -1,10 +1,11 @@
 """The demo's simulated external systems: persistent ledgers that record every execution, and faults."""
 
-import threading
+import functools
 from decimal import Decimal
 
 import pytest
 
+from tests.helpers import run_together
 from workflows.demo.systems import Fault, Ledgers, RateLimited, ServiceError, SystemTimeout
 
 
@@ -99,11 +100,7 @@ def test_concurrent_writers_from_many_threads_lose_nothing(ledgers):
         for i in range(10):
             ledgers.tickets.add_note(f"T-{n}-{i}:note", ticket=f"T-{n}", text="concurrent")
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_together([functools.partial(work, n) for n in range(8)])
     assert ledgers.totals()["executions"] == 80
     assert ledgers.duplicates() == {}
 

@@ -6,18 +6,8 @@ import pytest
 from django.db import connections
 
 from tests.apitools import api_agent, assert_error, issue_refund
-from tests.helpers import make_checkpoint, make_step, make_workflow
+from tests.helpers import make_checkpoint, make_step, make_workflow, run_together
 from workflows.models import Event, IllegalTransition, Step
-
-
-@pytest.fixture
-def bot(db):
-    return api_agent()
-
-
-@pytest.fixture
-def workflow_id(bot):
-    return bot.create_workflow("T-1042")["id"]
 
 
 def fail_refund(bot, workflow_id):
@@ -87,11 +77,7 @@ def test_racing_retries_make_one_attempt_and_the_effect_commits_once():
         finally:
             connections.close_all()
 
-    threads = [threading.Thread(target=retry) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together([retry] * 8)
 
     assert answers == [200] * 8
     step = Step.objects.get(workflow_id=workflow_id, seq=3)

@@ -7,30 +7,11 @@ import pytest
 from django.urls import reverse
 
 from tests.helpers import make_runbook, make_user
-from tests.test_demo_resume import Fleet, deliver, paused_run
+from tests.test_demo_resume import deliver, paused_run
 from workflows import tasks
 from workflows.models import Agent, Decision, Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fleet(live_server, tmp_path, settings):
-    settings.VAR_DIR = tmp_path
-    settings.DELIVERY_TIMEOUT_SECONDS = 5.0
-    fleet = Fleet(live_server.url, tmp_path)
-    yield fleet
-    fleet.close()
-
-
-@pytest.fixture
-def olivia(transactional_db):
-    return make_user("olivia")
-
-
-@pytest.fixture
-def operator(transactional_db):
-    return make_user("alice")
 
 
 def able(name, *capabilities, kinds=("refund",)):

@@ -4,6 +4,7 @@ A real multi-process gunicorn on PostgreSQL; each operator has its own session;
 the winner's decision is delivered by a real worker, exactly once.
 """
 
+import functools
 import http.cookiejar
 import string
 import threading
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
 from django.contrib.sessions.backends.db import SessionStore
 
-from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
+from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example, run_together
 from tests.stack import BIN, Receiver, Stack, free_port, private_redis, wait_until
 from workflows.models import Decision, Event
 
@@ -73,11 +74,7 @@ def burst(n, action):
         barrier.wait()
         answers[i] = action(i)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
+    run_together([functools.partial(one, i) for i in range(n)], timeout=120)
     return answers
 
 

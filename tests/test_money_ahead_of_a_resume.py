@@ -12,7 +12,7 @@ import pytest
 
 from tests.apitools import DECIDE_REFUND, READ_TICKET, api_agent, assert_error
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_example, make_workflow
-from tests.test_demo_resume import deliver, fleet, olivia, operator  # noqa: F401 - fixtures
+from tests.test_demo_resume import deliver
 from workflows.models import Checkpoint, Decision, Workflow
 
 REFUND_AHEAD = [{"name": "issue_refund", "kind": "effect", "amount": "120.60", "currency": "EUR",

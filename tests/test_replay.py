@@ -8,22 +8,9 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from tests.helpers import make_checkpoint, make_user
-from tests.replaytools import ReplayRuntime
+from tests.helpers import make_checkpoint
 from workflows import tasks
 from workflows.models import Conflict, DriftIgnoreRule, Event, ReplayRun
-
-
-@pytest.fixture
-def runtime(db, tmp_path):
-    runtime = ReplayRuntime(tmp_path)
-    yield runtime
-    runtime.close()
-
-
-@pytest.fixture
-def olga(db):
-    return make_user("olga")
 
 
 def replay(runtime, workflow, by, from_seq=3, to_seq=7, **kwargs):

@@ -7,7 +7,14 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from tests.helpers import make_checkpoint, make_runbook, make_user, make_worked_example, make_workflow
+from tests.helpers import (
+    make_checkpoint,
+    make_runbook,
+    make_user,
+    make_worked_example,
+    make_workflow,
+    run_together,
+)
 from workflows import tasks
 from workflows.models import Checkpoint, Event
 
@@ -69,11 +76,7 @@ def test_racing_schedulers_record_each_breach_once():
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=scheduler) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together([scheduler] * 8)
     assert errors == []
     assert Event.objects.filter(verb="sla_breached").count() == 10
     assert Event.objects.filter(verb="sla_warning").count() == 10

@@ -9,7 +9,7 @@ import time_machine
 from django.contrib.auth.models import Group
 from django.db import connection
 
-from tests.helpers import make_checkpoint, make_policy, make_runbook, make_user
+from tests.helpers import make_checkpoint, make_policy, make_runbook, make_user, run_together
 from workflows import tasks
 from workflows.models import Channel, Checkpoint, Delivery, EscalationLevel, Event, Notification
 
@@ -90,11 +90,7 @@ def test_racing_schedulers_record_each_warning_breach_escalation_and_notificatio
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=scheduler) for _ in range(schedulers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_together([scheduler] * schedulers)
     assert errors == []
     n = len(checkpoints)
     for verb in ("claim_warning", "claim_breached", "sla_warning", "sla_breached"):

@@ -16,6 +16,14 @@ def _claim(client, checkpoint, **kwargs):
     return client.post(reverse("claim", args=[checkpoint.pk]), **kwargs)
 
 
+def claimed(*, by, seen_by, client):
+    """A checkpoint ``by`` has claimed, with ``seen_by`` signed in to ``client``."""
+    checkpoint = make_checkpoint()
+    checkpoint.claim(by=by)
+    client.force_login(seen_by)
+    return checkpoint
+
+
 def test_claiming_takes_the_checkpoint_and_returns_to_the_workbench(client, alice):
     checkpoint = make_checkpoint()
     client.force_login(alice)
@@ -30,9 +38,7 @@ def test_claiming_takes_the_checkpoint_and_returns_to_the_workbench(client, alic
 
 
 def test_the_second_claim_is_told_who_has_it(client, alice, bob):
-    checkpoint = make_checkpoint()
-    checkpoint.claim(by=alice)
-    client.force_login(bob)
+    checkpoint = claimed(by=alice, seen_by=bob, client=client)
 
     response = _claim(client, checkpoint, follow=True)
 
@@ -42,9 +48,7 @@ def test_the_second_claim_is_told_who_has_it(client, alice, bob):
 
 
 def test_over_htmx_the_loser_gets_the_answer_in_a_toast_and_the_fresh_row(client, alice, bob):
-    checkpoint = make_checkpoint()
-    checkpoint.claim(by=alice)
-    client.force_login(bob)
+    checkpoint = claimed(by=alice, seen_by=bob, client=client)
 
     response = _claim(client, checkpoint, data={"next": "/?scope=all"}, follow=True,
                       headers={**HTMX, "HX-Target": "queue-table"})
@@ -66,9 +70,7 @@ def test_a_claim_goes_back_to_a_safe_next_url_only(client, alice):
 
 
 def test_the_holder_releases_it_back_to_the_queue(client, alice):
-    checkpoint = make_checkpoint()
-    checkpoint.claim(by=alice)
-    client.force_login(alice)
+    checkpoint = claimed(by=alice, seen_by=alice, client=client)
 
     client.post(reverse("release", args=[checkpoint.pk]))
 
@@ -78,9 +80,7 @@ def test_the_holder_releases_it_back_to_the_queue(client, alice):
 
 
 def test_only_the_holder_can_release(client, alice, bob):
-    checkpoint = make_checkpoint()
-    checkpoint.claim(by=alice)
-    client.force_login(bob)
+    checkpoint = claimed(by=alice, seen_by=bob, client=client)
 
     response = client.post(reverse("release", args=[checkpoint.pk]), follow=True)
 
@@ -90,9 +90,7 @@ def test_only_the_holder_can_release(client, alice, bob):
 
 
 def test_assigning_to_another_operator_records_the_note(client, alice, bob):
-    checkpoint = make_checkpoint()
-    checkpoint.claim(by=alice)
-    client.force_login(alice)
+    checkpoint = claimed(by=alice, seen_by=alice, client=client)
 
     client.post(reverse("assign", args=[checkpoint.pk]), {"to": "bob", "note": "you know this customer"})
 

@@ -1,19 +1,10 @@
 """Replays in the console: asked for from the workflow page or a checkpoint, shown side by side."""
 
-import pytest
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint, make_worked_example
-from tests.replaytools import ReplayRuntime
 from workflows import tasks
 from workflows.models import ReplayRun
-
-
-@pytest.fixture
-def runtime(db, tmp_path):
-    runtime = ReplayRuntime(tmp_path)
-    yield runtime
-    runtime.close()
 
 
 def test_an_agent_that_cannot_replay_gets_no_form_and_the_page_says_why(client, alice):
