@@ -12,8 +12,8 @@ from django.db import connection
 from django.urls import reverse
 from recovery_client import ApiError
 
+from tests.fleet_fixtures import HoldingServer
 from tests.helpers import make_user
-from tests.test_demo_resume import HoldingServer
 from workflows.demo.failover_drill import FailoverDrill
 from workflows.models import Agent, Decision, Event, Step, Workflow
 
