@@ -58,6 +58,12 @@ class Redirector:
         self.server.shutdown()
         self.server.server_close()
 
+    def __enter__(self) -> Redirector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _decision(resume_url: str, alice, **agent_fields) -> Decision:
     agent, _ = make_agent(resume_url=resume_url, **agent_fields)
@@ -69,12 +75,9 @@ def _decision(resume_url: str, alice, **agent_fields) -> Decision:
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_is_a_failed_attempt_and_is_never_followed(db, alice, receiver, settings, status):
     settings.DELIVERY_BACKOFF_SECONDS = 0
-    redirector = Redirector(status, receiver.url)
-    try:
+    with Redirector(status, receiver.url) as redirector:
         decision = _decision(redirector.url, alice)
         assert tasks.deliver_decision(decision.pk) == "retry"
-    finally:
-        redirector.close()
     decision.refresh_from_db()
     assert decision.status == Decision.Status.QUEUED
     assert f"answered {status} redirecting to {receiver.url}" in decision.last_error
@@ -241,12 +244,9 @@ def _webhook_delivery(url: str, user, **channel_fields):
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_webhook_redirect_is_a_failed_attempt_and_is_never_followed(db, alice, receiver, settings, status):
     settings.NOTIFY_BACKOFF_SECONDS = 0
-    redirector = Redirector(status, receiver.url)
-    try:
+    with Redirector(status, receiver.url) as redirector:
         delivery = _webhook_delivery(redirector.url, alice)
         assert tasks.deliver_notification(delivery.pk) == "retry"
-    finally:
-        redirector.close()
     delivery.refresh_from_db()
     assert redirector.requests == ["POST"] and receiver.deliveries == []
     assert f"answered {status} redirecting to {receiver.url}" in delivery.last_error
