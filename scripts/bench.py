@@ -704,7 +704,7 @@ def install_trivial_view() -> None:
 
 
 TPM_PAGES = {"resume dashboard": "/resumes/", "drill-down (degraded)": "/resumes/workflows/?figure=degraded",
-             "readiness": "/readiness/", "staffing budget": "/staffing/"}
+             "readiness": "/readiness/", "staffing budget": "/staffing/", "breach review": "/breaches/"}
 
 
 def tpm_pages(workflows: int, rounds: int) -> None:
