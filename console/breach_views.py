@@ -139,11 +139,11 @@ BY = {  # chart title, the lookup on a breached checkpoint, and the review filte
 }
 
 
-def _share_card(slug: str, now: metrics.TargetMet, before: metrics.TargetMet) -> dict[str, Any]:
+def _share_card(slug: str, now: metrics.Share, before: metrics.Share) -> dict[str, Any]:
     trend = None if now.percent is None or before.percent is None else now.percent - before.percent
     return {"slug": slug, "label": now.label, "definition": now.definition,
             "value": "—" if now.percent is None else f"{now.percent:.1f} %",
-            "detail": f"{now.met} of {now.settled}",
+            "detail": f"{now.part} of {now.whole}",
             "before": "—" if before.percent is None else f"{before.percent:.1f} %",
             "trend": None if trend is None else f"{trend:+.1f} pts", "better": None if not trend else trend > 0}
 

@@ -135,7 +135,7 @@ def test_the_cards_count_met_and_breached_decisions_against_the_previous_period(
         page = client.get(reverse("breach_review")).content.decode()
         period = metrics.Filters.last(30, today=now.date())
     met = metrics.decision_target_met(period)
-    assert (met.met, met.settled) == (3, 4)
+    assert (met.part, met.whole) == (3, 4)
     card = _card(page, "decision-met")
     assert "Decision target met" in card and "75.0 %" in card and "3 of 4" in card
     assert "-25.0 pts" in card and "(before: 100.0 %)" in card

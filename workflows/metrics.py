@@ -639,38 +639,24 @@ def trend(now: Share, before: Share) -> float | None:
 # Computed from the clocks stamped on checkpoints (opened, first claim, decision, breach) and from the
 # sweep's events; nothing here is a number written for the report.
 
-@dataclass(frozen=True)
-class TargetMet:
-    """Of the checkpoints opened in the period whose target is settled, how many met it."""
-
-    label: str
-    definition: str
-    met: int
-    settled: int
-
-    @property
-    def value(self) -> float | None:
-        return self.met / self.settled if self.settled else None
-
-    @property
-    def percent(self) -> float | None:
-        return None if self.settled == 0 else 100 * self.met / self.settled
-
-
-def decision_target_met(filters: Filters) -> TargetMet:
+def decision_target_met(filters: Filters) -> Share:
+    """Of the checkpoints opened in the period whose decision target is settled, the share that met it."""
     counts = opened_checkpoints(filters).aggregate(
         settled=Count("pk", filter=Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False)),
         met=Count("pk", filter=Q(breached_at__isnull=True, clock_stopped_at__isnull=False)))
-    return TargetMet("Decision target met", "Of the checkpoints opened in the period that are decided or past "
-                     "their decision target, the share decided by their due time.", counts["met"], counts["settled"])
+    return Share("decision_target_met", "Decision target met", counts["met"], counts["settled"],
+                 "Of the checkpoints opened in the period that are decided or past their decision target, the "
+                 "share decided by their due time.")
 
 
-def claim_target_met(filters: Filters) -> TargetMet:
+def claim_target_met(filters: Filters) -> Share:
+    """Of the checkpoints opened in the period with a claim target that is settled, the share that met it."""
     counts = opened_checkpoints(filters).filter(claim_due_at__isnull=False).aggregate(
         settled=Count("pk", filter=Q(claim_breached_at__isnull=False) | Q(first_claimed_at__isnull=False)),
         met=Count("pk", filter=Q(claim_breached_at__isnull=True, first_claimed_at__isnull=False)))
-    return TargetMet("Claim target met", "Of the checkpoints opened in the period with a time-to-claim target "
-                     "that are claimed or past it, the share claimed in time.", counts["met"], counts["settled"])
+    return Share("claim_target_met", "Claim target met", counts["met"], counts["settled"],
+                 "Of the checkpoints opened in the period with a time-to-claim target that are claimed or past it, "
+                 "the share claimed in time.")
 
 
 SLA_ACTIVITY = {  # what the sweep did, counted from its events
