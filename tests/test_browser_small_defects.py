@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
+from tests.apitools import api_agent
 from tests.browser_fixtures import login
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
-from workflows.models import Decision
+from workflows.models import Decision, Workflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -70,3 +75,31 @@ def test_c_on_a_row_someone_else_holds_says_who(page, alice, bob):
     page.keyboard.press("c")
 
     expect(page.get_by_test_id("flash")).to_contain_text("bob holds this checkpoint")
+
+
+def test_an_agent_polling_its_paused_workflow_does_not_show_as_activity(page, alice):
+    bot = api_agent()
+    workflow_id = bot.create_workflow("T-1077")["id"]
+    bot.report(workflow_id, 1, "read_ticket")
+    checkpoint_id = bot.open_checkpoint(workflow_id)["id"]
+    Workflow.objects.filter(pk=workflow_id).update(last_activity_at=timezone.now() - timedelta(minutes=10))
+    for _ in range(3):  # what a paused agent does every few seconds while it waits for the decision
+        bot.checkpoint(checkpoint_id)
+        bot.workflow(workflow_id)
+    login(page, alice)
+
+    page.goto(f"/workflows/{workflow_id}/")
+
+    # Paused ten minutes ago ("1" then a digit: the page may be read a minute later), never "0s ago".
+    expect(page.get_by_text(re.compile("last activity"))).to_contain_text(re.compile(r"last activity 1\dm ago"))
+
+
+def test_the_admin_checkpoint_page_leads_to_its_workbench(page, adam):
+    checkpoint = make_checkpoint()
+    login(page, adam)
+    page.goto(f"/admin/workflows/checkpoint/{checkpoint.pk}/change/")
+
+    page.get_by_role("link", name="View on site").click()
+
+    expect(page).to_have_url(re.compile(rf"/checkpoints/{checkpoint.pk}/$"))
+    expect(page.get_by_test_id("checkpoint-status")).to_have_text("checkpoint open")
