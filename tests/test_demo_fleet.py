@@ -159,3 +159,94 @@ def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(liv
     assert restarted.ledgers.duplicates() == {}
     assert len(restarted.ledgers.executions_for(f"{runs['support-bot'].external_id}:refund")) == 1
     assert len(restarted.ledgers.executions_for(f"{runs['ticket-bot'].external_id}:message")) == 1
+
+
+def test_a_polling_agent_killed_after_fetching_its_decision_finds_the_checkpoint_that_overtook_it(
+        live_server, seeded):
+    """Found by make chaos (1,000 workflows, seed 2026): the ticket-bot fetched its decision (for a polling
+    agent that is the delivery: the workflow ran again) and was killed before it acted on it; the console's
+    silence sweep paused the run at a new checkpoint and an operator decided that one. The restarted fleet's
+    journal still waited on the first checkpoint: every poll found its overtaken decision, nobody ever
+    fetched the new one, and 13 decisions stayed queued until the run's deadline."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.helpers import make_user
+    from workflows import tasks
+    from workflows.models import Checkpoint
+
+    killed = fleet_for(live_server.url, seeded, fault_rate=0.0)
+    agent = killed.agents["ticket-bot"]
+    agent.faults.forced["classify_ticket"] = "model_timeout"
+    run = agent.create_run()
+    assert agent.proceed(run) == "paused"
+    alice = make_user("alice")
+    Checkpoint.objects.get(pk=run.checkpoint_id).decide(by=alice, action="resume")
+    assert agent.client.wait_for_decision(run.checkpoint_id, timeout=0)["action"] == "resume"  # fetched...
+    killed.server.httpd.server_close()  # ...and killed before acting on it
+    workflow = Workflow.objects.get(external_id=run.external_id, agent__name="ticket-bot")
+    assert workflow.status == "running"
+    assert tasks.pause_silent_workflows(now=timezone.now() + timedelta(hours=1)) == 1
+    later = workflow.checkpoints.get(status="open")
+    decision = later.decide(by=alice, action="resume")
+
+    restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, total=0, reconcile_interval=0.1)
+    restarted.start()
+    try:
+        wait_until(lambda: Workflow.objects.get(pk=workflow.pk).status == "completed", timeout=30, interval=0.05,
+                   what="the polling agent to fetch the decision on the checkpoint that overtook its own")
+    finally:
+        restarted.shutdown(timeout=30)
+    decision.refresh_from_db()
+    assert decision.status == "succeeded"
+    assert restarted.busy() == []
+    assert restarted.ledgers.duplicates() == {}
+    assert len(restarted.ledgers.executions_for(f"{run.external_id}:message")) == 1
+
+
+def test_a_workflow_paused_by_the_console_before_its_create_was_answered_is_picked_up(live_server, seeded,
+                                                                                      monkeypatch):
+    """Found by make chaos (1,000 workflows, seed 2026): the ticket-bot's create committed, the web server was
+    killed before answering, and the console's silence sweep paused the new workflow before the retry was
+    answered. The agent took the paused workflow for a number used before and skipped it; its checkpoint was
+    decided and the decision waited for a fetch that never came."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.helpers import make_user
+    from workflows import tasks
+
+    killed = fleet_for(live_server.url, seeded, fault_rate=0.0)
+    agent = killed.agents["ticket-bot"]
+    register = agent.register
+    first: list[str] = []
+
+    def answer_lost_then_retried(external_id):
+        if first:
+            return register(external_id)
+        first.append(external_id)
+        register(external_id)  # committed; the answer is lost
+        assert tasks.pause_silent_workflows(now=timezone.now() + timedelta(hours=1)) == 1
+        return register(external_id)  # the retry answers the workflow, paused meanwhile
+
+    monkeypatch.setattr(agent, "register", answer_lost_then_retried)
+    run = agent.create_run()
+    assert run is not None and run.external_id != first[0]  # the launch goes on with a new number
+    killed.server.httpd.server_close()
+    workflow = Workflow.objects.get(external_id=first[0], agent__name="ticket-bot")
+    decision = workflow.checkpoints.get(status="open").decide(by=make_user("alice"), action="resume")
+
+    restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, total=0, reconcile_interval=0.1)
+    restarted.start()
+    try:
+        wait_until(lambda: Workflow.objects.get(pk=workflow.pk).status == "completed", timeout=30, interval=0.05,
+                   what="the polling agent to fetch the decision on the workflow it once skipped")
+    finally:
+        restarted.shutdown(timeout=30)
+    decision.refresh_from_db()
+    assert decision.status == "succeeded"
+    assert restarted.busy() == []
+    assert restarted.ledgers.duplicates() == {}
+    assert len(restarted.ledgers.executions_for(f"{first[0]}:message")) == 1

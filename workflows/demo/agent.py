@@ -224,6 +224,12 @@ class DemoAgent:
                 raise
             if workflow.get("status") == "running" and not workflow.get("steps"):
                 break
+            if workflow.get("status") == "paused" and not workflow.get("steps"):
+                # Ours, created by an attempt whose answer was lost (the console restarting), and paused by
+                # its silence sweep before the retry was answered: not a number taken before. Lost, the
+                # fleet picks it up like any run it lost track of; this launch goes on with a new number.
+                self.journal.set_status(run.external_id, "lost", workflow_id=str(workflow["id"]))
+                continue
             self.journal.set_status(run.external_id, "skipped")
         else:
             log.warning("%s: every new ticket number is taken in the console; not starting", self.name)
@@ -431,6 +437,11 @@ class DemoAgent:
             if current is False:
                 log.warning("%s %s: the decision on checkpoint %s was overtaken; not acting on it", self.name,
                             run.external_id, run.checkpoint_id)
+                if self.polls:
+                    # Nothing is delivered to a polling agent: left waiting on the overtaken checkpoint, it
+                    # would find that decision again at every look and never fetch the one on the later
+                    # checkpoint. Lost, the fleet asks the console which checkpoint is current and polls that.
+                    self.journal.set_status(run.external_id, "lost")
                 return "superseded"
             if current and workflow.get("status") == "running":
                 return workflow
