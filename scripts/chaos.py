@@ -186,6 +186,13 @@ class World:
         return f"http://127.0.0.1:{self.web_port}"
 
 
+def next_database(redis_url: str) -> str:
+    """redis://host:port/7 -> redis://host:port/8 (database 0 when the URL names none)."""
+    parts = urllib.parse.urlsplit(redis_url)
+    number = int(parts.path.strip("/") or 0)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{number + 1}"))
+
+
 def prepare(args: argparse.Namespace) -> World:
     database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
     broker_url = os.environ.get("CELERY_BROKER_URL") or DEFAULT_BROKER_URL
@@ -198,6 +205,9 @@ def prepare(args: argparse.Namespace) -> World:
     env = {
         "DJANGO_SETTINGS_MODULE": "console.settings", "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": broker_url, "CELERY_QUEUE": "chaos", "VAR_DIR": str(var_dir),
+        # Two gunicorn workers need a shared cache (the console refuses to start without one): the
+        # broker's Redis, the next database number, unless CACHE_URL names one.
+        "CACHE_URL": os.environ.get("CACHE_URL") or next_database(broker_url),
         "SECRET_KEY": secrets.token_urlsafe(40), "DEBUG": "false", "MANIFEST_STATIC": "false",
         "SECURE_COOKIES": "false", "ALLOWED_HOSTS": "127.0.0.1", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
         "PYTHONPATH": str(ROOT),  # every process imports this tree, whatever else is on the path
