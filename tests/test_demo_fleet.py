@@ -191,18 +191,9 @@ def test_a_polling_agent_killed_after_fetching_its_decision_finds_the_checkpoint
     later = workflow.checkpoints.get(status="open")
     decision = later.decide(by=alice, action="resume")
 
-    restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, total=0, reconcile_interval=0.1)
-    restarted.start()
-    try:
-        wait_until(lambda: Workflow.objects.get(pk=workflow.pk).status == "completed", timeout=30, interval=0.05,
-                   what="the polling agent to fetch the decision on the checkpoint that overtook its own")
-    finally:
-        restarted.shutdown(timeout=30)
-    decision.refresh_from_db()
-    assert decision.status == "succeeded"
-    assert restarted.busy() == []
-    assert restarted.ledgers.duplicates() == {}
-    assert len(restarted.ledgers.executions_for(f"{run.external_id}:message")) == 1
+    assert_a_restarted_fleet_carries_the_decision_out_once(
+        live_server, seeded, workflow, decision,
+        what="the polling agent to fetch the decision on the checkpoint that overtook its own")
 
 
 def test_a_workflow_paused_by_the_console_before_its_create_was_answered_is_picked_up(live_server, seeded,
@@ -238,15 +229,23 @@ def test_a_workflow_paused_by_the_console_before_its_create_was_answered_is_pick
     workflow = Workflow.objects.get(external_id=first[0], agent__name="ticket-bot")
     decision = workflow.checkpoints.get(status="open").decide(by=make_user("alice"), action="resume")
 
+    assert_a_restarted_fleet_carries_the_decision_out_once(
+        live_server, seeded, workflow, decision,
+        what="the polling agent to fetch the decision on the workflow it once skipped")
+
+
+def assert_a_restarted_fleet_carries_the_decision_out_once(live_server, seeded, workflow, decision, *, what):
+    """A fresh fleet process finds ``decision`` and completes ``workflow``: the decision succeeds, nothing of the
+    fleet outlives it, and the customer is messaged exactly once, with no effect run twice."""
     restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, total=0, reconcile_interval=0.1)
     restarted.start()
     try:
         wait_until(lambda: Workflow.objects.get(pk=workflow.pk).status == "completed", timeout=30, interval=0.05,
-                   what="the polling agent to fetch the decision on the workflow it once skipped")
+                   what=what)
     finally:
         restarted.shutdown(timeout=30)
     decision.refresh_from_db()
     assert decision.status == "succeeded"
     assert restarted.busy() == []
     assert restarted.ledgers.duplicates() == {}
-    assert len(restarted.ledgers.executions_for(f"{first[0]}:message")) == 1
+    assert len(restarted.ledgers.executions_for(f"{workflow.external_id}:message")) == 1
