@@ -61,7 +61,9 @@ def search(request: HttpRequest) -> HttpResponse:
     text = request.GET.get("q", "").strip()
     results = list(Workflow.objects.matching(text)[:SEARCH_RESULTS + 1])
     by_external_id = [w for w in results if w.external_id.lower() == text.lower()]
-    only = by_external_id if len(by_external_id) == 1 else results if len(results) == 1 else []
+    by_id = [w for w in results if text.isdigit() and w.pk == int(text)]
+    only = (by_external_id if len(by_external_id) == 1 else [] if by_external_id
+            else by_id or (results if len(results) == 1 else []))
     if only:  # the ticket a customer quotes names one workflow: go straight to it
         return redirect("workflow", pk=only[0].pk)
     return _render(request, "console/search.html", {

@@ -43,6 +43,26 @@ def test_an_agent_name_and_an_id_find_workflows(client, alice):
     assert first.pk != second.pk
 
 
+def test_an_id_opens_its_workflow_even_when_other_tickets_contain_the_number(client, alice):
+    wanted = make_workflow()
+    make_workflow(external_id=f"T-{wanted.pk}0", title=f"Refund {wanted.pk}")  # the id, in part
+    client.force_login(alice)
+
+    response = client.get(reverse("search"), {"q": str(wanted.pk)})
+
+    assert response.status_code == 302 and response["Location"] == reverse("workflow", args=[wanted.pk])
+
+
+def test_a_ticket_named_like_an_id_wins_over_the_id(client, alice):
+    numbered = make_workflow()
+    quoted = make_workflow(external_id=str(numbered.pk))  # a customer's ticket number that is also an id
+    client.force_login(alice)
+
+    response = client.get(reverse("search"), {"q": str(numbered.pk)})
+
+    assert response["Location"] == reverse("workflow", args=[quoted.pk])
+
+
 def test_nothing_found_says_where_it_looked_and_escapes_the_query(client, alice):
     client.force_login(alice)
 
