@@ -20,6 +20,8 @@ def recorded():
 
     def statement(execute, sql, params, many, context):
         words = sql.replace('"', "").split()
+        if words[0].upper() == "BEGIN":
+            return execute(sql, params, many, context)  # SQLite opens the transaction with a statement
         table = next((w for w in words[1:] if w.startswith("workflows_") and "." not in w), "")
         seen["sql"].append(f"{words[0].upper()} {table}".strip())
         return execute(sql, params, many, context)
