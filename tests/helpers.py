@@ -27,6 +27,12 @@ def run_together(targets: list[Callable[[], object]], *, timeout: float | None =
     return threads
 
 
+def squeezed(html: str) -> str:
+    """The HTML with each run of whitespace as one space, as a browser renders it: a template may wrap a
+    sentence over lines without a test that reads the page noticing."""
+    return " ".join(html.split())
+
+
 def make_user(username: str, *, role: str = "operator", password: str = "pw-" + "x" * 12):
     user, _ = get_user_model().objects.get_or_create(
         username=username, defaults={"is_staff": role == "admin", "is_superuser": role == "admin"})

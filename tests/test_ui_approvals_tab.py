@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.helpers import make_checkpoint, make_runbook, make_worked_example
+from tests.helpers import make_checkpoint, make_runbook, make_worked_example, squeezed
 from workflows.models import Checkpoint, Decision
 from workflows.tasks import sweep
 
@@ -85,7 +85,7 @@ def test_my_workflows_shows_my_proposal_and_what_waits_for_me(proposal, client, 
     assert 'data-testid="my-proposal"' in html and proposal.checkpoint.workflow.title in html
 
     client.force_login(bob)
-    html = client.get(reverse("mine")).content.decode()
+    html = squeezed(client.get(reverse("mine")).content.decode())
     assert 'data-testid="to-approve">1 waits for your approval' in html
 
 

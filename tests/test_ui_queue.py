@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.helpers import make_agent, make_checkpoint, make_worked_example, make_workflow
+from tests.helpers import make_agent, make_checkpoint, make_worked_example, make_workflow, squeezed
 from workflows.models import Checkpoint
 
 
@@ -67,7 +67,7 @@ def test_each_row_shows_title_kind_agent_reason_assignee_and_age(client, alice, 
     checkpoint.assign(to=bob, by=alice, note="needs finance eyes")
     client.force_login(alice)
 
-    html = client.get(reverse("queue")).content.decode()
+    html = squeezed(client.get(reverse("queue")).content.decode())
 
     for text in (checkpoint.workflow.title, "support-bot", "Model timeout", "bob", "from alice: needs finance eyes"):
         assert text in html
