@@ -10,7 +10,10 @@ machine are not comparable, so this script runs both versions at once: each is e
 workflows (steps and an open checkpoint each), and served by gunicorn with the same arguments (DEBUG off,
 Redis cache). Then, round after round with the order swapped each round, the same client measures on
 each: the first queue page (50 rows) as a signed-in operator, and a new step reported with the agent's
-token. Each line: median and p95 in ms for both, and head / base. The seed of the request bodies is fixed.
+token. Each line: median and p95 in ms for both, and head / base, then the web server's CPU time per
+request (user + system time of gunicorn's processes over each batch, read from /proc): the wall-clock
+figures move with the machine's load, the CPU time much less, so it is the one to believe on a shared
+machine. The seed of the request bodies is fixed.
 """
 
 from __future__ import annotations
@@ -137,6 +140,18 @@ class Version:
             self.running = list(pool.map(one, range(workflows)))[0]
         self.next_seq = 4
 
+    def cpu_ms(self) -> float:
+        """User + system CPU time so far of the server's processes (gunicorn's master and its worker), in ms."""
+        assert self.server is not None
+        pids = [self.server.pid]
+        children = Path(f"/proc/{self.server.pid}/task/{self.server.pid}/children")
+        pids += [int(pid) for pid in children.read_text().split()]
+        ticks = 0
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+        return ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
     def queue_page(self) -> float:
         start = time.perf_counter()
         response = self.operator.get(f"{self.url}/?per=50")
@@ -188,15 +203,20 @@ def main() -> None:
                 print(f"{version.label} = {version.rev} ({version.commit}): seeded {args.workflows} workflows "
                       f"in {time.monotonic() - began:.0f} s", flush=True)
             figures: dict[tuple[str, str], list[float]] = {}
+            cpu: dict[tuple[str, str], float] = {}
             for round_ in range(args.rounds):
                 for version in versions if round_ % 2 == 0 else versions[::-1]:
                     for _ in range(3):  # warm the connection and the caches, unmeasured
                         version.queue_page()
                         version.step_report(rng)
+                    began_cpu = version.cpu_ms()
                     figures.setdefault(("queue", version.label), []).extend(
                         version.queue_page() for _ in range(args.requests))
+                    middle_cpu = version.cpu_ms()
                     figures.setdefault(("step", version.label), []).extend(
                         version.step_report(rng) for _ in range(args.requests))
+                    cpu[("queue", version.label)] = cpu.get(("queue", version.label), 0.0) + middle_cpu - began_cpu
+                    cpu[("step", version.label)] = cpu.get(("step", version.label), 0.0) + version.cpu_ms() - middle_cpu
         finally:
             for version in versions:
                 version.stop()
@@ -207,6 +227,12 @@ def main() -> None:
         head50, head95 = summary(figures[(what, "head")])
         print(f"{title:<40} {base50:>9.1f} {head50:>9.1f} {head50 / base50:>8.2f}x {base95:>9.1f} {head95:>9.1f}")
     print(f"({args.rounds} rounds x {args.requests} requests of each kind per version, alternating; ms)")
+    measured = args.rounds * args.requests
+    print(f"\n{'server CPU per request (ms)':<40} {'base':>9} {'head':>9} {'head/base':>9}")
+    for what, title in (("queue", "queue first page (50 of the open rows)"),
+                        ("step", "agent API: POST a new step")):
+        base_cpu, head_cpu = cpu[(what, "base")] / measured, cpu[(what, "head")] / measured
+        print(f"{title:<40} {base_cpu:>9.2f} {head_cpu:>9.2f} {head_cpu / base_cpu:>8.2f}x")
 
 
 if __name__ == "__main__":
