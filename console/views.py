@@ -261,7 +261,7 @@ def _workbench_version(checkpoint: Checkpoint) -> str:
 @role_required(*READERS)
 @require_GET
 def workbench(request: HttpRequest, pk: int) -> HttpResponse:
-    checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
+    checkpoint = get_object_or_404(Checkpoint.objects.for_workbench(), pk=pk)
     htmx = _htmx(request)
     if htmx and htmx.target == "workbench-live" and request.GET.get("v") == _workbench_version(checkpoint):
         return HttpResponse(status=204)  # the poll's answer while nothing changed: no swap, nothing lost
@@ -292,7 +292,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
         "can_decide": acting and checkpoint.may_be_decided_by(user),
         "form": form, "assign_form": AssignForm() if acting else None,
-        "actions": [a for a in Action if (not checkpoint.runbook or checkpoint.runbook.allows(a))
+        "actions": [a for a in Action if (not checkpoint.runbook_version or checkpoint.runbook_version.allows(a))
                     and (a != Action.FAILOVER or form.standbys)],
         "failover_why_not": "" if form.standbys else (
             f"no other active agent advertises failover for {workflow.kind} workflows."),
@@ -417,7 +417,7 @@ def assign(request: HttpRequest, pk: int) -> HttpResponse:
 @operator_required
 @require_POST
 def decide(request: HttpRequest, pk: int) -> HttpResponse:
-    checkpoint = get_object_or_404(Checkpoint.objects.for_queue(), pk=pk)
+    checkpoint = get_object_or_404(Checkpoint.objects.for_workbench(), pk=pk)
     if request.POST.get("action") == "check":  # the no-JavaScript way to unlock resume: re-render, decide nothing
         return _workbench(request, checkpoint, form=DecisionForm(initial=request.POST.dict(), checkpoint=checkpoint))
     form = DecisionForm(request.POST, checkpoint=checkpoint)

@@ -250,8 +250,9 @@ def configure(args: argparse.Namespace, var_dir: Path) -> dict[str, str]:
         set_role(user, "operator")
         users[user.username] = password
     if args.operators > 1:  # someone must be there to approve
-        Runbook.objects.filter(slug__in=["refund-unknown-refund", "billing-unknown-credit"]).update(
-            requires_four_eyes=True)
+        for runbook in Runbook.objects.filter(slug__in=["refund-unknown-refund", "billing-unknown-credit"]):
+            runbook.requires_four_eyes = True
+            runbook.save()  # a save, not an update(): the checkpoints follow the runbook's new version
     return users
 
 
@@ -592,7 +593,7 @@ class Operator(threading.Thread):
             action = "handoff"
         else:
             action = "abort"
-        if checkpoint.runbook and not checkpoint.runbook.allows(action):
+        if checkpoint.runbook_version and not checkpoint.runbook_version.allows(action):
             action = "resume"
         fields = {"action": action, "money_confirmed": "on",
                   "instructions": f"chaos: {action} after checking the ledgers"}

@@ -25,6 +25,8 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.template.response import TemplateResponse
 
 from console.roles import owner_candidates, signed_in
+from console.runbook_forms import FIELDS as RUNBOOK_FIELDS
+from console.runbook_forms import RunbookForm
 
 from .models import (
     Agent,
@@ -42,6 +44,7 @@ from .models import (
     OperatorProfile,
     ReplayRun,
     Runbook,
+    RunbookVersion,
     SLAPolicy,
     Step,
     Workflow,
@@ -104,15 +107,38 @@ def _described(obj: Any, **changes: Any) -> dict[str, Any]:
     return {"model": obj._meta.verbose_name, "object": str(obj)[:200], **changes}
 
 
+class RunbookVersionInline(admin.TabularInline[Any, Any]):
+    """The history, read-only: a version never changes once written."""
+
+    model = RunbookVersion
+    fields = ("number", "created_at", "created_by", "title")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Runbook)
 class RunbookAdmin(AuditedAdmin[Runbook]):
-    formfield_overrides = URL_FIELDS
-    list_display = ("slug", "title", "workflow_kind", "reason", "policy", "requires_four_eyes",
-                    "four_eyes_on_every_resume", "is_default")
+    """The fallback editor (the console's runbook pages are the main one): the same form and checks,
+    and every save that changes the runbook writes its next version."""
+
+    form = RunbookForm
+    list_display = ("slug", "title", "workflow_kind", "reason", "agent", "priority", "policy", "owner", "review_by",
+                    "is_default")
     list_filter = ("reason", "requires_four_eyes", "four_eyes_on_every_resume", "is_default", "policy")
     search_fields = ("slug", "title", "workflow_kind")
     prepopulated_fields = {"slug": ("title",)}
-    list_select_related = ("policy",)
+    list_select_related = ("policy", "agent", "owner")
+    fields = RUNBOOK_FIELDS
+    inlines = (RunbookVersionInline,)
+
+    def save_model(self, request: HttpRequest, obj: Runbook, form: Any, change: bool) -> None:
+        obj.editor = signed_in(request)  # the author of the version this save writes
+        super().save_model(request, obj, form, change)
 
 
 class HolidayInline(admin.TabularInline[Any, Any]):

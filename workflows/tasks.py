@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import notify, runtime
-from .models import Checkpoint, Conflict, Decision, Delivery, Event, Reason, ReplayRun, Workflow
+from .models import Checkpoint, Conflict, Decision, Delivery, Event, Reason, ReplayRun, Runbook, Workflow
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def sweep() -> dict[str, Any]:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
               "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),
-              "notifications": relay_notifications()}
+              "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications()}
     refresh_sqlite_statistics()
     return result
 

@@ -377,6 +377,14 @@ def can_review(user: Any) -> bool:
 
 
 @register.filter
+def is_admin(user: Any) -> bool:
+    """Admins: the runbook editor and the Django admin."""
+    from console.roles import is_admin as allowed
+
+    return allowed(user)
+
+
+@register.filter
 def split(value: str) -> list[str]:
     return str(value).split()
 

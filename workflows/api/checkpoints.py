@@ -59,7 +59,7 @@ def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict[str, Any]:
     """The checkpoint and its decision. Agents without a resume endpoint poll this."""
     pk = parse_pk(checkpoint_id)
     checkpoint = (Checkpoint.objects.filter(pk=pk, workflow__agent=calling_agent(request))
-                  .select_related("workflow__agent", "runbook", "assignee").first() if pk else None)
+                  .select_related("workflow__agent", "runbook", "runbook_version", "assignee").first() if pk else None)
     if checkpoint is None:
         workflow_pk = Checkpoint.objects.filter(pk=pk).values_list("workflow_id", flat=True).first() if pk else None
         raise stood_down_or_not_found(request, workflow_pk, "checkpoint")

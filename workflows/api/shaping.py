@@ -86,11 +86,12 @@ def decision_body(decision: Decision) -> dict[str, Any]:
 
 def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) -> dict[str, Any]:
     runbook = checkpoint.runbook
+    read = checkpoint.runbook_version or runbook  # the title and link of the version it opened with
     return {
         **checkpoint_summary(checkpoint),
         "workflow_id": str(checkpoint.workflow_id), "assignee": _username(checkpoint.assignee),
         "warn_at": checkpoint.warn_at,
-        "runbook": {"slug": runbook.slug, "title": runbook.title, "url": runbook.url or None} if runbook else None,
+        "runbook": {"slug": runbook.slug, "title": read.title, "url": read.url or None} if runbook and read else None,
         "resume_state": checkpoint.resume_state,
         "decision": decision_body(decision) if decision else None,
     }

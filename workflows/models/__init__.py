@@ -18,14 +18,14 @@ from .events import Event
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
-from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, all_actions
+from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
     "RESUMING_ACTIONS", "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Comment", "Confirmation", "Conflict",
     "Decision", "DecisionQuerySet", "DriftIgnoreRule", "ReplayRun", "ReplayRunQuerySet",
-    "Event", "IllegalTransition", "Invalid", "Reason", "Runbook", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
+    "Event", "IllegalTransition", "Invalid", "Reason", "Runbook", "RunbookVersion", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
     "all_actions", "canonical", "hash_token", "wake_relay",
     # SLA policies and notifications
     "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",

@@ -18,7 +18,7 @@ from .base import Conflict, Stateful
 from .events import Event
 from .notifications import Notification
 from .people import can_take_work, least_loaded
-from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook
+from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion
 from .sla import Firing, SLAPolicy, Terms
 from .workflows import Workflow
 
@@ -95,7 +95,11 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
         return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or timezone.now())
 
     def for_queue(self) -> CheckpointQuerySet:
-        return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook")
+        return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook", "runbook_version")
+
+    def for_workbench(self) -> CheckpointQuerySet:
+        """The queue's joins, and the runbook's current version and owner (is there a newer one, is it stale)."""
+        return self.for_queue().select_related("runbook__current_version", "runbook__owner")
 
 
 class Checkpoint(Stateful):
@@ -119,6 +123,9 @@ class Checkpoint(Stateful):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     opened_by_console = models.BooleanField(default=False)
     runbook = models.ForeignKey(Runbook, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The version it opened with: what it allows and what operators read, whatever edits came later.
+    runbook_version = models.ForeignKey(RunbookVersion, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="checkpoints")
     assignee = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     claimed_at = models.DateTimeField(null=True, blank=True)
     opened_at = models.DateTimeField(default=timezone.now)
@@ -204,7 +211,8 @@ class Checkpoint(Stateful):
                 raise Conflict("The workflow already has an open checkpoint.")
             if workflow.status not in (Workflow.Status.RUNNING, Workflow.Status.RESUMING):
                 raise Conflict(f"A {workflow.status} workflow cannot be paused.")
-            runbook = Runbook.match(workflow.kind, reason)
+            runbook = Runbook.match(workflow.kind, reason, workflow.agent_id)
+            version = (runbook.current_version or runbook.snapshot()) if runbook else None
             now = timezone.now()
             policy = runbook.policy if runbook else None
             frozen = policy.freeze() if policy else SLAPolicy.fallback()
@@ -213,7 +221,7 @@ class Checkpoint(Stateful):
                     checkpoint = cls.objects.create(
                         workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
                         resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
-                        runbook=runbook, opened_at=now, policy=policy, sla=frozen,
+                        runbook=runbook, runbook_version=version, opened_at=now, policy=policy, sla=frozen,
                         opened_by_console=by_console, **Terms(frozen).deadlines(now))
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
@@ -580,8 +588,9 @@ class Checkpoint(Stateful):
         return bool(self.money_reasons())
 
     def needs_second_operator(self, action: str, *, money: bool) -> bool:
-        """Four eyes: on a money resume under a runbook that asks for it, or on every resume if it says so."""
-        runbook = self.runbook
+        """Four eyes: on a money resume under a runbook that asks for it, or on every resume if it says so
+        (as the runbook's version read when the checkpoint opened)."""
+        runbook = self.runbook_version
         if runbook is None or action not in RESUMING_ACTIONS:
             return False
         return runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
@@ -618,8 +627,9 @@ class Checkpoint(Stateful):
         confirmations = {k: v for k, v in (confirmations or {}).items() if v}
         if action not in Action.values:
             raise ValueError(f"Unknown action {action!r}.")
-        if self.runbook and not self.runbook.allows(action):
-            raise ValueError(f"The runbook “{self.runbook.title}” does not allow {Action(action).label.lower()}.")
+        if self.runbook_version and not self.runbook_version.allows(action):
+            raise ValueError(f"The runbook “{self.runbook_version.title}” does not allow "
+                             f"{Action(action).label.lower()}.")
         unknown_keys = {e["idempotency_key"] for e in self.unknown_effects}
         if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Confirmation.values]:
             raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")

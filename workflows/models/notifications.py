@@ -131,11 +131,13 @@ class Notification(models.Model):
     @classmethod
     def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Checkpoint | None = None,
              at: datetime | None = None, users: Iterable[Operator | None] = (), group: Group | None = None,
-             key: str) -> list[Notification]:
-        """Write one notification per recipient, and a delivery per active channel (must run in a transaction)."""
+             key: str, path: str = "") -> list[Notification]:
+        """Write one notification per recipient, and a delivery per active channel (must run in a transaction).
+
+        It links to the checkpoint's workbench, or to ``path`` when it is about something else."""
         from django.urls import reverse
 
-        path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else ""
+        path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else path
         made = []
         recipients: list[tuple[str, int, dict[str, Any]]] = [("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)]
         if group is not None:
