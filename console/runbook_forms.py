@@ -13,7 +13,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.utils.text import slugify
 
-from workflows.models import Action, Agent, Runbook, SLAPolicy
+from workflows.models import Action, Agent, Reason, Runbook, SLAPolicy
 
 FIELDS = ("title", "slug", "url", "body", "workflow_kind", "reason", "agent", "priority", "is_default",
           "allowed_actions", "requires_four_eyes", "four_eyes_on_every_resume", "policy", "owner", "review_by")
@@ -37,10 +37,19 @@ class RunbookForm(forms.ModelForm[Runbook]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["agent"].queryset = Agent.objects.order_by("name")  # type: ignore[attr-defined]
-        self.fields["policy"].queryset = SLAPolicy.objects.order_by("name")  # type: ignore[attr-defined]
-        self.fields["owner"].queryset = (  # type: ignore[attr-defined]
-            get_user_model().objects.filter(is_active=True).order_by("username"))
+        for name, queryset, empty in (
+                ("agent", Agent.objects.order_by("name"), "any agent"),
+                ("policy", SLAPolicy.objects.order_by("name"), "none: the fallback terms (30 minutes)"),
+                ("owner", get_user_model().objects.filter(is_active=True).order_by("username"), "nobody")):
+            field = self.fields[name]
+            assert isinstance(field, forms.ModelChoiceField)
+            field.queryset, field.empty_label = queryset, empty
+        reason = self.fields["reason"]
+        assert isinstance(reason, forms.TypedChoiceField)
+        reason.choices = [("", "any reason"), *Reason.choices]
+        self.fields["is_default"].label = "The default runbook"
+        self.fields["requires_four_eyes"].label = "Four eyes on money"
+        self.fields["four_eyes_on_every_resume"].label = "Four eyes on every resume"
         if self.instance.pk:  # a runbook's slug is its name in links and filters: fixed once made
             self.fields["slug"].disabled = True
 
