@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser_fixtures import login
-from tests.helpers import make_policy
+from tests.helpers import make_checkpoint, make_policy
 from workflows.models import Runbook
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -39,6 +39,7 @@ def test_an_admin_creates_a_runbook_edits_it_and_reads_the_diff(page, adam):
     expect(page.get_by_test_id("flash")).to_contain_text("created: version 1")
     expect(page.get_by_test_id("version-row")).to_have_count(1)
     expect(page.get_by_test_id("runbook-body").locator("strong")).to_have_text("ledger")
+    opened_before = make_checkpoint()  # a refund whose model timed out: it opens under version 1
 
     page.get_by_test_id("edit-runbook").click()
     page.fill("#id_body", "1. Check the **ledger** for the refund's key.\n2. Resume only when it is committed "
@@ -48,7 +49,12 @@ def test_an_admin_creates_a_runbook_edits_it_and_reads_the_diff(page, adam):
 
     expect(page.get_by_test_id("flash")).to_contain_text("as version 2")
     expect(page.get_by_test_id("version-row")).to_have_count(2)
-    page.get_by_test_id("compare").click()
+    page.goto(f"/checkpoints/{opened_before.pk}/")
+    expect(page.get_by_test_id("runbook-version")).to_have_text("version 1")
+    expect(page.get_by_test_id("runbook-newer")).to_contain_text("Version 2 is newer")
+    expect(page.get_by_test_id("runbook-body").locator("li").nth(1)).to_have_text("Resume when it is committed.")
+    page.get_by_test_id("runbook").screenshot(path=str(SHOTS / "runbook-workbench.png"))
+    page.get_by_test_id("runbook-newer").get_by_role("link", name="see what changed").click()
 
     diff = page.get_by_test_id("diff")
     expect(diff.locator("tr.diff-old")).to_contain_text(["Allowed decisions: Resume, Hand off",
