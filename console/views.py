@@ -254,8 +254,11 @@ def _trajectory_window(workflow: Workflow, checkpoint: Checkpoint) -> Trajectory
 
 def _workbench_version(checkpoint: Checkpoint) -> str:
     """Every change the workbench shows writes an Event of the workflow (transitions, steps, decisions,
-    deliveries, SLA records, comments): the latest one's id is the version of the page."""
-    return str(checkpoint.workflow.events.order_by("-pk").values_list("pk", flat=True).first() or 0)
+    deliveries, SLA records, comments): the latest one's id is the version of the page. A runbook edit is
+    no event of the workflow: its current version joins in, so the "newer version" notice appears live."""
+    event = checkpoint.workflow.events.order_by("-pk").values_list("pk", flat=True).first() or 0
+    runbook = checkpoint.runbook
+    return f"{event}.{runbook.current_version_id or 0}" if runbook is not None else str(event)
 
 
 @role_required(*READERS)

@@ -194,3 +194,17 @@ def test_deleting_a_runbook_leaves_its_checkpoints_without_one(db):
     checkpoint.refresh_from_db()
     assert checkpoint.runbook is None and checkpoint.runbook_version is None
     assert not RunbookVersion.objects.exists()
+
+
+def test_the_live_workbench_refreshes_when_its_runbook_gets_a_newer_version(client, alice):
+    runbook = make_runbook(workflow_kind="refund")
+    checkpoint = make_checkpoint()
+    client.force_login(alice)
+    page = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    version = page.split('hx-vals=\'{"v": "')[1].split('"')[0]
+    poll = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "workbench-live"}
+    assert client.get(reverse("workbench", args=[checkpoint.pk]), {"v": version}, **poll).status_code == 204
+    runbook.body = "Revised."
+    runbook.save()
+    answer = client.get(reverse("workbench", args=[checkpoint.pk]), {"v": version}, **poll)
+    assert answer.status_code == 200 and 'data-testid="runbook-newer"' in answer.content.decode()

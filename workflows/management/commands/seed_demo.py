@@ -13,6 +13,7 @@ import json
 import os
 import re
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
 
 from workflows.demo.store import demo_dir
 from workflows.models import Agent, Channel, EscalationLevel, Reason, Runbook, SLAPolicy, hash_token
@@ -159,6 +161,8 @@ class Command(BaseCommand):
                 spec["is_default"] = False  # an admin chose another default: keep theirs
             spec["policy"] = self.seed_policy(spec.pop("sla_target_minutes"), spec.pop("sla_warning_minutes"),
                                               escalate_to=escalate_to, operators=operators)
+            # The admin keeps them; they are due for review in six months (then flagged stale and admin told).
+            spec.update(owner=escalate_to, review_by=timezone.localdate() + timedelta(days=182))
             runbook, created = Runbook.objects.get_or_create(slug=spec.pop("slug"), defaults=spec)
             # The fleet's port may change between runs; a hand-edited URL is left alone.
             if not created and spec.get("url") and DEMO_LEDGERS_URL.fullmatch(runbook.url) \
