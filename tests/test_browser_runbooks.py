@@ -49,6 +49,7 @@ def test_an_admin_creates_a_runbook_edits_it_and_reads_the_diff(page, adam):
 
     expect(page.get_by_test_id("flash")).to_contain_text("as version 2")
     expect(page.get_by_test_id("version-row")).to_have_count(2)
+    page.screenshot(path=str(SHOTS / "runbook-history.png"), full_page=True)
     page.goto(f"/checkpoints/{opened_before.pk}/")
     expect(page.get_by_test_id("runbook-version")).to_have_text("version 1")
     expect(page.get_by_test_id("runbook-newer")).to_contain_text("Version 2 is newer")
