@@ -3,7 +3,14 @@ the admin's priority breaks ties; the default takes what nothing else matches.""
 
 from django.urls import reverse
 
-from tests.helpers import make_agent, make_checkpoint, make_runbook, make_worked_example, make_workflow
+from tests.helpers import (
+    make_agent,
+    make_checkpoint,
+    make_runbook,
+    make_worked_example,
+    make_workflow,
+    squeezed,
+)
 from workflows.models import Runbook
 
 
@@ -81,8 +88,8 @@ def test_the_preview_takes_an_agent_and_shows_the_version_and_what_it_beat(clien
     special.body = "edited"
     special.save()
     client.force_login(adam)
-    page = client.get(reverse("runbook_preview"),
-                      {"kind": "refund", "reason": "tool_error", "agent": "refund-bot"}).content.decode()
+    page = squeezed(client.get(reverse("runbook_preview"),
+                               {"kind": "refund", "reason": "tool_error", "agent": "refund-bot"}).content.decode())
     assert "Refund bot &lt;i&gt;special&lt;/i&gt;" in page
     assert 'data-testid="preview-version"' in page and "version 2" in page
     assert "it beats Refunds" in page

@@ -6,7 +6,7 @@ import datetime
 import time_machine
 from django.urls import reverse
 
-from tests.helpers import make_checkpoint, make_runbook, make_user, run_together
+from tests.helpers import make_checkpoint, make_runbook, make_user, run_together, squeezed
 from workflows import tasks
 from workflows.models import Channel, Delivery, Notification, Runbook
 
@@ -80,9 +80,9 @@ def test_the_list_and_the_workbench_flag_a_stale_runbook(client, adam, alice):
     checkpoint = make_checkpoint()
     with time_machine.travel(DEC_1, tick=False):
         client.force_login(adam)
-        listing = client.get(reverse("runbooks")).content.decode()
+        listing = squeezed(client.get(reverse("runbooks")).content.decode())
         client.force_login(alice)
-        workbench = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+        workbench = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
     rows = {row.split('data-slug="')[1].split('"')[0]: row for row in listing.split('data-testid="runbook-row"')[1:]}
     assert 'data-testid="stale"' in rows[runbook.slug] and 'data-testid="stale"' not in rows[
         next(s for s in rows if s != runbook.slug)]

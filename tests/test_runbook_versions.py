@@ -3,7 +3,7 @@ the version it opened with, the workbench says when a newer one exists, and a di
 
 from django.urls import reverse
 
-from tests.helpers import make_checkpoint, make_runbook, make_worked_example
+from tests.helpers import make_checkpoint, make_runbook, make_worked_example, squeezed
 from workflows.models import Action, Runbook, RunbookVersion
 
 
@@ -53,7 +53,7 @@ def test_an_edit_in_the_console_is_a_new_version_and_an_open_checkpoint_keeps_th
     assert before.runbook_version.allows(Action.RESUME) and not after.runbook_version.allows(Action.RESUME)
 
     client.force_login(alice)
-    old_page = client.get(reverse("workbench", args=[before.pk])).content.decode()
+    old_page = squeezed(client.get(reverse("workbench", args=[before.pk])).content.decode())
     assert "Old advice: <strong>resume</strong> at once." in old_page and "New advice" not in old_page
     assert 'data-testid="runbook-newer"' in old_page and "Version 2 is newer" in old_page
     assert f'{reverse("runbook_diff", args=[runbook.pk])}?from=1&amp;to=2' in old_page
@@ -138,7 +138,7 @@ def test_a_version_page_renders_its_markdown_body_without_raw_html_and_names_the
     runbook.body = "Now different"
     runbook.save()
     client.force_login(alice)
-    page = client.get(reverse("runbook_version", args=[runbook.pk, 1])).content.decode()
+    page = squeezed(client.get(reverse("runbook_version", args=[runbook.pk, 1])).content.decode())
     assert "<strong>Check</strong>" in page and "<script>alert(1)</script>" not in page
     assert 'data-testid="not-current"' in page and "version 2 is" in page
 
