@@ -144,3 +144,16 @@ def test_the_slug_of_a_saved_runbook_cannot_be_changed_from_the_editor(client, a
                                                                       based_on=1))
     runbook.refresh_from_db()
     assert runbook.slug == "refunds" and runbook.title == "Refund: the model timed out"
+
+
+def test_a_default_made_by_another_admin_between_the_check_and_the_save_still_gets_the_friendly_message(
+        client, adam, monkeypatch):
+    make_runbook(title="General recovery", is_default=True)
+    # The other admin's default commits after this form's checks ran: they see no default yet.
+    monkeypatch.setattr(Runbook, "clean", lambda self: None)
+    monkeypatch.setattr(Runbook, "validate_constraints", lambda self, exclude=None: None)
+    client.force_login(adam)
+    answer = client.post(reverse("runbook_new"), form_data(workflow_kind="", reason="", is_default="on"))
+    assert answer.status_code == 422
+    assert "Another runbook is already the default: only one runbook can be." in answer.content.decode()
+    assert Runbook.objects.count() == 1 and not Event.objects.filter(verb=Event.Verb.ADMIN_CREATED).exists()
