@@ -6,7 +6,7 @@ import json
 
 from django.urls import reverse
 
-from tests.helpers import make_checkpoint
+from tests.helpers import make_checkpoint, squeezed
 from workflows.models import Checkpoint, Event
 
 HTMX = {"HX-Request": "true"}
@@ -98,7 +98,7 @@ def test_assigning_to_another_operator_records_the_note(client, alice, bob):
     assert checkpoint.assignee == bob
     event = Event.objects.get(checkpoint=checkpoint, verb="assigned")
     assert event.actor_user == alice and event.data["note"] == "you know this customer"
-    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    html = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
     assert "assigned by alice: “you know this customer”" in html
 
 
@@ -119,7 +119,7 @@ def test_the_workbench_says_who_gets_the_workflow_back(client, alice, adam):
     checkpoint = make_checkpoint(make_worked_example(owner=adam))
     client.force_login(alice)
 
-    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    html = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
 
     assert "Returns to <strong>adam</strong> when resumed" in html
 
@@ -132,6 +132,6 @@ def test_it_returns_to_the_owner_it_had_when_interrupted(client, alice, adam, bo
     Workflow.objects.filter(pk=checkpoint.workflow_id).update(owner=bob)  # changed during the pause
     client.force_login(alice)
 
-    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    html = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
 
     assert "Returns to <strong>adam</strong> when resumed" in html

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import time_machine
 from django.urls import reverse
 
-from tests.helpers import make_checkpoint, make_policy, make_runbook
+from tests.helpers import make_checkpoint, make_policy, make_runbook, squeezed
 from workflows.models import BusinessCalendar, EscalationLevel
 
 
@@ -18,7 +18,8 @@ def test_the_preview_names_the_most_specific_runbook_its_policy_and_when_it_woul
     make_runbook(slug="default", title="General", is_default=True)
     with time_machine.travel(datetime(2026, 12, 4, 16, 30, tzinfo=UTC), tick=False):  # Friday
         client.force_login(adam)
-        page = client.get(reverse("runbook_preview"), {"kind": "refund", "reason": "model_timeout"}).content.decode()
+        page = squeezed(client.get(reverse("runbook_preview"), {"kind": "refund", "reason": "model_timeout"})
+                        .content.decode())
     assert "Refund: the model timed out" in page and "Refunds in office hours" in page
     assert "Mon 7 Dec 09:30 UTC" in page  # 30 minutes on Friday, 30 on Monday
     assert "Mon 7 Dec 10:00 UTC" in page and "adam, reassigns" in page  # the escalation 30 min after

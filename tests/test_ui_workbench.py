@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import reverse
 
 from console.templatetags.console_tags import resume_summary
-from tests.helpers import make_checkpoint, make_runbook, make_step, make_user, make_worked_example
+from tests.helpers import make_checkpoint, make_runbook, make_step, make_user, make_worked_example, squeezed
 
 
 def test_the_summary_reads_the_worked_example_in_plain_language(db):
@@ -39,7 +39,7 @@ def test_the_workbench_shows_summary_trajectory_runbook_clock_and_events(client,
     checkpoint.claim(by=alice)
     client.force_login(alice)
 
-    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+    html = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
 
     for text in ("Refund R-88 of 42.00 EUR committed", "ticket note not written", "promised: refund within 5 days",
                  "read_ticket", "decide_refund", "issue_refund", "✓ verified", "T-", ":issue_refund", "R-88",
@@ -98,7 +98,7 @@ def test_an_idempotency_key_named_like_a_dict_method_still_renders(client, alice
     response = client.get(reverse("workbench", args=[checkpoint.pk]))
 
     assert response.status_code == 200
-    assert "<code>items</code> happened · ref <code>CH-1</code>" in response.content.decode()
+    assert "<code>items</code> happened · ref <code>CH-1</code>" in squeezed(response.content.decode())
 
 
 def _long_workflow(n: int):
@@ -135,8 +135,8 @@ def test_a_thousand_step_trajectory_shows_the_window_around_the_stop_at_the_cost
     first = stop - (WORKBENCH_STEPS - AFTER_THE_STOP) + 1
     assert f'data-seq="{first}"' in long and f'data-seq="{first - 1}"' not in long
     assert f'data-seq="{stop + AFTER_THE_STOP}"' in long and f'data-seq="{stop + AFTER_THE_STOP + 1}"' not in long
-    assert "is-stop\" data-testid=\"step\" data-seq=\"800\"" in long  # the step it stopped at is in the window
-    assert f"1000 steps\n        · showing {first}–{stop + AFTER_THE_STOP}" in long
+    assert "is-stop\" data-testid=\"step\" data-seq=\"800\"" in squeezed(long)  # the stop is in the window
+    assert f"1000 steps · showing {first}–{stop + AFTER_THE_STOP}" in squeezed(long)
     assert f"{first - 1} earlier steps:" in long and f"?seq={first}" in long
     assert f"{1000 - stop - AFTER_THE_STOP} later steps:" in long and f"?seq={stop + AFTER_THE_STOP + 1}" in long
     assert counts[1] - counts[0] <= 4  # counting the hidden steps; never one query per step
