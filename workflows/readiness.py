@@ -19,7 +19,6 @@ gets a verdict with its reasons:
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
@@ -207,7 +206,7 @@ def review_kind(filters: metrics.Filters, kind: str) -> KindReadiness:
         verified_outputs=tools["verified"],
         promises=_steps(scoped).filter(promise__isnull=False).exclude(promise="").count(),
         reasons=_reasons(scoped, kind),
-        median_decision_seconds=statistics.median(decision.seconds) if decision.seconds else None,
+        median_decision_seconds=decision.median,
         shares=summary.shares)
     readiness.findings = _findings(readiness)
     return readiness

@@ -195,6 +195,8 @@ class Checkpoint(Stateful):
             models.Index(fields=["release_at"], condition=Q(status=CheckpointStatus.CLAIMED, release_at__isnull=False),
                          name="sla_claim_release"),
             models.Index(fields=["breached_at"], condition=Q(breached_at__isnull=False), name="sla_breached"),
+            # The figures of a period (breach review, resume dashboard) read the checkpoints opened in it.
+            models.Index(fields=["opened_at"], name="checkpoint_opened"),
         ]
 
     def __str__(self) -> str:

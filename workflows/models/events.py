@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from .base import Actor
 
 User = settings.AUTH_USER_MODEL
+# What the SLA sweep does to a claim or past a breach, counted by the breach review per period (Event.Verb values).
+SWEEP_VERBS = ("escalated", "claim_reminder", "released")
 
 
 class EventQuerySet(models.QuerySet["Event"]):
@@ -130,7 +132,9 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["at", "pk"]
-        indexes = [models.Index(fields=["workflow", "at"], name="event_by_workflow")]
+        indexes = [models.Index(fields=["workflow", "at"], name="event_by_workflow"),
+                   # Small: only the sweep's escalations, reminders and releases, by time.
+                   models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity")]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.verb}"
