@@ -56,6 +56,17 @@ def _nice_max(value: float) -> float:
     return float(value)
 
 
+def _axis_max(value: float, fmt: Callable[[float], str]) -> float:
+    """The top of a y axis with five gridlines. Counts step by a whole 1, 2 or 5 × 10^k, so no gridline reads
+    a rounded fraction (a top of 1 would label 0.25 and 0.5 as "0", and 0.75 as "1")."""
+    if fmt is not count:
+        return _nice_max(value)
+    for step in itertools.chain.from_iterable((m * 10 ** e for m in (1, 2, 5)) for e in range(0, 12)):
+        if 4 * step >= value:
+            return float(4 * step)
+    return _nice_max(value)
+
+
 def _open(kind: str, title: str, desc: str, width: int, height: int) -> tuple[str, str]:
     uid = f"chart{next(_ids)}"
     head = (f'<svg class="chart chart-{kind}" role="img" viewBox="0 0 {width} {height}" '
@@ -87,7 +98,7 @@ def line_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
     left, right, top, bottom = 48, 12, 26, 28
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for line in lines for v in line.values if v is not None]
-    top_value = y_max if y_max is not None else _nice_max(max(values, default=0))
+    top_value = y_max if y_max is not None else _axis_max(max(values, default=0), fmt)
     n = max(len(x_labels), 1)
 
     def x_at(i: int) -> float:
@@ -132,8 +143,9 @@ def _y_grid(top_value: float, y_at: Callable[[float], float], left: float, right
 
 
 def _labelled(i: int, n: int) -> bool:
-    """About eight labels under an x axis of ``n`` buckets, the last one always."""
-    return i % max(1, n // 8) == 0 or i == n - 1
+    """About eight labels under an x axis of ``n`` buckets, the last one always (and no label crowding it)."""
+    step = max(1, n // 8)
+    return i == n - 1 or (i % step == 0 and n - 1 - i >= step)
 
 
 def _x_label(label: str, x: float, height: int) -> str:
@@ -161,7 +173,7 @@ def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
     _uid, svg = _open("columns", title, desc, width, height)
     left, right, top, bottom = 48, 12, 26, 28
     plot_w, plot_h = width - left - right, height - top - bottom
-    top_value = _nice_max(max((v or 0 for line in lines for v in line.values), default=0))
+    top_value = _axis_max(max((v or 0 for line in lines for v in line.values), default=0), fmt)
     n, k = max(len(x_labels), 1), max(len(lines), 1)
     slot = plot_w / n
     bar_w = max(1.0, (slot * 0.8) / k)
@@ -196,7 +208,7 @@ def bar_chart(title: str, bars: Sequence[Bar], *, fmt: Callable[[float], str] = 
     for i, b in enumerate(bars):
         y = 4 + i * row
         w = plot_w * (b.value / top_value if top_value else 0)
-        label = b.label if len(b.label) <= 24 else b.label[:23] + "…"
+        label = b.label if len(b.label) <= 20 else b.label[:19] + "…"  # what fits left of the bars
         tip = f"{b.label}: {fmt(b.value)}" + (f" ({b.note})" if b.note else "")
         mark = (f'<text class="chart-label" x="{label_w - 6}" y="{y + row * 0.65:.1f}" text-anchor="end">'
                 f'{escape(label)}</text><rect class="chart-bar chart-s1" x="{label_w}" y="{y + 3}" '

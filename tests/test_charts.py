@@ -66,3 +66,26 @@ def test_an_empty_bar_chart_says_so():
     svg = parse(charts.bar_chart("By runbook", []))
     assert svg.find(f"{SVG}desc").text == "no data"
     assert any(t.text == "No data in this period" for t in svg.iter(f"{SVG}text"))
+
+
+def test_a_count_axis_labels_whole_numbers_only():
+    import re
+
+    for peak, labels in ((1, ["0", "1", "2", "3", "4"]), (5, ["0", "2", "4", "6", "8"]),
+                         (10, ["0", "5", "10", "15", "20"])):
+        svg = str(charts.column_chart("Breaches", ["Mon", "Tue"], [charts.Line("breached", [peak, 0])]))
+        assert re.findall(r'class="chart-axis" x="42" y="[\d.]+" text-anchor="end">([^<]*)<', svg) == labels
+
+
+def test_a_long_bar_label_is_cut_to_what_fits_left_of_the_bar():
+    svg = str(charts.bar_chart("By runbook", [charts.Bar("refunds-the-model-timed-out", 1)]))
+    assert ">refunds-the-model-t…<" in svg and "refunds-the-model-timed-out: 1" in svg  # whole in the tooltip
+
+
+def test_the_last_day_is_labelled_and_no_label_crowds_it():
+    import re
+
+    days = [f"{d:02d} Nov" for d in range(1, 31)]
+    svg = str(charts.column_chart("Met vs breached", days, [charts.Line("breached", [1] * 30)]))
+    labels = re.findall(r'text-anchor="middle">(\d\d Nov)<', svg)
+    assert labels[0] == "01 Nov" and labels[-2:] == ["25 Nov", "30 Nov"]

@@ -40,3 +40,11 @@ def test_a_runbook_body_is_rendered_as_markdown_without_raw_html(client, alice):
     client.force_login(alice)
     page = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
     assert "<strong>Check</strong>" in page and "<script>alert(1)</script>" not in page
+
+
+def test_a_warning_lead_under_a_minute_reads_in_seconds(client, adam):
+    make_runbook(workflow_kind="refund", policy=make_policy(name="One minute", target=1, warning=50,
+                                                            decision_warning_unit="percent"))
+    client.force_login(adam)
+    page = client.get(reverse("runbook_preview"), {"kind": "refund", "reason": "model_timeout"}).content.decode()
+    assert "One minute: decision in 1 min (warns 30 s before)" in page

@@ -298,7 +298,9 @@ class Terms:
 
 
 def in_minutes(seconds: float) -> str:
-    minutes = int(seconds // 60)
+    minutes, rest = divmod(int(seconds), 60)
+    if rest:  # a lead in percent of a short target: half of a minute is 30 s, not "0 min"
+        return f"{minutes} min {rest} s" if minutes else f"{rest} s"
     if minutes >= 60 and minutes % 60 == 0:
         return f"{minutes // 60} h"
     return f"{minutes} min"
