@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
 from workflows import metrics, tasks
-from workflows.models import BreachReason, Checkpoint, EscalationLevel
+from workflows.models import BreachReason, Checkpoint, Decision, EscalationLevel
 
 SEED = 9031
 
@@ -47,8 +47,10 @@ def test_timings_computed_by_the_database_equal_the_python_definition(decided, a
             with time_machine.travel(claimed + timedelta(microseconds=rng.randrange(1, 3 * 10**9)), tick=False):
                 checkpoint.decide(by=alice, action="abort", instructions="seeded")
         checkpoints.append(checkpoint)
-    # A row from before checkpoints stamped their first claim: its claim event counts instead.
-    Checkpoint.objects.filter(pk=checkpoints[0].pk).update(first_claimed_at=None)
+    decided_at = {d.checkpoint_id: d.decided_at for d in Decision.objects.all()}
+    assert {c.pk: c.first_decision_at for c in Checkpoint.objects.filter(pk__in=decided_at)} == decided_at
+    # Rows from before checkpoints stamped their first claim and decision: the claim event and the decision count.
+    Checkpoint.objects.filter(pk=checkpoints[0].pk).update(first_claimed_at=None, first_decision_at=None)
 
     filters = metrics.Filters.last()
     claim, decision = metrics.time_to_claim(filters), metrics.time_to_decision(filters)

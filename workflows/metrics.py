@@ -643,7 +643,9 @@ def with_clocks(qs: QuerySet[Any]) -> QuerySet[Any]:
         # The checkpoint stamps its first claim (first_claimed_at); rows from before it did: the events.
         claimed_first_at=Coalesce("first_claimed_at", Subquery(first_claim.values("at")[:1]),
                                   output_field=DateTimeField()),
-        first_decided_at=Subquery(first_decision.values("decided_at")[:1], output_field=DateTimeField()),
+        # Likewise its first decision (first_decision_at); rows from before it did, or loaded in bulk: the decisions.
+        first_decided_at=Coalesce("first_decision_at", Subquery(first_decision.values("decided_at")[:1]),
+                                  output_field=DateTimeField()),
     )
     return annotated
 

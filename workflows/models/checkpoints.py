@@ -143,6 +143,8 @@ class Checkpoint(Stateful):
     claim_warned_at = models.DateTimeField(null=True, blank=True)
     claim_breached_at = models.DateTimeField(null=True, blank=True)
     first_claimed_at = models.DateTimeField(null=True, blank=True)
+    # When its first decision (or four-eyes proposal) was made: time to decision, read without a join.
+    first_decision_at = models.DateTimeField(null=True, blank=True)
     clock_stopped_at = models.DateTimeField(null=True, blank=True,
                                             help_text="Decided: the decision clock waits until it reopens.")
     escalation_at = models.DateTimeField(null=True, blank=True, help_text="When the next escalation fires.")
@@ -195,8 +197,11 @@ class Checkpoint(Stateful):
             models.Index(fields=["release_at"], condition=Q(status=CheckpointStatus.CLAIMED, release_at__isnull=False),
                          name="sla_claim_release"),
             models.Index(fields=["breached_at"], condition=Q(breached_at__isnull=False), name="sla_breached"),
-            # The figures of a period (breach review, resume dashboard) read the checkpoints opened in it.
-            models.Index(fields=["opened_at"], name="checkpoint_opened"),
+            # The figures of a period (breach review, resume dashboard) read the checkpoints opened in it;
+            # on PostgreSQL the clocks they count ride in the index, so they never visit the table.
+            models.Index(fields=["opened_at"], name="checkpoint_opened",
+                         include=["id", "first_claimed_at", "first_decision_at", "clock_stopped_at", "breached_at",
+                                  "claim_due_at", "claim_breached_at"]),
         ]
 
     def __str__(self) -> str:
@@ -688,6 +693,7 @@ class Checkpoint(Stateful):
                                 data={"action": decision.action, "four_eyes": four_eyes, **decision.audit_facts()},
                                 assignee=self.assignee or by, remind_at=None, release_at=None,
                                 first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
+                                first_decision_at=Coalesce(F("first_decision_at"), Value(decision.decided_at)),
                                 # A proposal waiting for four eyes keeps the decision clock running.
                                 clock_stopped_at=None if four_eyes else now)
                 if won:
