@@ -2,6 +2,7 @@
 
     make bench                                   # about 6-8 minutes on a 2-core machine
     make bench BENCH_ARGS="--full"               # + the 1M tier, 10k deliveries and 10k renders (~25 min)
+    make bench BENCH_ARGS="--breach-review 1000000"  # the breach review, empty vs 1M checkpoints (~12 min)
     .venv/bin/python scripts/bench.py --only ingest,queue
 
 Needs PostgreSQL (DATABASE_URL: the server to use; the suite creates and drops its own
@@ -34,6 +35,10 @@ ratio of two things measured side by side is what counts. What each figure means
                                      web (in-process) RSS after N queue renders vs after N/10 (flat)
   scaling                            the same figures at 1k, 10k, 100k (and 1M with --full) rows, as a
                                      table and as docs/bench-scaling.svg
+  breach review (--breach-review N)  the TPM breach review (cards, charts, first table page, a filter, the
+                                     second page by its cursor) over an empty table vs N checkpoints of a
+                                     year's history (generate_breach_history, COPY, seed printed), in one
+                                     process, medians; the query count beside each ratio
 """
 
 from __future__ import annotations
@@ -747,6 +752,67 @@ def tpm_pages(workflows: int, rounds: int) -> None:
               f"{b['median'] * 1000:7.0f} ms   {a['queries']} -> {b['queries']}")
 
 
+def breach_review(checkpoints: int, days: int, rounds: int) -> None:
+    """The breach review over an empty table, then over ``checkpoints`` generated over ``days``: ratios."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from console.roles import TPM, set_role
+    from workflows.models import Checkpoint
+    from workflows.volume import generate_breach_history
+
+    user = get_user_model().objects.create_user("bench-tpm-breaches", password="x" * 16)
+    set_role(user, TPM)
+    client = Client()
+    client.force_login(user)
+    pages = {"breach review, last 30 days": "/breaches/", "filtered by kind": "/breaches/?kind=refund",
+             "last 7 days": "/breaches/?start={week}"}
+
+    def measure(url: str) -> dict:
+        client.get(url)  # warm: templates, the session
+        times = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            assert client.get(url).status_code == 200, url
+            times.append(time.perf_counter() - t)
+        with CaptureQueriesContext(connection) as ctx:
+            client.get(url)
+        return {"median": statistics.median(times), "queries": len(ctx.captured_queries)}
+
+    from django.utils import timezone
+
+    week = (timezone.now() - timedelta(days=6)).date().isoformat()
+    urls = {name: url.format(week=week) for name, url in pages.items()}
+    empty = {name: measure(url) for name, url in urls.items()}
+    print(f"generating {checkpoints:,} checkpoints over {days} days (seed {SEED})", flush=True)
+    t = time.perf_counter()
+    volume = generate_breach_history(checkpoints=checkpoints, days=days, seed=SEED,
+                                     progress=lambda m: print(f"  {m}", flush=True))
+    print(f"loaded {volume.rows:,} rows in {time.perf_counter() - t:.0f}s")
+    since = timezone.now() - timedelta(days=30)
+    print(f"in the table: {Checkpoint.objects.count():,} checkpoints; opened in the last 30 days: "
+          f"{Checkpoint.objects.filter(opened_at__gte=since).count():,}, breached in them: "
+          f"{Checkpoint.objects.filter(breached_at__gte=since).count():,}")
+    older = urls["breach review, last 30 days"]
+    first = client.get(older).content.decode()
+    marker = 'data-testid="breach-next"'
+    if marker in first:  # the second page: the keyset cursor the page links to
+        import html
+        import re
+
+        urls["second page (cursor)"] = "/breaches/" + html.unescape(re.search(
+            r'href="(\?[^"]*)" ' + marker, first).group(1))
+        empty["second page (cursor)"] = empty["breach review, last 30 days"]
+    full = {name: measure(url) for name, url in urls.items()}
+    header(f"breach review: empty table vs {checkpoints:,} checkpoints (same process, medians of {rounds})")
+    for name in urls:
+        a, b = empty[name], full[name]
+        line(f"{name}", b["median"] * 1000, a["median"] * 1000, "ms",
+             note=f"{a['queries']} -> {b['queries']} queries")
+
+
 SECTIONS = ("ingest", "langgraph", "batched", "delivery", "tiers", "pages", "memory")
 
 
@@ -765,6 +831,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--tpm-pages", type=int, default=0, metavar="WORKFLOWS",
                         help="measure the TPM pages over this many generated workflows instead")
+    parser.add_argument("--breach-review", type=int, default=0, metavar="CHECKPOINTS",
+                        help="measure the breach review over an empty table and over this many generated "
+                             "checkpoints instead (1000000: about 6 minutes to generate)")
+    parser.add_argument("--breach-days", type=int, default=365, help="the history those checkpoints span")
     args = parser.parse_args()
     args.deliveries = args.deliveries or (10_000 if args.full else 1_000)
     args.renders = args.renders or (10_000 if args.full else 200)
@@ -797,6 +867,9 @@ def main() -> None:
           f"seed {SEED}")
     if args.tpm_pages:
         tpm_pages(args.tpm_pages, args.rounds)
+        return
+    if args.breach_review:
+        breach_review(args.breach_review, args.breach_days, args.rounds)
         return
     bench = Bench(args, db_url, env)
     bench.single = {}

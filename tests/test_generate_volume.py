@@ -55,3 +55,26 @@ def test_it_refuses_more_unresolved_checkpoints_than_workflows(db):
     make_user("someone")
     with pytest.raises(CommandError, match="at most one unresolved checkpoint"):
         call_command("generate_volume", "--workflows", "10", "--steps", "10", "--open", "20", stdout=StringIO())
+
+
+def test_a_breach_history_is_in_time_order_with_about_one_breach_in_ten_and_the_review_reads_it(client, tess):
+    from datetime import timedelta
+
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from workflows.volume import generate_breach_history
+
+    volume = generate_breach_history(checkpoints=600, days=20, open_now=10, seed=7)
+    assert volume.checkpoints["decided"] == 600 and volume.checkpoints["open"] == 10
+    assert 30 <= volume.checkpoints["breached"] <= 110
+    opened = list(Checkpoint.objects.filter(status="resolved").order_by("pk").values_list("opened_at", flat=True))
+    assert opened == sorted(opened) and opened[0] >= timezone.now() - timedelta(days=20)
+    decided = Checkpoint.objects.filter(status="resolved", decisions__isnull=False).distinct().count()
+    assert decided == 600 and not Checkpoint.objects.filter(status="resolved", first_decision_at__isnull=True)
+    assert Checkpoint.objects.filter(breached_at__isnull=False, escalations_fired__gt=0).exists()
+    assert Event.objects.filter(verb="escalated").count() == sum(
+        Checkpoint.objects.values_list("escalations_fired", flat=True))
+    client.force_login(tess)
+    page = client.get(reverse("breach_review")).content.decode()
+    assert page.count('data-testid="breach-row"') == 50 and 'data-testid="breach-next"' in page
