@@ -1,5 +1,5 @@
-"""Issue 9's acceptance flow in Chromium: an admin sets up a one-minute SLA policy with an escalation level and a
-runbook using it, and previews it; an agent's checkpoint (over the real API) gets it; the workbench countdown
+"""Issue 9's acceptance flow in Chromium: an admin sets up a one-minute SLA policy with an escalation level (Django
+admin) and a runbook using it (the console's editor), and previews it; an agent's checkpoint (over the real API) gets it; the workbench countdown
 turns amber, then red; the escalation sweep reassigns it and notifies (the bell shows it); the breach appears
 in the TPM breach review with its overrun; the TPM records a reason and exports the CSV.
 
@@ -51,6 +51,7 @@ def test_a_one_minute_policy_runs_from_the_admin_to_the_breach_review_csv(new_pa
         expect(admin.get_by_test_id("preview-policy")).to_contain_text(
             "Refunds within a minute: decision in 1 min (warns 30 s before)")
         expect(admin.get_by_test_id("preview-due")).to_contain_text(f"{start + timedelta(minutes=1):%H:%M} UTC")
+        expect(admin.get_by_test_id("preview-result")).to_contain_text("version 1")
         expect(admin.get_by_test_id("preview-result")).to_contain_text("bob, reassigns")
         shot(admin, "1-runbook-preview")
 
@@ -60,7 +61,7 @@ def test_a_one_minute_policy_runs_from_the_admin_to_the_breach_review_csv(new_pa
         workflow = agent.create_workflow("T-4711", "refund", "Refund for ticket T-4711")
         opened = agent.open_checkpoint(workflow["id"], "model_timeout", detail="the model timed out")
         checkpoint = Checkpoint.objects.select_related("policy", "runbook").get(pk=opened["id"])
-        assert checkpoint.policy.name == "Refunds within a minute" and checkpoint.runbook.slug == "refunds-the-model-timed-out"
+        assert checkpoint.policy.name == "Refunds within a minute" and checkpoint.runbook.slug == "refund-one-minute"
         assert checkpoint.due_at == start + timedelta(minutes=1)
         assert checkpoint.warn_at == start + timedelta(seconds=30)  # 50 % of the target before it
 
@@ -119,7 +120,7 @@ def test_a_one_minute_policy_runs_from_the_admin_to_the_breach_review_csv(new_pa
             review.get_by_test_id("breach-csv").click()
         with open(download.value.path(), newline="", encoding="utf-8") as export:
             [line] = [r for r in csv.DictReader(export) if r["checkpoint"] == str(checkpoint.pk)]
-    assert line["workflow"] == "Refund for ticket T-4711" and line["runbook"] == "refunds-the-model-timed-out"
+    assert line["workflow"] == "Refund for ticket T-4711" and line["runbook"] == "refund-one-minute"
     assert line["due_at"] == line["breached_at"] == (start + timedelta(minutes=1)).isoformat()
     assert line["decided_at"] == "" and line["overrun_seconds"] == "155"
     assert (line["owner"], line["escalation_levels_fired"]) == ("bob", "1")
@@ -150,13 +151,21 @@ def create_breach_reason(page, name: str) -> None:
 
 
 def create_runbook(page) -> None:
-    page.goto("/admin/workflows/runbook/add/")
-    page.fill("#id_title", "Refunds: the model timed out")  # the admin fills the slug from it
-    page.fill("#id_workflow_kind", "refund")
+    """In the console's runbook editor (the Django admin stays as a fallback)."""
+    page.goto("/")
+    page.get_by_test_id("nav-runbooks").click()
+    page.get_by_test_id("new-runbook").click()
+    page.fill("#id_title", "Refunds: the model timed out")
+    page.fill("#id_slug", "refund-one-minute")
     page.fill("#id_body", "Check the payment ledger before resuming.")
+    page.fill("#id_workflow_kind", "refund")
     page.select_option("#id_policy", label="Refunds within a minute")
-    page.locator('input[name="_save"]').click()
-    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    page.select_option("#id_owner", label="adam")
+    page.fill("#id_review_by", "2027-03-01")
+    for action in ("resume", "handoff", "abort"):
+        page.check(f"input[name=allowed_actions][value={action}]")
+    page.get_by_test_id("save-runbook").click()
+    expect(page.get_by_test_id("flash")).to_contain_text("created: version 1")
 
 
 def has_class(css_class: str):

@@ -16,7 +16,7 @@ def stamp_first_decisions(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0016_channel_allow_plain_http'),
+        ('workflows', '0017_versioned_runbooks'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
