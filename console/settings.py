@@ -282,7 +282,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_TASK_SOFT_TIME_LIMIT = 90
 # Timers are data (indexed deadline columns); one periodic sweep applies them with conditional updates.
-CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workflows.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS}}
+# The daily rollups the resume dashboard and readiness read (workflows/rollups.py) are re-rolled this often;
+# the days touched since are computed live meanwhile, so this trades freshness of the rows for page time.
+ROLLUP_INTERVAL_SECONDS = env.float("ROLLUP_INTERVAL_SECONDS", default=60.0)
+CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workflows.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+                        "roll-figures": {"task": "workflows.tasks.roll_figures", "schedule": ROLLUP_INTERVAL_SECONDS}}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = TIME_ZONE
 

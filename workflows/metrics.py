@@ -689,9 +689,12 @@ class BreachRate:
         return self.breached / self.opened if self.opened else None
 
 
+# A checkpoint that breached its time-to-claim or time-to-decision target.
+BREACHED = Q(breached_at__isnull=False) | Q(claim_breached_at__isnull=False)
+
+
 def breach_rate(filters: Filters) -> BreachRate:
-    counts = opened_checkpoints(filters).aggregate(opened=Count("pk"), breached=Count("pk", filter=Q(
-        breached_at__isnull=False) | Q(claim_breached_at__isnull=False)))
+    counts = opened_checkpoints(filters).aggregate(opened=Count("pk"), breached=Count("pk", filter=BREACHED))
     return BreachRate(counts["breached"], counts["opened"])
 
 
@@ -701,13 +704,16 @@ def duplicate_effect_attempts(filters: Filters) -> QuerySet[Any]:
     return _narrowed(qs, filters, WORKFLOW_LOOKUPS, "workflow__")
 
 
-def choices() -> dict[str, list[str]]:
-    """What the filters can be set to: the agents, kinds, reasons and runbooks recorded."""
+def choices(kinds: list[str] | None = None) -> dict[str, list[str]]:
+    """What the filters can be set to: the agents, kinds, reasons and runbooks recorded.
+
+    ``kinds`` when the caller knows them (workflows.rollups.kinds: not a scan of every workflow)."""
     from .models import Agent, Reason
 
     return {
         "agent": list(Agent.objects.order_by("name").values_list("name", flat=True)),
-        "kind": list(Workflow.objects.order_by("kind").values_list("kind", flat=True).distinct()),
+        "kind": kinds if kinds is not None else list(
+            Workflow.objects.order_by("kind").values_list("kind", flat=True).distinct()),
         "reason": list(Reason.values),
         "runbook": list(Runbook.objects.order_by("slug").values_list("slug", flat=True)),
     }

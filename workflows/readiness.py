@@ -19,12 +19,15 @@ gets a verdict with its reasons:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
-from . import metrics
+from . import metrics, rollups
 from .models import Reason, Runbook, SLAPolicy, Step
+from .models.rollups import ANY
 
 BLOCKER, GAP = "blocker", "gap"
 MIN_DEGRADED = 5
@@ -87,6 +90,7 @@ class KindReadiness:
     reasons: list[ReasonSeen]
     median_decision_seconds: float | None
     shares: dict[str, metrics.Share]
+    counts: dict[str, int] = field(default_factory=dict)  # metrics.Summary.counts of the kind
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -112,21 +116,44 @@ class KindReadiness:
         return blockers or [f.text for f in self.findings]
 
 
-def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:
+def with_interruption_steps(qs: QuerySet[Any]) -> QuerySet[Any]:
+    """Checkpoints annotated with the name of the step they stopped at and of the step before it."""
     at = Step.objects.filter(workflow=OuterRef("workflow"), seq=OuterRef("at_seq"))
     before = Step.objects.filter(workflow=OuterRef("workflow"), seq__lt=OuterRef("at_seq")).order_by("-seq")
-    rows = (metrics.opened_checkpoints(filters)
-            .annotate(at_name=Subquery(at.values("name")[:1]), before_name=Subquery(before.values("name")[:1]))
-            .values("at_name", "before_name").annotate(n=Count("pk")).order_by())
-    counts: dict[str, int] = {}
+    annotated: QuerySet[Any] = qs.annotate(at_name=Subquery(at.values("name")[:1]),
+                                           before_name=Subquery(before.values("name")[:1]))
+    return annotated
+
+
+def interruption_label(at_name: str | None, before_name: str | None) -> str:
+    if at_name:
+        return f"at {at_name}"
+    if before_name:
+        return f"after {before_name}"
+    return "before the first step"
+
+
+# What readiness counts among the steps of the workflows launched in the period.
+STEP_COUNTS = {
+    "tools": Q(kind=Step.Kind.TOOL, status=Step.Status.COMMITTED),
+    "tools_verified": Q(kind=Step.Kind.TOOL, status=Step.Status.COMMITTED, verified=True),
+    "promises": Q(promise__isnull=False) & ~Q(promise=""),
+}
+
+
+def effect_aggregates() -> dict[str, Count]:
+    """Per effect name: its steps, the committed ones, and those of them with an external reference."""
+    return {"steps": Count("pk"), "committed": Count("pk", filter=Q(status=Step.Status.COMMITTED)),
+            "with_ref": Count("pk", filter=Q(status=Step.Status.COMMITTED, external_ref__isnull=False)
+                              & ~Q(external_ref=""))}
+
+
+def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:
+    rows = with_interruption_steps(metrics.opened_checkpoints(filters)).values("at_name", "before_name") \
+        .annotate(n=Count("pk")).order_by()
+    counts: Counter[str] = Counter()
     for row in rows:
-        if row["at_name"]:
-            label = f"at {row['at_name']}"
-        elif row["before_name"]:
-            label = f"after {row['before_name']}"
-        else:
-            label = "before the first step"
-        counts[label] = counts.get(label, 0) + row["n"]
+        counts[interruption_label(row["at_name"], row["before_name"])] += row["n"]
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
@@ -135,11 +162,7 @@ def _steps(filters: metrics.Filters) -> QuerySet[Step]:
 
 
 def _effects(filters: metrics.Filters) -> list[EffectState]:
-    rows = (_steps(filters).filter(kind=Step.Kind.EFFECT).values("name")
-            .annotate(steps=Count("pk"), committed=Count("pk", filter=Q(status=Step.Status.COMMITTED)),
-                      with_ref=Count("pk", filter=Q(status=Step.Status.COMMITTED, external_ref__isnull=False)
-                                     & ~Q(external_ref="")))
-            .order_by("name"))
+    rows = _steps(filters).filter(kind=Step.Kind.EFFECT).values("name").annotate(**effect_aggregates()).order_by("name")
     return [EffectState(r["name"], r["steps"], r["committed"], r["with_ref"]) for r in rows]
 
 
@@ -151,7 +174,7 @@ def _reasons(filters: metrics.Filters, kind: str) -> list[ReasonSeen]:
 def _findings(r: KindReadiness) -> list[Finding]:
     k = f"`{r.kind}`"
     found: list[Finding] = []
-    counts = metrics.summary(r.filters).counts
+    counts = r.counts
     if counts["blank_failure"]:
         found.append(Finding(BLOCKER, f"{k}: {counts['blank_failure']} workflow(s) failed without a checkpoint "
                                       "(a blank state)"))
@@ -195,29 +218,64 @@ def _findings(r: KindReadiness) -> list[Finding]:
 
 
 def review_kind(filters: metrics.Filters, kind: str) -> KindReadiness:
+    """One kind's review computed live from every row of the period: the definition the rollups follow."""
     scoped = filters.only(kind=kind)
-    tools = _steps(scoped).filter(kind=Step.Kind.TOOL, status=Step.Status.COMMITTED).aggregate(
-        n=Count("pk"), verified=Count("pk", filter=Q(verified=True)))
+    tools = _steps(scoped).aggregate(**{name: Count("pk", filter=q) for name, q in STEP_COUNTS.items()})
     decision = metrics.time_to_decision(scoped)
     summary = metrics.summary(scoped)
     readiness = KindReadiness(
         kind=kind, filters=scoped, launched=summary.launches, degraded=summary.counts["degraded"],
-        interruptions=_interruptions(scoped), effects=_effects(scoped), tool_outputs=tools["n"],
-        verified_outputs=tools["verified"],
-        promises=_steps(scoped).filter(promise__isnull=False).exclude(promise="").count(),
-        reasons=_reasons(scoped, kind),
+        interruptions=_interruptions(scoped), effects=_effects(scoped), tool_outputs=tools["tools"],
+        verified_outputs=tools["tools_verified"], promises=tools["promises"], reasons=_reasons(scoped, kind),
         median_decision_seconds=decision.median,
-        shares=summary.shares)
+        shares=summary.shares, counts=summary.counts)
     readiness.findings = _findings(readiness)
     return readiness
 
 
-def review(filters: metrics.Filters) -> list[KindReadiness]:
-    """Every kind launched or degraded in the period (or just the filtered one), worst verdict first."""
-    if filters.kind:
-        kinds = [filters.kind]
+def review_kind_rolled(figures: rollups.Figures, kind: str) -> KindReadiness:
+    """One kind's review from the daily rollups (``figures`` holds the period's rows)."""
+    mine = figures.narrowed(kind=kind)
+    summary = mine.summary()
+    counts = mine.totals(reason=ANY, runbook=ANY)
+    effects = sorted({key.split(":", 2)[1] for key in counts if key.startswith("effect:")})
+    f = mine.filters
+    opened: Counter[str] = Counter()
+    for row in mine.rows:
+        if row.reason != ANY and row.runbook == (f.runbook or ANY) and (not f.reason or row.reason == f.reason):
+            opened[row.reason] += row.counts.get("opened", 0)
+    interrupted = Counter({key.split(":", 1)[1]: n for key, n in mine.totals().items()
+                           if key.startswith("interruption:") and n})
+    readiness = KindReadiness(
+        kind=kind, filters=f, launched=summary.launches, degraded=summary.counts["degraded"],
+        interruptions=sorted(interrupted.items(), key=lambda kv: (-kv[1], kv[0])),
+        effects=[EffectState(name, counts[f"effect:{name}:steps"], counts[f"effect:{name}:committed"],
+                             counts[f"effect:{name}:with_ref"]) for name in effects],
+        tool_outputs=counts["tools"], verified_outputs=counts["tools_verified"], promises=counts["promises"],
+        reasons=[ReasonSeen(reason, n, Runbook.match(kind, reason))
+                 for reason, n in sorted(opened.items(), key=lambda kv: (-kv[1], kv[0])) if n],
+        median_decision_seconds=mine.timing("time_to_decision").median, shares=summary.shares,
+        counts=summary.counts)
+    readiness.findings = _findings(readiness)
+    return readiness
+
+
+VERDICT_ORDER = {"not ready": 0, "ready with gaps": 1, "not enough data": 2, "ready": 3}
+
+
+def review(filters: metrics.Filters, *, live: bool = False) -> list[KindReadiness]:
+    """Every kind launched or degraded in the period (or just the filtered one), worst verdict first.
+
+    From the daily rollups; ``live=True`` computes it from every row instead (the definition, for tests)."""
+    if live:
+        if filters.kind:
+            kinds = [filters.kind]
+        else:
+            kinds = sorted(set(metrics.launched(filters).values_list("kind", flat=True).distinct())
+                           | set(metrics.opened_checkpoints(filters).values_list("workflow__kind", flat=True)
+                                 .distinct()))
+        reviews = [review_kind(filters, kind) for kind in kinds]
     else:
-        kinds = sorted(set(metrics.launched(filters).values_list("kind", flat=True).distinct())
-                       | set(metrics.opened_checkpoints(filters).values_list("workflow__kind", flat=True).distinct()))
-    order = {"not ready": 0, "ready with gaps": 1, "not enough data": 2, "ready": 3}
-    return sorted((review_kind(filters, kind) for kind in kinds), key=lambda r: (order[r.verdict], r.kind))
+        figures = rollups.Figures(filters)
+        reviews = [review_kind_rolled(figures, kind) for kind in ([filters.kind] if filters.kind else figures.kinds())]
+    return sorted(reviews, key=lambda r: (VERDICT_ORDER[r.verdict], r.kind))

@@ -221,6 +221,14 @@ def sweep() -> dict[str, Any]:
     return result
 
 
+@shared_task(acks_late=True, ignore_result=True)
+def roll_figures() -> int:
+    """Re-roll the daily rollups of the days touched since the last roll, and today (see workflows.rollups)."""
+    from . import rollups
+
+    return len(rollups.roll_recent())
+
+
 # The stand-down notice is retried until the replaced agent's endpoint answers again (an agent that failed
 # over is often one that is down): doubling from 15 s, at most 5 minutes apart (below the broker's
 # visibility timeout, so a waiting retry is not handed out twice), for about two hours. It is a courtesy:

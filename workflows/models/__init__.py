@@ -18,6 +18,7 @@ from .events import Event
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
+from .rollups import DailyRollup, RollupState
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
 from .workflows import Step, Workflow, WorkflowQuerySet
@@ -30,4 +31,6 @@ __all__ = [
     # SLA policies and notifications
     "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",
     "OperatorProfile", "SLAPolicy", "Terms", "BreachReason",
+    # daily rollups of the recovery figures
+    "DailyRollup", "RollupState",
 ]

@@ -135,6 +135,7 @@ class Decision(Stateful):
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="decision_outbox"),
             models.Index(fields=["status", "lease_expires_at"], name="decision_leases"),
+            models.Index(fields=["finished_at"], name="decision_by_finish"),  # resumes of a day
         ]
 
     def __str__(self) -> str:

@@ -145,6 +145,9 @@ class Workflow(Stateful):
         indexes = [
             models.Index(fields=["status", "last_activity_at"], name="workflow_silence_scan"),
             models.Index(fields=["owner", "status"], name="workflow_by_owner"),
+            # The figures of a day: launches (created), failures (finished); the drill-down pages by creation.
+            models.Index(fields=["created_at"], name="workflow_by_creation"),
+            models.Index(fields=["finished_at"], name="workflow_by_finish"),
         ]
 
     def __str__(self) -> str:
