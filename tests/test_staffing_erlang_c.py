@@ -54,3 +54,34 @@ def test_the_budget_counts_recorded_arrivals_handling_and_the_operators_who_work
     assert policies.pop("default (no policy)") == (1800, 4)
     assert list(policies.values()) == [(900, 3)]
     assert sum(c.arrivals_per_hour for row in budget.cells for c in row) == pytest.approx(7.0)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("open_now", [True, False])
+def test_hours_outside_a_policys_business_calendar_need_no_operator_for_it(alice, open_now):
+    from tests.apitools import api_agent
+    from tests.helpers import make_runbook
+    from tests.recovery_histories import Fleet
+    from workflows.models import BusinessCalendar, SLAPolicy
+
+    now = timezone.now()
+    # Open all day on today's weekday only, or all day on another weekday only.
+    weekday = now.weekday() if open_now else (now.weekday() + 3) % 7
+    calendar = BusinessCalendar.objects.create(name="office", time_zone="UTC", weekdays=[weekday],
+                                               opens="00:00", closes="00:00")
+    policy = SLAPolicy.objects.create(name="office hours", decision_target_minutes=30, calendar=calendar)
+    make_runbook(slug="refund-office", workflow_kind="refund", reason="model_timeout", policy=policy)
+    fleet = Fleet(api_agent("office-bot"), alice)
+    for n in range(3):
+        fleet.decide(fleet.pause(fleet.start(f"office-{n}")))
+    budget = staffing.budget(metrics.Filters.last(7))
+    cell = budget.cells[now.weekday()][now.hour]
+    assert cell.arrivals_per_hour == pytest.approx(3.0)  # they arrived either way
+    [office] = budget.policies
+    calendar.refresh_from_db()
+    assert office.calendar == calendar.describe()
+    if open_now:
+        assert cell.needed >= 1 and office.peak_needed == cell.needed
+    else:  # the clock waits for the calendar: nobody is needed for it now, and the hour is not under-staffed
+        assert cell.needed == 0 and not cell.under_staffed and office.peak_needed == 0
+        assert (now.weekday(), now.hour) not in budget.under_staffed

@@ -17,7 +17,13 @@ The model (as contact-centre workforce tools use it):
   target, or, for a policy with only a time-to-decision target, within that
   target less the mean handling time (the decision must fit in it too). The
   hour needs the largest head-count any policy present in that hour asks for.
-  Business-hours calendars are not modelled: wall-clock targets are assumed.
+- Business hours: a policy's clocks run only inside its calendar (as frozen
+  onto its checkpoints), so an hour of the week outside the calendar needs
+  no operator for that policy; its checkpoints opened then wait for the
+  calendar to open and are not part of that hour's traffic. (The model does
+  not move them onto the opening hour: a Monday-morning backlog is
+  under-stated.) An hour counts as inside the calendar when the calendar is
+  open at its middle on one of the period's days with that weekday.
 - Actual staffing is the operators who did something on the queue (claim,
   release, assign, decide, approve, reject) in that hour, averaged over the
   weeks of the period. An hour is under-staffed when fewer operators worked
@@ -33,13 +39,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from django.db.models import Count, F
 from django.db.models.fields.json import KT
 from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
 
 from . import metrics
+from .business_time import Hours
 from .models import Event
 
 DEFAULT_POLICY = "default (no policy)"
@@ -143,6 +150,12 @@ class Policy:
     decision_target: float | None
     arrivals: int = 0
     peak_needed: int = 0
+    hours: Hours | None = None  # the business-hours calendar its checkpoints froze; None: round the clock
+    calendar: str = ""
+    open_hours: set[tuple[int, int]] = field(default_factory=set)  # (weekday, hour) cells inside the calendar
+
+    def is_open(self, day: int, hour: int) -> bool:
+        return self.hours is None or (day, hour) in self.open_hours
 
     def pick_up_within(self, handle_seconds: float) -> float:
         """How soon an operator must pick a checkpoint up for this policy's targets to hold."""
@@ -158,6 +171,23 @@ def _seconds(value: str | None) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+def _read_calendar(policy: Policy, filters: metrics.Filters) -> None:
+    """The calendar the policy's latest checkpoint of the period froze, as the hours of the week it is open."""
+    name = None if policy.name == DEFAULT_POLICY else policy.name
+    terms = (metrics.opened_checkpoints(filters).filter(sla__policy=name or DEFAULT_POLICY)
+             .order_by("-opened_at").values_list("sla", flat=True).first()) or {}
+    policy.hours = Hours.from_dict(terms.get("hours"))
+    policy.calendar = terms.get("calendar") or ""
+    if policy.hours is None:
+        return
+    last = filters.end
+    for back in range(min(filters.days, 35)):  # the last five weeks of the period say which hours are open
+        day = last - timedelta(days=back)
+        for h in range(24):
+            if policy.hours.is_open(datetime.combine(day, time(h, 30), tzinfo=UTC)):
+                policy.open_hours.add((day.weekday(), h))
 
 
 def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
@@ -180,14 +210,19 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
         cell.arrivals_per_hour += rate
         cell.by_policy[name] = cell.by_policy.get(name, 0.0) + rate
         policy.arrivals += row["n"]
+    for policy in policies.values():
+        _read_calendar(policy, filters)
     for d in range(7):
         for h in range(24):
             cell = cells[d][h]
-            if handle and cell.arrivals_per_hour:
+            # Checkpoints of a policy whose calendar is closed this hour wait for it to open: no traffic now.
+            open_now = [name for name in cell.by_policy if policies[name].is_open(d, h)]
+            traffic = sum(cell.by_policy[name] for name in open_now)
+            if handle and traffic:
                 # The pooled queue must meet every policy present: the strictest target decides.
-                for name in cell.by_policy:
+                for name in open_now:
                     policy = policies[name]
-                    need = agents_needed(cell.arrivals_per_hour, handle, policy.pick_up_within(handle), level)
+                    need = agents_needed(traffic, handle, policy.pick_up_within(handle), level)
                     policy.peak_needed = max(policy.peak_needed, need)
                     cell.needed = max(cell.needed, need)
     worked = (Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
