@@ -9,8 +9,9 @@ each scrape asks it; a short cache shared through ``CACHE_URL`` keeps a
 burst of scrapes from repeating the queries. Counters are monotonic because
 the rows they count are never deleted (events are append-only).
 
-The four shares are computed by ``workflows.metrics`` over the trailing
-``METRICS_SHARE_DAYS`` days (28 by default), exactly as the dashboard shows them.
+The four shares are ``workflows.metrics``'s over the trailing ``METRICS_SHARE_DAYS`` days (28 by
+default), read like the dashboard reads them: from the daily rollups (``workflows.rollups``), the days
+not rolled yet computed live.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from . import metrics
+from . import metrics, rollups
 from .models import Checkpoint, Decision, Event, Reason, Workflow
 
 V = Event.Verb
@@ -95,7 +96,7 @@ class RecoveryCollector(Collector):
 
     def _shares(self) -> Iterator[Metric]:
         days = settings.METRICS_SHARE_DAYS
-        summary = metrics.summary(metrics.Filters.last(days))
+        summary = rollups.Figures(metrics.Filters.last(days)).summary()  # the daily rollups, today live
         share = GaugeMetricFamily("recovery_share", f"The four headline shares over the last {days} days "
                                   "(0..1; absent when nothing to count).", labels=["figure"])
         part = GaugeMetricFamily("recovery_share_part", "Workflows a share counts.", labels=["figure"])

@@ -221,7 +221,9 @@ def sweep() -> dict[str, Any]:
     return result
 
 
-@shared_task(acks_late=True, ignore_result=True)
+# Rolling a busy day judges every workflow interrupted that day (about a minute for 10,000 on the 2-core
+# bench machine): far past the default limits, and harmless to redo if killed (each day is one transaction).
+@shared_task(acks_late=True, ignore_result=True, time_limit=3600, soft_time_limit=3500)
 def roll_figures() -> int:
     """Re-roll the daily rollups of the days touched since the last roll, and today (see workflows.rollups)."""
     from . import rollups
