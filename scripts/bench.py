@@ -3,6 +3,7 @@
     make bench                                   # about 6-8 minutes on a 2-core machine
     make bench BENCH_ARGS="--full"               # + the 1M tier, 10k deliveries and 10k renders (~25 min)
     make bench BENCH_ARGS="--breach-review 1000000"  # the breach review, empty vs 1M checkpoints (~12 min)
+    make bench BENCH_ARGS="--tpm-pages 1000000"  # the TPM pages: empty vs 1M workflows, daily rollups
     .venv/bin/python scripts/bench.py --only ingest,queue
 
 Needs PostgreSQL (DATABASE_URL: the server to use; the suite creates and drops its own
@@ -39,6 +40,11 @@ ratio of two things measured side by side is what counts. What each figure means
                                      second page by its cursor) over an empty table vs N checkpoints of a
                                      year's history (generate_breach_history, COPY, seed printed), in one
                                      process, medians; the query count beside each ratio
+  TPM pages (--tpm-pages N)          the resume dashboard, a drill-down, readiness, the staffing budget
+                                     and the breach review over an empty database vs N generated workflows
+                                     (COPY, seed printed), after rollups.rebuild() rolled them up as
+                                     `manage.py rebuild_rollups` does: median of the rounds, ratio and
+                                     SQL queries side by side
 """
 
 from __future__ import annotations
@@ -744,12 +750,27 @@ def tpm_pages(workflows: int, rounds: int) -> None:
                       decided=int(10_000 * scale), resolved=int(300_000 * scale), seed=2026,
                       progress=lambda m: print(f"  {m}", flush=True))
     print(f"loaded {volume.rows:,} rows for {workflows:,} workflows in {time.perf_counter() - t:.0f}s")
+    # The rollups the dashboard and readiness read, built by the real code (what beat and rebuild_rollups run).
+    from django.utils import timezone
+
+    from workflows import rollups
+    from workflows.models import DailyRollup
+
+    t = time.perf_counter()
+    covered = rollups.rebuild()
+    print(f"rolled {covered[0]} .. {covered[1]} into {DailyRollup.objects.count():,} rollup rows in "
+          f"{time.perf_counter() - t:.0f}s (rollups.rebuild, as manage.py rebuild_rollups)")
+    today = timezone.now().date()
+    live = rollups.live_days(today - timedelta(days=27), today)
+    print(f"days of the default 28-day period computed live (touched since the roll): {len(live)}")
     full = {name: measure(url, max(3, rounds // 3)) for name, url in TPM_PAGES.items()}
     print(f"\n{'page':<26} {'ratio':>8}   median empty -> {workflows:,}   SQL queries")
     for name in TPM_PAGES:
         a, b = empty[name], full[name]
         print(f"{name:<26} {b['median'] / a['median']:>7.1f}x   {a['median'] * 1000:7.0f} ms -> "
               f"{b['median'] * 1000:7.0f} ms   {a['queries']} -> {b['queries']}")
+        RESULTS.append({"name": f"tpm page: {name}", "figure": b["median"] * 1000, "baseline": a["median"] * 1000,
+                        "unit": "ms", "ratio": b["median"] / a["median"], "queries": [a["queries"], b["queries"]]})
 
 
 def breach_review(checkpoints: int, days: int, rounds: int) -> None:
@@ -830,7 +851,8 @@ def main() -> None:
                         "(100; 1,000 with --full: the sweep records them one by one)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--tpm-pages", type=int, default=0, metavar="WORKFLOWS",
-                        help="measure the TPM pages over this many generated workflows instead")
+                        help="measure the TPM pages over an empty database, then over this many generated "
+                             "workflows (rolled up by rollups.rebuild) instead: e.g. 1000000")
     parser.add_argument("--breach-review", type=int, default=0, metavar="CHECKPOINTS",
                         help="measure the breach review over an empty table and over this many generated "
                              "checkpoints instead (1000000: about 6 minutes to generate)")
@@ -867,6 +889,8 @@ def main() -> None:
           f"seed {SEED}")
     if args.tpm_pages:
         tpm_pages(args.tpm_pages, args.rounds)
+        if args.json:
+            args.json.write_text(json.dumps(RESULTS, indent=1))
         return
     if args.breach_review:
         breach_review(args.breach_review, args.breach_days, args.rounds)

@@ -332,9 +332,12 @@ SETS: dict[str, tuple[str, Q]] = {
 
 def degraded(filters: Filters) -> QuerySet[Any]:
     """Workflows first interrupted in the period (their first checkpoint, or a failure without one)."""
-    interrupted_in_period = Checkpoint.objects.filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
+    # Per workflow (an index probe), not "pk IN (every checkpoint of the period)": a drill-down page
+    # walks the workflows newest first and stops after 50.
+    interrupted_in_period = Checkpoint.objects.filter(workflow=OuterRef("pk"), opened_at__gte=filters.since,
+                                                      opened_at__lt=filters.until)
     candidates = _workflows(filters).filter(
-        Q(pk__in=interrupted_in_period.values("workflow_id"))
+        Exists(interrupted_in_period)
         | Q(status=Workflow.Status.FAILED, finished_at__gte=filters.since, finished_at__lt=filters.until))
     qs = with_recovery(candidates).filter(interrupted_at__gte=filters.since, interrupted_at__lt=filters.until)
     if filters.reason or filters.runbook:

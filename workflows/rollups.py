@@ -315,17 +315,17 @@ def rebuild(start: date | None = None, end: date | None = None, *, say: Any = No
         start = min(start or first, first) if state is None else (start or first)
     if state is None or end is None:
         end = max(end or _today(), _today()) if state is None else (end or _today())
+    if state is None:
+        # The row every roller locks, there from the start; no day is trusted until the end (last_day).
+        RollupState.objects.get_or_create(pk=1, defaults={
+            "first_day": start, "last_day": start - timedelta(days=1), "rolled_since": started - IN_FLIGHT})
     for day in _days(start, end):
         rows = roll_day(day)
         if say:
             say(f"{day}: {rows} rows")
     with transaction.atomic():
-        state = RollupState.objects.select_for_update().filter(pk=1).first()
-        if state is None:
-            RollupState.objects.create(pk=1, first_day=start, last_day=end, rolled_since=started - IN_FLIGHT)
-        else:
-            RollupState.objects.filter(pk=1).update(first_day=min(state.first_day, start),
-                                                    last_day=max(state.last_day, end))
+        state = RollupState.objects.select_for_update().get(pk=1)
+        RollupState.objects.filter(pk=1).update(first_day=min(state.first_day, start), last_day=max(state.last_day, end))
     return start, end
 
 
