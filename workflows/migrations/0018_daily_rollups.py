@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0016_channel_allow_plain_http'),
+        ('workflows', '0017_versioned_runbooks'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
