@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from tests.apitools import api_agent
+from tests.helpers import squeezed
 from tests.recovery_histories import Fleet, build_history
 from workflows import metrics, readiness, rollups, tasks
 from workflows.models import DailyRollup, RollupState
@@ -176,11 +177,11 @@ def test_the_dashboard_and_a_drill_down_read_the_rollups(history, tess):
     tasks.roll_figures()
     client = Client()
     client.force_login(tess)
-    page = client.get("/resumes/").content.decode()
+    page = squeezed(client.get("/resumes/").content.decode())
     assert "1 of 7" in page and "4</a> of 5" in page
-    drill = client.get("/resumes/workflows/?figure=lost_effect").content.decode()
+    drill = squeezed(client.get("/resumes/workflows/?figure=lost_effect").content.decode())
     assert drill.count('data-testid="drill-row"') == 2 and "2 workflows" in drill
-    ready = client.get("/readiness/").content.decode()
+    ready = squeezed(client.get("/readiness/").content.decode())
     assert "`refund`: no runbook for reason `provider_change`" in ready
 
 
