@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0017_versioned_runbooks'),
+        ('workflows', '0018_breach_review_indexes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
