@@ -110,7 +110,7 @@ def test_readiness_names_each_gap_and_gives_a_verdict(history, tess):
 
 
 def test_the_staffing_budget_draws_the_week_and_lists_the_policies(history, tess):
-    page = client_for(tess).get("/staffing/?level=0.9").content.decode()
+    page = squeezed(client_for(tess).get("/staffing/?level=0.9").content.decode())
     assert 'data-testid="staffing-heatmap"' in page and "Operators needed per hour of the week" in page
     assert "default (no policy)" in page and "15m" in page and "30m" in page
     assert '<option value="0.9" selected>' in page
