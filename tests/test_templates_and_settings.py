@@ -33,6 +33,27 @@ def test_every_page_with_a_clock_renders_the_partial(client, alice):
         assert "left</span>" in html, url
 
 
+def test_no_attribute_value_carries_a_line_break_from_a_wrapped_template(client, alice):
+    """Wrapping a long template line inside a quoted value would put the line break and indentation into
+    a tooltip, an aria-label or the abort confirmation; values are checked as the browser parses them."""
+    from html.parser import HTMLParser
+
+    checkpoint = make_checkpoint()
+    checkpoint.claim(by=alice)
+    client.force_login(alice)
+    broken: list[tuple[str, str, str]] = []
+
+    class Values(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            broken.extend((url, name, value) for name, value in attrs
+                          if value and "\n" in value and name not in ("hx-vals", "content"))
+
+    for url in (reverse("queue"), reverse("mine"), reverse("workbench", args=[checkpoint.pk]),
+                reverse("workflow", args=[checkpoint.workflow_id]), reverse("notifications")):
+        Values().feed(client.get(url).content.decode())
+    assert broken == []
+
+
 def test_no_template_compares_a_status_with_a_string():
     found = [f"{p.name}: {m}" for p in TEMPLATES.rglob("*.html")
              for m in re.findall(r"status\s*[!=]=\s*['\"]\w+['\"]", p.read_text())]
