@@ -68,6 +68,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -718,12 +719,25 @@ TPM_PAGES = {"resume dashboard": "/resumes/", "drill-down (degraded)": "/resumes
              "readiness": "/readiness/", "staffing budget": "/staffing/", "breach review": "/breaches/"}
 
 
+def time_page(client: Any, url: str, rounds: int) -> dict:
+    """The median of ``rounds`` renders of ``url`` in this process, and the SQL queries of one more."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        assert client.get(url).status_code == 200, url
+        times.append(time.perf_counter() - t)
+    with CaptureQueriesContext(connection) as ctx:
+        client.get(url)
+    return {"median": statistics.median(times), "queries": len(ctx.captured_queries)}
+
+
 def tpm_pages(workflows: int, rounds: int) -> None:
     """The TPM pages over an empty database, then over ``workflows`` generated workflows: ratios."""
     from django.contrib.auth import get_user_model
-    from django.db import connection
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
 
     from console.roles import TPM, set_role
     from workflows.volume import generate
@@ -734,14 +748,7 @@ def tpm_pages(workflows: int, rounds: int) -> None:
     client.force_login(user)
 
     def measure(url: str, n: int) -> dict:
-        times = []
-        for _ in range(n):
-            t = time.perf_counter()
-            assert client.get(url).status_code == 200, url
-            times.append(time.perf_counter() - t)
-        with CaptureQueriesContext(connection) as ctx:
-            client.get(url)
-        return {"median": statistics.median(times), "queries": len(ctx.captured_queries)}
+        return time_page(client, url, n)
 
     empty = {name: measure(url, rounds) for name, url in TPM_PAGES.items()}
     t = time.perf_counter()
@@ -776,9 +783,7 @@ def tpm_pages(workflows: int, rounds: int) -> None:
 def breach_review(checkpoints: int, days: int, rounds: int) -> None:
     """The breach review over an empty table, then over ``checkpoints`` generated over ``days``: ratios."""
     from django.contrib.auth import get_user_model
-    from django.db import connection
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext
 
     from console.roles import TPM, set_role
     from workflows.models import Checkpoint
@@ -793,14 +798,7 @@ def breach_review(checkpoints: int, days: int, rounds: int) -> None:
 
     def measure(url: str) -> dict:
         client.get(url)  # warm: templates, the session
-        times = []
-        for _ in range(rounds):
-            t = time.perf_counter()
-            assert client.get(url).status_code == 200, url
-            times.append(time.perf_counter() - t)
-        with CaptureQueriesContext(connection) as ctx:
-            client.get(url)
-        return {"median": statistics.median(times), "queries": len(ctx.captured_queries)}
+        return time_page(client, url, rounds)
 
     from django.utils import timezone
 

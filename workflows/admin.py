@@ -107,18 +107,23 @@ def _described(obj: Any, **changes: Any) -> dict[str, Any]:
     return {"model": obj._meta.verbose_name, "object": str(obj)[:200], **changes}
 
 
-class RunbookVersionInline(admin.TabularInline[Any, Any]):
-    """The history, read-only: a version never changes once written."""
+class ReadOnlyInline(admin.TabularInline[Any, Any]):
+    """Rows the admin shows beside their parent and never adds, edits or deletes there."""
 
-    model = RunbookVersion
-    fields = ("number", "created_at", "created_by", "title")
-    readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = False
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class RunbookVersionInline(ReadOnlyInline):
+    """The history, read-only: a version never changes once written."""
+
+    model = RunbookVersion
+    fields = ("number", "created_at", "created_by", "title")
+    readonly_fields = fields
 
 
 @admin.register(Runbook)
@@ -193,15 +198,10 @@ class ChannelAdmin(admin.ModelAdmin[Channel]):
     list_filter = ("kind", "slack", "is_active")
 
 
-class AttemptInline(admin.TabularInline[Any, Any]):
+class AttemptInline(ReadOnlyInline):
     model = Attempt
     fields = ("number", "at", "ok", "status_code", "detail")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Delivery)
@@ -280,16 +280,10 @@ def _credentials_page(request: HttpRequest, credentials: Sequence[tuple[Agent, s
     return response
 
 
-class StepInline(admin.TabularInline[Any, Any]):
+class StepInline(ReadOnlyInline):
     model = Step
     fields = ("seq", "name", "kind", "status", "verified", "promise", "idempotency_key", "external_ref")
     readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class ReadOnlyAdmin(admin.ModelAdmin[_M]):

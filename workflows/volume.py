@@ -88,6 +88,26 @@ def _catch_up_sequences(*tables: str) -> None:
                            f"(SELECT coalesce(max(id), 1) FROM {table}))")
 
 
+def _reporter(progress: Callable[[str], object] | None) -> Callable[[str], None]:
+    """``say(message)``: the message and the seconds since the generator started, when someone listens."""
+    started = time.perf_counter()
+
+    def say(message: str) -> None:
+        if progress:
+            progress(f"{message} ({time.perf_counter() - started:.1f}s)")
+    return say
+
+
+def _skip_foreign_key_triggers(cursor: Any, say: Callable[[str], None]) -> None:
+    """The rows are consistent by construction: skip the per-row foreign-key triggers for this transaction,
+    as pg_restore --disable-triggers does. Needs a superuser; without one the load is slower, and says so."""
+    try:
+        with transaction.atomic():
+            cursor.execute("SET LOCAL session_replication_role = replica")
+    except DatabaseError:
+        say("not a superuser: foreign keys are checked row by row (slower)")
+
+
 def _operators(n: int = 8) -> list[int]:
     User = get_user_model()
     ids = []
@@ -131,11 +151,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
         raise ValueError("Only open checkpoints can be due: raise open_checkpoints.")
     rng = random.Random(seed)
     now = timezone.now()
-    started = time.perf_counter()
-
-    def say(message: str) -> None:
-        if progress:
-            progress(f"{message} ({time.perf_counter() - started:.1f}s)")
+    say = _reporter(progress)
 
     volume = Volume()
     operators = _operators()
@@ -147,13 +163,7 @@ def generate(*, agents: int = 20, workflows: int = 10_000, steps: int = 50_000, 
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")  # a bulk load: one fsync at the end is plenty
             if replica:
-                # The rows are consistent by construction: skip the per-row foreign-key triggers, as
-                # pg_restore --disable-triggers does. Needs a superuser; without one the load is slower.
-                try:
-                    with transaction.atomic():
-                        cursor.execute("SET LOCAL session_replication_role = replica")
-                except DatabaseError:
-                    say("not a superuser: foreign keys are checked row by row (slower)")
+                _skip_foreign_key_triggers(cursor, say)
         ids = _next_ids(*tables)
         wf0 = ids["workflows_workflow"]
         # Workflow i's fate: the first ones pause on the queue, then decided ones, then history.
@@ -333,11 +343,7 @@ def generate_breach_history(*, checkpoints: int = 1_000_000, days: int = 365, op
         raise RuntimeError("The volume generator uses COPY: it needs PostgreSQL (set DATABASE_URL).")
     rng = random.Random(seed)
     now = timezone.now()
-    started = time.perf_counter()
-
-    def say(message: str) -> None:
-        if progress:
-            progress(f"{message} ({time.perf_counter() - started:.1f}s)")
+    say = _reporter(progress)
 
     operators = _operators()
     agent_ids = _agents(20, rng, now)
@@ -361,11 +367,7 @@ def generate_breach_history(*, checkpoints: int = 1_000_000, days: int = 365, op
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("SET LOCAL synchronous_commit = off")
-            try:
-                with transaction.atomic():
-                    cursor.execute("SET LOCAL session_replication_role = replica")
-            except DatabaseError:
-                say("not a superuser: foreign keys are checked row by row (slower)")
+            _skip_foreign_key_triggers(cursor, say)
         ids = _next_ids(*tables)
         wf0, cp0, d0, e0 = (ids[t] for t in tables)
         wf_agent = [agent_ids[i % len(agent_ids)] for i in range(n_workflows)]
