@@ -157,3 +157,47 @@ def test_a_default_made_by_another_admin_between_the_check_and_the_save_still_ge
     assert answer.status_code == 422
     assert "Another runbook is already the default: only one runbook can be." in answer.content.decode()
     assert Runbook.objects.count() == 1 and not Event.objects.filter(verb=Event.Verb.ADMIN_CREATED).exists()
+
+
+def _admin_default_form():
+    return form_data(slug="second", workflow_kind="", reason="", is_default="on", owner="", agent="", policy="",
+                     review_by="", **{"versions-TOTAL_FORMS": "0", "versions-INITIAL_FORMS": "0"})
+
+
+def test_in_the_django_admin_a_default_saved_by_another_admin_mid_save_gets_the_form_again_with_the_message(
+        client, adam, monkeypatch):
+    make_runbook(title="General recovery", is_default=True)
+    # The other admin's default commits after this form's first checks: they see no default, once.
+    def once_blind(check):
+        blind = [True]
+
+        def checked(self, *args, **kwargs):
+            if blind.pop() if blind else False:
+                return None
+            return check(self, *args, **kwargs)
+        return checked
+
+    monkeypatch.setattr(Runbook, "clean", once_blind(Runbook.clean))
+    monkeypatch.setattr(Runbook, "validate_constraints", once_blind(Runbook.validate_constraints))
+    client.force_login(adam)
+
+    answer = client.post(reverse("admin:workflows_runbook_add"), _admin_default_form())
+
+    page = answer.content.decode()
+    assert answer.status_code == 200  # the form again, what was typed kept, the message beside it
+    assert "is already the default" in page and 'value="second"' in page
+    assert Runbook.objects.count() == 1
+
+
+def test_in_the_django_admin_a_race_that_outlasts_the_second_check_is_a_message_not_a_500(
+        client, adam, monkeypatch):
+    make_runbook(title="General recovery", is_default=True)
+    monkeypatch.setattr(Runbook, "clean", lambda self: None)
+    monkeypatch.setattr(Runbook, "validate_constraints", lambda self, exclude=None: None)
+    client.force_login(adam)
+
+    answer = client.post(reverse("admin:workflows_runbook_add"), _admin_default_form(), follow=True)
+
+    assert answer.status_code == 200
+    assert "Another runbook is already the default: only one runbook can be." in answer.content.decode()
+    assert Runbook.objects.count() == 1 and not Event.objects.filter(verb=Event.Verb.ADMIN_CREATED).exists()

@@ -15,13 +15,13 @@ import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import AbstractUser
-from django.db import models
+from django.db import IntegrityError, models
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.template.response import TemplateResponse
 
 from console.roles import owner_candidates, signed_in
@@ -49,6 +49,7 @@ from .models import (
     Step,
     Workflow,
 )
+from .models.runbooks import ONE_DEFAULT
 
 _M = TypeVar("_M", bound=models.Model)
 
@@ -144,6 +145,22 @@ class RunbookAdmin(AuditedAdmin[Runbook]):
     def save_model(self, request: HttpRequest, obj: Runbook, form: Any, change: bool) -> None:
         obj.editor = signed_in(request)  # the author of the version this save writes
         super().save_model(request, obj, form, change)
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """A default another admin saved between this form's checks and its save fails on the one-default
+        constraint: checking the same form again shows the friendly message beside what was typed."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except IntegrityError:
+            if not (request.method == "POST" and request.POST.get("is_default")
+                    and Runbook.objects.filter(is_default=True).exists()):
+                raise
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except IntegrityError:  # still racing: say so rather than answer 500
+            self.message_user(request, ONE_DEFAULT, level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
 
 class HolidayInline(admin.TabularInline[Any, Any]):
