@@ -1,16 +1,14 @@
 """The Redis cache keeps one client per connection pool (console/cache.py) and still works as Django's."""
 
 import os
+import subprocess
+import sys
 import threading
 
 import pytest
-from django.conf import settings
-from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 
 from console.cache import RedisCache
-
-pytestmark = pytest.mark.redis
 
 
 @pytest.fixture
@@ -21,13 +19,20 @@ def redis_cache():
     cache.clear()
 
 
-def test_the_settings_swap_django_s_redis_cache_for_the_reusing_one():
-    if settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
-        pytest.skip("the default cache here is per process (no CACHE_URL)")
-    assert settings.CACHES["default"]["BACKEND"] == "console.cache.RedisCache"
-    assert isinstance(caches["default"], DjangoRedisCache)
+def test_a_redis_cache_url_gets_the_reusing_backend_and_any_other_keeps_its_own():
+    """Read from the settings as each deployment gets them (a fresh interpreter per CACHE_URL)."""
+    def backend(cache_url: str) -> str:
+        env = {**os.environ, "CACHE_URL": cache_url, "SECRET_KEY": "x", "DJANGO_SETTINGS_MODULE": "console.settings"}
+        return subprocess.run([sys.executable, "-c", "from django.conf import settings; "
+                               "print(settings.CACHES['default']['BACKEND'])"], env=env, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    assert backend("redis://127.0.0.1:6379/1") == "console.cache.RedisCache"
+    assert backend("locmemcache://") == "django.core.cache.backends.locmem.LocMemCache"
+    assert issubclass(RedisCache, DjangoRedisCache)
 
 
+@pytest.mark.redis
 def test_one_client_serves_every_call_and_the_cache_behaves_as_django_s(redis_cache):
     first = redis_cache._cache.get_client()
     assert redis_cache._cache.get_client() is first  # Django builds a new one here each time
@@ -40,6 +45,7 @@ def test_one_client_serves_every_call_and_the_cache_behaves_as_django_s(redis_ca
     assert redis_cache.get("k") is None
 
 
+@pytest.mark.redis
 def test_threads_sharing_the_client_count_every_increment(redis_cache):
     redis_cache.set("shared", 0, 60)
 

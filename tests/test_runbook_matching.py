@@ -97,3 +97,22 @@ def test_the_preview_takes_an_agent_and_shows_the_version_and_what_it_beat(clien
     assert "<strong>Refunds</strong>" in plain and "special" not in plain.split('data-testid="preview-result"')[1]
     unknown = client.get(reverse("runbook_preview"), {"kind": "refund", "reason": "tool_error", "agent": "nobody"})
     assert unknown.status_code == 200 and 'data-testid="preview-result"' not in unknown.content.decode()
+
+
+def test_the_one_query_matcher_picks_what_match_picks_for_every_kind_and_reason(db, django_assert_num_queries):
+    import random
+
+    seed = 2026
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    bot, _ = make_agent("refund-bot")
+    kinds, reasons = ["refund", "billing", "dispute"], ["model_timeout", "tool_error", "rate_limited"]
+    make_runbook(slug="default", is_default=True)
+    for n in range(12):
+        make_runbook(slug=f"rb-{n}", workflow_kind=rng.choice(["", *kinds]), reason=rng.choice(["", *reasons]),
+                     agent=rng.choice([None, bot]), priority=rng.randrange(3))
+    with django_assert_num_queries(1):
+        match = Runbook.matcher()
+        picked = {(k, r): match(k, r) for k in [*kinds, "other"] for r in [*reasons, "manual"]}
+    assert {pair: Runbook.match(*pair) for pair in picked} == picked
+    assert len({runbook.slug for runbook in picked.values()}) > 3  # the rules really differ across pairs

@@ -20,6 +20,7 @@ gets a verdict with its reasons:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from . import metrics, rollups
 from .models import Reason, Runbook, SLAPolicy, Step
 from .models.rollups import ANY
+
+Matcher = Callable[[str, str], Runbook | None]  # Runbook.matcher(): the runbook a kind and reason get
 
 BLOCKER, GAP = "blocker", "gap"
 MIN_DEGRADED = 5
@@ -166,9 +169,9 @@ def _effects(filters: metrics.Filters) -> list[EffectState]:
     return [EffectState(r["name"], r["steps"], r["committed"], r["with_ref"]) for r in rows]
 
 
-def _reasons(filters: metrics.Filters, kind: str) -> list[ReasonSeen]:
+def _reasons(filters: metrics.Filters, kind: str, match: Matcher) -> list[ReasonSeen]:
     rows = metrics.opened_checkpoints(filters).values("reason").annotate(n=Count("pk")).order_by("-n", "reason")
-    return [ReasonSeen(r["reason"], r["n"], Runbook.match(kind, r["reason"])) for r in rows]
+    return [ReasonSeen(r["reason"], r["n"], match(kind, r["reason"])) for r in rows]
 
 
 def _findings(r: KindReadiness) -> list[Finding]:
@@ -217,7 +220,7 @@ def _findings(r: KindReadiness) -> list[Finding]:
     return found
 
 
-def review_kind(filters: metrics.Filters, kind: str) -> KindReadiness:
+def review_kind(filters: metrics.Filters, kind: str, match: Matcher | None = None) -> KindReadiness:
     """One kind's review computed live from every row of the period: the definition the rollups follow."""
     scoped = filters.only(kind=kind)
     tools = _steps(scoped).aggregate(**{name: Count("pk", filter=q) for name, q in STEP_COUNTS.items()})
@@ -226,15 +229,16 @@ def review_kind(filters: metrics.Filters, kind: str) -> KindReadiness:
     readiness = KindReadiness(
         kind=kind, filters=scoped, launched=summary.launches, degraded=summary.counts["degraded"],
         interruptions=_interruptions(scoped), effects=_effects(scoped), tool_outputs=tools["tools"],
-        verified_outputs=tools["tools_verified"], promises=tools["promises"], reasons=_reasons(scoped, kind),
+        verified_outputs=tools["tools_verified"], promises=tools["promises"], reasons=_reasons(scoped, kind, match or Runbook.matcher()),
         median_decision_seconds=decision.median,
         shares=summary.shares, counts=summary.counts)
     readiness.findings = _findings(readiness)
     return readiness
 
 
-def review_kind_rolled(figures: rollups.Figures, kind: str) -> KindReadiness:
+def review_kind_rolled(figures: rollups.Figures, kind: str, match: Matcher | None = None) -> KindReadiness:
     """One kind's review from the daily rollups (``figures`` holds the period's rows)."""
+    match = match or Runbook.matcher()
     mine = figures.narrowed(kind=kind)
     summary = mine.summary()
     counts = mine.totals(reason=ANY, runbook=ANY)
@@ -252,7 +256,7 @@ def review_kind_rolled(figures: rollups.Figures, kind: str) -> KindReadiness:
         effects=[EffectState(name, counts[f"effect:{name}:steps"], counts[f"effect:{name}:committed"],
                              counts[f"effect:{name}:with_ref"]) for name in effects],
         tool_outputs=counts["tools"], verified_outputs=counts["tools_verified"], promises=counts["promises"],
-        reasons=[ReasonSeen(reason, n, Runbook.match(kind, reason))
+        reasons=[ReasonSeen(reason, n, match(kind, reason))
                  for reason, n in sorted(opened.items(), key=lambda kv: (-kv[1], kv[0])) if n],
         median_decision_seconds=mine.timing("time_to_decision").median, shares=summary.shares,
         counts=summary.counts)
@@ -267,6 +271,7 @@ def review(filters: metrics.Filters, *, live: bool = False) -> list[KindReadines
     """Every kind launched or degraded in the period (or just the filtered one), worst verdict first.
 
     From the daily rollups; ``live=True`` computes it from every row instead (the definition, for tests)."""
+    match = Runbook.matcher()  # one query for every kind and reason below
     if live:
         if filters.kind:
             kinds = [filters.kind]
@@ -274,8 +279,9 @@ def review(filters: metrics.Filters, *, live: bool = False) -> list[KindReadines
             kinds = sorted(set(metrics.launched(filters).values_list("kind", flat=True).distinct())
                            | set(metrics.opened_checkpoints(filters).values_list("workflow__kind", flat=True)
                                  .distinct()))
-        reviews = [review_kind(filters, kind) for kind in kinds]
+        reviews = [review_kind(filters, kind, match) for kind in kinds]
     else:
         figures = rollups.Figures(filters)
-        reviews = [review_kind_rolled(figures, kind) for kind in ([filters.kind] if filters.kind else figures.kinds())]
+        kinds = [filters.kind] if filters.kind else figures.kinds()
+        reviews = [review_kind_rolled(figures, kind, match) for kind in kinds]
     return sorted(reviews, key=lambda r: (VERDICT_ORDER[r.verdict], r.kind))

@@ -10,6 +10,7 @@ eyes and the text operators read do not move when the runbook is edited later.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -283,6 +284,21 @@ class Runbook(RunbookContent):
         """The most specific runbook for kind, reason and agent; priority breaks ties; else the default."""
         found = cls.candidates(kind, reason, agent)
         return found[0] if found else None
+
+    def takes(self, kind: str, reason: str, agent_id: int | None = None) -> bool:
+        """Whether its rules take a checkpoint of this kind, reason and agent: ``candidates`` in Python."""
+        return self.is_default or (self.workflow_kind in ("", kind) and self.reason in ("", reason)
+                                   and self.agent_id in (None, agent_id))
+
+    @classmethod
+    def matcher(cls) -> Callable[[str, str], Runbook | None]:
+        """``match(kind, reason)`` for many pairs (readiness asks one per kind and reason seen): every runbook
+        read in one query, the same ranking."""
+        ranked = sorted(cls.objects.select_related("policy", "current_version", "agent"), key=Runbook._rank)
+
+        def match(kind: str, reason: str) -> Runbook | None:
+            return next((runbook for runbook in ranked if runbook.takes(kind, reason)), None)
+        return match
 
 
 class RunbookVersion(RunbookContent):
