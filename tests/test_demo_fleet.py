@@ -249,3 +249,40 @@ def assert_a_restarted_fleet_carries_the_decision_out_once(live_server, seeded, 
     assert restarted.busy() == []
     assert restarted.ledgers.duplicates() == {}
     assert len(restarted.ledgers.executions_for(f"{workflow.external_id}:message")) == 1
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["create-committed", "create-never-arrived"])
+def test_a_create_whose_answer_was_lost_is_asked_again_under_the_same_ticket_at_the_next_launch(
+        live_server, seeded, committed):
+    """Found by the suite's chaos run (seed 372100): the web server was killed while a create was in flight,
+    the next launch took a new ticket number, and the unanswered one waited a minute for the stale scan,
+    so its workflow appeared after the run's deadline. The idempotent create is asked again at once."""
+    from recovery_client import Unavailable
+
+    fleet = fleet_for(live_server.url, seeded, fault_rate=0.0)
+    agent = fleet.agents["ticket-bot"]
+    register = agent.register
+    asked: list[str] = []
+
+    def killed_mid_request(external_id):
+        asked.append(external_id)
+        if len(asked) == 1:
+            if committed:
+                register(external_id)
+            raise Unavailable("connection reset by peer")
+        return register(external_id)
+
+    agent.register = killed_mid_request  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Unavailable):
+            agent.create_run()
+        run = agent.create_run()
+    finally:
+        fleet.server.httpd.server_close()
+    assert run is not None
+    assert asked == [asked[0], asked[0]]  # the same ticket, asked twice
+    assert run.external_id == asked[0]
+    workflow = Workflow.objects.get(external_id=asked[0], agent__name="ticket-bot")
+    assert str(workflow.pk) == run.workflow_id and workflow.status == "running"
+    assert Workflow.objects.filter(agent__name="ticket-bot").count() == 1
+    assert fleet.journal.run(asked[0])["status"] == "running"

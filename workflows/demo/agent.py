@@ -194,6 +194,9 @@ class DemoAgent:
         self.replay_misbehaviour = ""  # tests: "fabricate_effect", "extra_effect" (the console must catch both)
         self.plan = {spec.name: spec for spec in PLANS[kind]}
         self.active: set[str] = set()  # external ids of the runs this process is driving
+        # A create whose answer never came (the console unreachable): the next launch asks again under the
+        # same ticket number, since the console may have created it, instead of leaving it to the stale scan.
+        self.unanswered_create = ""
         self.turns: dict[str, threading.Lock] = {}  # one thread drives a run at a time
         self.lock = threading.Lock()
 
@@ -209,19 +212,22 @@ class DemoAgent:
         # The counter lives in the agent's journal; if that was wiped while the console kept its
         # workflows, the idempotent create answers an old workflow: skip to the next number then.
         for _ in range(20):
-            ticket_id = f"{TICKET_PREFIX[self.kind]}-{self.journal.next_number(self.kind)}"
+            ticket_id = self.unanswered_create or f"{TICKET_PREFIX[self.kind]}-{self.journal.next_number(self.kind)}"
             run = Run(kind=self.kind, external_id=ticket_id, workflow_id="", ticket_id=ticket_id,
                       remaining=[spec.name for spec in PLANS[self.kind]])
             # Journaled before the console is asked: if this process dies before the answer, the fleet
             # finds the row when it starts again and asks again (the create is idempotent).
             self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=CREATING,
                                   state=run.state())
+            self.unanswered_create = ticket_id
             try:
                 workflow = self.register(run.external_id)
             except ApiError as exc:
                 if exc.status < 500 and exc.status != 429:  # refused for good: nothing was created
                     self.journal.set_status(run.external_id, "refused")
+                    self.unanswered_create = ""
                 raise
+            self.unanswered_create = ""
             if workflow.get("status") == "running" and not workflow.get("steps"):
                 break
             if workflow.get("status") == "paused" and not workflow.get("steps"):
