@@ -515,6 +515,7 @@ class DemoAgent:
                 self.client.report_step(run.workflow_id, seq, name, "effect", "committed", input=effect.get("input"),
                                         output={"confirmed_by_operator": "happened", "ref": ref},
                                         idempotency_key=key, external_ref=ref, promise=effect.get("promise"))
+                self.journal.acknowledge(run.workflow_id, seq, "committed")
                 run.committed.add(key)
                 if ref:
                     run.refs[name] = ref
@@ -548,6 +549,7 @@ class DemoAgent:
     # --- steps ---------------------------------------------------------------------------
     def report(self, run: Run, seq: int, spec: StepSpec, status: str, **fields: Any) -> None:
         self.client.report_step(run.workflow_id, seq, spec.name, spec.kind, status, **fields)
+        self.journal.acknowledge(run.workflow_id, seq, status)  # answered 2xx: the console must keep it
 
     def tool_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
         seq = run.take_seq()

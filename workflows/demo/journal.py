@@ -43,6 +43,13 @@ class Journal(SqliteFile):
         finished_at TEXT
     );
     CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+    -- Every step report the console answered 2xx: what it must still hold after any crash of its own.
+    CREATE TABLE IF NOT EXISTS acknowledged (
+        workflow_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        PRIMARY KEY (workflow_id, seq, status)
+    );
     """
 
     def __init__(self, path: Path | None = None) -> None:
@@ -100,6 +107,18 @@ class Journal(SqliteFile):
             count: int = conn.execute(f"SELECT COUNT(*) FROM runs WHERE status NOT IN ({marks})",  # noqa: S608
                                       NOT_LAUNCHED).fetchone()[0]
         return count
+
+    # --- what the console acknowledged ---------------------------------------------------
+    def acknowledge(self, workflow_id: str, seq: int, status: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO acknowledged (workflow_id, seq, status) VALUES (?, ?, ?)",
+                         (workflow_id, seq, status))
+
+    def acknowledged(self) -> list[tuple[str, int, str]]:
+        """(workflow id, seq, status) of every step report the console answered with a 2xx."""
+        with self.connect() as conn:
+            return [(str(w), int(q), str(s)) for w, q, s in conn.execute(
+                "SELECT workflow_id, seq, status FROM acknowledged ORDER BY workflow_id, seq")]
 
     def wait_again(self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: dict[str, Any]) -> None:
         """An orphaned run found paused at a checkpoint: wait for its decision, keeping the saved state."""
