@@ -23,6 +23,20 @@ reference, not executed -> "did not happen"), then mostly resume, sometimes
 retry the step or hand off to another operator, rarely abort; a second
 operator approves four-eyes proposals from the queue's Awaiting approval tab (the money
 runbooks require them here; the tab never lists an operator's own proposals).
+The hard profile (``--hard``; each fault also has a flag of its own) takes down
+what sits under the stack too, in the same shuffled kill rounds: a private
+Redis (broker and cache) SIGKILLed and started again empty, so queued Celery
+messages vanish and the outbox must send them again; the run's PostgreSQL
+database refusing new sessions with every open one cut, as in a restart (only
+that database: ``ALLOW_CONNECTIONS`` and ``pg_terminate_backend``, never the
+shared cluster); deliveries crossing a seeded slow and lossy proxy
+(``workflows.demo.netfaults``) that delays every connection and cuts answers
+mid-response or never answers, after the agent acted; and the second worker's
+clock five minutes ahead (``scripts/skewed_clock.py``). Its extra targets: every
+step report the console answered 2xx is still stored (the fleet journals each
+acknowledgement), no record is stamped ahead of the database's clock, and no
+delivery lease is longer than configured; a table names each fault, how often it
+was injected, its target and whether it held.
 When the fleet has launched N workflows the killer stops and the run drains:
 until every workflow is terminal, bounded by ``--timeout``. Then it prints
 the report and exits 1 when a target is missed.
@@ -77,7 +91,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +101,12 @@ BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/recovery_chaos"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/7"
 KILL_TARGETS = ("worker", "web", "fleet")
+HARD_TARGETS = ("redis", "postgres")  # the stores under the stack: with --kill-redis and --kill-postgres
+OBSERVER = "chaos-observer"  # this script's own database sessions: never cut, the figures are read through them
+HARD_CLOCK_SKEW = 300.0
+# --lossy-network: every delivery waits 50-400 ms; one in eight is cut mid-answer and one in ten never answered
+# (the console gives up after DELIVERY_TIMEOUT_SECONDS) -- both after the agent received and acted on it.
+NETWORK = {"latency": (0.05, 0.4), "drop_mid_response": 0.12, "black_hole": 0.10, "hold_seconds": 30.0}
 APPROVE_FORM = re.compile(r'action="/decisions/(\d+)/approve/"')
 
 
@@ -117,6 +137,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--delivery-attempts", type=int, default=4,
                         help="DELIVERY_MAX_ATTEMPTS: few enough that a delivery to a killed fleet sometimes fails "
                              "and its checkpoint goes back to the queue.")
+    hard = parser.add_argument_group(
+        "hard faults", "The stores and the network under the stack fail too. --hard turns every one on; "
+                       "each flag also works alone, and --no-<flag> leaves one out of --hard.")
+    hard.add_argument("--hard", action="store_true", help="The hard profile: every fault below.")
+    hard.add_argument("--kill-redis", action=argparse.BooleanOptionalAction, default=None,
+                      help="Run a private Redis (broker and cache) and SIGKILL it in the kill rounds; it comes "
+                           "back EMPTY: queued Celery messages are gone and the outbox must send them again.")
+    hard.add_argument("--kill-postgres", action=argparse.BooleanOptionalAction, default=None,
+                      help="In the kill rounds, PostgreSQL goes away for the run's database: new connections "
+                           "refused (ALLOW_CONNECTIONS false) and every session cut (pg_terminate_backend) for "
+                           "the outage, as in a restart; never the shared cluster itself.")
+    hard.add_argument("--lossy-network", action=argparse.BooleanOptionalAction, default=None,
+                      help="Deliveries cross a slow, lossy proxy to the agents: latency, connections dropped "
+                           "mid-response and black holes, after the agent acted.")
+    hard.add_argument("--clock-skew", type=float, default=None, metavar="SECONDS",
+                      help=f"One Celery worker's clock runs this far ahead (--hard: {HARD_CLOCK_SKEW:g}).")
     parser.add_argument("--var-dir", default=None, help="VAR_DIR for this run (default: a fresh temp dir).")
     parser.add_argument("--json", dest="json_path", default=None, help="Also write the figures to this file.")
     args = parser.parse_args(argv)
@@ -124,7 +160,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--workflows and --operators must be at least 1")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1_000_000)
+    for flag in ("kill_redis", "kill_postgres", "lossy_network"):
+        if getattr(args, flag) is None:
+            setattr(args, flag, args.hard)
+    if args.clock_skew is None:
+        args.clock_skew = HARD_CLOCK_SKEW if args.hard else 0.0
     return args
+
+
+def kill_targets(args: argparse.Namespace) -> tuple[str, ...]:
+    return KILL_TARGETS + tuple(t for t in HARD_TARGETS if getattr(args, f"kill_{t}"))
 
 
 def say(message: str) -> None:
@@ -180,6 +225,8 @@ class World:
     fleet_port: int
     env: dict[str, str]
     users: dict[str, str]  # operator username -> password
+    redis: PrivateRedis | None = None  # --kill-redis: the broker and cache this script owns and kills
+    proxy: Any = None  # --lossy-network: the LossyProxy the deliveries cross
 
     @property
     def console_url(self) -> str:
@@ -193,11 +240,116 @@ def next_database(redis_url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(path=f"/{number + 1}"))
 
 
+class PrivateRedis:
+    """A Redis of this run's own, keeping nothing on disk: SIGKILLed, it comes back empty."""
+
+    name = "redis"
+
+    def __init__(self, rng: random.Random) -> None:
+        self.port = free_port()
+        self.popen: subprocess.Popen | None = None
+        self.starts = 0
+        self.lost_messages = 0  # Celery messages in its queues when it was killed
+        self.rng = rng
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 30.0) -> None:
+        import redis
+
+        self.starts += 1
+        self.popen = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",  # noqa: S607
+                                       "--save", "", "--appendonly", "no"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_timeout=1).ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline or self.popen.poll() is not None:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        import redis
+
+        with suppress(redis.RedisError):  # what is lost with it: the messages waiting in its queues
+            client = redis.Redis(port=self.port, socket_timeout=1)
+            # Waiting in the queue, and taken by a worker but not yet acknowledged (kombu's "unacked" hash).
+            self.lost_messages += int(client.llen("chaos")) + int(client.hlen("unacked"))
+        if self.popen is not None:
+            with suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+
+    def stop(self) -> None:
+        self.kill()
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+
+class PostgresOutage:
+    """The run's database goes away as in a restart: new sessions refused, every session cut; then back.
+
+    Only the run's own database: ``ALLOW_CONNECTIONS false`` and ``pg_terminate_backend`` on its sessions, never
+    a restart of a cluster that others share. This script's own sessions (``OBSERVER``) are spared: the operators
+    and the figures read through them.
+    """
+
+    name = "postgres"
+
+    def __init__(self, url: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self.database = database_name(url)
+        self.maintenance = urllib.parse.urlunsplit(parts._replace(scheme="postgresql", path="/postgres", query=""))
+        self.outages = 0
+        self.sessions_cut = 0
+
+    def allow(self, allowed: bool) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.maintenance, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}").format(
+                sql.Identifier(self.database), sql.SQL("true" if allowed else "false")))
+            if not allowed:
+                cut = conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                    "AND pid <> pg_backend_pid() AND application_name <> %s", (self.database, OBSERVER)).fetchall()
+                self.sessions_cut += len(cut)
+
+    def kill(self) -> None:
+        self.outages += 1
+        self.allow(False)
+
+    def start(self) -> None:
+        self.allow(True)
+
+    def stop(self) -> None:
+        self.allow(True)
+
+
+def observed(url: str) -> str:
+    """The database URL with this script's sessions named, so an outage spares them."""
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.urlencode([*urllib.parse.parse_qsl(parts.query), ("application_name", OBSERVER)])
+    return urllib.parse.urlunsplit(parts._replace(query=query))
+
+
 def prepare(args: argparse.Namespace) -> World:
     database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
     broker_url = os.environ.get("CELERY_BROKER_URL") or DEFAULT_BROKER_URL
     database_name(database_url)  # checked before anything is flushed
     recreate_database(database_url)
+    private_redis = None
+    if args.kill_redis:  # a Redis this run may kill: never the one CELERY_BROKER_URL names
+        private_redis = PrivateRedis(random.Random(args.seed))
+        private_redis.start()
+        broker_url = private_redis.url
     flush_broker(broker_url)
     var_dir = Path(args.var_dir or tempfile.mkdtemp(prefix="rc-chaos-")).resolve()
     var_dir.mkdir(parents=True, exist_ok=True)
@@ -207,7 +359,8 @@ def prepare(args: argparse.Namespace) -> World:
         "CELERY_BROKER_URL": broker_url, "CELERY_QUEUE": "chaos", "VAR_DIR": str(var_dir),
         # Two gunicorn workers need a shared cache (the console refuses to start without one): the
         # broker's Redis, the next database number, unless CACHE_URL names one.
-        "CACHE_URL": os.environ.get("CACHE_URL") or next_database(broker_url),
+        "CACHE_URL": next_database(broker_url) if private_redis else (os.environ.get("CACHE_URL")
+                                                                       or next_database(broker_url)),
         "SECRET_KEY": secrets.token_urlsafe(40), "DEBUG": "false", "MANIFEST_STATIC": "false",
         "SECURE_COOKIES": "false", "ALLOWED_HOSTS": "127.0.0.1", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
         "PYTHONPATH": str(ROOT),  # every process imports this tree, whatever else is on the path
@@ -221,16 +374,22 @@ def prepare(args: argparse.Namespace) -> World:
         # The demo fleet listens on loopback over plain http: allow exactly that for deliveries.
         "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32", "DELIVERY_REQUIRE_HTTPS": "false",
     }
-    os.environ.update(env)
+    os.environ.update({**env, "DATABASE_URL": observed(database_url)})
     import django
 
     django.setup()
     from django.core.management import call_command
 
     world = World(args=args, var_dir=var_dir, web_port=free_port(), fleet_port=free_port(),
-                  env={**os.environ, **env}, users={})
+                  env={**os.environ, **env}, users={}, redis=private_redis)
+    resume_port = world.fleet_port
+    if args.lossy_network:  # the agents' resume endpoints, as the console knows them, are behind the proxy
+        from workflows.demo.netfaults import LossyProxy
+
+        world.proxy = LossyProxy(world.fleet_port, rng=random.Random(f"{args.seed}-network"), **NETWORK).start()
+        resume_port = world.proxy.port
     call_command("migrate", verbosity=0)
-    call_command("seed_demo", port=world.web_port, fleet_port=world.fleet_port, stdout=io.StringIO())
+    call_command("seed_demo", port=world.web_port, fleet_port=resume_port, stdout=io.StringIO())
     world.users = configure(args, var_dir)
     return world
 
@@ -335,19 +494,33 @@ def services(world: World) -> dict[str, Service]:
             world, printed("demo fleet:")),
     }
     for n in (1, 2):
+        # --clock-skew: the second worker's clock runs ahead (time-machine in that process and its pool).
+        skewed = [python, str(ROOT / "scripts" / "skewed_clock.py"), f"{args.clock_skew:g}"] \
+            if n == 2 and args.clock_skew else []
         stack[f"worker{n}"] = Service(f"worker{n}", [
-            str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork", "-c", "2", "-n", f"chaos{n}@%h",
-            "-Q", "chaos", "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"],
-            world, printed("ready."))
+            *skewed, str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork", "-c", "2",
+            "-n", f"chaos{n}@%h", "-Q", "chaos", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "--loglevel=INFO"], world, printed("ready."))
     return stack
+
+
+def fault_targets(world: World) -> dict[str, Any]:
+    """What the killer may also take down, besides the stack's processes."""
+    targets: dict[str, Any] = {}
+    if world.redis is not None:
+        targets["redis"] = world.redis
+    if world.args.kill_postgres:
+        targets["postgres"] = PostgresOutage(world.env["DATABASE_URL"])
+    return targets
 
 
 class Killer(threading.Thread):
     """SIGKILL a worker, the web server or the fleet at random intervals; start it again at once."""
 
-    def __init__(self, stack: dict[str, Service], interval: float, rng: random.Random) -> None:
+    def __init__(self, stack: dict[str, Any], interval: float, rng: random.Random,
+                 targets: tuple[str, ...] = KILL_TARGETS) -> None:
         super().__init__(name="killer", daemon=True)
-        self.stack, self.interval, self.rng = stack, interval, rng
+        self.stack, self.interval, self.rng, self.targets = stack, interval, rng, targets
         self.stop = threading.Event()
         self.kills: Counter[str] = Counter()
         self.rounds = 0  # complete rounds: every kind killed once more
@@ -357,7 +530,7 @@ class Killer(threading.Thread):
         rounds: list[str] = []
         while not self.stop.wait(self.rng.uniform(0.5, 1.5) * self.interval):
             if not rounds:  # shuffled rounds: every kind gets killed, in no fixed order
-                rounds = self.rng.sample(KILL_TARGETS, len(KILL_TARGETS))
+                rounds = self.rng.sample(self.targets, len(self.targets))
             target = rounds.pop()
             self.rounds += not rounds
             service = self.stack[self.rng.choice(["worker1", "worker2"])] if target == "worker" else self.stack[target]
@@ -367,7 +540,7 @@ class Killer(threading.Thread):
             time.sleep(self.rng.uniform(5.0, 12.0) if self.rng.random() < 0.25 else self.rng.uniform(0.2, 2.0))
             self.restart(service)
 
-    def restart(self, service: Service) -> None:
+    def restart(self, service: Any) -> None:
         for attempt in range(5):
             try:
                 service.start()
@@ -443,9 +616,25 @@ class Logbook:
     invalid: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    long_leases: set[int] = field(default_factory=set)  # decisions seen with a lease longer than configured
+
     def count(self, what: str) -> None:
         with self.lock:
             self.counts[what] += 1
+
+    def sample_leases(self) -> None:
+        """A delivery lease must end DELIVERY_LEASE_SECONDS after it was taken, on the database's clock: one
+        longer than that was taken on a clock that runs ahead (a killed holder would block its decision)."""
+        from datetime import timedelta
+
+        from django.conf import settings
+        from django.db.models.functions import Now
+
+        from workflows.models import Decision
+
+        limit = Now() + timedelta(seconds=settings.DELIVERY_LEASE_SECONDS + 2)
+        self.long_leases.update(Decision.objects.filter(status="running", lease_expires_at__gt=limit)
+                                .values_list("pk", flat=True))
 
 
 class Operator(threading.Thread):
@@ -668,11 +857,11 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
 
     args = world.args
     rng = random.Random(args.seed)
-    stack = services(world)
+    stack: dict[str, Any] = {**services(world), **fault_targets(world)}
     journal = Journal(world.var_dir / "demo" / "runtime.sqlite3")
     record = Logbook()
     stop_operators = threading.Event()
-    killer = Killer(stack, args.kill_interval, random.Random(rng.random()))
+    killer = Killer(stack, args.kill_interval, random.Random(rng.random()), kill_targets(args))
     started = time.monotonic()
     deadline = started + args.timeout
     operators: list[Operator] = []
@@ -702,6 +891,7 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
             if (not killer.is_alive() or killer.stop.is_set()) and settled(journal, args.workflows):
                 settled_in_time = True
                 break
+            record.sample_leases()
             if time.monotonic() >= next_report:
                 say(progress(started, journal, killer))
                 next_report = time.monotonic() + 15
@@ -719,6 +909,8 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
         killer.stop.set()
         if killer.is_alive():
             killer.join(120)  # it may be starting a process again: stop that one too
+        if "postgres" in stack:
+            stack["postgres"].stop()  # the database open again, whatever the killer was doing
         for name in ("fleet", "relay", "beat", "worker1", "worker2", "web"):
             stack[name].stop()
     return stack, killer, record, time.monotonic() - started, settled_in_time
@@ -745,12 +937,13 @@ def run_period() -> Any:
 def analyse(world: World, record: Logbook, killer: Killer, duration: float, settled_in_time: bool) -> dict:
     """The figures of workflows.metrics (the dashboard's), and a cross-check against the simulated ledgers."""
     from django.db.models import Prefetch
+    from django.db.models.functions import Now
 
     from workflows import metrics
     from workflows.demo.agent import PLANS
     from workflows.demo.journal import Journal
     from workflows.demo.systems import Ledgers
-    from workflows.models import Checkpoint, Decision, Workflow
+    from workflows.models import Checkpoint, Decision, Step, Workflow
 
     ledgers = Ledgers(world.var_dir / "demo" / "ledgers.sqlite3")
     journal = Journal(world.var_dir / "demo" / "runtime.sqlite3")
@@ -796,6 +989,17 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     proposed = [d.pk for d in all_decisions if d.status == "proposed"]
     checkpoints = Checkpoint.objects.all()
     preserved = summary["preserved_checkpoint"]
+    stored = {(str(w), q): st for w, q, st in Step.objects.values_list("workflow_id", "seq", "status")}
+    acknowledged = journal.acknowledged()
+    # A report the console answered 2xx for must be there; a committed one must still be committed.
+    unstored = [f"{w}#{q} {st}" for w, q, st in acknowledged
+                if (w, q) not in stored or (st == "committed" and stored[(w, q)] != "committed")]
+    ahead = {  # stamps a process clock running ahead would leave in the future of the database's clock
+        "checkpoints opened": checkpoints.filter(opened_at__gt=Now()).count(),
+        "checkpoints warned": checkpoints.filter(warned_at__gt=Now()).count(),
+        "checkpoints breached": checkpoints.filter(breached_at__gt=Now()).count(),
+        "decisions finished": Decision.objects.filter(finished_at__gt=Now()).count(),
+    }
     return {
         "seed": world.args.seed, "duration_seconds": round(duration), "settled": settled_in_time,
         "workflows_requested": world.args.workflows, "workflows": len(workflows),
@@ -823,9 +1027,18 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "checkpoints_by_reason": dict(Counter(checkpoints.values_list("reason", flat=True))),
         "checkpoints_opened_by_console": checkpoints.filter(opened_by_console=True).count(),
         "effects_executed": sum(len(refs) for refs in executions.values()),
-        "kills": {target: killer.kills.get(target, 0) for target in KILL_TARGETS},
+        "kills": {target: killer.kills.get(target, 0) for target in killer.targets},
         "kill_restart_errors": killer.errors,
         "operator": dict(sorted(record.counts.items())), "operator_invalid": record.invalid[:20],
+        "reports_acknowledged": len(acknowledged), "reports_acknowledged_not_stored": unstored,
+        "stamped_ahead_of_database_clock": {k: v for k, v in ahead.items() if v},
+        "leases_longer_than_configured": sorted(record.long_leases),
+        "redis_restarts": world.redis.starts - 1 if world.redis else 0,
+        "redis_messages_lost": world.redis.lost_messages if world.redis else 0,
+        "postgres_outages": getattr(killer.stack.get("postgres"), "outages", 0),
+        "postgres_sessions_cut": getattr(killer.stack.get("postgres"), "sessions_cut", 0),
+        "network": asdict(world.proxy.counts) if world.proxy else {},
+        "clock_skew_seconds": world.args.clock_skew,
     }
 
 
@@ -863,6 +1076,8 @@ def report(figures: dict) -> bool:
         "effects": not figures["duplicate_keys"] and not figures["lost_effects"],
         "settled": figures["settled"],
         "restarts": not figures["kill_restart_errors"],
+        "acknowledged": not figures["reports_acknowledged_not_stored"],
+        "clock": not figures["stamped_ahead_of_database_clock"] and not figures["leases_longer_than_configured"],
     }
     say("")
     say(f"Chaos run: seed {figures['seed']}, {figures['duration_seconds']} s, "
@@ -880,6 +1095,13 @@ def report(figures: dict) -> bool:
     line("decisions lost", str(figures["decisions_lost"]), "0", checks["decisions"])
     line("duplicate effect keys (ledgers)", str(len(figures["duplicate_keys"])), "0", not figures["duplicate_keys"])
     line("lost effects (ledgers)", str(len(figures["lost_effects"])), "0", not figures["lost_effects"])
+    line("step reports answered 2xx, then not stored", f"{len(figures['reports_acknowledged_not_stored'])} "
+         f"of {figures['reports_acknowledged']}", "0", checks["acknowledged"])
+    line("stamps ahead of the database clock", str(sum(figures["stamped_ahead_of_database_clock"].values())),
+         "0", not figures["stamped_ahead_of_database_clock"])
+    line("delivery leases longer than configured", str(len(figures["leases_longer_than_configured"])), "0",
+         not figures["leases_longer_than_configured"])
+    fault_table(figures, checks)
     say("  the resume dashboard's headline for this run (workflows.metrics):")
     for slug, (part, whole) in figures["headline"].items():
         say(f"    {slug.replace('_', ' '):<44} {share(part, whole):5.1f} % ({part}/{whole})")
@@ -893,7 +1115,10 @@ def report(figures: dict) -> bool:
                        ("lost effects", "lost_effects"), ("acknowledged, not recorded", "decisions_unrecorded"),
                        ("decisions not finished", "decisions_unfinished"),
                        ("decisions awaiting approval", "decisions_awaiting_approval"),
-                       ("operator form errors", "operator_invalid"), ("restart errors", "kill_restart_errors")):
+                       ("operator form errors", "operator_invalid"), ("restart errors", "kill_restart_errors"),
+                       ("step reports lost after a 2xx", "reports_acknowledged_not_stored"),
+                       ("stamped ahead of the database clock", "stamped_ahead_of_database_clock"),
+                       ("leases longer than configured", "leases_longer_than_configured")):
         if figures[key]:
             say(f"  {label}: {figures[key] if isinstance(figures[key], dict) else ', '.join(map(str, figures[key][:50]))}")
     ok = all(checks.values())
@@ -901,13 +1126,53 @@ def report(figures: dict) -> bool:
     return ok
 
 
+def fault_rows(figures: dict, checks: dict[str, bool]) -> list[tuple[str, str, str, bool]]:
+    """(fault, what was injected, the target, held) for every fault this run injected."""
+    kills, network = figures["kills"], figures["network"]
+    no_loss = checks["decisions"] and checks["effects"] and checks["acknowledged"]
+    rows = [
+        ("worker SIGKILLed", f"{kills.get('worker', 0)}", "no decision lost or delivered twice",
+         checks["decisions"] and checks["effects"]),
+        ("web server SIGKILLed", f"{kills.get('web', 0)}", "every 2xx kept, no decision lost", no_loss),
+        ("agent fleet SIGKILLed mid-step", f"{kills.get('fleet', 0)}", "every run checkpointed or finished",
+         checks["launched"] and checks["reached"]),
+    ]
+    if "redis" in kills:
+        rows.append(("Redis SIGKILLed, back empty", f"{kills['redis']} ({figures['redis_messages_lost']} Celery "
+                     "messages lost with it)", "the outbox sends every decision again", checks["decisions"]
+                     and checks["settled"]))
+    if "postgres" in kills:
+        rows.append(("PostgreSQL gone (refused, sessions cut)", f"{kills['postgres']} ({figures['postgres_sessions_cut']}"
+                     " sessions cut)", "every 2xx kept, all recover", no_loss and checks["restarts"]))
+    if network:
+        rows.append(("lossy network to the agents", f"{network.get('connections', 0)} connections: "
+                     f"{network.get('dropped_mid_response', 0)} cut mid-answer, {network.get('black_holed', 0)} "
+                     "never answered", "no effect twice", checks["effects"]))
+    if figures["clock_skew_seconds"]:
+        rows.append(("worker clock ahead", f"+{figures['clock_skew_seconds']:g} s on worker2",
+                     "leases and SLA stamps on the database clock", checks["clock"]))
+    return rows
+
+
+def fault_table(figures: dict, checks: dict[str, bool]) -> None:
+    say(f"  {'fault':<40} {'injected':<50} {'target':<44} held")
+    for fault, injected, target, held in fault_rows(figures, checks):
+        say(f"  {fault:<40} {injected:<50} {target:<44} {'yes' if held else 'NO'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     say(f"chaos: {args.workflows} workflows, seed {args.seed}, fault rate {args.fault_rate}, kills every "
         f"~{args.kill_interval:g}s, {args.operators} operator(s), deadline {args.timeout:.0f}s")
     world = prepare(args)
-    _stack, killer, record, duration, settled_in_time = run(world)
-    figures = analyse(world, record, killer, duration, settled_in_time)
+    try:
+        _stack, killer, record, duration, settled_in_time = run(world)
+        figures = analyse(world, record, killer, duration, settled_in_time)
+    finally:
+        if world.proxy is not None:
+            world.proxy.stop()
+        if world.redis is not None:
+            world.redis.stop()
     ok = report(figures)
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(figures, indent=2, default=str))
