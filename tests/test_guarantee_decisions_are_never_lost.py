@@ -71,6 +71,26 @@ def test_a_decision_approved_while_the_broker_is_down_goes_out_when_it_is_back(s
     assert set(receiver.delivery_ids()) == {str(decision.delivery_id)}
 
 
+def test_a_decision_lost_with_a_redis_restarted_empty_is_sent_again_and_delivered_once(stack, receiver,
+                                                                                        redis_server):
+    """The chaos run's hard profile, in one step: the relay handed the decision to Redis, and Redis died before
+    any worker took it and came back with nothing. The outbox row's lease runs out and the relay sends it again."""
+    import redis
+
+    relay = stack.relay()
+    [decision] = approve(receiver)
+    broker = redis.Redis.from_url(redis_server.url)
+    wait_until(lambda: broker.llen(stack.queue) == 1, timeout=30, what="the relay to hand the decision to Redis")
+    broker.close()
+    redis_server.stop()  # SIGKILL-like: it keeps nothing on disk, so it comes back empty
+    redis_server.start()
+    assert redis.Redis.from_url(redis_server.url).llen(stack.queue) == 0  # the message is gone
+    stack.worker()
+    wait_until(lambda: succeeded([decision]), timeout=90, what="the decision to be sent again and delivered")
+    assert receiver.delivery_ids() == [str(decision.delivery_id)]
+    assert relay.output().count("relayed 1 decision") >= 2  # sent twice: once into the void, once for real
+
+
 def test_the_relay_gives_up_a_tick_promptly_when_the_broker_hangs(receiver):
     # A TCP server that accepts and never answers: without socket timeouts, .delay() blocks forever.
     hole = socket.socket()
