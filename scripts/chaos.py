@@ -153,6 +153,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                            "mid-response and black holes, after the agent acted.")
     hard.add_argument("--clock-skew", type=float, default=None, metavar="SECONDS",
                       help=f"One Celery worker's clock runs this far ahead (--hard: {HARD_CLOCK_SKEW:g}).")
+    parser.add_argument("--rss-interval", type=float, default=30.0,
+                        help="Seconds between two samples of each process's resident memory (the soak's figure: "
+                             "every process that lived 10 minutes must stay within 10 %% of its RSS after 2).")
     parser.add_argument("--var-dir", default=None, help="VAR_DIR for this run (default: a fresh temp dir).")
     parser.add_argument("--json", dest="json_path", default=None, help="Also write the figures to this file.")
     args = parser.parse_args(argv)
@@ -514,6 +517,61 @@ def fault_targets(world: World) -> dict[str, Any]:
     return targets
 
 
+def group_rss(pgid: int) -> int:
+    """Resident memory of every process in a process group, in bytes (a gunicorn or a worker with its pool)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, pgrp, ...
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid:
+            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # field 24 of stat: rss, in pages
+    return total
+
+
+class MemorySampler(threading.Thread):
+    """Every ``interval`` seconds, the RSS of each process of the stack (each start of it apart)."""
+
+    def __init__(self, stack: dict[str, Any], interval: float) -> None:
+        super().__init__(name="rss", daemon=True)
+        self.stack, self.interval = stack, interval
+        self.stop = threading.Event()
+        self.started = time.monotonic()
+        self.samples: dict[str, list[tuple[float, int]]] = {}  # "worker1#3" (name#start) -> [(seconds, bytes)]
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        now = time.monotonic() - self.started
+        for name, service in self.stack.items():
+            popen = getattr(service, "popen", None)
+            if popen is None or popen.poll() is not None:
+                continue
+            rss = group_rss(popen.pid)
+            if rss:
+                self.samples.setdefault(f"{name}#{service.starts}", []).append((now, rss))
+
+    def report(self, warmup: float = 120.0, lived: float = 600.0) -> list[dict[str, Any]]:
+        """Per process that lived at least ``lived`` s: RSS after ``warmup`` s against its last sample."""
+        rows = []
+        for key, series in sorted(self.samples.items()):
+            born = series[0][0]
+            settled = [(t, rss) for t, rss in series if t - born >= warmup]
+            if len(settled) < 2 or series[-1][0] - born < lived:
+                continue
+            first, last = settled[0][1], settled[-1][1]
+            rows.append({"process": key, "minutes": round((series[-1][0] - born) / 60, 1),
+                         "rss_after_warmup_mb": round(first / 2**20, 1), "rss_at_end_mb": round(last / 2**20, 1),
+                         "growth_pct": round(100.0 * (last - first) / first, 1)})
+        return rows
+
+
 class Killer(threading.Thread):
     """SIGKILL a worker, the web server or the fleet at random intervals; start it again at once."""
 
@@ -617,6 +675,7 @@ class Logbook:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     long_leases: set[int] = field(default_factory=set)  # decisions seen with a lease longer than configured
+    memory: list[dict[str, Any]] = field(default_factory=list)  # MemorySampler.report() of the run
 
     def count(self, what: str) -> None:
         with self.lock:
@@ -860,6 +919,7 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
     stack: dict[str, Any] = {**services(world), **fault_targets(world)}
     journal = Journal(world.var_dir / "demo" / "runtime.sqlite3")
     record = Logbook()
+    sampler = MemorySampler(stack, args.rss_interval)
     stop_operators = threading.Event()
     killer = Killer(stack, args.kill_interval, random.Random(rng.random()), kill_targets(args))
     started = time.monotonic()
@@ -879,6 +939,7 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
             operator.start()
         if args.kill_interval > 0:
             killer.start()
+        sampler.start()
         next_report = time.monotonic() + 15
         while time.monotonic() < deadline:
             if journal.launched() >= args.workflows and killer.is_alive() and not killer.stop.is_set() \
@@ -897,6 +958,9 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
                 next_report = time.monotonic() + 15
             time.sleep(1.0)
         killer.stop.set()
+        sampler.sample()
+        sampler.stop.set()
+        record.memory = sampler.report()
         if killer.is_alive():
             killer.join(120)
         if not settled_in_time:
@@ -936,6 +1000,7 @@ def run_period() -> Any:
 
 def analyse(world: World, record: Logbook, killer: Killer, duration: float, settled_in_time: bool) -> dict:
     """The figures of workflows.metrics (the dashboard's), and a cross-check against the simulated ledgers."""
+    from django.db import connection
     from django.db.models import Prefetch
     from django.db.models.functions import Now
 
@@ -994,6 +1059,9 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     # A report the console answered 2xx for must be there; a committed one must still be committed.
     unstored = [f"{w}#{q} {st}" for w, q, st in acknowledged
                 if (w, q) not in stored or (st == "committed" and stored[(w, q)] != "committed")]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_database_size(current_database())")
+        database_bytes = int(cursor.fetchone()[0])
     ahead = {  # stamps a process clock running ahead would leave in the future of the database's clock
         "checkpoints opened": checkpoints.filter(opened_at__gt=Now()).count(),
         "checkpoints warned": checkpoints.filter(warned_at__gt=Now()).count(),
@@ -1039,6 +1107,8 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "postgres_sessions_cut": getattr(killer.stack.get("postgres"), "sessions_cut", 0),
         "network": asdict(world.proxy.counts) if world.proxy else {},
         "clock_skew_seconds": world.args.clock_skew,
+        "memory": record.memory,
+        "database_bytes": database_bytes, "database_bytes_per_workflow": database_bytes // max(1, len(workflows)),
     }
 
 
@@ -1078,6 +1148,7 @@ def report(figures: dict) -> bool:
         "restarts": not figures["kill_restart_errors"],
         "acknowledged": not figures["reports_acknowledged_not_stored"],
         "clock": not figures["stamped_ahead_of_database_clock"] and not figures["leases_longer_than_configured"],
+        "memory": all(abs(row["growth_pct"]) <= 10.0 for row in figures["memory"]),
     }
     say("")
     say(f"Chaos run: seed {figures['seed']}, {figures['duration_seconds']} s, "
@@ -1102,6 +1173,11 @@ def report(figures: dict) -> bool:
     line("delivery leases longer than configured", str(len(figures["leases_longer_than_configured"])), "0",
          not figures["leases_longer_than_configured"])
     fault_table(figures, checks)
+    for row in figures["memory"]:
+        line(f"RSS of {row['process']} over {row['minutes']:g} min", f"{row['rss_after_warmup_mb']:g} -> "
+             f"{row['rss_at_end_mb']:g} MB ({row['growth_pct']:+g} %)", "±10 %", abs(row["growth_pct"]) <= 10.0)
+    say(f"  database size {figures['database_bytes'] / 2**20:.1f} MB, "
+        f"{figures['database_bytes_per_workflow'] / 1024:.1f} KB per workflow")
     say("  the resume dashboard's headline for this run (workflows.metrics):")
     for slug, (part, whole) in figures["headline"].items():
         say(f"    {slug.replace('_', ' '):<44} {share(part, whole):5.1f} % ({part}/{whole})")
