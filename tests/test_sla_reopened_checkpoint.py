@@ -21,7 +21,8 @@ def test_a_failed_delivery_reopens_the_checkpoint_with_the_clock_where_it_stoppe
     with time_machine.travel(opened + timedelta(minutes=50), tick=False):  # delivery failed for good
         Decision.objects.filter(pk=decision.pk).update(status="running", attempts=settings.DELIVERY_MAX_ATTEMPTS)
         decision.refresh_from_db()
-        assert decision.mark_attempt_failed("agent down")
+        # A worker's failure runs on the database's clock (workflows.clock): the test says when it is.
+        assert decision.mark_attempt_failed("agent down", now=opened + timedelta(minutes=50))
         checkpoint.refresh_from_db()
         assert checkpoint.status == "open" and checkpoint.breached_at is None
         assert checkpoint.due_at == opened + timedelta(minutes=50 + 18)  # continued, not restarted from 30

@@ -15,9 +15,9 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from . import notify, runtime
+from .clock import database_now
 from .models import Checkpoint, Conflict, Decision, Delivery, Event, Reason, ReplayRun, Runbook, Workflow
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def run_replay(replay_id: int) -> str:
 
 def settle_replays(now: datetime | None = None) -> tuple[int, int]:
     """Fail replays past their deadline (never stuck); send again queued ones a lost broker message left."""
-    now = now or timezone.now()
+    now = now or database_now()
     expired = sum(run.fail(f"No result before the deadline ({settings.REPLAY_DEADLINE_SECONDS} s after it was "
                            "asked for): the runtime is too slow or never answered.")
                   for run in ReplayRun.objects.expired(now))
@@ -85,7 +85,7 @@ def relay_outbox(limit: int = 100) -> int:
     moves a lease ahead, so a message lost by the broker is sent again later.
     """
     sent = 0
-    now = timezone.now()
+    now = database_now()
     with transaction.atomic():
         due = list(Decision.objects.dispatchable(now).select_for_update(skip_locked=True)
                    .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
@@ -97,10 +97,11 @@ def relay_outbox(limit: int = 100) -> int:
     return sent
 
 
-def reclaim_stuck_deliveries() -> int:
+def reclaim_stuck_deliveries(now: datetime | None = None) -> int:
+    """Fail (and retry) attempts whose lease expired, judged by the database's clock as the lease was set."""
     reclaimed = 0
-    for decision in Decision.objects.stuck():
-        if decision.mark_attempt_failed("The delivery attempt did not finish before its lease expired."):
+    for decision in Decision.objects.stuck(now):
+        if decision.mark_attempt_failed("The delivery attempt did not finish before its lease expired.", now=now):
             reclaimed += 1
     return reclaimed
 
@@ -124,9 +125,10 @@ def sweep_clocks(now: datetime | None = None) -> dict[str, int]:
 
     Only due rows are read, through the partial deadline indexes, in batches. A step
     repeats until nothing is due, so a backlog after downtime drains in one sweep and
-    an escalation chain fires each of its levels that fell due meanwhile.
+    an escalation chain fires each of its levels that fell due meanwhile. "Now" is the database's
+    (``workflows.clock``): a scheduler with a clock running ahead must not breach a clock early.
     """
-    now = now or timezone.now()
+    now = now or database_now()
     counts = dict.fromkeys((name for name, _, _ in SLA_STEPS), 0)
     for name, query, method in SLA_STEPS:
         seen: set[tuple[int, int]] = set()  # (checkpoint, escalations fired): a row done at this stage
@@ -138,7 +140,9 @@ def sweep_clocks(now: datetime | None = None) -> dict[str, int]:
                 break
             for checkpoint in fresh:
                 seen.add((checkpoint.pk, checkpoint.escalations_fired))
-                counts[name] += bool(getattr(checkpoint, method)())
+                act = getattr(checkpoint, method)
+                # An escalation picks whom to reassign by working hours: at the sweep's instant.
+                counts[name] += bool(act(now) if method == "fire_escalation" else act())
     return counts
 
 
@@ -151,7 +155,7 @@ def record_sla(now: datetime | None = None) -> tuple[int, int]:
 def relay_notifications(limit: int = 200) -> int:
     """Hand due notification deliveries to the broker; a lease keeps each from being sent twice meanwhile."""
     sent = 0
-    now = timezone.now()
+    now = database_now()
     lease = timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
     with transaction.atomic():
         due = list(Delivery.objects.dispatchable(now).select_for_update(skip_locked=True)
@@ -186,15 +190,16 @@ def deliver_notification(delivery_id: int) -> str:
 
 
 def pause_silent_workflows(now: datetime | None = None) -> int:
-    """A crashed agent process also reaches the pause surface."""
-    now = now or timezone.now()
+    """A crashed agent process also reaches the pause surface. Silence is measured on the database's
+    clock, which the agent API's stamps of activity agree with, not on this worker's."""
+    now = now or database_now()
     opened = 0
     for workflow in Workflow.objects.silent(now).select_related("agent"):
         if workflow.last_activity_at > now - workflow.agent.silence_limit:
             continue
         last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first()
         try:
-            Checkpoint.open_for(workflow, reason=Reason.OTHER, by_console=True, at_seq=last,
+            Checkpoint.open_for(workflow, reason=Reason.OTHER, by_console=True, at_seq=last, now=now,
                                 detail=f"agent went silent after step {last or 0}")
             opened += 1
         except Conflict:

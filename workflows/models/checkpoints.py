@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
+from ..clock import database_now, now_in_sql
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
@@ -67,32 +68,32 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
 
     def due(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Checkpoints on the clock past their SLA target whose breach is not recorded yet."""
-        return self.on_clock().filter(breached_at__isnull=True, due_at__lte=now or timezone.now())
+        return self.on_clock().filter(breached_at__isnull=True, due_at__lte=now_in_sql(now))
 
     def warning(self, now: datetime | None = None) -> CheckpointQuerySet:
-        return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now or timezone.now())
+        return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now_in_sql(now))
 
     def claim_warning(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the claim clock's warning."""
         return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
-                           claim_warned_at__isnull=True, claim_warn_at__lte=now or timezone.now())
+                           claim_warned_at__isnull=True, claim_warn_at__lte=now_in_sql(now))
 
     def claim_due(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the time-to-claim target, breach not recorded."""
         return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
-                           claim_breached_at__isnull=True, claim_due_at__lte=now or timezone.now())
+                           claim_breached_at__isnull=True, claim_due_at__lte=now_in_sql(now))
 
     def escalating(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Breached, with the next level of the escalation chain due."""
-        return self.open().filter(escalation_at__lte=now or timezone.now())
+        return self.open().filter(escalation_at__lte=now_in_sql(now))
 
     def reminding(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Claimed with no progress for the policy's reminder time."""
-        return self.filter(status=Checkpoint.Status.CLAIMED, remind_at__lte=now or timezone.now())
+        return self.filter(status=Checkpoint.Status.CLAIMED, remind_at__lte=now_in_sql(now))
 
     def stale_claims(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Claimed with no progress for the policy's release time: back to the queue."""
-        return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or timezone.now())
+        return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now_in_sql(now))
 
     def for_queue(self) -> CheckpointQuerySet:
         return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook", "runbook_version")
@@ -210,8 +211,10 @@ class Checkpoint(Stateful):
     @classmethod
     def open_for(cls, workflow: Workflow, *, reason: str, detail: str = "", at_seq: int | None = None,
                  state: Any = None, plan: list[dict[str, Any]] | None = None, actor: Any = None,
-                 by_console: bool = False) -> Checkpoint:
-        """Pause the workflow at a new checkpoint. Conflict if one is already unresolved."""
+                 by_console: bool = False, now: datetime | None = None) -> Checkpoint:
+        """Pause the workflow at a new checkpoint. Conflict if one is already unresolved.
+
+        ``now``: when it opens, which starts its SLA clocks; a worker passes the database's time."""
         with transaction.atomic():
             workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
             if workflow.checkpoints.unresolved().exists():
@@ -220,7 +223,7 @@ class Checkpoint(Stateful):
                 raise Conflict(f"A {workflow.status} workflow cannot be paused.")
             runbook = Runbook.match(workflow.kind, reason, workflow.agent_id)
             version = (runbook.current_version or runbook.snapshot()) if runbook else None
-            now = timezone.now()
+            now = now or timezone.now()
             policy = runbook.policy if runbook else None
             frozen = policy.freeze() if policy else SLAPolicy.fallback()
             try:
@@ -232,11 +235,11 @@ class Checkpoint(Stateful):
                         opened_by_console=by_console, **Terms(frozen).deadlines(now))
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
-            Event.record(checkpoint, Event.Verb.OPENED, actor=actor, data={
+            Event.record(checkpoint, Event.Verb.OPENED, actor=actor, at=now, data={
                 "reason": reason, "detail": detail[:500],
                 # Who the workflow goes back to on resume, as it was when it was interrupted.
                 "owner": workflow.owner.get_username() if workflow.owner else None})
-            workflow.move(Workflow.Status.PAUSED, actor=actor, verb=Event.Verb.PAUSED, last_activity_at=now)
+            workflow.move(Workflow.Status.PAUSED, actor=actor, verb=Event.Verb.PAUSED, at=now, last_activity_at=now)
         return checkpoint
 
     def get_absolute_url(self) -> str:
@@ -302,10 +305,11 @@ class Checkpoint(Stateful):
                              data={"to": to.get_username(), "note": note[:1000]})
 
     def _hand_to(self, user: Any, *, actor: Any, verb: Event.Verb, from_: Any, data: dict[str, Any] | None = None,
-                 at: datetime | None = None, expect: dict[str, Any] | None = None, **fields: Any) -> bool:
+                 at: datetime | None = None, expect: dict[str, Any] | None = None, now: datetime | None = None,
+                 **fields: Any) -> bool:
         """-> CLAIMED by ``user``: the claim clock stops (a late first claim records its breach) and the
-        no-progress timers start."""
-        now = timezone.now()
+        no-progress timers start (from ``now``: a sweep passes its own, the database's)."""
+        now = now or timezone.now()
         with transaction.atomic():
             won = self.move(self.Status.CLAIMED, from_=from_, actor=actor, verb=verb, data=data, at=at, expect=expect,
                             assignee=user, claimed_at=now,
@@ -419,7 +423,7 @@ class Checkpoint(Stateful):
 
     def fire_escalation(self, now: datetime | None = None) -> bool:
         """Fire the next level of the escalation chain, once, at its scheduled time."""
-        now = now or timezone.now()
+        now = now or database_now()
         number, at, breached = self.escalations_fired, self.escalation_at, self.breached_at
         chain = self.terms.firings()
         if at is None or breached is None or number >= len(chain):
@@ -452,7 +456,7 @@ class Checkpoint(Stateful):
             candidate = user if user is not None else least_loaded(group, now) if group is not None else None
             ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")
             if ok and candidate is not None and candidate.pk != self.assignee_id and self._hand_to(
-                    candidate, actor=None, verb=Event.Verb.ASSIGNED, at=at, from_=OPEN_STATUSES,
+                    candidate, actor=None, verb=Event.Verb.ASSIGNED, at=at, now=now, from_=OPEN_STATUSES,
                     expect={"assignee_id": self.assignee_id},
                     data={"to": candidate.get_username(), "note": "escalation"}):
                 reassigned_to = candidate

@@ -14,6 +14,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..clock import database_now, now_in_sql
 from .agents import Agent
 from .base import IllegalTransition, Stateful
 from .checkpoints import Checkpoint
@@ -73,11 +74,11 @@ class DecisionQuerySet(models.QuerySet["Decision"]):
 
     def dispatchable(self, now: datetime | None = None) -> DecisionQuerySet:
         """The outbox: queued decisions whose next attempt is due."""
-        return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now or timezone.now())
+        return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now_in_sql(now))
 
     def stuck(self, now: datetime | None = None) -> DecisionQuerySet:
         """Running decisions whose delivery lease expired: the worker died or hung."""
-        return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now or timezone.now())
+        return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now_in_sql(now))
 
     def took_over_from(self, agent: Agent) -> DecisionQuerySet:
         """Failovers that took workflows away from ``agent`` and still stand (a failed one gave it back)."""
@@ -257,10 +258,13 @@ class Decision(Stateful):
         return "Someone else answered this decision first."
 
     def start_attempt(self, *, lease_seconds: int | None = None) -> bool:
-        """QUEUED -> RUNNING under a lease. Only the holder of a live lease may deliver."""
+        """QUEUED -> RUNNING under a lease. Only the holder of a live lease may deliver.
+
+        The lease ends on the database's clock (``workflows.clock``): the worker that judges it
+        expired (``stuck``) may run on another host with another clock, or a skewed one."""
         lease = timedelta(seconds=lease_seconds or settings.DELIVERY_LEASE_SECONDS)
         return self.move(self.Status.RUNNING, from_=[self.Status.QUEUED], verb=Event.Verb.DELIVERY_STARTED, data={"attempt": self.attempts + 1},
-                         attempts=models.F("attempts") + 1, lease_expires_at=timezone.now() + lease,
+                         attempts=models.F("attempts") + 1, lease_expires_at=database_now() + lease,
                          next_attempt_at=None)
 
     def mark_succeeded(self) -> bool:
@@ -323,25 +327,28 @@ class Decision(Stateful):
     def handoff_packet(self) -> dict[str, Any]:
         return {"to": self.new_owner_name or "", "note": self.instructions}
 
-    def mark_attempt_failed(self, error: str) -> bool:
-        """An attempt failed: retry with backoff, or after the last one fail and requeue the checkpoint."""
+    def mark_attempt_failed(self, error: str, *, now: datetime | None = None) -> bool:
+        """An attempt failed: retry with backoff, or after the last one fail and requeue the checkpoint.
+
+        Workers call it: the backoff and a reopened clock start from the database's time (``now``)."""
         self.refresh_from_db()  # the attempt count decides between retrying and failing
         this_attempt = {"attempts": self.attempts}
+        now = now or database_now()
         if self.attempts < settings.DELIVERY_MAX_ATTEMPTS:
             delay = settings.DELIVERY_BACKOFF_SECONDS * (2 ** (self.attempts - 1))
             return self.move(self.Status.QUEUED, from_=[self.Status.RUNNING], expect=this_attempt, verb=Event.Verb.DELIVERY_RETRY,
                              data={"attempt": self.attempts, "error": error[:500]},
                              last_error=error[:2000], lease_expires_at=None,
-                             next_attempt_at=timezone.now() + timedelta(seconds=delay))
+                             next_attempt_at=now + timedelta(seconds=delay))
         with transaction.atomic():
             if not self.move(self.Status.FAILED, from_=[self.Status.RUNNING], expect=this_attempt,
                              verb=Event.Verb.DELIVERY_FAILED,
                              data={"attempts": self.attempts, "error": error[:500]},
-                             last_error=error[:2000], lease_expires_at=None, finished_at=timezone.now()):
+                             last_error=error[:2000], lease_expires_at=None, finished_at=now):
                 return False
             checkpoint = self.checkpoint
             checkpoint.move(Checkpoint.Status.OPEN, verb=Event.Verb.RETURNED_TO_QUEUE, data={"error": error[:500]},
-                            assignee=None, claimed_at=None, **checkpoint.continued_clock())
+                            assignee=None, claimed_at=None, **checkpoint.continued_clock(now))
             workflow = self.checkpoint.workflow
             workflow.refresh_from_db()
             if workflow.status == Workflow.Status.RESUMING and self.action == Action.FAILOVER:

@@ -22,6 +22,8 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..clock import database_now, now_in_sql
+
 if TYPE_CHECKING:
     from .base import Operator
     from .checkpoints import Checkpoint
@@ -170,7 +172,7 @@ def _wake_relay() -> None:
 
 class DeliveryQuerySet(models.QuerySet["Delivery"]):
     def dispatchable(self, now: datetime | None = None) -> DeliveryQuerySet:
-        return self.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now or timezone.now())
+        return self.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now_in_sql(now))
 
 
 class Delivery(models.Model):
@@ -201,8 +203,11 @@ class Delivery(models.Model):
         return f"{self.notification} via {self.channel}"
 
     def start_attempt(self) -> bool:
-        """Take the row for one attempt under a lease; False when another worker holds it or it is done."""
-        now = timezone.now()
+        """Take the row for one attempt under a lease; False when another worker holds it or it is done.
+
+        The lease is taken and judged on the database's clock (``workflows.clock``), never this
+        process's: a worker whose clock runs ahead must not see another worker's live lease expired."""
+        now = database_now()
         lease = now + timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
         won = Delivery.objects.filter(pk=self.pk, status=self.Status.PENDING, attempts=self.attempts).filter(
             Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
@@ -212,7 +217,7 @@ class Delivery(models.Model):
 
     def record_attempt(self, *, ok: bool, detail: str = "", status_code: int | None = None) -> None:
         """Write the attempt; on failure retry with exponential backoff, after the last one give up."""
-        now = timezone.now()
+        now = database_now()  # the backoff is judged by the relay, on the database's clock
         with transaction.atomic():
             Attempt.objects.create(delivery=self, number=self.attempts, ok=ok, detail=detail[:2000],
                                    status_code=status_code, at=now)

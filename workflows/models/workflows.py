@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from ..clock import now_in_sql
 from ..identifiers import normalized
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
@@ -73,11 +74,10 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
 
     def silent(self, now: datetime | None = None) -> WorkflowQuerySet:
         """Running workflows whose agent said nothing for its silence limit (refined per agent in Python)."""
-        now = now or timezone.now()
         shortest = timedelta(seconds=min(
             [settings.AGENT_SILENCE_SECONDS]
             + list(Agent.objects.exclude(silence_seconds=None).values_list("silence_seconds", flat=True))))
-        return self.filter(status=Workflow.Status.RUNNING, last_activity_at__lt=now - shortest)
+        return self.filter(status=Workflow.Status.RUNNING, last_activity_at__lt=now_in_sql(now) - shortest)
 
     def matching(self, text: str) -> WorkflowQuerySet:
         """The navigation search: an id, the external id a customer quotes, a title or an agent's name.
