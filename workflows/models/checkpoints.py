@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
-from ..clock import database_now, now_in_sql
+from ..clock import database_now
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
@@ -68,32 +68,32 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
 
     def due(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Checkpoints on the clock past their SLA target whose breach is not recorded yet."""
-        return self.on_clock().filter(breached_at__isnull=True, due_at__lte=now_in_sql(now))
+        return self.on_clock().filter(breached_at__isnull=True, due_at__lte=now or database_now())
 
     def warning(self, now: datetime | None = None) -> CheckpointQuerySet:
-        return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now_in_sql(now))
+        return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now or database_now())
 
     def claim_warning(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the claim clock's warning."""
         return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
-                           claim_warned_at__isnull=True, claim_warn_at__lte=now_in_sql(now))
+                           claim_warned_at__isnull=True, claim_warn_at__lte=now or database_now())
 
     def claim_due(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the time-to-claim target, breach not recorded."""
         return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
-                           claim_breached_at__isnull=True, claim_due_at__lte=now_in_sql(now))
+                           claim_breached_at__isnull=True, claim_due_at__lte=now or database_now())
 
     def escalating(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Breached, with the next level of the escalation chain due."""
-        return self.open().filter(escalation_at__lte=now_in_sql(now))
+        return self.open().filter(escalation_at__lte=now or database_now())
 
     def reminding(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Claimed with no progress for the policy's reminder time."""
-        return self.filter(status=Checkpoint.Status.CLAIMED, remind_at__lte=now_in_sql(now))
+        return self.filter(status=Checkpoint.Status.CLAIMED, remind_at__lte=now or database_now())
 
     def stale_claims(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Claimed with no progress for the policy's release time: back to the queue."""
-        return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now_in_sql(now))
+        return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or database_now())
 
     def for_queue(self) -> CheckpointQuerySet:
         return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook", "runbook_version")

@@ -14,7 +14,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..clock import database_now, now_in_sql
+from ..clock import database_now
 from .agents import Agent
 from .base import IllegalTransition, Stateful
 from .checkpoints import Checkpoint
@@ -74,11 +74,11 @@ class DecisionQuerySet(models.QuerySet["Decision"]):
 
     def dispatchable(self, now: datetime | None = None) -> DecisionQuerySet:
         """The outbox: queued decisions whose next attempt is due."""
-        return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now_in_sql(now))
+        return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now or database_now())
 
     def stuck(self, now: datetime | None = None) -> DecisionQuerySet:
         """Running decisions whose delivery lease expired: the worker died or hung."""
-        return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now_in_sql(now))
+        return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now or database_now())
 
     def took_over_from(self, agent: Agent) -> DecisionQuerySet:
         """Failovers that took workflows away from ``agent`` and still stand (a failed one gave it back)."""

@@ -22,7 +22,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..clock import database_now, now_in_sql
+from ..clock import database_now
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -172,7 +172,7 @@ def _wake_relay() -> None:
 
 class DeliveryQuerySet(models.QuerySet["Delivery"]):
     def dispatchable(self, now: datetime | None = None) -> DeliveryQuerySet:
-        return self.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now_in_sql(now))
+        return self.filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now or database_now())
 
 
 class Delivery(models.Model):

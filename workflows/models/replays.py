@@ -22,7 +22,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from .. import drift
-from ..clock import now_in_sql
+from ..clock import database_now
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
@@ -60,7 +60,7 @@ class ReplayRunQuerySet(models.QuerySet["ReplayRun"]):
         return self.filter(status__in=ReplayRun.ACTIVE)
 
     def expired(self, now: datetime | None = None) -> ReplayRunQuerySet:
-        return self.active().filter(deadline_at__lt=now_in_sql(now))
+        return self.active().filter(deadline_at__lt=now or database_now())
 
 
 class ReplayRun(Stateful):

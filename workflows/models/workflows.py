@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from ..clock import now_in_sql
+from ..clock import database_now
 from ..identifiers import normalized
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
@@ -77,7 +77,7 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
         shortest = timedelta(seconds=min(
             [settings.AGENT_SILENCE_SECONDS]
             + list(Agent.objects.exclude(silence_seconds=None).values_list("silence_seconds", flat=True))))
-        return self.filter(status=Workflow.Status.RUNNING, last_activity_at__lt=now_in_sql(now) - shortest)
+        return self.filter(status=Workflow.Status.RUNNING, last_activity_at__lt=(now or database_now()) - shortest)
 
     def matching(self, text: str) -> WorkflowQuerySet:
         """The navigation search: an id, the external id a customer quotes, a title or an agent's name.
