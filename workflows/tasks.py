@@ -199,7 +199,8 @@ def pause_silent_workflows(now: datetime | None = None) -> int:
             continue
         last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first()
         try:
-            Checkpoint.open_for(workflow, reason=Reason.OTHER, by_console=True, at_seq=last, now=now,
+            # Opened (and its SLA clocks started) at the database's time, whatever instant silence was judged at.
+            Checkpoint.open_for(workflow, reason=Reason.OTHER, by_console=True, at_seq=last, now=database_now(),
                                 detail=f"agent went silent after step {last or 0}")
             opened += 1
         except Conflict:

@@ -268,8 +268,9 @@ class Decision(Stateful):
                          next_attempt_at=None)
 
     def mark_succeeded(self) -> bool:
-        """The agent's resume endpoint accepted the decision."""
-        return self._succeed(Event.Verb.DELIVERED)
+        """The agent's resume endpoint accepted the decision. A worker records it, on the database's clock:
+        the workflow's last activity, from which its silence is measured, must not be this process's."""
+        return self._succeed(Event.Verb.DELIVERED, now=database_now())
 
     @property
     def awaits_fetch(self) -> bool:
@@ -287,24 +288,23 @@ class Decision(Stateful):
                 "new_owner": self.new_owner.get_username() if self.new_owner is not None else None,
                 "handoff_to": self.handoff_to}
 
-    def _succeed(self, verb: Event.Verb, *, actor: Any = None) -> bool:
+    def _succeed(self, verb: Event.Verb, *, actor: Any = None, now: datetime | None = None) -> bool:
         # The worker that delivered is "system"; an agent that fetched its decision did it itself.
         with transaction.atomic():
             if not self.move(self.Status.SUCCEEDED, from_=[self.Status.QUEUED, self.Status.RUNNING], verb=verb,
-                             actor=actor, finished_at=timezone.now(),
+                             actor=actor, finished_at=now or timezone.now(),
                              lease_expires_at=None, next_attempt_at=None, last_error=""):
                 return False
-            self.carry_out(actor=actor)
+            self.carry_out(actor=actor, now=now)
         return True
 
-    def carry_out(self, *, actor: Any = None) -> None:
-        """The decision reached the agent: resolve the checkpoint and move the workflow on."""
+    def carry_out(self, *, actor: Any = None, now: datetime | None = None) -> None:
+        """The decision reached the agent: resolve the checkpoint and move the workflow on (at ``now``)."""
+        now = now or timezone.now()
         checkpoint = self.checkpoint
-        checkpoint.move(Checkpoint.Status.RESOLVED, actor=actor, verb=Event.Verb.RESOLVED,
-                        resolved_at=timezone.now())
+        checkpoint.move(Checkpoint.Status.RESOLVED, actor=actor, verb=Event.Verb.RESOLVED, resolved_at=now)
         workflow = checkpoint.workflow
         workflow.refresh_from_db()
-        now = timezone.now()
         if self.resumes:
             if workflow.status == Workflow.Status.RESUMING:
                 # Who has the workflow now: "returned to the same owner" compares it with the interruption's.
