@@ -50,6 +50,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from . import metrics, readiness
+from .clock import database_now
 from .models import Checkpoint, DailyRollup, Decision, Event, RollupState, Step, Workflow
 from .models.rollups import ANY
 
@@ -306,7 +307,7 @@ def rebuild(start: date | None = None, end: date | None = None, *, say: Any = No
 
     Without rollups yet, the whole history is rolled whatever the range, so the pages can trust the
     rows of every rolled day."""
-    started = timezone.now()
+    started = database_now()  # the watermark: a worker's clock running ahead would skip what came meanwhile
     state = RollupState.objects.first()
     first = earliest_day()
     if first is None:
@@ -335,7 +336,7 @@ def roll_recent() -> list[date]:
     if state is None:
         covered = rebuild()
         return list(_days(*covered)) if covered else []
-    started = timezone.now()
+    started = database_now()  # the watermark: a worker's clock running ahead would skip what came meanwhile
     days = touched_days(state.rolled_since) | set(_days(state.last_day, _today()))
     for day in sorted(days):
         roll_day(day)
