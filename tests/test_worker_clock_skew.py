@@ -19,9 +19,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
-from workflows import tasks
+from workflows import rollups, tasks
 from workflows.clock import database_now
-from workflows.models import Channel, Checkpoint, Decision, Delivery, Notification, ReplayRun, Workflow
+from workflows.models import (
+    Channel,
+    Checkpoint,
+    Decision,
+    Delivery,
+    Notification,
+    ReplayRun,
+    RollupState,
+    Workflow,
+)
 
 SKEW = timedelta(minutes=10)  # longer than a delivery lease (60 s), shorter than the silence limit (15 min)
 
@@ -179,3 +188,27 @@ def test_a_skewed_sweep_fails_a_replay_only_past_its_deadline_in_database_time(r
         assert tasks.settle_replays() == (1, 0)
     run.refresh_from_db()
     assert run.status == ReplayRun.Status.FAILED
+
+
+def test_a_skewed_workers_delivery_stamps_the_workflows_last_activity_at_database_time(decision, clocks):
+    with skewed_worker():
+        before = database_now()
+        assert tasks.deliver_decision(decision.pk) == "delivered"
+        after = database_now()
+    decision.refresh_from_db()
+    workflow = Workflow.objects.get(pk=decision.checkpoint.workflow_id)
+    assert workflow.status == Workflow.Status.RUNNING
+    # Silence is measured from here: 10 minutes ahead, the workflow would look alive 10 minutes too long.
+    assert before <= workflow.last_activity_at <= after
+    assert before <= decision.finished_at <= after
+
+
+def test_a_skewed_rollers_watermark_is_the_database_time(db):
+    for roll in ("the first (rebuild)", "the next (recent)"):
+        with skewed_worker():
+            before = database_now()
+            tasks.roll_figures()
+            after = database_now()
+        # Activity after the watermark is rolled again; 10 minutes ahead, it would skip what came meanwhile.
+        rolled_since = RollupState.objects.get().rolled_since
+        assert before - rollups.IN_FLIGHT <= rolled_since <= after - rollups.IN_FLIGHT, roll
