@@ -212,3 +212,21 @@ def test_a_skewed_rollers_watermark_is_the_database_time(db):
         # Activity after the watermark is rolled again; 10 minutes ahead, it would skip what came meanwhile.
         rolled_since = RollupState.objects.get().rolled_since
         assert before - rollups.IN_FLIGHT <= rolled_since <= after - rollups.IN_FLIGHT, roll
+
+
+def test_the_periodic_sweep_on_a_skewed_worker_changes_nothing_that_is_not_due(decision, receiver):
+    assert decision.start_attempt()  # an honest worker is delivering it
+    checkpoint = make_checkpoint()
+    running = make_worked_example()
+    now = database_now()
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(
+        warn_at=now + timedelta(minutes=5), due_at=now + timedelta(minutes=8))
+    Workflow.objects.filter(pk=running.pk).update(last_activity_at=now - timedelta(minutes=10))
+    with skewed_worker():
+        result = tasks.sweep()
+    assert (result["relayed"], result["reclaimed"], result["silent"], result["replays"],
+            result["notifications"]) == (0, 0, 0, (0, 0), 0)
+    assert result["sla"] == dict.fromkeys(result["sla"], 0)
+    decision.refresh_from_db()
+    assert decision.status == Decision.Status.RUNNING and decision.attempts == 1
+    assert receiver.deliveries == []
