@@ -30,7 +30,7 @@ def database_now() -> datetime:
     PostgreSQL: ``statement_timestamp()``, the start of this statement. Not ``now()``, which is the
     start of the *transaction* and would stand still through a long sweep's transaction (or a whole
     test); ``clock_timestamp()`` would do as well for this one-value statement, but
-    ``statement_timestamp()`` is what Django's ``Now()`` compiles to, so SQL and Python agree.
+    ``statement_timestamp()`` is what Django's ``Now()`` compiles to, so a filter written with it agrees.
     SQLite (embedded, one host): its ``'now'``, read from the operating system, never from the
     process's (possibly patched) clock; the end of its current millisecond, so that a stamp a web
     request wrote a moment ago with microseconds is never in the future of it.
