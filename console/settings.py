@@ -95,6 +95,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "console.notification_views.unread_notifications",
                 "console.context.demo",
+                "console.context.broker",
             ],
         },
     },

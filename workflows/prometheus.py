@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from . import metrics, rollups
-from .models import Checkpoint, Decision, Event, Reason, Workflow
+from .models import BrokerStatus, Checkpoint, Decision, Event, Reason, Workflow
 
 V = Event.Verb
 CACHE_KEY = "recovery:prometheus:exposition"
@@ -81,6 +81,10 @@ class RecoveryCollector(Collector):
                                   "(the checkpoint went back to the queue).", value=events.get(V.DELIVERY_FAILED, 0))
         yield CounterMetricFamily("recovery_duplicate_effect_attempts", "Effects reported again under a used "
                                   "idempotency key (refused with 409).", value=events.get(V.EFFECT_DUPLICATE_REFUSED, 0))
+
+        failing = BrokerStatus.failing()
+        yield GaugeMetricFamily("recovery_broker_failing", "1 while the broker refuses the messages handed to it "
+                                "(decisions wait in the outbox), else 0.", value=int(failing is not None))
 
     def _workflows(self) -> Iterator[Metric]:
         status = GaugeMetricFamily("recovery_workflows", "Workflows by status.", labels=["status"])

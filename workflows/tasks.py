@@ -19,6 +19,7 @@ from django.db import transaction
 from . import notify, runtime
 from .clock import database_now
 from .models import Checkpoint, Conflict, Decision, Delivery, Event, Reason, ReplayRun, Runbook, Workflow
+from .models.broker import BrokerStatus, repair_folder_broker
 
 log = logging.getLogger(__name__)
 
@@ -84,16 +85,32 @@ def relay_outbox(limit: int = 100) -> int:
     ``SKIP LOCKED`` lets several relays run side by side; a row's next attempt
     moves a lease ahead, so a message lost by the broker is sent again later.
     """
-    sent = 0
+    sent, refusal = 0, None
     now = database_now()
+    repair_folder_broker()
     with transaction.atomic():
         due = list(Decision.objects.dispatchable(now).select_for_update(skip_locked=True)
                    .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
         for pk in due:
-            deliver_decision.apply_async((pk,), retry=False)  # raises when the broker is down: row stays due
+            try:
+                deliver_decision.apply_async((pk,), retry=False)
+            except Exception as exc:  # broker down, or its disk full: this row and the rest stay due
+                refusal = exc
+                break
             Decision.objects.filter(pk=pk, status=Decision.Status.QUEUED).update(
                 next_attempt_at=now + timedelta(seconds=settings.DELIVERY_LEASE_SECONDS))
             sent += 1
+    return reported(sent, refusal)
+
+
+def reported(sent: int, refusal: Exception | None) -> int:
+    """Tell the console whether the broker took the messages (its banner and gauge); a refusal still raises,
+    so the relay's log and Celery's say so too."""
+    if refusal is not None:
+        BrokerStatus.refused(refusal)
+        raise refusal
+    if sent:
+        BrokerStatus.took()
     return sent
 
 
@@ -154,17 +171,21 @@ def record_sla(now: datetime | None = None) -> tuple[int, int]:
 
 def relay_notifications(limit: int = 200) -> int:
     """Hand due notification deliveries to the broker; a lease keeps each from being sent twice meanwhile."""
-    sent = 0
+    sent, refusal = 0, None
     now = database_now()
     lease = timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
     with transaction.atomic():
         due = list(Delivery.objects.dispatchable(now).select_for_update(skip_locked=True)
                    .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
         for pk in due:
-            deliver_notification.apply_async((pk,), retry=False)  # raises when the broker is down: row stays due
+            try:
+                deliver_notification.apply_async((pk,), retry=False)
+            except Exception as exc:  # broker down: this row and the rest stay due
+                refusal = exc
+                break
             Delivery.objects.filter(pk=pk, status=Delivery.Status.PENDING).update(next_attempt_at=now + lease)
             sent += 1
-    return sent
+    return reported(sent, refusal)
 
 
 @shared_task(acks_late=True, ignore_result=True)

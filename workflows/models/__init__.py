@@ -11,6 +11,7 @@ One module per noun; everything is imported from here (``from workflows.models i
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, hash_token
 from .breaches import BreachReason
+from .broker import BrokerStatus
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
@@ -33,4 +34,6 @@ __all__ = [
     "OperatorProfile", "SLAPolicy", "Terms", "BreachReason",
     # daily rollups of the recovery figures
     "DailyRollup", "RollupState",
+    # whether the broker takes messages
+    "BrokerStatus",
 ]

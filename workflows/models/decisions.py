@@ -418,12 +418,16 @@ def hand_to_broker(decision_id: int) -> None:
     delivery lease lets one worker deliver and the other stands back.
     """
     from ..tasks import deliver_decision
+    from .broker import BrokerStatus
 
     try:
         deliver_decision.apply_async((decision_id,), retry=False)
     except Exception as exc:
         log.warning("decision %s: broker unavailable, the outbox relay will send it: %s", decision_id, exc)
+        BrokerStatus.refused(exc)
         wake_relay()
+    else:
+        BrokerStatus.took()
 
 
 def wake_relay() -> None:

@@ -1,0 +1,100 @@
+"""Disk pressure on the embedded default's broker (the filesystem transport): its folder fills up.
+
+A real full disk: a small tmpfs mounted on the broker folder and filled to the last byte, with a
+real outbox relay and a real Celery worker on the filesystem broker. The decision is recorded and
+stays due, every page of the console says what is wrong and how many decisions wait, ``/metrics``
+says so too; once there is room the relay sends it and it is delivered once, and the banner goes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+
+import pytest
+
+from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example, squeezed
+from tests.stack import Stack, wait_until
+from workflows.models import BrokerStatus, Decision
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+BANNER = "Decisions are not reaching the workers."
+
+
+@pytest.fixture
+def full_broker_folder(tmp_path):
+    """VAR_DIR whose broker/ folder is a 256 KB tmpfs, full; yields (VAR_DIR, the file that fills it)."""
+    var = tmp_path / "var"
+    broker = var / "broker"
+    broker.mkdir(parents=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(broker)],  # noqa: S607
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        reason = f"a full disk needs a tmpfs mount (root): {mounted.stderr.strip()}"
+        if os.environ.get("REQUIRE_FULL_STACK") == "1":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    try:
+        for sub in ("out", "processed", "control"):  # what the settings make, made while there is room
+            (broker / sub).mkdir()
+        filler = broker / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            with pytest.raises(OSError) as full:
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            assert full.value.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        yield var, filler
+    finally:
+        subprocess.run(["umount", "-l", str(broker)], check=False)  # noqa: S607
+
+
+def test_a_full_broker_disk_is_said_on_every_page_and_the_decision_goes_out_once_there_is_room(
+        full_broker_folder, receiver, client, settings):
+    var, filler = full_broker_folder
+    settings.METRICS_ALLOWED_IPS, settings.METRICS_CACHE_SECONDS = ["127.0.0.1/32"], 0  # the scrape, uncached
+    operator = make_user("alice")
+    agent, _ = make_agent(resume_url=receiver.url)
+    stack = Stack("filesystem://", VAR_DIR=str(var), DELIVERY_LEASE_SECONDS="3", SWEEP_INTERVAL_SECONDS="0.3")
+    try:
+        relay = stack.relay()
+        checkpoint = make_checkpoint(make_worked_example(agent=agent))
+        decision = checkpoint.decide(by=operator, action="resume", instructions="go on", money_confirmed=True)
+        wait_until(lambda: relay.output().count("relay tick failed") >= 2, timeout=60,
+                   what="the relay to find the broker's disk full twice")
+        decision.refresh_from_db()
+        assert decision.status == Decision.Status.QUEUED  # kept, and still due
+        status = BrokerStatus.failing()
+        assert status is not None and status.failures >= 2
+        assert f"The broker folder {var / 'broker' / 'out'} is out of disk space" in status.last_error
+
+        client.force_login(operator)
+        page = squeezed(client.get("/").content.decode())
+        assert BANNER in page
+        assert "1 decision is recorded and waits; nothing is lost" in page
+        assert "is out of disk space" in page
+        assert squeezed(client.get(f"/checkpoints/{checkpoint.pk}/").content.decode()).count(BANNER) == 1
+        metrics = client.get("/metrics").content.decode()
+        assert "recovery_broker_failing 1.0" in metrics
+        assert receiver.deliveries == []
+
+        broker = var / "broker"
+        assert [p.stat().st_size for p in (broker / "control").glob("*.exchange")] == [0]  # left by the full disk
+        assert {p.stat().st_size for p in (broker / "out").glob("*.msg")} == {0}  # messages never written
+        filler.unlink()  # room again: nobody touches the decision
+        wait_until(lambda: BrokerStatus.failing() is None, timeout=60, what="the relay to hand it over")
+        wait_until(lambda: not [p for p in broker.rglob("*") if p.is_file() and p.stat().st_size == 0], timeout=30,
+                   what="the relay to clear what the full disk left unreadable")
+        stack.worker()  # it would not even start on the empty exchange table
+        wait_until(lambda: Decision.objects.get(pk=decision.pk).status == Decision.Status.SUCCEEDED, timeout=60,
+                   what="the decision to go out once the broker has room")
+        assert receiver.delivery_ids() == [str(decision.delivery_id)]
+        assert BrokerStatus.failing() is None
+        assert BANNER not in squeezed(client.get("/").content.decode())
+        assert "recovery_broker_failing 0.0" in client.get("/metrics").content.decode()
+    finally:
+        stack.stop()
