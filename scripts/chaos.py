@@ -583,6 +583,8 @@ class Killer(threading.Thread):
         self.kills: Counter[str] = Counter()
         self.rounds = 0  # complete rounds: every kind killed once more
         self.errors: list[str] = []
+        self.lock = threading.Lock()
+        self.down: set[str] = set()  # what the killer took down and has not started again yet
 
     def run(self) -> None:
         rounds: list[str] = []
@@ -591,12 +593,17 @@ class Killer(threading.Thread):
                 rounds = self.rng.sample(self.targets, len(self.targets))
             target = rounds.pop()
             self.rounds += not rounds
-            service = self.stack[self.rng.choice(["worker1", "worker2"])] if target == "worker" else self.stack[target]
+            name = self.rng.choice(["worker1", "worker2"]) if target == "worker" else target
+            service = self.stack[name]
+            with self.lock:
+                self.down.add(name)  # the supervisor leaves it alone: it is down on purpose
             service.kill()
             self.kills[target] += 1
             # Down for a moment, sometimes for longer than a delivery's retries last; then back, even when stopping.
             time.sleep(self.rng.uniform(5.0, 12.0) if self.rng.random() < 0.25 else self.rng.uniform(0.2, 2.0))
             self.restart(service)
+            with self.lock:
+                self.down.discard(name)
 
     def restart(self, service: Any) -> None:
         for attempt in range(5):
@@ -608,6 +615,35 @@ class Killer(threading.Thread):
                 say(f"  ! restart {attempt + 1} of {service.name} failed: {str(exc)[-300:]}")
                 service.kill()
                 time.sleep(2)
+
+
+class Supervisor(threading.Thread):
+    """What systemd or docker compose's ``restart: unless-stopped`` does in production: a process of the stack
+    that exits by itself is started again. Each such exit is counted and reported with its last error line,
+    never hidden: the killer's kills are on purpose, these are findings."""
+
+    def __init__(self, stack: dict[str, Any], killer: Killer) -> None:
+        super().__init__(name="supervisor", daemon=True)
+        self.stack, self.killer = stack, killer
+        self.stop = threading.Event()
+        self.exits: list[str] = []  # "worker1: <last error line>"
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            for name, service in self.stack.items():
+                if not isinstance(service, Service) or service.popen is None or self.stop.is_set():
+                    continue
+                with self.killer.lock:
+                    if name in self.killer.down or service.alive():
+                        continue
+                    self.killer.down.add(name)
+                errors = [line for line in service.output().splitlines() if "Error" in line or "CRITICAL" in line]
+                self.exits.append(f"{name}: {(errors[-1] if errors else 'no error printed').strip()[:300]}")
+                say(f"  ! {name} exited by itself (code {service.popen.returncode}); started again, as a supervisor "
+                    f"would: {self.exits[-1]}")
+                self.killer.restart(service)
+                with self.killer.lock:
+                    self.killer.down.discard(name)
 
 
 # --- the operators -----------------------------------------------------------------------------
@@ -676,6 +712,7 @@ class Logbook:
 
     long_leases: set[int] = field(default_factory=set)  # decisions seen with a lease longer than configured
     memory: list[dict[str, Any]] = field(default_factory=list)  # MemorySampler.report() of the run
+    exits: list[str] = field(default_factory=list)  # processes that exited by themselves (Supervisor)
 
     def count(self, what: str) -> None:
         with self.lock:
@@ -922,6 +959,7 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
     sampler = MemorySampler(stack, args.rss_interval)
     stop_operators = threading.Event()
     killer = Killer(stack, args.kill_interval, random.Random(rng.random()), kill_targets(args))
+    supervisor = Supervisor(stack, killer)
     started = time.monotonic()
     deadline = started + args.timeout
     operators: list[Operator] = []
@@ -940,6 +978,7 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
         if args.kill_interval > 0:
             killer.start()
         sampler.start()
+        supervisor.start()
         next_report = time.monotonic() + 15
         while time.monotonic() < deadline:
             if journal.launched() >= args.workflows and killer.is_alive() and not killer.stop.is_set() \
@@ -967,6 +1006,9 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
             say(f"  ! deadline of {deadline - started:.0f}s reached before the run settled")
         say(progress(started, journal, killer))
     finally:
+        supervisor.stop.set()
+        supervisor.join(120)
+        record.exits = supervisor.exits
         stop_operators.set()
         for operator in operators:
             operator.join(30)
@@ -1108,6 +1150,7 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "network": asdict(world.proxy.counts) if world.proxy else {},
         "clock_skew_seconds": world.args.clock_skew,
         "memory": record.memory,
+        "exited_by_themselves": record.exits,
         "database_bytes": database_bytes, "database_bytes_per_workflow": database_bytes // max(1, len(workflows)),
     }
 
@@ -1173,6 +1216,8 @@ def report(figures: dict) -> bool:
     line("delivery leases longer than configured", str(len(figures["leases_longer_than_configured"])), "0",
          not figures["leases_longer_than_configured"])
     fault_table(figures, checks)
+    say(f"  processes that exited by themselves (restarted, as a supervisor would): "
+        f"{len(figures['exited_by_themselves'])}")
     for row in figures["memory"]:
         line(f"RSS of {row['process']} over {row['minutes']:g} min", f"{row['rss_after_warmup_mb']:g} -> "
              f"{row['rss_at_end_mb']:g} MB ({row['growth_pct']:+g} %)", "±10 %", abs(row["growth_pct"]) <= 10.0)
@@ -1194,7 +1239,8 @@ def report(figures: dict) -> bool:
                        ("operator form errors", "operator_invalid"), ("restart errors", "kill_restart_errors"),
                        ("step reports lost after a 2xx", "reports_acknowledged_not_stored"),
                        ("stamped ahead of the database clock", "stamped_ahead_of_database_clock"),
-                       ("leases longer than configured", "leases_longer_than_configured")):
+                       ("leases longer than configured", "leases_longer_than_configured"),
+                       ("exited by themselves, restarted", "exited_by_themselves")):
         if figures[key]:
             say(f"  {label}: {figures[key] if isinstance(figures[key], dict) else ', '.join(map(str, figures[key][:50]))}")
     ok = all(checks.values())
