@@ -279,6 +279,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True  # redeliver work lost with a worker:
 CELERY_TASK_REJECT_ON_WORKER_LOST = True  # safe because every task is idempotent
+# Remote control (celery inspect/ping) listens on a Redis pub/sub channel, and a worker whose Redis restarts
+# can die reconnecting it ("'NoneType' object has no attribute 'hostname'" in kombu, seen by make chaos --hard).
+# The console sends no control commands: off unless asked for (make bench turns it on to ping its workers).
+CELERY_WORKER_ENABLE_REMOTE_CONTROL = env.bool("CELERY_WORKER_ENABLE_REMOTE_CONTROL", default=False)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_TASK_SOFT_TIME_LIMIT = 90

@@ -875,7 +875,8 @@ def main() -> None:
            "MANIFEST_STATIC": "false", "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver", "LOG_LEVEL": "WARNING",
            "API_RATE_LIMIT_PER_MINUTE": "100000000", "SECURE_COOKIES": "false", "PYTHONUNBUFFERED": "1",
            # The bench's own endpoint on loopback, and its own queue (the approving process sends there too).
-           "DELIVERY_ALLOWED_NETWORKS": "127.0.0.0/8", "CELERY_QUEUE": "bench"}
+           "DELIVERY_ALLOWED_NETWORKS": "127.0.0.0/8", "CELERY_QUEUE": "bench",
+           "CELERY_WORKER_ENABLE_REMOTE_CONTROL": "true"}  # ReadyFile pings the workers
     setup_django(env)
     install_trivial_view()
     import django
