@@ -1192,6 +1192,7 @@ def report(figures: dict) -> bool:
         "acknowledged": not figures["reports_acknowledged_not_stored"],
         "clock": not figures["stamped_ahead_of_database_clock"] and not figures["leases_longer_than_configured"],
         "memory": all(abs(row["growth_pct"]) <= 10.0 for row in figures["memory"]),
+        "exits": not figures["exited_by_themselves"],
     }
     say("")
     say(f"Chaos run: seed {figures['seed']}, {figures['duration_seconds']} s, "
@@ -1216,8 +1217,8 @@ def report(figures: dict) -> bool:
     line("delivery leases longer than configured", str(len(figures["leases_longer_than_configured"])), "0",
          not figures["leases_longer_than_configured"])
     fault_table(figures, checks)
-    say(f"  processes that exited by themselves (restarted, as a supervisor would): "
-        f"{len(figures['exited_by_themselves'])}")
+    line("processes that exited by themselves", f"{len(figures['exited_by_themselves'])} (each started again)",
+         "0", checks["exits"])
     for row in figures["memory"]:
         line(f"RSS of {row['process']} over {row['minutes']:g} min", f"{row['rss_after_warmup_mb']:g} -> "
              f"{row['rss_at_end_mb']:g} MB ({row['growth_pct']:+g} %)", "±10 %", abs(row["growth_pct"]) <= 10.0)
