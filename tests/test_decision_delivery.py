@@ -3,12 +3,14 @@
 import hashlib
 import hmac
 import json
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
 from workflows import runtime, tasks
+from workflows.clock import database_now
 from workflows.models import Checkpoint, Decision, Event, Workflow
 
 
@@ -157,22 +159,52 @@ def test_abort_ends_the_workflow(paused, alice, receiver):
     assert Workflow.objects.get(pk=paused.workflow_id).status == Workflow.Status.ABORTED
 
 
-def test_the_relay_sends_due_decisions_once_per_lease(paused, alice, monkeypatch):
+def lease_ran_out(decision):
+    """The decision's wait for a worker is over (its next attempt a second ago, on the database's clock)."""
+    Decision.objects.filter(pk=decision.pk).update(next_attempt_at=database_now() - timedelta(seconds=1))
+
+
+def due_in(decision):
+    """Seconds until the relay sends the decision again, on the database's clock, to the second."""
+    return round((Decision.objects.get(pk=decision.pk).next_attempt_at - database_now()).total_seconds())
+
+
+def test_the_relay_sends_a_decision_again_only_when_no_worker_took_it_and_waits_longer_each_time(
+        paused, alice, monkeypatch, settings, django_capture_on_commit_callbacks):
+    settings.DELIVERY_LEASE_SECONDS = 60
     sent = []
     monkeypatch.setattr(tasks.deliver_decision, "apply_async", lambda args, **kw: sent.append(args[0]))
-    decision = decide(paused, alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = decide(paused, alice)
+    assert sent == [decision.pk]  # handed to the broker right after the commit
+    assert tasks.relay_outbox() == 1  # and by the relay, in case that process died before it sent
+    assert tasks.relay_outbox() == 0
+    waits = [due_in(decision)]
+    for _ in range(3):  # no worker takes it: a lost message, or workers far behind
+        lease_ran_out(decision)
+        assert tasks.relay_outbox() == 1
+        assert tasks.relay_outbox() == 0
+        waits.append(due_in(decision))
+    assert waits == [60, 120, 240, 240]  # one lease, then two, then four at the most
+    assert sent == [decision.pk] * 5
+    # A worker took it and the attempt failed: the retry starts again from one lease.
+    assert Decision.objects.get(pk=decision.pk).start_attempt()
+    Decision.objects.get(pk=decision.pk).mark_attempt_failed("timed out")
+    lease_ran_out(decision)
     assert tasks.relay_outbox() == 1
-    assert tasks.relay_outbox() == 0  # not due again until its lease runs out
-    assert sent == [decision.pk]
+    assert due_in(decision) == 60
 
 
-def test_the_relay_keeps_a_decision_due_when_the_broker_is_down(paused, alice, monkeypatch):
+def test_the_relay_keeps_a_decision_due_when_the_broker_is_down(
+        paused, alice, monkeypatch, django_capture_on_commit_callbacks):
     def broker_down(args, **kw):
         raise ConnectionError("Error 111 connecting to redis: Connection refused.")
 
     monkeypatch.setattr(tasks.deliver_decision, "apply_async", broker_down)
-    decision = decide(paused, alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        decision = decide(paused, alice)  # the hand-off right after the commit fails
     due_at = Decision.objects.get(pk=decision.pk).next_attempt_at
+    assert Decision.objects.dispatchable().filter(pk=decision.pk).exists()
     with pytest.raises(ConnectionError):
         tasks.relay_outbox()
     assert Decision.objects.get(pk=decision.pk).next_attempt_at == due_at

@@ -83,7 +83,9 @@ def relay_outbox(limit: int = 100) -> int:
     """Send due decisions to the broker. Rows stay due until a worker takes them.
 
     ``SKIP LOCKED`` lets several relays run side by side; a row's next attempt
-    moves a lease ahead, so a message lost by the broker is sent again later.
+    moves a lease ahead (then two, then four: ``Decision.redispatched``), so a
+    message lost by the broker is sent again later without flooding a queue
+    that is only slow.
     """
     sent, refusal = 0, None
     now = database_now()
@@ -97,8 +99,7 @@ def relay_outbox(limit: int = 100) -> int:
             except Exception as exc:  # broker down, or its disk full: this row and the rest stay due
                 refusal = exc
                 break
-            Decision.objects.filter(pk=pk, status=Decision.Status.QUEUED).update(
-                next_attempt_at=now + timedelta(seconds=settings.DELIVERY_LEASE_SECONDS))
+            Decision.objects.filter(pk=pk, status=Decision.Status.QUEUED).update(**Decision.redispatched(now))
             sent += 1
     return reported(sent, refusal)
 
