@@ -138,7 +138,7 @@
   // own checks still apply.
   document.addEventListener("click", function (e) {
     var button = e.target.closest && e.target.closest("button[data-confirm]");
-    if (button && !window.confirm(button.dataset.confirm)) { e.preventDefault(); e.stopImmediatePropagation(); }
+    if (button && !window.confirm(button.dataset.confirm.replace(/\s+/g, " "))) { e.preventDefault(); e.stopImmediatePropagation(); }
   }, true);
 
   // The queue's poll waits while an operator types in a row (a rejection note, an open "Reject…").

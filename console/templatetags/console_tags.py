@@ -385,6 +385,14 @@ def is_admin(user: Any) -> bool:
 
 
 @register.filter
+def assignee_for(checkpoint: Any, user: Any) -> str:
+    """Who holds a checkpoint, as the signed-in user reads it: "you" for their own, else the name."""
+    if checkpoint.assignee_id is None:
+        return ""
+    return "you" if checkpoint.assignee_id == user.pk else str(checkpoint.assignee.get_username())
+
+
+@register.filter
 def split(value: str) -> list[str]:
     return str(value).split()
 
