@@ -66,7 +66,6 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse, urlunparse
@@ -74,6 +73,9 @@ from urllib.parse import urlparse, urlunparse
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 sys.path.insert(0, str(ROOT))
+
+from tests.stack import Receiver as RecordingReceiver  # noqa: E402 - the suite's resume endpoint
+
 SEED = 2026
 RESULTS: list[dict] = []  # every printed line, for docs/BENCHMARKS.md and the chart
 
@@ -658,44 +660,27 @@ class ReadyFile:
         return ready
 
 
-class Receiver:
-    """The agent's resume endpoint: records when each delivery (or bare task) arrived."""
+class Receiver(RecordingReceiver):
+    """The agent's resume endpoint (the suite's), timing each arrival: a delivery by its id, a bare task by
+    the key in its body."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.arrived: dict[str, float] = {}
         self.cond = threading.Condition()
-        receiver = self
+        self.respond = self.arrive
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                key = self.headers.get("X-Recovery-Delivery") or self.headers.get("X-Bench-Key")
-                with receiver.cond:
-                    receiver.arrived[key] = time.time()
-                    receiver.cond.notify_all()
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/resume"
+    def arrive(self, record: dict) -> int:
+        with self.cond:
+            self.arrived[record["delivery"] or record["body"]["key"]] = time.time()
+            self.cond.notify_all()
+        return 200
 
     def wait(self, key: str, timeout: float = 60) -> float:
         with self.cond:
             if not self.cond.wait_for(lambda: key in self.arrived, timeout):
                 raise RuntimeError(f"{key} was never delivered")
             return self.arrived[key]
-
-    def close(self) -> None:
-        self.server.shutdown()
 
 
 # --- a trivial authenticated view, the baseline of the page figures --------------------

@@ -3,6 +3,7 @@
 Loaded only by the benchmark's worker (``celery … -I bench_tasks`` with scripts/ on PYTHONPATH).
 """
 
+import json
 import urllib.request
 
 from celery import shared_task
@@ -10,7 +11,8 @@ from celery import shared_task
 
 @shared_task(ignore_result=True)
 def post(url: str, key: str) -> None:
-    request = urllib.request.Request(url, data=b"{}", method="POST",  # noqa: S310 - the bench's own receiver
-                                     headers={"Content-Type": "application/json", "X-Bench-Key": key})
+    body = json.dumps({"key": key}).encode()
+    request = urllib.request.Request(url, data=body, method="POST",  # noqa: S310 - the bench's own receiver
+                                     headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
         response.read()
