@@ -9,6 +9,7 @@ from html import unescape
 
 import time_machine
 from django.urls import reverse
+from django.utils import timezone
 
 from console import breach_views
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
@@ -151,11 +152,13 @@ def test_escalations_reminders_and_releases_are_counted_from_the_sweeps_events(c
     EscalationLevel.objects.create(policy=policy, delay_minutes=5, notify=True, user=adam)
     EscalationLevel.objects.create(policy=policy, delay_minutes=10, notify=True, user=adam)
     make_runbook(workflow_kind="refund", policy=policy, slug="refunds")
-    checkpoint = breached()  # the sweep 20 minutes past due fires both levels
-    activity = metrics.sla_activity(metrics.Filters.last(30, today=checkpoint.due_at.date()))
-    assert activity == {"escalations": 2, "reminders": 0, "releases": 0}
-    client.force_login(tess)
-    page = client.get(reverse("breach_review")).content.decode()
+    # At noon, so that the sweep 20 minutes past due (50 minutes on) stamps the same day as the page's period.
+    with time_machine.travel(timezone.now().replace(hour=12, minute=0), tick=False):
+        checkpoint = breached()  # the sweep 20 minutes past due fires both levels
+        activity = metrics.sla_activity(metrics.Filters.last(30, today=checkpoint.due_at.date()))
+        assert activity == {"escalations": 2, "reminders": 0, "releases": 0}
+        client.force_login(tess)
+        page = client.get(reverse("breach_review")).content.decode()
     card = _card(page, "escalations")
     assert '<div class="figure-value" data-testid="card-value">2</div>' in card and "(before: 0)" in card
 
