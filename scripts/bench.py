@@ -884,10 +884,14 @@ def main() -> None:
     try:
         if only & {"ingest", "batched", "langgraph"}:
             bench.start_web()
+        took = {}
         for section in SECTIONS:
             if section in only:
+                begun = time.perf_counter()
                 getattr(bench, {"memory": "web_memory"}.get(section, section))()
+                took[section] = time.perf_counter() - begun
         bench.chart()
+        print("\nsections: " + ", ".join(f"{name} {seconds:.0f}s" for name, seconds in took.items()))
     finally:
         bench.procs.stop()
     print(f"\nwhole run: {time.perf_counter() - started:.0f}s")

@@ -70,19 +70,22 @@ def test_the_client_drives_the_worked_example_through_every_endpoint(client, ali
     assert [s["seq"] for s in client.get_workflow(workflow_id)["steps"]] == [1, 2, 3, 4]
 
 
-def test_an_api_error_carries_status_code_and_field(client):
+def finish_with_a_checkpoint_open(client, workflow_id):
+    client.open_checkpoint(workflow_id, "manual")
+    client.finish(workflow_id, "completed")
+
+
+@pytest.mark.parametrize(("call", "status", "code", "field"), [
+    (lambda client, workflow_id: client.report_step(workflow_id, 1, "issue_refund", "effect", "committed"),
+     422, "idempotency_key_required", "idempotency_key"),
+    (lambda client, workflow_id: client.get_workflow("424242"), 404, "not_found", None),
+    (finish_with_a_checkpoint_open, 409, "checkpoint_open", None),
+], ids=["effect-without-key", "unknown-workflow", "finish-with-checkpoint-open"])
+def test_an_api_error_carries_status_code_and_field(client, call, status, code, field):
     workflow_id = client.create_workflow("T-1", "refund", "t")["id"]
     with pytest.raises(ApiError) as raised:
-        client.report_step(workflow_id, 1, "issue_refund", "effect", "committed")
-    assert (raised.value.status, raised.value.code, raised.value.field) == \
-        (422, "idempotency_key_required", "idempotency_key")
-    with pytest.raises(ApiError) as raised:
-        client.get_workflow("424242")
-    assert (raised.value.status, raised.value.code) == (404, "not_found")
-    client.open_checkpoint(workflow_id, "manual")
-    with pytest.raises(ApiError) as raised:
-        client.finish(workflow_id, "completed")
-    assert (raised.value.status, raised.value.code) == (409, "checkpoint_open")
+        call(client, workflow_id)
+    assert (raised.value.status, raised.value.code, raised.value.field) == (status, code, field)
 
 
 def test_a_bad_token_is_an_api_error_401(live_server):
