@@ -2,7 +2,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import task_received, worker_init, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
@@ -18,3 +18,24 @@ def repair_broker_folder(**kwargs: Any) -> None:
     from workflows.models.broker import repair_folder_broker
 
     repair_folder_broker()
+
+
+@worker_ready.connect
+def start_consumer_watchdog(sender: Any, **kwargs: Any) -> None:
+    """On a Redis broker, a worker whose consumer stalls exits to be started again (console/watchdog.py)."""
+    import threading
+
+    from django.conf import settings
+
+    from . import watchdog
+
+    seconds = settings.WORKER_WATCHDOG_SECONDS
+    if not seconds or not str(app.conf.broker_url).startswith(("redis://", "rediss://")):
+        return
+    queues = sorted({queue.name for queue in sender.task_consumer.queues})
+    dog = watchdog.ConsumerWatchdog(watchdog.queue_backlog(app, queues), stall_seconds=seconds)
+    task_received.connect(lambda **_: dog.took(), weak=False, dispatch_uid="consumer-watchdog")
+    stop = threading.Event()
+    worker_shutting_down.connect(lambda **_: stop.set(), weak=False, dispatch_uid="consumer-watchdog-stop")
+    watchdog.watch(dog, interval=min(10.0, seconds / 3), stop=stop, leave=watchdog.leave_process)
+

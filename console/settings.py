@@ -202,6 +202,9 @@ DELIVERY_LEASE_SECONDS = env.int("DELIVERY_LEASE_SECONDS", default=60)
 DELIVERY_TIMEOUT_SECONDS = env.float("DELIVERY_TIMEOUT_SECONDS", default=10.0)
 DELIVERY_MAX_ATTEMPTS = env.int("DELIVERY_MAX_ATTEMPTS", default=6)
 DELIVERY_BACKOFF_SECONDS = env.float("DELIVERY_BACKOFF_SECONDS", default=2.0)
+# A worker on Redis whose queues held messages this long while it took none exits to be started again:
+# Celery's consumer can stall after Redis restarts (console/watchdog.py). 0 turns the watchdog off.
+WORKER_WATCHDOG_SECONDS = env.float("WORKER_WATCHDOG_SECONDS", default=300.0)
 # Where deliveries may go (workflows/runtime.py): https only, and no loopback, private or link-local
 # targets, unless DEBUG; the networks listed in DELIVERY_ALLOWED_NETWORKS (CIDR) are allowed anyway.
 DELIVERY_REQUIRE_HTTPS = env.bool("DELIVERY_REQUIRE_HTTPS", default=not DEBUG)
