@@ -97,6 +97,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from console import watchdog  # noqa: E402 - no Django needed: the mark its exits carry
+
 BIN = Path(sys.executable).parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/recovery_chaos"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/7"
@@ -372,6 +375,8 @@ def prepare(args: argparse.Namespace) -> World:
         "SWEEP_INTERVAL_SECONDS": "1", "DELIVERY_BACKOFF_SECONDS": "0.5",
         "DELIVERY_MAX_ATTEMPTS": str(args.delivery_attempts),
         "DELIVERY_TIMEOUT_SECONDS": "5",
+        # A worker whose Celery consumer stalls after a Redis kill exits within this and is started again.
+        "WORKER_WATCHDOG_SECONDS": "30",
         # The faults under test are the simulated systems' rate limits, not the console's own.
         "API_RATE_LIMIT_PER_MINUTE": "0",
         # The demo fleet listens on loopback over plain http: allow exactly that for deliveries.
@@ -627,6 +632,7 @@ class Supervisor(threading.Thread):
         self.stack, self.killer = stack, killer
         self.stop = threading.Event()
         self.exits: list[str] = []  # "worker1: <last error line>"
+        self.watchdog: list[str] = []  # workers that left on their consumer watchdog (console/watchdog.py)
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
@@ -637,7 +643,16 @@ class Supervisor(threading.Thread):
                     if name in self.killer.down or service.alive():
                         continue
                     self.killer.down.add(name)
-                errors = [line for line in service.output().splitlines() if "Error" in line or "CRITICAL" in line]
+                output = service.output()
+                if watchdog.MARK in output:  # not a crash: the worker saw its consumer stall and left to be restarted
+                    self.watchdog.append(name)
+                    say(f"  ~ {name}: its Celery consumer stalled beside queued messages; it left on its watchdog "
+                        "and was started again")
+                    self.killer.restart(service)
+                    with self.killer.lock:
+                        self.killer.down.discard(name)
+                    continue
+                errors = [line for line in output.splitlines() if "Error" in line or "CRITICAL" in line]
                 self.exits.append(f"{name}: {(errors[-1] if errors else 'no error printed').strip()[:300]}")
                 say(f"  ! {name} exited by itself (code {service.popen.returncode}); started again, as a supervisor "
                     f"would: {self.exits[-1]}")
@@ -713,6 +728,7 @@ class Logbook:
     long_leases: set[int] = field(default_factory=set)  # decisions seen with a lease longer than configured
     memory: list[dict[str, Any]] = field(default_factory=list)  # MemorySampler.report() of the run
     exits: list[str] = field(default_factory=list)  # processes that exited by themselves (Supervisor)
+    watchdog: list[str] = field(default_factory=list)  # workers restarted by their consumer watchdog
 
     def count(self, what: str) -> None:
         with self.lock:
@@ -1008,7 +1024,7 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
     finally:
         supervisor.stop.set()
         supervisor.join(120)
-        record.exits = supervisor.exits
+        record.exits, record.watchdog = supervisor.exits, supervisor.watchdog
         stop_operators.set()
         for operator in operators:
             operator.join(30)
@@ -1151,6 +1167,7 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "clock_skew_seconds": world.args.clock_skew,
         "memory": record.memory,
         "exited_by_themselves": record.exits,
+        "restarted_by_watchdog": record.watchdog,
         "database_bytes": database_bytes, "database_bytes_per_workflow": database_bytes // max(1, len(workflows)),
     }
 
@@ -1219,6 +1236,8 @@ def report(figures: dict) -> bool:
     fault_table(figures, checks)
     line("processes that exited by themselves", f"{len(figures['exited_by_themselves'])} (each started again)",
          "0", checks["exits"])
+    say(f"  workers whose consumer stalled and that left on their watchdog (console/watchdog.py), started again: "
+        f"{len(figures['restarted_by_watchdog'])} {figures['restarted_by_watchdog'] or ''}")
     for row in figures["memory"]:
         line(f"RSS of {row['process']} over {row['minutes']:g} min", f"{row['rss_after_warmup_mb']:g} -> "
              f"{row['rss_at_end_mb']:g} MB ({row['growth_pct']:+g} %)", "±10 %", abs(row["growth_pct"]) <= 10.0)
