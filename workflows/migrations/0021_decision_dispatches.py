@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='decision',
             name='dispatches',
-            field=models.PositiveIntegerField(default=0, help_text='Messages handed to the broker since the last attempt started: each one the relay sends again waits longer for a worker (see Decision.redispatched).'),
+            field=models.PositiveIntegerField(default=0, help_text='Messages the relay sent since the last attempt started: each one waits longer for a worker than the one before (see Decision.redispatched).'),
         ),
     ]
