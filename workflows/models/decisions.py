@@ -184,6 +184,14 @@ class Decision(Stateful):
         return self.action in RESUMING_ACTIONS
 
     @property
+    def aborts(self) -> bool:
+        return self.action == Action.ABORT
+
+    @property
+    def hands_off(self) -> bool:
+        return self.action == Action.HANDOFF
+
+    @property
     def new_owner_name(self) -> str | None:
         """Who takes a handoff over: an operator's username, or the human process named instead."""
         return self.new_owner.get_username() if self.new_owner else (self.handoff_to or None)

@@ -388,13 +388,18 @@ class Step(Stateful):
     KEPT_WHEN_NULL = ("input", "output", "promise", "idempotency_key", "external_ref")
 
     @property
+    def is_effect(self) -> bool:
+        """A step that changed the world (a refund, a ticket note): it carries a key and maybe a reference."""
+        return self.kind == self.Kind.EFFECT
+
+    @property
     def is_unknown_effect(self) -> bool:
-        return self.kind == self.Kind.EFFECT and self.status == self.Status.PENDING
+        return self.is_effect and self.status == self.Status.PENDING
 
     @property
     def is_retryable(self) -> bool:
         """A failed effect: nothing happened, so it may be tried again under its key."""
-        return self.kind == self.Kind.EFFECT and self.status == self.Status.FAILED
+        return self.is_effect and self.status == self.Status.FAILED
 
     def retry(self, *, actor: Any = None) -> bool:
         """FAILED -> PENDING: a new attempt of a failed effect under the same idempotency key.
