@@ -33,7 +33,9 @@ def start_consumer_watchdog(sender: Any, **kwargs: Any) -> None:
     if not seconds or not str(app.conf.broker_url).startswith(("redis://", "rediss://")):
         return
     queues = sorted({queue.name for queue in sender.task_consumer.queues})
-    dog = watchdog.ConsumerWatchdog(watchdog.queue_backlog(app, queues), stall_seconds=seconds)
+    concurrency = int(getattr(sender.controller, "concurrency", None) or 1)
+    dog = watchdog.ConsumerWatchdog(watchdog.queue_backlog(app, queues), stall_seconds=seconds,
+                                    busy=watchdog.full(concurrency * int(app.conf.worker_prefetch_multiplier or 1)))
     task_received.connect(lambda **_: dog.took(), weak=False, dispatch_uid="consumer-watchdog")
     stop = threading.Event()
     worker_shutting_down.connect(lambda **_: stop.set(), weak=False, dispatch_uid="consumer-watchdog-stop")

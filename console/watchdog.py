@@ -29,8 +29,8 @@ class ConsumerWatchdog:
     """Decides, from the queues' backlog and the worker's last take, whether the consumer has stalled."""
 
     def __init__(self, backlog: Callable[[], int], *, stall_seconds: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.backlog, self.stall_seconds, self.clock = backlog, stall_seconds, clock
+                 busy: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic) -> None:
+        self.backlog, self.stall_seconds, self.busy, self.clock = backlog, stall_seconds, busy, clock
         self.last_taken = clock()
         self.waiting_since: float | None = None
 
@@ -39,8 +39,13 @@ class ConsumerWatchdog:
         self.last_taken = self.clock()
 
     def stalled(self) -> bool:
-        """True when messages have waited a whole window and the worker took none meanwhile. A broker that
-        cannot be asked is not a stall of this worker's (the relay and the banner report it)."""
+        """True when messages have waited a whole window and the worker, with room for more, took none
+        meanwhile. A worker whose every slot holds a task (a long roll-up, a slow delivery) takes nothing
+        because it is busy, not stalled; a broker that cannot be asked is not a stall of this worker's
+        (the relay and the banner report it)."""
+        if self.busy():
+            self.took()  # full: it asks for more when a slot frees; the window starts from then
+            return False
         try:
             waiting = self.backlog()
         except Exception as exc:  # noqa: BLE001 - the broker is down or restarting: judge again next time
@@ -54,6 +59,13 @@ class ConsumerWatchdog:
         if self.waiting_since is None:
             self.waiting_since = now
         return now - max(self.waiting_since, self.last_taken) >= self.stall_seconds
+
+
+def full(concurrency: int) -> Callable[[], bool]:
+    """Every pool slot holds a task this worker received (with a prefetch of one, it takes no more)."""
+    from celery.worker import state
+
+    return lambda: len(state.reserved_requests) >= concurrency
 
 
 def queue_backlog(app: Any, queues: list[str]) -> Callable[[], int]:

@@ -44,6 +44,20 @@ def test_the_watchdog_judges_a_stall_only_when_messages_waited_a_whole_window_an
     assert not dog.stalled()
 
 
+def test_a_worker_whose_every_slot_holds_a_task_is_busy_not_stalled():
+    clock, busy = Clock(), [True]
+    dog = ConsumerWatchdog(lambda: 10, stall_seconds=30, busy=lambda: busy[0], clock=clock)
+    for _ in range(10):  # a long roll-up on every slot, for five minutes, with messages waiting
+        clock.now += 30
+        assert not dog.stalled()
+    busy[0] = False  # a slot frees: from now on it must take one within the window
+    assert not dog.stalled()
+    clock.now += 29
+    assert not dog.stalled()
+    clock.now += 1
+    assert dog.stalled()
+
+
 def test_a_broker_that_does_not_answer_is_no_stall_of_the_workers():
     clock = Clock()
 
