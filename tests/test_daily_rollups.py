@@ -192,3 +192,20 @@ def test_histogram_buckets_are_within_one_percent():
     timing = rollups.ApproxTiming("t", {rollups.bucket_of(s): 1 for s in (10.0, 20.0, 30.0, 40.0)})
     assert timing.count == 4
     assert close(timing.median, 25.0) and close(timing.p90, 40.0)
+
+
+@pytest.mark.postgres
+def test_while_one_worker_rolls_the_figures_another_leaves_it_to_the_next_tick(history):
+    import psycopg
+
+    from tests.stack import database_url
+
+    with psycopg.connect(database_url(), autocommit=True) as other_worker:  # a roll in progress elsewhere
+        other_worker.execute("SELECT pg_advisory_lock(%s)", [rollups.ROLL_LOCK])
+        assert tasks.roll_figures() == 0
+        assert not DailyRollup.objects.exists() and not RollupState.objects.exists()
+        other_worker.execute("SELECT pg_advisory_unlock(%s)", [rollups.ROLL_LOCK])
+    assert tasks.roll_figures() >= 1
+    assert DailyRollup.objects.exists()
+    with psycopg.connect(database_url(), autocommit=True) as other_worker:  # this roll let the lock go
+        assert other_worker.execute("SELECT pg_try_advisory_lock(%s)", [rollups.ROLL_LOCK]).fetchone()[0]

@@ -253,10 +253,12 @@ def sweep() -> dict[str, Any]:
 # bench machine): far past the default limits, and harmless to redo if killed (each day is one transaction).
 @shared_task(acks_late=True, ignore_result=True, time_limit=3600, soft_time_limit=3500)
 def roll_figures() -> int:
-    """Re-roll the daily rollups of the days touched since the last roll, and today (see workflows.rollups)."""
+    """Re-roll the daily rollups of the days touched since the last roll, and today (see workflows.rollups).
+    While another worker rolls, this one leaves it: the next tick covers what changed meanwhile."""
     from . import rollups
 
-    return len(rollups.roll_recent())
+    with rollups.one_roll_at_a_time() as mine:
+        return len(rollups.roll_recent()) if mine else 0
 
 
 # The stand-down notice is retried until the replaced agent's endpoint answers again (an agent that failed
