@@ -160,8 +160,9 @@ class Procs:
         proc.log = log.name
         return proc
 
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
+    def stop(self, since: int = 0) -> None:
+        """Stop the processes started from the ``since``-th on (all by default), newest first."""
+        for proc in reversed(self.procs[since:]):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
                 try:
@@ -435,10 +436,11 @@ class Bench:
     def delivery(self) -> None:
         from django.contrib.auth import get_user_model
 
-        from workflows.models import Checkpoint
+        from workflows.models import Checkpoint, Decision
 
         header("approve -> delivery (relay woken by NOTIFY, Celery worker over Redis) vs bare Celery task")
         n = self.args.deliveries
+        section_procs = len(self.procs.procs)
         receiver = Receiver()
         worker_env = {**self.env, "PYTHONPATH": str(ROOT / "scripts"), "CELERY_QUEUE": "bench"}
         self.procs.env = worker_env
@@ -479,6 +481,12 @@ class Bench:
         first, last = rss[n // 10], rss[n]
         line(f"worker RSS after {n:,} vs {n // 10:,} deliveries", last / 2**20, first / 2**20, "MiB",
              target="<= 1.10x", holds=last <= 1.10 * first)
+        # The worker and the relay go with the section: a delivery still being recorded would write its
+        # events under the ids the next section's COPY has taken.
+        deadline = time.monotonic() + 60
+        while Decision.objects.exclude(status__in=["succeeded", "failed"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.procs.stop(since=section_procs)
         receiver.close()
 
     # -- tiers: queue, sweep, ingest against growing history
