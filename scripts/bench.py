@@ -1,6 +1,6 @@
 """The benchmark suite: every figure beside its own baseline, measured in the same run.
 
-    make bench                                   # about 6-8 minutes on a 2-core machine
+    make bench                                   # about 3 minutes on an idle 2-core machine
     make bench BENCH_ARGS="--full"               # + the 1M tier, 10k deliveries and 10k renders (~25 min)
     make bench BENCH_ARGS="--breach-review 1000000"  # the breach review, empty vs 1M checkpoints (~12 min)
     make bench BENCH_ARGS="--tpm-pages 1000000"  # the TPM pages: empty vs 1M workflows, daily rollups
