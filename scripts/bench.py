@@ -528,6 +528,9 @@ class Bench:
         from workflows.tasks import record_sla
 
         now = timezone.now()
+        # The generated history holds checkpoints already past due that no sweep has seen (5,628 of them at
+        # the 1M tier): a first sweep records those, untimed, so the timed one meets exactly ``due`` rows.
+        record_sla(now)
         with connection.cursor() as cursor:
             cursor.execute("""UPDATE workflows_checkpoint SET due_at = %s, warn_at = %s, breached_at = NULL,
                               warned_at = NULL WHERE id IN (SELECT id FROM workflows_checkpoint
@@ -536,7 +539,7 @@ class Bench:
         t = time.perf_counter()
         warned, breached = record_sla(now)
         elapsed = (time.perf_counter() - t) * 1000
-        if breached < due:
+        if breached != due:
             raise RuntimeError(f"the sweep recorded {breached} breaches of {due} due")
         return elapsed
 
