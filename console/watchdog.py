@@ -22,7 +22,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 EXIT_CODE = 75  # EX_TEMPFAIL: start me again
-MARK = "consumer watchdog:"  # the chaos run tells these exits from crashes by it
+MARK = "consumer watchdog: stalled"  # only the leaving line carries it: the chaos run tells these exits from crashes
 
 
 class ConsumerWatchdog:
@@ -49,7 +49,7 @@ class ConsumerWatchdog:
         try:
             waiting = self.backlog()
         except Exception as exc:  # noqa: BLE001 - the broker is down or restarting: judge again next time
-            log.info("%s the broker did not answer (%s); judging again later", MARK, exc)
+            log.info("consumer watchdog: the broker did not answer (%s); judging again later", exc)
             self.waiting_since = None
             return False
         now = self.clock()
@@ -91,9 +91,9 @@ def watch(watchdog: ConsumerWatchdog, *, interval: float, stop: threading.Event,
     def run() -> None:
         while not stop.wait(interval):
             if watchdog.stalled():
-                log.critical("%s messages waited in the worker's queues for %.0f s and it took none: its consumer "
-                             "has stalled (celery/celery#10302); exiting so that the supervisor starts it again",
-                             MARK, watchdog.stall_seconds)
+                log.critical("%s: messages waited in the worker's queues for %.0f s and it took none: its "
+                             "consumer has stalled (celery/celery#10302); exiting so that the supervisor starts it "
+                             "again", MARK, watchdog.stall_seconds)
                 leave()
                 return
 

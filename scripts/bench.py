@@ -484,7 +484,8 @@ class Bench:
         # The worker and the relay go with the section: a delivery still being recorded would write its
         # events under the ids the next section's COPY has taken.
         deadline = time.monotonic() + 60
-        while Decision.objects.exclude(status__in=["succeeded", "failed"]).exists() and time.monotonic() < deadline:
+        finished = [Decision.Status.SUCCEEDED, Decision.Status.FAILED]
+        while Decision.objects.exclude(status__in=finished).exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         self.procs.stop(since=section_procs)
         receiver.close()

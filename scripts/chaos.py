@@ -648,17 +648,18 @@ class Supervisor(threading.Thread):
                     self.watchdog.append(name)
                     say(f"  ~ {name}: its Celery consumer stalled beside queued messages; it left on its watchdog "
                         "and was started again")
-                    self.killer.restart(service)
-                    with self.killer.lock:
-                        self.killer.down.discard(name)
-                    continue
-                errors = [line for line in output.splitlines() if "Error" in line or "CRITICAL" in line]
-                self.exits.append(f"{name}: {(errors[-1] if errors else 'no error printed').strip()[:300]}")
-                say(f"  ! {name} exited by itself (code {service.popen.returncode}); started again, as a supervisor "
-                    f"would: {self.exits[-1]}")
+                else:
+                    self.report_exit(name, service, output)
                 self.killer.restart(service)
                 with self.killer.lock:
                     self.killer.down.discard(name)
+
+    def report_exit(self, name: str, service: Service, output: str) -> None:
+        """A crash: counted, and reported with the last error line the process printed."""
+        errors = [line for line in output.splitlines() if "Error" in line or "CRITICAL" in line]
+        self.exits.append(f"{name}: {(errors[-1] if errors else 'no error printed').strip()[:300]}")
+        say(f"  ! {name} exited by itself (code {service.popen.returncode}); started again, as a supervisor "
+            f"would: {self.exits[-1]}")
 
 
 # --- the operators -----------------------------------------------------------------------------
