@@ -253,6 +253,7 @@ METRICS_CACHE_SECONDS = env.int("METRICS_CACHE_SECONDS", default=15)
 # --- Celery ----------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
+    CELERY_BROKER_TRANSPORT = "console.folder_broker:Transport"  # messages written whole or not at all
     _queue_dir = VAR_DIR / "broker"
     for _sub in ("out", "processed", "control"):
         (_queue_dir / _sub).mkdir(parents=True, exist_ok=True)

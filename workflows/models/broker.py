@@ -36,9 +36,10 @@ def repair_folder_broker() -> list[Path]:
     creates the file and cannot write it, and from then on every publish and every worker start fails
     to parse it, long after the disk has room again. Such a file is removed (once no writer can still be
     filling it); the next bind writes it again, and the outbox sends what a missing binding dropped.
-    A message file created and never written (``_put`` on a full disk) is removed too: a worker would
-    fail to decode it, and the decision it was for is still due in the outbox. Does nothing for other
-    brokers.
+    A message file created and never written (kombu's own ``_put`` on a full disk, in a folder written
+    before ``console.folder_broker``) is removed too: a worker would fail to decode it, and the decision
+    it was for is still due in the outbox; so is a ``.partial`` file a killed writer never renamed. Does
+    nothing for other brokers.
     """
     options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}) or {}
     folder = options.get("control_folder")
@@ -46,10 +47,12 @@ def repair_folder_broker() -> list[Path]:
         return []
     removed = []
     outbox = options.get("data_folder_out")
-    for message in Path(outbox).glob("*.msg") if outbox else ():  # created, never written: no message at all
+    messages = [*Path(outbox).glob("*.msg"), *Path(outbox).glob("*.msg.partial")] if outbox else []
+    for message in messages:  # created, never written (or a writer killed before its rename): no message at all
         with contextlib.suppress(OSError):
             stat = message.stat()
-            if stat.st_size == 0 and time.time() - stat.st_mtime >= SETTLED_SECONDS:
+            partial = message.suffix == ".partial"
+            if (partial or stat.st_size == 0) and time.time() - stat.st_mtime >= SETTLED_SECONDS:
                 message.unlink(missing_ok=True)
                 removed.append(message)
     for table in Path(folder).glob("*.exchange"):
