@@ -32,10 +32,15 @@ that database: ``ALLOW_CONNECTIONS`` and ``pg_terminate_backend``, never the
 shared cluster); deliveries crossing a seeded slow and lossy proxy
 (``workflows.demo.netfaults``) that delays every connection and cuts answers
 mid-response or never answers, after the agent acted; and the second worker's
-clock five minutes ahead (``scripts/skewed_clock.py``). Its extra targets: every
+clock five minutes ahead (``scripts/skewed_clock.py``); then a second, shorter run on
+the embedded default's broker (kombu's filesystem transport, its folder a small
+tmpfs, so root) whose folder is filled to the last byte in the kill rounds and
+given room again (``--disk-pressure``). Its extra targets: every
 step report the console answered 2xx is still stored (the fleet journals each
 acknowledgement), no record is stamped ahead of the database's clock, and no
-delivery lease is longer than configured; a table names each fault, how often it
+delivery lease is longer than configured; while the broker's disk is full and a
+decision is refused, the queue page says so (with how many decisions wait) and
+says nothing once there is room again; a table names each fault, how often it
 was injected, its target and whether it held.
 When the fleet has launched N workflows the killer stops and the run drains:
 until every workflow is terminal, bounded by ``--timeout``. Then it prints
@@ -156,6 +161,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                            "mid-response and black holes, after the agent acted.")
     hard.add_argument("--clock-skew", type=float, default=None, metavar="SECONDS",
                       help=f"One Celery worker's clock runs this far ahead (--hard: {HARD_CLOCK_SKEW:g}).")
+    hard.add_argument("--disk-pressure", action=argparse.BooleanOptionalAction, default=None,
+                      help="After the run, a shorter one on the embedded default's broker (the filesystem "
+                           "transport) in a small tmpfs folder (needs root to mount it) that the kill rounds fill "
+                           "to the last byte and free again: the console must say so and lose nothing.")
+    hard.add_argument("--disk-workflows", type=int, default=None,
+                      help="Workflows of the disk-pressure run (default: a tenth of --workflows, 20 to 300).")
+    hard.add_argument("--filesystem-broker", action="store_true",
+                      help="Run on the filesystem broker in a tmpfs folder, no Redis (the disk-pressure run is one; "
+                           "with --disk-pressure, this run's own kill rounds fill its disk).")
     parser.add_argument("--rss-interval", type=float, default=30.0,
                         help="Seconds between two samples of each process's resident memory (the soak's figure: "
                              "every process that lived 10 minutes must stay within 10 %% of its RSS after 2).")
@@ -166,16 +180,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--workflows and --operators must be at least 1")
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1_000_000)
-    for flag in ("kill_redis", "kill_postgres", "lossy_network"):
+    for flag in ("kill_redis", "kill_postgres", "lossy_network", "disk_pressure"):
         if getattr(args, flag) is None:
             setattr(args, flag, args.hard)
+    if args.filesystem_broker and args.kill_redis:
+        parser.error("--filesystem-broker runs without Redis: add --no-kill-redis")
+    if args.disk_workflows is None:
+        args.disk_workflows = min(300, max(20, args.workflows // 10))
     if args.clock_skew is None:
         args.clock_skew = HARD_CLOCK_SKEW if args.hard else 0.0
     return args
 
 
 def kill_targets(args: argparse.Namespace) -> tuple[str, ...]:
-    return KILL_TARGETS + tuple(t for t in HARD_TARGETS if getattr(args, f"kill_{t}"))
+    disk = ("disk",) if args.filesystem_broker and args.disk_pressure else ()
+    return KILL_TARGETS + tuple(t for t in HARD_TARGETS if getattr(args, f"kill_{t}")) + disk
 
 
 def say(message: str) -> None:
@@ -232,6 +251,7 @@ class World:
     env: dict[str, str]
     users: dict[str, str]  # operator username -> password
     redis: PrivateRedis | None = None  # --kill-redis: the broker and cache this script owns and kills
+    disk: FullDisk | None = None  # --filesystem-broker: the broker folder's tmpfs, filled by --disk-pressure
     proxy: Any = None  # --lossy-network: the LossyProxy the deliveries cross
 
     @property
@@ -339,6 +359,123 @@ class PostgresOutage:
         self.allow(True)
 
 
+BROKER_DISK_BYTES = 8 * 2**20  # the tmpfs under the filesystem broker: small, so filling it is quick
+BANNER = "Decisions are not reaching the workers."  # templates/base.html, on every page while the broker refuses
+
+
+class FullDisk:
+    """The embedded default's broker folder, a tmpfs of its own, filled to the last byte; then room again.
+
+    A kill fills it; ``hold`` keeps it full until the console has refused a decision on it (or a while
+    passed) and a few seconds more, and meanwhile reads the queue page the way an operator would: a refusal must
+    be said there, with the folder out of space. ``start`` deletes the filler.
+    """
+
+    name = "disk"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.filler = folder / "chaos-filler"
+        self.fills = 0
+        self.refused = 0  # fills during which the console refused a decision (BrokerStatus failing)
+        self.said = 0  # of those, the fills the queue page said so on
+        self.unsaid: list[str] = []  # what the queue page showed instead
+        self.refused_before: Any = None
+        self.page_at_end = ""  # the queue page once the run drained
+        self.reader: Browser | None = None
+        self.login: tuple[str, str] = ("", "")
+        self.base_url = ""
+
+    def mount(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={BROKER_DISK_BYTES}", "tmpfs",  # noqa: S607
+                                  str(self.folder)], capture_output=True, text=True)
+        if mounted.returncode != 0:
+            raise SystemExit(f"--disk-pressure fills a tmpfs mounted on the broker folder, and mounting one needs "
+                             f"root: {mounted.stderr.strip()} (leave it out with --no-disk-pressure)")
+        for sub in ("out", "processed", "control"):  # what the settings make, under the mount
+            (self.folder / sub).mkdir()
+
+    def unmount(self) -> None:
+        subprocess.run(["umount", "-l", str(self.folder)], check=False, capture_output=True)  # noqa: S607
+
+    @staticmethod
+    def last_refusal() -> Any:
+        from workflows.models import BrokerStatus
+
+        return BrokerStatus.objects.values_list("last_failure_at", flat=True).first()
+
+    def kill(self) -> None:
+        self.fills += 1
+        self.refused_before = self.last_refusal()
+        self.top_up()
+
+    def top_up(self) -> None:
+        """Write the filler until not one byte is left (a worker taking a message frees its bytes)."""
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            for chunk in (65536, 512):  # the last few bytes too, so not even a small message fits
+                with suppress(OSError):
+                    while True:
+                        os.write(fd, b"\0" * chunk)
+        finally:
+            os.close(fd)
+
+    def hold(self, rng: random.Random) -> None:
+        """Full until the console refuses a decision on it, then 2-8 s more; a refusal must be said on the
+        queue page while the console still refuses (a page read after it took one again proves nothing: read
+        again). Until one fill has been refused, a fill waits up to 60 s for a decision; later ones 10 s."""
+        from workflows.models import BrokerStatus
+
+        wait = 10.0 if self.refused else 60.0
+        deadline, refused, said, shown = time.monotonic() + wait, False, False, ""
+        while time.monotonic() < deadline and not said:
+            self.top_up()
+            if BrokerStatus.failing() is not None and self.last_refusal() != self.refused_before:
+                refused = True
+                page = self.queue_page()
+                said = BANNER in page and "is out of disk space" in page and "decision" in page
+                if not said and BrokerStatus.failing() is not None:
+                    shown = page
+                    break
+            time.sleep(0.5)
+        if refused:
+            self.refused += 1
+            self.said += said
+            if not said:
+                self.unsaid.append(f"fill {self.fills}: {snippet(shown)[:200] or 'no page'}")
+        until = time.monotonic() + rng.uniform(2.0, 8.0)
+        while time.monotonic() < until:
+            self.top_up()
+            time.sleep(0.5)
+
+    def queue_page(self) -> str:
+        """The queue as an operator sees it, tried for a while: the web server may be restarting."""
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
+            try:
+                if self.reader is None:
+                    self.reader = Browser(self.base_url)
+                    self.reader.login(*self.login)
+                answer = self.reader.request("GET", "/")
+                if answer.status == 200:
+                    return " ".join(answer.body.split())
+                self.reader = None  # logged out (a restart does not do that, but a person would log in again)
+            except (Down, RuntimeError):
+                self.reader = None
+            time.sleep(1.0)
+        return ""
+
+    def start(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self.start()
+
+    def alive(self) -> bool:
+        return True
+
+
 def observed(url: str) -> str:
     """The database URL with this script's sessions named, so an outage spares them."""
     parts = urllib.parse.urlsplit(url)
@@ -351,22 +488,31 @@ def prepare(args: argparse.Namespace) -> World:
     broker_url = os.environ.get("CELERY_BROKER_URL") or DEFAULT_BROKER_URL
     database_name(database_url)  # checked before anything is flushed
     recreate_database(database_url)
-    private_redis = None
-    if args.kill_redis:  # a Redis this run may kill: never the one CELERY_BROKER_URL names
-        private_redis = PrivateRedis(random.Random(args.seed))
-        private_redis.start()
-        broker_url = private_redis.url
-    flush_broker(broker_url)
+    private_redis = disk = None
+    args.given = {key: os.environ[key] for key in ("CELERY_BROKER_URL", "CACHE_URL") if key in os.environ}
     var_dir = Path(args.var_dir or tempfile.mkdtemp(prefix="rc-chaos-")).resolve()
     var_dir.mkdir(parents=True, exist_ok=True)
     (var_dir / "logs").mkdir(exist_ok=True)
+    if args.filesystem_broker:  # the embedded default's broker, in a folder whose disk this run may fill
+        disk = FullDisk(var_dir / "broker")
+        disk.mount()
+        # The web workers share a cache, Redis (CACHE_URL, or the database after CELERY_BROKER_URL's): no broker.
+        cache_url = os.environ.get("CACHE_URL") or next_database(broker_url)
+        broker_url = "filesystem://"
+    else:
+        if args.kill_redis:  # a Redis this run may kill: never the one CELERY_BROKER_URL names
+            private_redis = PrivateRedis(random.Random(args.seed))
+            private_redis.start()
+            broker_url = private_redis.url
+        flush_broker(broker_url)
+        # Two gunicorn workers need a shared cache (the console refuses to start without one): the
+        # broker's Redis, the next database number, unless CACHE_URL names one.
+        cache_url = next_database(broker_url) if private_redis else (os.environ.get("CACHE_URL")
+                                                                      or next_database(broker_url))
     env = {
         "DJANGO_SETTINGS_MODULE": "console.settings", "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": broker_url, "CELERY_QUEUE": "chaos", "VAR_DIR": str(var_dir),
-        # Two gunicorn workers need a shared cache (the console refuses to start without one): the
-        # broker's Redis, the next database number, unless CACHE_URL names one.
-        "CACHE_URL": next_database(broker_url) if private_redis else (os.environ.get("CACHE_URL")
-                                                                       or next_database(broker_url)),
+        "CACHE_URL": cache_url,
         "SECRET_KEY": secrets.token_urlsafe(40), "DEBUG": "false", "MANIFEST_STATIC": "false",
         "SECURE_COOKIES": "false", "ALLOWED_HOSTS": "127.0.0.1", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
         "PYTHONPATH": str(ROOT),  # every process imports this tree, whatever else is on the path
@@ -389,7 +535,7 @@ def prepare(args: argparse.Namespace) -> World:
     from django.core.management import call_command
 
     world = World(args=args, var_dir=var_dir, web_port=free_port(), fleet_port=free_port(),
-                  env={**os.environ, **env}, users={}, redis=private_redis)
+                  env={**os.environ, **env}, users={}, redis=private_redis, disk=disk)
     resume_port = world.fleet_port
     if args.lossy_network:  # the agents' resume endpoints, as the console knows them, are behind the proxy
         from workflows.demo.netfaults import LossyProxy
@@ -399,6 +545,8 @@ def prepare(args: argparse.Namespace) -> World:
     call_command("migrate", verbosity=0)
     call_command("seed_demo", port=world.web_port, fleet_port=resume_port, stdout=io.StringIO())
     world.users = configure(args, var_dir)
+    if disk is not None:
+        disk.base_url, disk.login = world.console_url, ("operator", world.users["operator"])
     return world
 
 
@@ -519,6 +667,8 @@ def fault_targets(world: World) -> dict[str, Any]:
         targets["redis"] = world.redis
     if world.args.kill_postgres:
         targets["postgres"] = PostgresOutage(world.env["DATABASE_URL"])
+    if world.disk is not None and world.args.disk_pressure:
+        targets["disk"] = world.disk
     return targets
 
 
@@ -605,7 +755,10 @@ class Killer(threading.Thread):
             service.kill()
             self.kills[target] += 1
             # Down for a moment, sometimes for longer than a delivery's retries last; then back, even when stopping.
-            time.sleep(self.rng.uniform(5.0, 12.0) if self.rng.random() < 0.25 else self.rng.uniform(0.2, 2.0))
+            if hasattr(service, "hold"):  # a full disk stays full until the console has said so
+                service.hold(self.rng)
+            else:
+                time.sleep(self.rng.uniform(5.0, 12.0) if self.rng.random() < 0.25 else self.rng.uniform(0.2, 2.0))
             self.restart(service)
             with self.lock:
                 self.down.discard(name)
@@ -1022,6 +1175,8 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
         if not settled_in_time:
             say(f"  ! deadline of {deadline - started:.0f}s reached before the run settled")
         say(progress(started, journal, killer))
+        if world.disk is not None:  # drained, with room: what the queue says now
+            world.disk.page_at_end = world.disk.queue_page()
     finally:
         supervisor.stop.set()
         supervisor.join(120)
@@ -1165,12 +1320,26 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "postgres_outages": getattr(killer.stack.get("postgres"), "outages", 0),
         "postgres_sessions_cut": getattr(killer.stack.get("postgres"), "sessions_cut", 0),
         "network": asdict(world.proxy.counts) if world.proxy else {},
+        "disk": disk_figures(world),
         "clock_skew_seconds": world.args.clock_skew,
         "memory": record.memory,
         "exited_by_themselves": record.exits,
         "restarted_by_watchdog": record.watchdog,
         "database_bytes": database_bytes, "database_bytes_per_workflow": database_bytes // max(1, len(workflows)),
     }
+
+
+def disk_figures(world: World) -> dict[str, Any]:
+    """--filesystem-broker --disk-pressure: how often the broker's disk was filled, and what the console said."""
+    from workflows.models import BrokerStatus
+
+    disk = world.disk
+    if disk is None or not world.args.disk_pressure:
+        return {}
+    page = disk.page_at_end  # after the drain, with room: the banner must be gone
+    return {"fills": disk.fills, "refused": disk.refused, "said": disk.said, "unsaid": disk.unsaid,
+            "failing_at_end": BrokerStatus.failing() is not None, "banner_at_end": BANNER in page,
+            "page_read_at_end": bool(page)}
 
 
 def lost_effects(workflow: Any, steps: list, decisions: list, executions: dict[str, list[str]],
@@ -1212,6 +1381,12 @@ def report(figures: dict) -> bool:
         "memory": all(abs(row["growth_pct"]) <= 10.0 for row in figures["memory"]),
         "exits": not figures["exited_by_themselves"],
     }
+    if figures["disk"]:
+        disk = figures["disk"]
+        checks["disk"] = (disk["refused"] > 0 and disk["said"] == disk["refused"] and not disk["failing_at_end"]
+                          and disk["page_read_at_end"] and not disk["banner_at_end"])
+    if figures.get("disk_run"):
+        checks["disk_run"] = figures["disk_run"]["ok"]
     say("")
     say(f"Chaos run: seed {figures['seed']}, {figures['duration_seconds']} s, "
         f"{'settled' if figures['settled'] else 'NOT settled before the deadline'}")
@@ -1262,6 +1437,8 @@ def report(figures: dict) -> bool:
                        ("stamped ahead of the database clock", "stamped_ahead_of_database_clock"),
                        ("leases longer than configured", "leases_longer_than_configured"),
                        ("exited by themselves, restarted", "exited_by_themselves")):
+        if key == "stamped_ahead_of_database_clock" and figures["disk"].get("unsaid"):
+            say(f"  full disk, not said on the queue page: {'; '.join(figures['disk']['unsaid'][:10])}")
         if figures[key]:
             say(f"  {label}: {figures[key] if isinstance(figures[key], dict) else ', '.join(map(str, figures[key][:50]))}")
     ok = all(checks.values())
@@ -1294,6 +1471,18 @@ def fault_rows(figures: dict, checks: dict[str, bool]) -> list[tuple[str, str, s
     if figures["clock_skew_seconds"]:
         rows.append(("worker clock ahead", f"+{figures['clock_skew_seconds']:g} s on worker2",
                      "leases and SLA stamps on the database clock", checks["clock"]))
+    if figures["disk"]:  # this run is the disk-pressure run
+        disk = figures["disk"]
+        rows.append(("broker disk full (filesystem transport)", f"{disk['fills']} fills, {disk['refused']} "
+                     f"refused a decision, {disk['said']} said on the queue", "said while full, nothing lost",
+                     checks["disk"] and no_loss))
+    if figures.get("disk_run"):  # the disk-pressure run that followed this one, in its own words above
+        run_ = figures["disk_run"]
+        disk = run_.get("disk") or {}
+        rows.append(("broker disk full (filesystem transport)", f"{disk.get('fills', 0)} fills, "
+                     f"{disk.get('refused', 0)} refused a decision, {disk.get('said', 0)} said on the queue (run "
+                     f"of {run_.get('workflows', 0)}, seed {run_['seed']})", "said while full, nothing lost",
+                     run_["ok"]))
     return rows
 
 
@@ -1301,6 +1490,51 @@ def fault_table(figures: dict, checks: dict[str, bool]) -> None:
     say(f"  {'fault':<40} {'injected':<50} {'target':<44} held")
     for fault, injected, target, held in fault_rows(figures, checks):
         say(f"  {fault:<40} {injected:<50} {target:<44} {'yes' if held else 'NO'}")
+
+
+def disk_pressure_run(world: World) -> dict[str, Any]:
+    """--disk-pressure: the embedded default's broker with its disk filled, a run of its own after this one.
+
+    This script again, with ``--filesystem-broker``: a database of its own (this one's name and ``_disk``,
+    dropped after), no Redis, the same operators and kills, and the broker folder's disk filled in its rounds.
+    """
+    import psycopg
+    from psycopg import sql
+
+    args = world.args
+    parts = urllib.parse.urlsplit(world.env["DATABASE_URL"])
+    name = f"{database_name(world.env['DATABASE_URL'])[:58]}_disk"
+    database_url = urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+    seed, figures_path = args.seed + 1, world.var_dir / "disk-run.json"
+    kill_interval = min(args.kill_interval, 6.0) if args.kill_interval > 0 else 6.0
+    say("")
+    say(f"== the embedded default's broker under disk pressure: {args.disk_workflows} workflows, seed {seed} ==")
+    argv = [sys.executable, str(Path(__file__).resolve()), "--filesystem-broker", "--disk-pressure",
+            "--no-kill-redis", "--no-kill-postgres", "--no-lossy-network", "--clock-skew", "0",
+            "--workflows", str(args.disk_workflows), "--seed", str(seed), "--kill-interval", f"{kill_interval:g}",
+            "--kill-rounds", "2", "--operators", str(args.operators), "--interval", f"{args.interval:g}",
+            "--fault-rate", f"{args.fault_rate:g}", "--step-delay", f"{args.step_delay:g}",
+            "--silence", str(args.silence), "--think", f"{args.think:g}",
+            "--delivery-attempts", str(args.delivery_attempts), "--timeout", f"{min(args.timeout, 1200.0):g}",
+            "--drain", f"{min(args.drain, 300.0):g}", "--rss-interval", f"{args.rss_interval:g}",
+            "--var-dir", str(world.var_dir / "disk-run"), "--json", str(figures_path)]
+    env = {key: value for key, value in os.environ.items() if key not in ("CELERY_BROKER_URL", "CACHE_URL")}
+    env.update({**args.given, "DATABASE_URL": database_url})  # as this run was given them, not its private Redis
+    try:
+        result = subprocess.run(argv, cwd=ROOT, env=env, timeout=min(args.timeout, 1200.0) + 600, check=False)
+        returncode = result.returncode
+    except subprocess.TimeoutExpired:
+        returncode = -1
+        say("  ! the disk-pressure run did not end in time")
+    finally:
+        maintenance = urllib.parse.urlunsplit(parts._replace(scheme="postgresql", path="/postgres", query=""))
+        with psycopg.connect(maintenance, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    sub = json.loads(figures_path.read_text()) if figures_path.exists() else {}
+    say("== end of the disk-pressure run ==")
+    return {"ok": returncode == 0 and bool(sub), "returncode": returncode, "seed": seed,
+            "workflows": sub.get("workflows", 0), "disk": sub.get("disk") or {},
+            "decisions_lost": sub.get("decisions_lost"), "duration_seconds": sub.get("duration_seconds")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1316,6 +1550,10 @@ def main(argv: list[str] | None = None) -> int:
             world.proxy.stop()
         if world.redis is not None:
             world.redis.stop()
+        if world.disk is not None:
+            world.disk.unmount()
+    if args.disk_pressure and not args.filesystem_broker:
+        figures["disk_run"] = disk_pressure_run(world)
     ok = report(figures)
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(figures, indent=2, default=str))

@@ -5,7 +5,9 @@ the hard profile: the demo fleet with faults at every step, two scripted
 operators working the queue over HTTP; a Celery worker, the web server, the
 fleet itself and a private Redis each SIGKILLed at least twice (Redis comes back
 empty), the run's database refused and its sessions cut twice, deliveries
-crossing a slow and lossy proxy, and one worker's clock five minutes ahead.
+crossing a slow and lossy proxy, and one worker's clock five minutes ahead;
+then its disk-pressure run: the embedded default's broker (the filesystem
+transport) in a tmpfs folder filled to the last byte while workers run.
 Then it reads the figures the script printed:
 every degraded workflow reached a checkpoint, every resumed one completed with
 no duplicate and no lost effect and went back to its owner, no decision was lost; and the
@@ -64,9 +66,9 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--workflows", str(WORKFLOWS), "--seed", str(seed),
          "--hard", "--interval", "2.5", "--kill-interval", "2", "--kill-rounds", "2", "--silence", "10",
-         "--delivery-attempts", "2", "--timeout", "200", "--drain", "60", "--var-dir", str(tmp_path / "var"),
-         "--json", str(figures_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=330)
+         "--delivery-attempts", "2", "--timeout", "200", "--drain", "60", "--disk-workflows", "12",
+         "--var-dir", str(tmp_path / "var"), "--json", str(figures_path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
     output = result.stdout + result.stderr[-3000:]
     assert figures_path.exists(), output
     figures = json.loads(figures_path.read_text())
@@ -94,9 +96,15 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
     assert re.search(r"resumed returned to the same owner\s+100\.0 %", result.stdout), context
     assert re.search(r"decisions lost\s+0 ", result.stdout), context
     assert "all targets met" in result.stdout, context
-    faults = re.findall(r"^  (Redis SIGKILLed, back empty|PostgreSQL gone|lossy network|worker clock ahead)\b.* (yes|NO)$",
-                        result.stdout, re.MULTILINE)
-    assert [held for _fault, held in faults] == ["yes"] * 4, context
+    # The disk-pressure run: the broker's disk filled while workers ran, a refusal said on the queue page.
+    disk = figures["disk_run"]
+    assert disk["ok"] and disk["seed"] == seed + 1 and disk["workflows"] == 12, context
+    assert disk["decisions_lost"] == 0 and disk["disk"]["fills"] >= 2, context
+    assert disk["disk"]["refused"] >= 1 and disk["disk"]["said"] == disk["disk"]["refused"], context
+    assert not disk["disk"]["failing_at_end"] and not disk["disk"]["banner_at_end"], context
+    faults = re.findall(r"^  (Redis SIGKILLed, back empty|PostgreSQL gone|lossy network|worker clock ahead|"
+                        r"broker disk full)\b.* (yes|NO)$", result.stdout, re.MULTILINE)
+    assert [held for _fault, held in faults] == ["yes"] * 6, context  # the disk run's own table, and this one's
     # The chaos run's figures are the dashboard's: the headline CSV a TPM exports from the same database.
     exported = dashboard_headline(chaos_database, *figures["period"], tmp_path)
     for slug, (part, whole) in figures["headline"].items():
