@@ -68,6 +68,12 @@ the run prints the dashboard's four headline shares too. Its targets:
   console with no execution or with a reference they never issued; an effect
   an operator confirmed as happened that has no execution; an effect of a
   completed workflow's plan that never executed.
+- **acted on twice** (target none): a delivery an agent's resume endpoint
+  acted on more than once, however often the console (or the lossy proxy's
+  cut answers) made it send the decision again; the demo runtime journals
+  each act apart from the dedupe that allows it. The demo agent would not
+  execute an effect twice even then (it works from the console's record of
+  what committed), so the ledgers alone would not show a broken dedupe.
 - **decisions lost** (target 0): decisions an operator was answered 302
   (recorded) for that are not in the database, plus decisions not finished
   (queued or running) after the drain.
@@ -1313,6 +1319,7 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "kill_restart_errors": killer.errors,
         "operator": dict(sorted(record.counts.items())), "operator_invalid": record.invalid[:20],
         "reports_acknowledged": len(acknowledged), "reports_acknowledged_not_stored": unstored,
+        "deliveries_acted_on_twice": journal.acted_more_than_once(),
         "stamped_ahead_of_database_clock": {k: v for k, v in ahead.items() if v},
         "leases_longer_than_configured": sorted(record.long_leases),
         "redis_restarts": world.redis.starts - 1 if world.redis else 0,
@@ -1374,6 +1381,7 @@ def report(figures: dict) -> bool:
         "owner": figures["same_owner"] == figures["resumed"],
         "decisions": figures["decisions_lost"] == 0,
         "effects": not figures["duplicate_keys"] and not figures["lost_effects"],
+        "dedupe": not figures["deliveries_acted_on_twice"],
         "settled": figures["settled"],
         "restarts": not figures["kill_restart_errors"],
         "acknowledged": not figures["reports_acknowledged_not_stored"],
@@ -1403,6 +1411,8 @@ def report(figures: dict) -> bool:
     line("decisions lost", str(figures["decisions_lost"]), "0", checks["decisions"])
     line("duplicate effect keys (ledgers)", str(len(figures["duplicate_keys"])), "0", not figures["duplicate_keys"])
     line("lost effects (ledgers)", str(len(figures["lost_effects"])), "0", not figures["lost_effects"])
+    line("deliveries an agent acted on twice", str(len(figures["deliveries_acted_on_twice"])), "0",
+         checks["dedupe"])
     line("step reports answered 2xx, then not stored", f"{len(figures['reports_acknowledged_not_stored'])} "
          f"of {figures['reports_acknowledged']}", "0", checks["acknowledged"])
     line("stamps ahead of the database clock", str(sum(figures["stamped_ahead_of_database_clock"].values())),
@@ -1429,7 +1439,8 @@ def report(figures: dict) -> bool:
     say(f"  effects executed {figures['effects_executed']}; operators {figures['operator']}")
     for label, key in (("blank states", "blank_states"), ("resumed, not clean", "resumed_not_clean"),
                        ("another owner", "other_owner"), ("duplicated keys", "duplicate_keys"),
-                       ("lost effects", "lost_effects"), ("acknowledged, not recorded", "decisions_unrecorded"),
+                       ("lost effects", "lost_effects"), ("acted on twice", "deliveries_acted_on_twice"),
+                       ("acknowledged, not recorded", "decisions_unrecorded"),
                        ("decisions not finished", "decisions_unfinished"),
                        ("decisions awaiting approval", "decisions_awaiting_approval"),
                        ("operator form errors", "operator_invalid"), ("restart errors", "kill_restart_errors"),
@@ -1452,7 +1463,7 @@ def fault_rows(figures: dict, checks: dict[str, bool]) -> list[tuple[str, str, s
     no_loss = checks["decisions"] and checks["effects"] and checks["acknowledged"]
     rows = [
         ("worker SIGKILLed", f"{kills.get('worker', 0)}", "no decision lost or delivered twice",
-         checks["decisions"] and checks["effects"]),
+         checks["decisions"] and checks["effects"] and checks["dedupe"]),
         ("web server SIGKILLed", f"{kills.get('web', 0)}", "every 2xx kept, no decision lost", no_loss),
         ("agent fleet SIGKILLed mid-step", f"{kills.get('fleet', 0)}", "every run checkpointed or finished",
          checks["launched"] and checks["reached"]),
@@ -1467,7 +1478,7 @@ def fault_rows(figures: dict, checks: dict[str, bool]) -> list[tuple[str, str, s
     if network:
         rows.append(("lossy network to the agents", f"{network.get('connections', 0)} connections: "
                      f"{network.get('dropped_mid_response', 0)} cut mid-answer, {network.get('black_holed', 0)} "
-                     "never answered", "no effect twice", checks["effects"]))
+                     "never answered", "no delivery acted on twice", checks["effects"] and checks["dedupe"]))
     if figures["clock_skew_seconds"]:
         rows.append(("worker clock ahead", f"+{figures['clock_skew_seconds']:g} s on worker2",
                      "leases and SLA stamps on the database clock", checks["clock"]))

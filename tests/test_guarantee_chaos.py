@@ -88,6 +88,7 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
     assert figures["blank_states"] == [], context
     assert figures["resumed_clean"] == figures["resumed"], context
     assert figures["duplicate_keys"] == {} and figures["lost_effects"] == [], context
+    assert figures["deliveries_acted_on_twice"] == {}, context  # the agents' dedupe held on every redelivery
     assert figures["same_owner"] == figures["resumed"], context
     assert figures["decisions_lost"] == 0, context
     # What a person reads: the printed report says the same.

@@ -50,6 +50,12 @@ class Journal(SqliteFile):
         status TEXT NOT NULL,
         PRIMARY KEY (workflow_id, seq, status)
     );
+    -- Every delivery the resume endpoint acted on, one row each time: the audit of the dedupe above.
+    CREATE TABLE IF NOT EXISTS acted (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        delivery_id TEXT NOT NULL,
+        acted_at TEXT NOT NULL
+    );
     """
 
     def __init__(self, path: Path | None = None) -> None:
@@ -140,6 +146,18 @@ class Journal(SqliteFile):
                 "INSERT OR IGNORE INTO deliveries (delivery_id, agent, payload, status, received_at)"
                 " VALUES (?, ?, ?, 'accepted', ?)", (delivery_id, agent, json.dumps(payload), now_iso()))
             return cursor.rowcount == 1
+
+    def acted(self, delivery_id: str) -> None:
+        """The resume endpoint acts on this delivery (an audit row, apart from the dedupe that decided it)."""
+        with self.connect() as conn:
+            conn.execute("INSERT INTO acted (delivery_id, acted_at) VALUES (?, ?)", (delivery_id, now_iso()))
+
+    def acted_more_than_once(self) -> dict[str, int]:
+        """Deliveries the resume endpoint acted on more than once: each must be acted on once, however
+        often the console sends it (a restart carrying an unfinished one out again is not counted here)."""
+        with self.connect() as conn:
+            return {str(d): int(n) for d, n in conn.execute(
+                "SELECT delivery_id, COUNT(*) FROM acted GROUP BY delivery_id HAVING COUNT(*) > 1")}
 
     def finish_delivery(self, delivery_id: str, status: str = "done") -> None:
         with self.connect() as conn:

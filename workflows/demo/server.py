@@ -120,6 +120,7 @@ class ResumeServer:
             log.info("%s %s: delivery %s seen before; not acting again", name, payload["external_id"],
                      delivery_id)
             return 200, {"status": "duplicate", "delivery_id": delivery_id}
+        self.journal.acted(delivery_id)
         self.dispatch(name, delivery_id, payload)
         return 202, {"status": "accepted", "delivery_id": delivery_id}
 
