@@ -737,9 +737,10 @@ class Killer(threading.Thread):
     """SIGKILL a worker, the web server or the fleet at random intervals; start it again at once."""
 
     def __init__(self, stack: dict[str, Any], interval: float, rng: random.Random,
-                 targets: tuple[str, ...] = KILL_TARGETS) -> None:
+                 targets: tuple[str, ...] = KILL_TARGETS, first: str | None = None) -> None:
         super().__init__(name="killer", daemon=True)
         self.stack, self.interval, self.rng, self.targets = stack, interval, rng, targets
+        self.first = first  # the first kill of the run, while work flows (the disk run's fill)
         self.stop = threading.Event()
         self.kills: Counter[str] = Counter()
         self.rounds = 0  # complete rounds: every kind killed once more
@@ -752,6 +753,9 @@ class Killer(threading.Thread):
         while not self.stop.wait(self.rng.uniform(0.5, 1.5) * self.interval):
             if not rounds:  # shuffled rounds: every kind gets killed, in no fixed order
                 rounds = self.rng.sample(self.targets, len(self.targets))
+                if self.first in rounds and not self.kills:
+                    rounds.remove(self.first)
+                    rounds.append(self.first)  # popped first
             target = rounds.pop()
             self.rounds += not rounds
             name = self.rng.choice(["worker1", "worker2"]) if target == "worker" else target
@@ -1134,7 +1138,9 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
     record = Logbook()
     sampler = MemorySampler(stack, args.rss_interval)
     stop_operators = threading.Event()
-    killer = Killer(stack, args.kill_interval, random.Random(rng.random()), kill_targets(args))
+    # A disk-pressure run's first kill fills the disk: its workflows may all be done before a later one.
+    killer = Killer(stack, args.kill_interval, random.Random(rng.random()), kill_targets(args),
+                    first="disk" if "disk" in stack else None)
     supervisor = Supervisor(stack, killer)
     started = time.monotonic()
     deadline = started + args.timeout
@@ -1550,6 +1556,8 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # Stopped with SIGTERM (kill, a CI timeout): unwind as on Ctrl-C, so the stack it started goes with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     say(f"chaos: {args.workflows} workflows, seed {args.seed}, fault rate {args.fault_rate}, kills every "
         f"~{args.kill_interval:g}s, {args.operators} operator(s), deadline {args.timeout:.0f}s")
     world = prepare(args)
