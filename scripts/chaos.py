@@ -1537,10 +1537,16 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
             "--var-dir", str(world.var_dir / "disk-run"), "--json", str(figures_path)]
     env = {key: value for key, value in os.environ.items() if key not in ("CELERY_BROKER_URL", "CACHE_URL")}
     env.update({**args.given, "DATABASE_URL": database_url})  # as this run was given them, not its private Redis
+    child = subprocess.Popen(argv, cwd=ROOT, env=env)
     try:
-        result = subprocess.run(argv, cwd=ROOT, env=env, timeout=min(args.timeout, 1200.0) + 600, check=False)
-        returncode = result.returncode
-    except subprocess.TimeoutExpired:
+        returncode = child.wait(timeout=min(args.timeout, 1200.0) + 600)
+    except BaseException as exc:  # out of time, or this run stopped: the child stops its own stack on SIGTERM
+        child.terminate()
+        with suppress(subprocess.TimeoutExpired):
+            child.wait(120)
+        child.kill()
+        if not isinstance(exc, subprocess.TimeoutExpired):
+            raise
         returncode = -1
         say("  ! the disk-pressure run did not end in time")
     finally:
