@@ -497,6 +497,8 @@ def prepare(args: argparse.Namespace) -> World:
     private_redis = disk = None
     args.given = {key: os.environ[key] for key in ("CELERY_BROKER_URL", "CACHE_URL") if key in os.environ}
     var_dir = Path(args.var_dir or tempfile.mkdtemp(prefix="rc-chaos-")).resolve()
+    if var_dir.exists() and any(var_dir.iterdir()):  # an earlier run's journal would count as this run's launches
+        raise SystemExit(f"--var-dir {var_dir} holds an earlier run's files: give a new or empty folder")
     var_dir.mkdir(parents=True, exist_ok=True)
     (var_dir / "logs").mkdir(exist_ok=True)
     if args.filesystem_broker:  # the embedded default's broker, in a folder whose disk this run may fill
