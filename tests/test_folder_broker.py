@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 from kombu import Connection
@@ -72,3 +75,61 @@ def test_a_write_that_fails_leaves_no_file_a_consumer_would_take(tmp_path, monke
         with pytest.raises(queue.Empty):
             queue.get(timeout=0.2)
         queue.close()
+
+
+CONSUMER = """
+import json, sys
+from kombu import Connection
+folder, transport = sys.argv[1], sys.argv[2]
+options = {"data_folder_in": folder + "/out", "data_folder_out": folder + "/out", "store_processed": False,
+           "processed_folder": folder + "/processed", "control_folder": folder + "/control"}
+with Connection("filesystem://", transport=transport, transport_options=options) as conn:
+    queue, taken, idle = conn.SimpleQueue("race"), [], 0
+    while idle < 20:
+        try:
+            message = queue.get(timeout=0.05)
+        except queue.Empty:
+            idle += 1
+            continue
+        taken.append(message.payload["n"])
+        message.ack()
+        idle = 0
+print(json.dumps(taken))
+"""
+
+
+@pytest.fixture
+def broker_on_its_own_disk(tmp_path):
+    """A broker folder on a tmpfs of its own: another filesystem than the system's temporary folder."""
+    folder = tmp_path / "broker"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],  # noqa: S607
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        reason = f"a broker folder on its own filesystem needs a tmpfs mount (root): {mounted.stderr.strip()}"
+        if os.environ.get("REQUIRE_FULL_STACK") == "1":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)  # noqa: S607
+
+
+def test_workers_racing_for_messages_on_another_filesystem_each_take_every_message_once(broker_on_its_own_disk):
+    """Found by make chaos's disk-pressure run: kombu's _get copied each message to /tmp across filesystems,
+    two workers could both take one, and one read it half copied and stopped ("Unrecoverable error")."""
+    folder = broker_on_its_own_disk
+    with connection(folder) as conn:
+        queue = conn.SimpleQueue("race")
+        for n in range(1500):
+            queue.put({"n": n, "pad": "x" * 2000})
+        queue.close()
+    consumers = [subprocess.Popen([sys.executable, "-c", CONSUMER, str(folder), "console.folder_broker:Transport"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [consumer.communicate(timeout=120) for consumer in consumers]
+    assert [consumer.returncode for consumer in consumers] == [0, 0, 0], [err[-2000:] for _out, err in results]
+    taken = [n for out, _err in results for n in json.loads(out)]
+    assert sorted(taken) == list(range(1500))  # every message taken, none twice
+    assert sum(1 for out, _err in results if json.loads(out)) >= 2  # they did race for them
+    assert list((folder / "out").iterdir()) == [] and list((folder / "processed").iterdir()) == []
