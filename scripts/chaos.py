@@ -1565,7 +1565,12 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # Stopped with SIGTERM (kill, a CI timeout): unwind as on Ctrl-C, so the stack it started goes with it.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # Once: a second SIGTERM (``timeout`` passing one on beside a direct kill) must not cut that cleanup short.
+    def stop(*_: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
     say(f"chaos: {args.workflows} workflows, seed {args.seed}, fault rate {args.fault_rate}, kills every "
         f"~{args.kill_interval:g}s, {args.operators} operator(s), deadline {args.timeout:.0f}s")
     world = prepare(args)
