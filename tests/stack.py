@@ -55,6 +55,28 @@ def database_url() -> str:
     return f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
+@contextmanager
+def tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """``folder`` on a tmpfs of its own (a disk to fill, or another filesystem than /tmp); unmounted after.
+
+    Mounting needs root: without it the test is skipped, or fails where the full stack is required.
+    """
+    import pytest
+
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],  # noqa: S607
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        reason = f"this test needs a tmpfs mount (root): {mounted.stderr.strip()}"
+        if os.environ.get("REQUIRE_FULL_STACK") == "1":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)  # a developer's machine without root; CI sets REQUIRE_FULL_STACK
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)  # noqa: S607
+
+
 class Proc:
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name

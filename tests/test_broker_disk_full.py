@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 import time
 
 import pytest
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example, squeezed
-from tests.stack import Stack, wait_until
+from tests.stack import Stack, tmpfs, wait_until
 from workflows.models import BrokerStatus, Decision
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -40,21 +39,10 @@ def fill(filler) -> None:
 def broker_disk(tmp_path):
     """VAR_DIR whose broker/ folder is a 256 KB tmpfs of its own (with room); yields VAR_DIR."""
     var = tmp_path / "var"
-    broker = var / "broker"
-    broker.mkdir(parents=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(broker)],  # noqa: S607
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        reason = f"a full disk needs a tmpfs mount (root): {mounted.stderr.strip()}"
-        if os.environ.get("REQUIRE_FULL_STACK") == "1":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    try:
+    with tmpfs(var / "broker", "256k") as broker:
         for sub in ("out", "processed", "control"):  # what the settings make, made while there is room
             (broker / sub).mkdir()
         yield var
-    finally:
-        subprocess.run(["umount", "-l", str(broker)], check=False)  # noqa: S607
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from kombu import Connection
 from kombu.exceptions import ChannelError
 
 from console import folder_broker
-from tests.stack import ROOT
+from tests.stack import ROOT, tmpfs
 
 
 def connection(folder, transport: str = "console.folder_broker:Transport") -> Connection:
@@ -113,19 +113,8 @@ print(json.dumps(taken))
 @pytest.fixture
 def broker_on_its_own_disk(tmp_path):
     """A broker folder on a tmpfs of its own: another filesystem than the system's temporary folder."""
-    folder = tmp_path / "broker"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],  # noqa: S607
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        reason = f"a broker folder on its own filesystem needs a tmpfs mount (root): {mounted.stderr.strip()}"
-        if os.environ.get("REQUIRE_FULL_STACK") == "1":
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    try:
+    with tmpfs(tmp_path / "broker", "16m") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)  # noqa: S607
 
 
 def test_workers_racing_for_messages_on_another_filesystem_each_take_every_message_once(broker_on_its_own_disk):
