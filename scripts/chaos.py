@@ -220,16 +220,18 @@ def database_name(url: str) -> str:
     return name
 
 
-def recreate_database(url: str) -> None:
+def recreate_database(url: str, *, create: bool = True) -> None:
+    """Drop the run's database (its name checked by ``database_name``) and, unless told not to, create it."""
     import psycopg
     from psycopg import sql
 
     name = database_name(url)
     parts = urllib.parse.urlsplit(url)
-    maintenance = urllib.parse.urlunsplit(parts._replace(scheme="postgresql", path="/postgres"))
+    maintenance = urllib.parse.urlunsplit(parts._replace(scheme="postgresql", path="/postgres", query=""))
     with psycopg.connect(maintenance, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        if create:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
 def flush_broker(url: str) -> None:
@@ -1517,9 +1519,6 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
     This script again, with ``--filesystem-broker``: a database of its own (this one's name and ``_disk``,
     dropped after), no Redis, the same operators and kills, and the broker folder's disk filled in its rounds.
     """
-    import psycopg
-    from psycopg import sql
-
     args = world.args
     parts = urllib.parse.urlsplit(world.env["DATABASE_URL"])
     name = f"{database_name(world.env['DATABASE_URL'])[:58]}_disk"
@@ -1552,9 +1551,7 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
         returncode = -1
         say("  ! the disk-pressure run did not end in time")
     finally:
-        maintenance = urllib.parse.urlunsplit(parts._replace(scheme="postgresql", path="/postgres", query=""))
-        with psycopg.connect(maintenance, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        recreate_database(database_url, create=False)
     sub = json.loads(figures_path.read_text()) if figures_path.exists() else {}
     say("== end of the disk-pressure run ==")
     return {"ok": returncode == 0 and bool(sub), "returncode": returncode, "seed": seed,
