@@ -8,6 +8,8 @@ a page.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,8 +50,62 @@ def browser(_playwright: Any) -> Iterator[Any]:
     browser.close()
 
 
+class InFlight:
+    """Requests the live server has begun and not finished, counted by Django's request signals.
+
+    A page's last click can leave a request running in the live server's thread (a partial its answer
+    triggered, a poll) after the test's last check passed. The teardown's flush (``TRUNCATE``) then
+    races it for table locks: CI saw PostgreSQL break that deadlock by failing the flush. So a page's
+    teardown closes its browser context, then waits for the server to finish what it had begun.
+    """
+
+    def __init__(self) -> None:
+        self.count, self.changed = 0, threading.Condition()
+
+    @staticmethod
+    def served(sender: Any) -> bool:
+        """A request of the live server, not of Django's test client (whose unread streams never finish)."""
+        from django.test.client import AsyncClientHandler, ClientHandler
+
+        return not (isinstance(sender, type) and issubclass(sender, (ClientHandler, AsyncClientHandler)))
+
+    def started(self, sender: Any, **kwargs: Any) -> None:
+        if not self.served(sender):
+            return
+        with self.changed:
+            self.count += 1
+
+    def finished(self, sender: Any, **kwargs: Any) -> None:
+        if not self.served(sender):
+            return
+        with self.changed:
+            self.count -= 1
+            self.changed.notify_all()
+
+    def wait_until_idle(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while self.count > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"the live server still handles {self.count} request(s) after {timeout:.0f} s")
+                self.changed.wait(left)
+
+
+@pytest.fixture(scope="session")
+def _in_flight() -> Iterator[InFlight]:
+    from django.core.signals import request_finished, request_started
+
+    in_flight = InFlight()
+    request_started.connect(in_flight.started, dispatch_uid="browser-in-flight-started")
+    request_finished.connect(in_flight.finished, dispatch_uid="browser-in-flight-finished")
+    yield in_flight
+    request_started.disconnect(dispatch_uid="browser-in-flight-started")
+    request_finished.disconnect(dispatch_uid="browser-in-flight-finished")
+
+
 @pytest.fixture
-def new_page(browser: Any, live_server: Any) -> Iterator[Any]:
+def new_page(browser: Any, live_server: Any, _in_flight: InFlight) -> Iterator[Any]:
     """A factory of pages, each in its own browser context (its own session cookie)."""
     contexts = []
 
@@ -62,6 +118,7 @@ def new_page(browser: Any, live_server: Any) -> Iterator[Any]:
     yield make
     for context in contexts:
         context.close()
+    _in_flight.wait_until_idle()  # before the flush: nothing of this test's still writes
 
 
 @pytest.fixture
