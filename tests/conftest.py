@@ -19,6 +19,8 @@ os.environ.setdefault("MANIFEST_STATIC", "false")  # no collectstatic before tes
 
 from django.conf import settings  # noqa: E402
 
+from tests.stack import full_stack_required  # noqa: E402
+
 pytest_plugins = ["tests.apitools", "tests.browser_fixtures", "tests.fleet_fixtures", "tests.replaytools"]
 
 
@@ -45,13 +47,8 @@ def _missing() -> dict[str, str | None]:
     }
 
 
-def _full_stack_required() -> bool:
-    # CI runs the production stack: there a test that cannot run is a failure, never a skip.
-    return os.environ.get("REQUIRE_FULL_STACK") == "1"
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _full_stack_required():
+    if full_stack_required():
         return
     missing = _missing()
     for item in items:
@@ -61,7 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _full_stack_required():
+    if full_stack_required():
         for marker, reason in _missing().items():
             if reason and marker in item.keywords:
                 pytest.fail(f"REQUIRE_FULL_STACK=1 but this test {reason}", pytrace=False)

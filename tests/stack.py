@@ -55,6 +55,11 @@ def database_url() -> str:
     return f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
+def full_stack_required() -> bool:
+    """CI runs the production stack (``REQUIRE_FULL_STACK=1``): there a test that cannot run fails, never skips."""
+    return os.environ.get("REQUIRE_FULL_STACK") == "1"
+
+
 @contextmanager
 def tmpfs(folder: Path, size: str) -> Iterator[Path]:
     """``folder`` on a tmpfs of its own (a disk to fill, or another filesystem than /tmp); unmounted after.
@@ -68,7 +73,7 @@ def tmpfs(folder: Path, size: str) -> Iterator[Path]:
                              capture_output=True, text=True)
     if mounted.returncode != 0:
         reason = f"this test needs a tmpfs mount (root): {mounted.stderr.strip()}"
-        if os.environ.get("REQUIRE_FULL_STACK") == "1":
+        if full_stack_required():
             pytest.fail(reason, pytrace=False)
         pytest.skip(reason)  # a developer's machine without root; CI sets REQUIRE_FULL_STACK
     try:
