@@ -89,6 +89,26 @@ def test_a_write_that_fails_leaves_no_file_a_consumer_would_take(tmp_path, monke
         queue.close()
 
 
+def test_a_file_that_is_no_message_is_set_aside_and_the_next_message_still_taken(tmp_path, caplog):
+    """What kombu's own ``_put`` left on a full disk (an empty ``.msg``, taken first as the oldest): set
+    aside with an error in the log, never raised to the worker (which stopped: "Unrecoverable error")."""
+    with connection(tmp_path) as conn:
+        queue = conn.SimpleQueue("mixed")
+        queue.put({"decision": 9})
+        (whole,) = (tmp_path / "out").iterdir()
+        empty = tmp_path / "out" / f"0_{'0' * 8}-left-by-a-full-disk.mixed.msg"  # sorts first
+        empty.write_bytes(b"")
+        with caplog.at_level("ERROR", logger="console.folder_broker"):
+            message = queue.get(timeout=1)
+        assert message.payload == {"decision": 9}
+        message.ack()
+        queue.close()
+    assert list((tmp_path / "out").iterdir()) == []
+    assert [p.name for p in (tmp_path / "processed").iterdir()] == [empty.name + folder_broker.UNREADABLE]
+    assert f"{empty.name} is no message (0 bytes)" in caplog.text
+    assert whole.name not in caplog.text
+
+
 CONSUMER = """
 import json, sys
 from kombu import Connection
