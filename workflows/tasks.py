@@ -9,12 +9,15 @@ lease per attempt decides who may deliver; ``sweep`` reclaims expired leases.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from celery import shared_task
+from celery.app.task import Task
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
 from . import notify, runtime
 from .clock import database_now
@@ -82,26 +85,33 @@ def settle_replays(now: datetime | None = None) -> tuple[int, int]:
 def relay_outbox(limit: int = 100) -> int:
     """Send due decisions to the broker. Rows stay due until a worker takes them.
 
-    ``SKIP LOCKED`` lets several relays run side by side; a row's next attempt
-    moves a lease ahead (then two, then four: ``Decision.redispatched``), so a
-    message lost by the broker is sent again later without flooding a queue
-    that is only slow.
+    A row's next attempt moves a lease ahead (then two, then four: ``Decision.redispatched``), so a
+    message lost by the broker is sent again later without flooding a queue that is only slow.
     """
-    sent, refusal = 0, None
     now = database_now()
     repair_folder_broker()
+    return relay(Decision.objects.dispatchable(now), deliver_decision, limit, sent=lambda pk: Decision.objects.filter(
+        pk=pk, status=Decision.Status.QUEUED).update(**Decision.redispatched(now)))
+
+
+def relay(due: QuerySet[Any], task: Task[[int], str], limit: int, *, sent: Callable[[int], object]) -> int:
+    """Hand the due rows of one outbox to the broker, oldest first; ``sent`` moves a row's lease ahead.
+
+    ``SKIP LOCKED`` lets several relays run side by side. A broker that refuses a message (down, or its
+    disk full) leaves that row and the rest due for the next pass.
+    """
+    count, refusal = 0, None
     with transaction.atomic():
-        due = list(Decision.objects.dispatchable(now).select_for_update(skip_locked=True)
-                   .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
-        for pk in due:
+        for pk in list(due.select_for_update(skip_locked=True).order_by("next_attempt_at")
+                       .values_list("pk", flat=True)[:limit]):
             try:
-                deliver_decision.apply_async((pk,), retry=False)
-            except Exception as exc:  # broker down, or its disk full: this row and the rest stay due
+                task.apply_async((pk,), retry=False)
+            except Exception as exc:
                 refusal = exc
                 break
-            Decision.objects.filter(pk=pk, status=Decision.Status.QUEUED).update(**Decision.redispatched(now))
-            sent += 1
-    return reported(sent, refusal)
+            sent(pk)
+            count += 1
+    return reported(count, refusal)
 
 
 def reported(sent: int, refusal: Exception | None) -> int:
@@ -172,21 +182,10 @@ def record_sla(now: datetime | None = None) -> tuple[int, int]:
 
 def relay_notifications(limit: int = 200) -> int:
     """Hand due notification deliveries to the broker; a lease keeps each from being sent twice meanwhile."""
-    sent, refusal = 0, None
     now = database_now()
     lease = timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
-    with transaction.atomic():
-        due = list(Delivery.objects.dispatchable(now).select_for_update(skip_locked=True)
-                   .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
-        for pk in due:
-            try:
-                deliver_notification.apply_async((pk,), retry=False)
-            except Exception as exc:  # broker down: this row and the rest stay due
-                refusal = exc
-                break
-            Delivery.objects.filter(pk=pk, status=Delivery.Status.PENDING).update(next_attempt_at=now + lease)
-            sent += 1
-    return reported(sent, refusal)
+    return relay(Delivery.objects.dispatchable(now), deliver_notification, limit, sent=lambda pk: Delivery.objects.filter(
+        pk=pk, status=Delivery.Status.PENDING).update(next_attempt_at=now + lease))
 
 
 @shared_task(acks_late=True, ignore_result=True)
