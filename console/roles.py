@@ -1,276 +1,55 @@
-"""Who may do what: the roles, and the access rule every URL of the console declares.
+"""The console's import point for who may do what; nothing is defined here.
 
-Three groups: operators and admins act on checkpoints (claim, assign, decide,
-approve, complete handed-off work); TPMs read everything and change nothing.
-Superusers count as admins so a fresh ``createsuperuser`` can work the queue.
-
-**Every view states its rule** with one decorator, and
-``tests/test_access_rules.py`` walks every URL pattern of the URLconf as every
-principal (anonymous, operator, TPM, admin, superuser, an agent token): a URL
-whose view declares no rule fails the suite. The README's role matrix is
-generated from these rules (``python manage.py access_matrix``)::
-
-    @role_required(*READERS)            # pages: operators, TPMs, admins
-    @require_GET
-    def queue(request): ...
-
-    @role_required(*ACTORS)             # anything that changes state
-    @require_POST
-    def claim(request, pk): ...
-
-    path("login/", public(views.Login.as_view()), name="login")
-
-An htmx endpoint is a view like any other: the page view that renders the
-partial (``_render`` in console/views.py) carries the page's rule, and a
-dedicated partial or action URL gets its own decorator. A refused htmx request
-gets the same answer as a page: anonymous → the login redirect (the login view
-answers htmx with ``HX-Redirect``), a role that may not → 403 with the reason.
-The agent API declares ``AGENT`` for all its operations in one place
-(``workflows/api/__init__.py``); the Django admin is ``ADMIN_SITE`` (staff,
-then model permissions), recognised from its views.
+The role facts are the domain's (``workflows.roles``: names, who holds which role, who may
+own work) and the access rules of URLs sit below both screens and API (``access.rules``).
+The console's views, template tags and commands keep importing them from here, so their
+imports did not move; the domain and the agent API import from the real homes, and
+``tests/test_import_directions.py`` fails if anything under ``workflows/`` imports ``console``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from functools import wraps
-from typing import TYPE_CHECKING, Any, TypeVar, cast
-
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AnonymousUser, Group
-from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import PermissionDenied
-from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponseBase
-from django.shortcuts import render
-
-# The role names live in the domain: the SLA clocks reassign and return work without a request.
-from workflows.models.people import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators  # noqa: E402, F401
-
-if TYPE_CHECKING:
-    from workflows.models.base import Operator
-
-# Who can knock on a URL: the three roles, plus the principals without one.
-ANONYMOUS = "anonymous"
-SUPERUSER = "superuser"
-AGENT_TOKEN = "agent token"  # noqa: S105 - the name of a principal, not a secret
-PRINCIPALS = (ANONYMOUS, OPERATOR, TPM, ADMIN, SUPERUSER, AGENT_TOKEN)
-
-READERS = (OPERATOR, TPM, ADMIN)  # every console page
-ACTORS = ACTING_ROLES  # every state change
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Which principals a URL lets through, in words for the README's matrix."""
-
-    allowed: frozenset[str]
-    summary: str
-    finer: str = ""  # a further check inside the view (model permissions) that may still answer 403
-
-    def allows(self, principal: str) -> bool:
-        return principal in self.allowed
-
-
-PUBLIC = Rule(frozenset(PRINCIPALS), "anyone (no sign-in)")
-AGENT = Rule(frozenset({AGENT_TOKEN}), "agent runtimes with a valid API token")
-ADMIN_SITE = Rule(frozenset({ADMIN, SUPERUSER}), "Django admin: active staff accounts",
-                  finer="Django model permissions")
-
-
-def set_role(user: Any, role: str) -> None:
-    """Put the user in exactly the group of ``role`` (groups are created on first use)."""
-    if role not in ROLES:
-        raise ValueError(f"Unknown role {role!r}: one of {', '.join(ROLES)}.")
-    group, _ = Group.objects.get_or_create(name=role)
-    user.groups.remove(*Group.objects.filter(name__in=ROLES).exclude(pk=group.pk))
-    user.groups.add(group)
-    if role == ADMIN:
-        _grant_admin_permissions(group)
-    if user.is_staff != (role == ADMIN or user.is_superuser):  # the Django admin is for admins
-        user.is_staff = role == ADMIN or user.is_superuser
-        user.save(update_fields=["is_staff"])
-    user.__dict__.pop("_console_roles", None)
-
-
-def _grant_admin_permissions(group: Group) -> None:
-    """Admins configure agents, runbooks and users in the Django admin: they need its model permissions."""
-    from django.contrib.auth.models import Permission
-
-    wanted = Permission.objects.filter(Q(content_type__app_label="workflows")
-                                       | Q(content_type__app_label="auth", content_type__model__in=["user", "group"]))
-    if group.permissions.count() != wanted.count():
-        group.permissions.set(wanted)
-
-
-def roles_of(user: Any) -> frozenset[str]:
-    """The console roles of a signed-in, active user (superusers count as admins); cached per request."""
-    if not user.is_authenticated or not user.is_active:
-        return frozenset()
-    # getattr, not user.__dict__: request.user is a lazy wrapper whose own __dict__ never holds it.
-    cached: frozenset[str] | None = getattr(user, "_console_roles", None)
-    if cached is None:
-        names = set(user.groups.filter(name__in=ROLES).values_list("name", flat=True))
-        if user.is_superuser:
-            names |= {ADMIN, SUPERUSER}
-        cached = frozenset(names)
-        user._console_roles = cached  # a per-request cache on the user object
-    return cached
-
-
-def can_act(user: Any) -> bool:
-    """Operators and admins may change checkpoints and workflows."""
-    return bool(roles_of(user) & set(ACTORS))
-
-
-def can_review(user: Any) -> bool:
-    """TPMs and admins read the program's figures (the resume dashboard, readiness, staffing)."""
-    return bool(roles_of(user) & {TPM, ADMIN})
-
-
-REVIEWERS = (TPM, ADMIN)  # the program's figures
-
-
-def is_admin(user: Any) -> bool:
-    return ADMIN in roles_of(user)
-
-
-def owner_candidates() -> QuerySet[Any]:
-    """Who may own a workflow an agent reports: active members of the operator or admin group.
-
-    Narrower than ``operators()``: a superuser account without a role is not a work queue.
-    """
-    return (get_user_model().objects.filter(is_active=True, groups__name__in=ACTING_ROLES)
-            .distinct().order_by("username"))
-
-
-# --- declaring a URL's rule ------------------------------------------------------------
-
-View = TypeVar("View", bound=Callable[..., HttpResponseBase])
-
-
-def declare(rule: Rule) -> Callable[[View], View]:
-    """Attach ``rule`` to a view that enforces it some other way (the API, the admin)."""
-
-    def mark(view: View) -> View:
-        view.access_rule = rule  # type: ignore[attr-defined]
-        return view
-
-    return mark
-
-
-def public(view: View) -> View:
-    """Anyone may open this URL (the login page, health checks)."""
-    return declare(PUBLIC)(view)
-
-
-def role_required(*roles: str, why: str = "") -> Callable[[View], View]:
-    """Signed-in users with one of ``roles`` (superusers count as admins); others are refused.
-
-    Anonymous requests are sent to the login page; a signed-in user without the
-    role gets the 403 page saying why. Use ``READERS`` for pages and ``ACTORS``
-    for anything that changes state.
-    """
-    unknown = set(roles) - set(ROLES)
-    if unknown or not roles:
-        raise ValueError(f"role_required takes roles among {ROLES}, got {roles!r}")
-    allowed = frozenset(roles) | ({SUPERUSER} if ADMIN in roles else set())
-    names = " and ".join(_plural(r) for r in roles)
-    reason = why or f"This page is for {names}."
-    rule = Rule(allowed, f"signed-in {names}")
-
-    def decorate(view: View) -> View:
-        @wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            if not request.user.is_authenticated:
-                return redirect_to_login(request.get_full_path())
-            if roles_of(request.user) & allowed:
-                return view(request, *args, **kwargs)
-            return render(request, "403.html", {"exception": reason}, status=403)
-
-        wrapper.access_rule = rule  # type: ignore[attr-defined]
-        return cast(View, wrapper)  # the view's own signature: the wrapper only refuses, or calls it
-
-    return decorate
-
-
-def signed_in(request: HttpRequest) -> Operator:
-    """The user of a request that a login check let through (``role_required``, the admin site).
-
-    PermissionDenied (403) if it is anonymous after all: a view reached without its check."""
-    user = request.user
-    if isinstance(user, AnonymousUser):
-        raise PermissionDenied("Sign in first.")
-    return user
-
-
-def operator_required(view: View) -> View:
-    """Actions are for operators and admins; a TPM gets a 403 page that says why."""
-    return role_required(*ACTORS, why="Your role is read-only: only operators and admins can claim, assign, "
-                                      "decide checkpoints or complete handed-off work.")(view)
-
-
-def _plural(role: str) -> str:
-    return {OPERATOR: "operators", TPM: "TPMs", ADMIN: "admins"}[role]
-
-
-# --- reading the rules back ------------------------------------------------------------
-
-def rule_of(callback: Callable[..., Any], namespace: str = "") -> Rule | None:
-    """The rule a resolved view declares; None when it declares none (the suite fails on that)."""
-    rule: Rule | None = getattr(callback, "access_rule", None)
-    if rule is not None:
-        return rule
-    if namespace.split(":")[0] == "admin":
-        # Django's admin wraps every view but its login page in AdminSite.admin_view (active staff only).
-        from django.contrib.admin import AdminSite
-
-        site = getattr(callback, "__self__", None) or getattr(callback, "admin_site", None)
-        signing = isinstance(site, AdminSite) and callback.__name__ in ("login", "logout")
-        return PUBLIC if signing else ADMIN_SITE
-    return None
-
-
-def url_rules() -> Iterable[tuple[str, str, Callable[..., Any], Rule | None]]:
-    """(route, name, view, rule) for every URL pattern of the URLconf, resolved, not hand-listed."""
-    from django.urls import URLPattern, URLResolver, get_resolver
-
-    def walk(patterns: Iterable[Any], prefix: str, namespace: str) -> Iterable[tuple[str, str, Any, Rule | None]]:
-        for p in patterns:
-            route = prefix + str(p.pattern)
-            if isinstance(p, URLResolver):
-                ns = f"{namespace}{p.namespace}:" if p.namespace else namespace
-                yield from walk(p.url_patterns, route, ns)
-            elif isinstance(p, URLPattern):
-                yield route, f"{namespace}{p.name or ''}", p.callback, rule_of(p.callback, namespace)
-
-    yield from walk(get_resolver().url_patterns, "", "")
-
-
-def matrix_markdown() -> str:
-    """The role matrix of the README, generated from the declared rules (``manage.py access_matrix``).
-
-    Console URLs get a row each; the admin and the agent API one row per rule, since each of
-    those declares its rule in one place.
-    """
-    rows: dict[tuple[str, Rule], list[str]] = {}
-    for route, name, _view, rule in url_rules():
-        if rule is None:
-            continue
-        group = name.split(":")[0] if ":" in name else ""
-        label = {"admin": "/admin/…", "api": "/api/v1/…"}.get(group, "/" + route)
-        rows.setdefault((label, rule), []).append(name.split(":")[-1] or "(catch-all)")
-    header = "| URL | view | " + " | ".join(principal_label(p) for p in PRINCIPALS) + " | rule |"
-    lines = [header, "|" + "---|" * (len(PRINCIPALS) + 3)]
-    for (label, rule), names in rows.items():
-        views = ", ".join(names) if len(names) <= 3 else f"{len(names)} views"
-        marks = " | ".join("✓" if rule.allows(p) else "–" for p in PRINCIPALS)
-        finer = f" (then {rule.finer})" if rule.finer else ""
-        lines.append(f"| `{label}` | {views} | {marks} | {rule.summary}{finer} |")
-    return "\n".join(lines) + "\n"
-
-
-def principal_label(principal: str) -> str:
-    return {ANONYMOUS: "anonymous", OPERATOR: "operator", TPM: "TPM", ADMIN: "admin", SUPERUSER: "superuser",
-            AGENT_TOKEN: "agent token"}[principal]
+from access.rules import (
+    ACTORS,
+    ADMIN_SITE,
+    AGENT,
+    AGENT_TOKEN,
+    ANONYMOUS,
+    PRINCIPALS,
+    PUBLIC,
+    READERS,
+    REVIEWERS,
+    Rule,
+    View,
+    declare,
+    matrix_markdown,
+    operator_required,
+    principal_label,
+    public,
+    role_required,
+    rule_of,
+    signed_in,
+    url_rules,
+)
+from workflows.roles import (
+    ACTING_ROLES,
+    ADMIN,
+    OPERATOR,
+    ROLES,
+    SUPERUSER,
+    TPM,
+    can_act,
+    can_review,
+    is_admin,
+    operators,
+    owner_candidates,
+    roles_of,
+    set_role,
+)
+
+__all__ = [
+    "ACTING_ROLES", "ACTORS", "ADMIN", "ADMIN_SITE", "AGENT", "AGENT_TOKEN", "ANONYMOUS", "OPERATOR", "PRINCIPALS",
+    "PUBLIC", "READERS", "REVIEWERS", "ROLES", "SUPERUSER", "TPM", "Rule", "View", "can_act", "can_review",
+    "declare", "is_admin", "matrix_markdown", "operator_required", "operators", "owner_candidates",
+    "principal_label", "public", "role_required", "roles_of", "rule_of", "set_role", "signed_in", "url_rules",
+]

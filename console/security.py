@@ -4,7 +4,7 @@
   browser or a shared cache (``Cache-Control: no-store``), and every console answer varies on
   the htmx headers (one URL serves a page and its partials).
 - ``IdleSessionMiddleware``: a session ends ``SESSION_COOKIE_AGE`` after the last activity.
-- ``client_address``: the client's address for login lockouts and API failed-auth limits.
+- The client's address for login lockouts is ``access.addresses.client_address``.
 - Sign-ins, failed sign-ins and lockouts are audit events.
 """
 
@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
+
+from access.addresses import client_address
 
 HTMX_HEADERS = ("HX-Request", "HX-Target")
 ACTIVITY_GRANULARITY = 60  # seconds: an active session is written at most once a minute
@@ -60,15 +61,6 @@ class IdleSessionMiddleware:
 
 def _is_activity(request: HttpRequest) -> bool:
     return request.method != "GET" or "HTTP_HX_REQUEST" not in request.META
-
-
-def client_address(request: HttpRequest) -> str:
-    """REMOTE_ADDR, or behind ``TRUSTED_PROXY_COUNT`` proxies the address the first of them saw."""
-    count: int = settings.TRUSTED_PROXY_COUNT
-    forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
-    if count and len(forwarded) >= count:
-        return str(forwarded[-count])[:64]  # the entries left of it are whatever the client wrote
-    return str(request.META.get("REMOTE_ADDR", ""))[:64]
 
 
 def _where(request: HttpRequest | None) -> dict[str, Any]:

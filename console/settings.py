@@ -183,7 +183,7 @@ AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # attempts while locked are refused, not re-counted
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-AXES_CLIENT_IP_CALLABLE = "console.security.client_address"
+AXES_CLIENT_IP_CALLABLE = "access.addresses.client_address"
 AXES_VERBOSE = False
 
 # --- Agent API -------------------------------------------------------------

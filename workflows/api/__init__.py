@@ -19,7 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllow
 from django.urls import URLPattern, re_path
 from ninja import NinjaAPI
 
-from console.roles import AGENT, PUBLIC, declare, public
+from access.rules import AGENT, PUBLIC, declare, public
 
 from ..api_json import StrictJSONParser
 from . import checkpoints, replays, steps, workflows

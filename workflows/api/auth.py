@@ -17,6 +17,8 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 from ninja.throttling import BaseThrottle
 
+from access.addresses import client_address
+
 from ..models import Agent
 
 logger = logging.getLogger(__name__)
@@ -58,8 +60,6 @@ class AgentToken(HttpBearer):
         return Agent.authenticate(token)
 
     def _count_failure(self, request: HttpRequest) -> None:
-        from console.security import client_address
-
         limit = settings.API_AUTH_FAILURES_PER_MINUTE
         if not limit:
             return

@@ -1,8 +1,7 @@
 """Who can take work: the acting roles, operators' working hours, and the least-loaded pick of a group.
 
-The console's role groups are named here, in the domain, because the SLA
-clocks reassign and return work without a request: ``console.roles`` imports
-these names rather than restating them.
+The role names and ``operators()`` live in ``workflows.roles`` (the bottom of the domain);
+they are imported here for the models that use them and for their older importers.
 """
 
 from __future__ import annotations
@@ -11,24 +10,16 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import models
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count
 
-OPERATOR = "operator"
-TPM = "tpm"
-ADMIN = "admin"
-ROLES = (OPERATOR, TPM, ADMIN)
-ACTING_ROLES = (OPERATOR, ADMIN)
+from ..roles import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators
+
+__all__ = ["ACTING_ROLES", "ADMIN", "OPERATOR", "ROLES", "TPM", "OperatorProfile", "can_take_work", "is_working",
+           "least_loaded", "operators"]
 
 User = settings.AUTH_USER_MODEL
-
-
-def operators() -> QuerySet[Any]:
-    """Everyone a checkpoint can be assigned or handed off to: active users in an acting role."""
-    return (get_user_model().objects.filter(is_active=True)
-            .filter(Q(groups__name__in=ACTING_ROLES) | Q(is_superuser=True)).distinct().order_by("username"))
 
 
 class OperatorProfile(models.Model):

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ..clock import database_now
 from ..identifiers import normalized
+from ..roles import owner_candidates
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
 from .events import Event
@@ -29,8 +30,6 @@ def eligible_owner(username: str) -> Any:
     its user may not act (a TPM, a superuser without a role, a deactivated account), so it
     neither tells which usernames exist nor hands work to someone who cannot act on it.
     """
-    from console.roles import owner_candidates
-
     model = get_user_model()
     user = owner_candidates().filter(**{model.USERNAME_FIELD: username}).first()
     if user is None:

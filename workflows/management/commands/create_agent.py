@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator, validate_slug
 from django.db import IntegrityError
 
-from console.roles import owner_candidates
 from workflows.models import Agent
+from workflows.roles import owner_candidates
 from workflows.runtime import check_resume_url
 
 

@@ -2,6 +2,10 @@
 decisions and events are shown read-mostly, since they change only through
 the model's transitions (which record events).
 
+The admin is a screen, so it lives with the screens in ``console/`` (it registers the
+``workflows`` models; their URLs stay /admin/workflows/…): it shares the runbook form with
+the console's runbook editor, and the domain below knows neither.
+
 Every change made here is an audit event (``AuditedAdmin``): who, what, the fields
 before and after. New API tokens and signing secrets are shown once, in the body of
 the page that made them, never in a message (messages ride in a readable cookie).
@@ -24,11 +28,10 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.template.response import TemplateResponse
 
-from console.roles import owner_candidates, signed_in
+from access.rules import signed_in
 from console.runbook_forms import FIELDS as RUNBOOK_FIELDS
 from console.runbook_forms import RunbookForm
-
-from .models import (
+from workflows.models import (
     Agent,
     Attempt,
     BreachReason,
@@ -49,7 +52,8 @@ from .models import (
     Step,
     Workflow,
 )
-from .models.runbooks import ONE_DEFAULT
+from workflows.models.runbooks import ONE_DEFAULT
+from workflows.roles import owner_candidates
 
 _M = TypeVar("_M", bound=models.Model)
 
