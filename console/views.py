@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import LoginView
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
@@ -271,10 +272,17 @@ def workbench(request: HttpRequest, pk: int) -> HttpResponse:
     return _workbench(request, checkpoint)
 
 
+def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> dict[str, Any]:
+    """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
+    last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
+    stop = min(checkpoint.at_seq or last, last) if checkpoint else last
+    return {"replay_why_not": workflow.agent.cannot(Agent.Capability.REPLAY), "can_act": can_act(request.user),
+            "replay_from": max(1, stop - 4), "replay_to": stop, "replay_max": settings.REPLAY_MAX_STEPS,
+            "replay_checkpoint": checkpoint, "last_seq": last}
+
+
 def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionForm | None = None,
                error: str = "", status: int = 200) -> HttpResponse:
-    from .workflow_views import replay_offer  # the workflow pages import this module
-
     user, workflow = request.user, checkpoint.workflow
     form = form or DecisionForm(checkpoint=checkpoint)
     events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:200])

@@ -7,10 +7,7 @@ clipped at ``pretty_json``'s limit, and the event log shows its latest entries.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -20,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from workflows.models import Agent, Checkpoint, Conflict, Decision, ReplayRun, Workflow
 
 from .roles import ACTORS, READERS, can_act, role_required
-from .views import _render
+from .views import _render, replay_offer
 
 STEPS_PER_PAGE = 50
 EVENTS_SHOWN = 200
@@ -76,15 +73,6 @@ class ReplayForm(forms.Form):
     from_seq = forms.IntegerField(min_value=1)
     to_seq = forms.IntegerField(min_value=1)
     checkpoint = forms.IntegerField(required=False)
-
-
-def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> dict[str, Any]:
-    """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
-    last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
-    stop = min(checkpoint.at_seq or last, last) if checkpoint else last
-    return {"replay_why_not": workflow.agent.cannot(Agent.Capability.REPLAY), "can_act": can_act(request.user),
-            "replay_from": max(1, stop - 4), "replay_to": stop, "replay_max": settings.REPLAY_MAX_STEPS,
-            "replay_checkpoint": checkpoint, "last_seq": last}
 
 
 @role_required(*ACTORS)

@@ -22,13 +22,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, QuerySet
 
 from . import metrics, rollups
 from .models import Reason, Runbook, SLAPolicy, Step
 from .models.rollups import ANY
+from .readiness_figures import STEP_COUNTS, effect_aggregates, interruption_label, with_interruption_steps
 
 Matcher = Callable[[str, str], Runbook | None]  # Runbook.matcher(): the runbook a kind and reason get
 
@@ -117,38 +117,6 @@ class KindReadiness:
             return ["every check passed"]
         blockers = [f.text for f in self.findings if f.severity == BLOCKER]
         return blockers or [f.text for f in self.findings]
-
-
-def with_interruption_steps(qs: QuerySet[Any]) -> QuerySet[Any]:
-    """Checkpoints annotated with the name of the step they stopped at and of the step before it."""
-    at = Step.objects.filter(workflow=OuterRef("workflow"), seq=OuterRef("at_seq"))
-    before = Step.objects.filter(workflow=OuterRef("workflow"), seq__lt=OuterRef("at_seq")).order_by("-seq")
-    annotated: QuerySet[Any] = qs.annotate(at_name=Subquery(at.values("name")[:1]),
-                                           before_name=Subquery(before.values("name")[:1]))
-    return annotated
-
-
-def interruption_label(at_name: str | None, before_name: str | None) -> str:
-    if at_name:
-        return f"at {at_name}"
-    if before_name:
-        return f"after {before_name}"
-    return "before the first step"
-
-
-# What readiness counts among the steps of the workflows launched in the period.
-STEP_COUNTS = {
-    "tools": Q(kind=Step.Kind.TOOL, status=Step.Status.COMMITTED),
-    "tools_verified": Q(kind=Step.Kind.TOOL, status=Step.Status.COMMITTED, verified=True),
-    "promises": Q(promise__isnull=False) & ~Q(promise=""),
-}
-
-
-def effect_aggregates() -> dict[str, Count]:
-    """Per effect name: its steps, the committed ones, and those of them with an external reference."""
-    return {"steps": Count("pk"), "committed": Count("pk", filter=Q(status=Step.Status.COMMITTED)),
-            "with_ref": Count("pk", filter=Q(status=Step.Status.COMMITTED, external_ref__isnull=False)
-                              & ~Q(external_ref=""))}
 
 
 def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:

@@ -1,7 +1,7 @@
 """Daily rollups: the resume dashboard and readiness in bounded time over any history.
 
 The figures are defined once, in ``workflows.metrics`` (and readiness's in
-``workflows.readiness``); this module computes them **per UTC day** with those
+``workflows.readiness_figures``); this module computes them **per UTC day** with those
 very definitions and keeps the result in ``DailyRollup`` rows, so a page sums
 a few thousand small rows instead of judging every workflow of the period.
 
@@ -50,7 +50,7 @@ from django.db.models import BooleanField, Case, Count, Q, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from . import metrics, readiness
+from . import metrics, readiness_figures
 from .clock import database_now
 from .models import Checkpoint, DailyRollup, Decision, Event, RollupState, Step, Workflow
 from .models.rollups import ANY
@@ -192,24 +192,24 @@ def _launches_and_steps(cells: defaultdict[Key, Cell], period: metrics.Filters) 
         cells[(_day(r["day"]), r["agent__name"], r["kind"], ANY, ANY)].counts["launches"] += r["n"]
     steps = Step.objects.filter(workflow__in=metrics.launched(period).values("pk")).annotate(
         day=TruncDate("workflow__created_at", tzinfo=UTC)).values("day", "workflow__agent__name", "workflow__kind")
-    for name, q in readiness.STEP_COUNTS.items():
+    for name, q in readiness_figures.STEP_COUNTS.items():
         for r in steps.filter(q).annotate(n=Count("pk")).order_by():
             cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY)].counts[name] += r["n"]
     effects = steps.filter(kind=Step.Kind.EFFECT).values("day", "workflow__agent__name", "workflow__kind", "name")
-    for r in effects.annotate(**readiness.effect_aggregates()).order_by():
+    for r in effects.annotate(**readiness_figures.effect_aggregates()).order_by():
         counts = cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY)].counts
         for part in ("steps", "committed", "with_ref"):
             counts[f"effect:{r['name']}:{part}"] += r[part]
 
 
 def _checkpoints(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
-    opened = readiness.with_interruption_steps(metrics.with_clocks(metrics.opened_checkpoints(period)))
+    opened = readiness_figures.with_interruption_steps(metrics.with_clocks(metrics.opened_checkpoints(period)))
     rows = opened.annotate(breached=Case(When(metrics.BREACHED, then=Value(True)), default=Value(False),
                                          output_field=BooleanField())).values(
         "pk", "opened_at", "claimed_first_at", "first_decided_at", "breached", "reason", "runbook__slug",
         "workflow__agent__name", "workflow__kind", "at_name", "before_name")
     for r in rows.order_by():
-        names = ["opened", f"interruption:{readiness.interruption_label(r['at_name'], r['before_name'])}"]
+        names = ["opened", f"interruption:{readiness_figures.interruption_label(r['at_name'], r['before_name'])}"]
         if r["breached"]:
             names.append("breached")
         clocks = {name: (r[end] - r["opened_at"]).total_seconds() for name, end in
