@@ -6,24 +6,27 @@ The admin is a screen, so it lives with the screens in ``console/`` (it register
 ``workflows`` models; their URLs stay /admin/workflows/…): it shares the runbook form with
 the console's runbook editor, and the domain below knows neither.
 
-Every change made here is an audit event (``AuditedAdmin``): who, what, the fields
-before and after. New API tokens and signing secrets are shown once, in the body of
+Every change made here is an audit event: every model registered, ours and the libraries'
+(auth's groups, axes's lockouts), has an ``AuditedAdmin``, so adding, changing or deleting
+a row, its inline rows included, records who, what, and the fields before and after
+(``tests/test_admin_audit.py`` walks the registry). A password an admin sets for someone is
+an event too, without the password. New API tokens and signing secrets are shown once, in the body of
 the page that made them, never in a message (messages ride in a readable cookie).
 """
 
 from __future__ import annotations
 
 import csv
-import datetime
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import AbstractUser
-from django.db import IntegrityError, models
+from django.db import IntegrityError, models, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.template.response import TemplateResponse
@@ -52,6 +55,7 @@ from workflows.models import (
     Step,
     Workflow,
 )
+from workflows.models.events import plain
 from workflows.models.runbooks import ONE_DEFAULT
 from workflows.roles import owner_candidates
 
@@ -62,22 +66,12 @@ URL_FIELDS: Mapping[type[models.Field[Any, Any]], Mapping[str, Any]] = {models.U
 SECRET_FIELDS = ("password", "secret", "token")  # never copied into the trail
 
 
-def _plain(value: Any) -> Any:
-    """A field value as the trail keeps it: JSON, names rather than ids."""
-    if isinstance(value, models.Model):
-        return str(value)
-    if isinstance(value, QuerySet[Any] | list | tuple | set):
-        return sorted(str(_plain(v)) for v in value)
-    if isinstance(value, datetime.date | datetime.datetime | datetime.timedelta):
-        return str(value)
-    if value is None or isinstance(value, bool | int | float | str | dict[str, Any]):
-        return value
-    return str(value)
-
-
 def _value(instance: Any, name: str) -> Any:
+    """A field's value as the trail keeps it: names rather than ids, a many-to-many as sorted names."""
     value = getattr(instance, name, None)  # a field's value, or its many-to-many manager
-    return _plain(list(value.all()) if value is not None and hasattr(value, "all") else value)
+    if value is not None and hasattr(value, "all"):
+        return sorted(str(v) for v in value.all())
+    return plain(value)  # Event.record's one encoder: lazy strings, dates, times, decimals, rows
 
 
 class AuditedAdmin(admin.ModelAdmin[_M]):
@@ -93,10 +87,12 @@ class AuditedAdmin(admin.ModelAdmin[_M]):
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)  # many-to-many values (a user's groups) land here
         obj, change, fields, before = request._audited  # type: ignore[attr-defined]
-        if change and not fields:
+        inline = _inline_changes(formsets)  # an SLA policy's escalation levels, a calendar's holidays
+        if change and not fields and not inline:
             return
+        extra = {"inlines": inline} if inline else {}
         Event.record(obj, Event.Verb.ADMIN_CHANGED if change else Event.Verb.ADMIN_CREATED, actor=signed_in(request),
-                     data=_described(obj, before=before, after={f: _value(obj, f) for f in fields}))
+                     data=_described(obj, before=before, after={f: _value(obj, f) for f in fields}, **extra))
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         Event.record(obj, Event.Verb.ADMIN_DELETED, actor=signed_in(request), data=_described(obj))
@@ -108,8 +104,23 @@ class AuditedAdmin(admin.ModelAdmin[_M]):
         super().delete_queryset(request, queryset)
 
 
+def _inline_changes(formsets: Any) -> list[str]:
+    """What the inline rows saved with the parent did, in words (the rows' own fields are not copied)."""
+    done = []
+    for formset in formsets:
+        done += [f"added {o}" for o in getattr(formset, "new_objects", ())]
+        done += [f"changed {o}: {', '.join(f)}" for o, f in getattr(formset, "changed_objects", ())]
+        done += [f"deleted {o}" for o in getattr(formset, "deleted_objects", ())]
+    return done
+
+
 def _described(obj: Any, **changes: Any) -> dict[str, Any]:
     return {"model": obj._meta.verbose_name, "object": str(obj)[:200], **changes}
+
+
+def _audited(base: type[admin.ModelAdmin[Any]]) -> type[admin.ModelAdmin[Any]]:
+    """A library's admin class with the trail: the same pages, every save and deletion recorded."""
+    return type(f"Audited{base.__name__}", (AuditedAdmin, base), {"__module__": __name__})
 
 
 class ReadOnlyInline(admin.TabularInline[Any, Any]):
@@ -173,7 +184,7 @@ class HolidayInline(admin.TabularInline[Any, Any]):
 
 
 @admin.register(BusinessCalendar)
-class BusinessCalendarAdmin(admin.ModelAdmin[BusinessCalendar]):
+class BusinessCalendarAdmin(AuditedAdmin[BusinessCalendar]):
     list_display = ("name", "time_zone", "opens", "closes")
     inlines = (HolidayInline,)
 
@@ -185,7 +196,7 @@ class EscalationLevelInline(admin.TabularInline[Any, Any]):
 
 
 @admin.register(SLAPolicy)
-class SLAPolicyAdmin(admin.ModelAdmin[SLAPolicy]):
+class SLAPolicyAdmin(AuditedAdmin[SLAPolicy]):
     list_display = ("name", "claim_target_minutes", "decision_target_minutes", "calendar", "updated_at")
     inlines = (EscalationLevelInline,)
     fieldsets = (
@@ -201,19 +212,19 @@ class SLAPolicyAdmin(admin.ModelAdmin[SLAPolicy]):
 
 
 @admin.register(BreachReason)
-class BreachReasonAdmin(admin.ModelAdmin[BreachReason]):
+class BreachReasonAdmin(AuditedAdmin[BreachReason]):
     list_display = ("name", "description", "is_active")
     list_filter = ("is_active",)
 
 
 @admin.register(OperatorProfile)
-class OperatorProfileAdmin(admin.ModelAdmin[OperatorProfile]):
+class OperatorProfileAdmin(AuditedAdmin[OperatorProfile]):
     list_display = ("user", "calendar")
     autocomplete_fields = ("user",)
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin[Channel]):
+class ChannelAdmin(AuditedAdmin[Channel]):
     formfield_overrides = URL_FIELDS
     list_display = ("__str__", "kind", "address", "url", "slack", "is_active")
     list_filter = ("kind", "slack", "is_active")
@@ -226,7 +237,7 @@ class AttemptInline(ReadOnlyInline):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin[Delivery]):
+class DeliveryAdmin(AuditedAdmin[Delivery]):
     list_display = ("notification", "channel", "status", "attempts", "next_attempt_at", "sent_at")
     list_filter = ("status",)
     list_select_related = ("notification", "channel__user", "channel__group")
@@ -307,7 +318,7 @@ class StepInline(ReadOnlyInline):
     readonly_fields = fields
 
 
-class ReadOnlyAdmin(admin.ModelAdmin[_M]):
+class ReadOnlyAdmin(AuditedAdmin[_M]):
     """Rows that change only through model transitions: visible, never edited here."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -330,7 +341,7 @@ class DriftIgnoreRuleAdmin(AuditedAdmin[DriftIgnoreRule]):
 
 
 @admin.register(ReplayRun)
-class ReplayRunAdmin(admin.ModelAdmin[ReplayRun]):
+class ReplayRunAdmin(AuditedAdmin[ReplayRun]):
     list_display = ("pk", "workflow", "from_seq", "to_seq", "status", "requested_by", "requested_at",
                     "first_divergent_seq")
     list_filter = ("status",)
@@ -434,3 +445,24 @@ class AuditedUserAdmin(AuditedAdmin[AbstractUser], UserAdmin[AbstractUser]):
         if obj is not None and Event.objects.filter(actor_user=obj).exists():
             return False
         return super().has_delete_permission(request, obj)
+
+    def user_change_password(self, request: HttpRequest, id: str, form_url: str = "") -> HttpResponse:
+        """An admin setting (or disabling) someone's password is an event; the password never is in it."""
+        stored = User._default_manager.filter(pk=unquote(id)).values_list("password", flat=True)
+        with transaction.atomic():
+            before = stored.first()
+            response = super().user_change_password(request, id, form_url)
+            if before is not None and stored.first() != before:
+                user = User._default_manager.get(pk=unquote(id))
+                Event.record(user, Event.Verb.ADMIN_CHANGED, actor=signed_in(request), data=_described(
+                    user, before={"password": "(hidden)"},
+                    after={"password": "(changed)" if user.has_usable_password() else "(disabled)"}))
+        return response
+
+
+# The libraries' own registrations get the trail too: auth's groups (the roles) and axes's
+# lockout records (deleting one unlocks an account).
+for _model, _model_admin in list(admin.site._registry.items()):
+    if _model._meta.app_label in ("auth", "axes") and not isinstance(_model_admin, AuditedAdmin):
+        admin.site.unregister(_model)
+        admin.site.register(_model, _audited(type(_model_admin)))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
@@ -18,6 +20,37 @@ if TYPE_CHECKING:
 User = settings.AUTH_USER_MODEL
 # What the SLA sweep does to a claim or past a breach, counted by the breach review per period (Event.Verb values).
 SWEEP_VERBS = ("escalated", "claim_reminder", "released")
+
+
+class AuditEncoder(DjangoJSONEncoder):
+    """The one way a value becomes JSON in the trail: Django's encoder (lazy strings, dates, times,
+    durations, decimals, UUIDs), a model row as its name, and anything else as its text: whatever
+    an admin form or a caller hands in, recording the event never fails on the data's type."""
+
+    def default(self, o: Any) -> Any:
+        if isinstance(o, models.Model):
+            return str(o)
+        if isinstance(o, models.QuerySet):
+            return list(o)
+        try:
+            return super().default(o)
+        except TypeError:
+            return str(o)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as the JSON the trail stores (keys as text, sets sorted), through ``AuditEncoder``."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return str(value)  # a SafeString or another subclass: the text only
+    if isinstance(value, Mapping):
+        return {str(plain(k)): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((plain(v) for v in value), key=str)
+    return plain(AuditEncoder().default(value))
 
 
 class EventQuerySet(models.QuerySet["Event"]):
@@ -172,7 +205,7 @@ class Event(models.Model):
         from .workflows import Step, Workflow
 
         # ``at``: when it truly happened (a deadline applied late by the sweep), by default now.
-        event = cls(verb=cls.Verb(verb), data=data or {}, at=at or timezone.now())  # ValueError on a stray verb
+        event = cls(verb=cls.Verb(verb), data=plain(data or {}), at=at or timezone.now())  # ValueError on a stray verb
         if isinstance(actor, Agent):
             event.actor_type, event.actor_agent, event.actor_name = cls.ActorType.AGENT, actor, actor.name
         elif actor is not None:
