@@ -8,6 +8,7 @@ from django.test import override_settings
 from tests.apitools import DECIDE_REFUND, READ_TICKET, api_agent, assert_error, issue_refund
 from tests.helpers import make_runbook, make_user
 from workflows.models import Checkpoint, Decision, Event, Workflow
+from workflows.models.clocks import SlaClock
 
 CHECKPOINT_KEYS = {"id", "status", "reason", "due_at", "warn_at", "runbook", "resume_state"}
 GET_KEYS = {"id", "status", "assignee", "due_at", "breached", "decision"}
@@ -139,7 +140,8 @@ def test_a_claimed_checkpoint_names_its_assignee(bot, alice):
 
 def test_a_breach_is_visible_to_the_agent(bot):
     _, checkpoint_id = paused(bot)
-    checkpoint_of(checkpoint_id).record_breach()
+    checkpoint = checkpoint_of(checkpoint_id)
+    SlaClock(checkpoint).record_breach(checkpoint.due_at)
     assert bot.checkpoint(checkpoint_id)["breached"] is True
 
 

@@ -21,8 +21,20 @@ from django.db.models import QuerySet
 
 from . import notify, runtime
 from .clock import database_now
-from .models import Checkpoint, Conflict, Decision, Delivery, Event, Reason, ReplayRun, Runbook, Workflow
+from .models import (
+    Checkpoint,
+    CheckpointQuerySet,
+    Conflict,
+    Decision,
+    Delivery,
+    Event,
+    Reason,
+    ReplayRun,
+    Runbook,
+    Workflow,
+)
 from .models.broker import BrokerStatus, repair_folder_broker
+from .models.clocks import SlaClock
 
 log = logging.getLogger(__name__)
 
@@ -134,16 +146,17 @@ def reclaim_stuck_deliveries(now: datetime | None = None) -> int:
     return reclaimed
 
 
-# Each SLA step is (queryset of due rows, the model method that records one); order matters on catch-up:
-# a checkpoint the scheduler missed for an hour is warned, then breached, then escalated, in one sweep.
-SLA_STEPS = (
-    ("claim_warnings", "claim_warning", "record_claim_warning"),
-    ("claim_breaches", "claim_due", "record_claim_breach"),
-    ("warnings", "warning", "record_warning"),
-    ("breaches", "due", "record_breach"),
-    ("escalations", "escalating", "fire_escalation"),
-    ("reminders", "reminding", "remind_claim"),
-    ("releases", "stale_claims", "release_stale_claim"),
+# Each SLA step is (its count's name, the query of due rows, the clock's record of one); order matters on
+# catch-up: a checkpoint the scheduler missed for an hour is warned, then breached, then escalated, in one sweep.
+SlaStep = tuple[str, Callable[[CheckpointQuerySet, datetime], CheckpointQuerySet], Callable[[SlaClock, datetime], bool]]
+SLA_STEPS: tuple[SlaStep, ...] = (
+    ("claim_warnings", CheckpointQuerySet.claim_warning, SlaClock.record_claim_warning),
+    ("claim_breaches", CheckpointQuerySet.claim_due, SlaClock.record_claim_breach),
+    ("warnings", CheckpointQuerySet.warning, SlaClock.record_warning),
+    ("breaches", CheckpointQuerySet.due, SlaClock.record_breach),
+    ("escalations", CheckpointQuerySet.escalating, SlaClock.fire_escalation),
+    ("reminders", CheckpointQuerySet.reminding, SlaClock.remind_claim),
+    ("releases", CheckpointQuerySet.stale_claims, SlaClock.release_stale_claim),
 )
 SLA_BATCH = 500
 
@@ -158,19 +171,18 @@ def sweep_clocks(now: datetime | None = None) -> dict[str, int]:
     """
     now = now or database_now()
     counts = dict.fromkeys((name for name, _, _ in SLA_STEPS), 0)
-    for name, query, method in SLA_STEPS:
+    for name, query, record in SLA_STEPS:
         seen: set[tuple[int, int]] = set()  # (checkpoint, escalations fired): a row done at this stage
         while True:
-            due = [c for c in getattr(Checkpoint.objects, query)(now).select_related("workflow", "assignee")
+            due = [c for c in query(Checkpoint.objects.all(), now).select_related("workflow", "assignee")
                    .order_by("pk")[:SLA_BATCH]]
             fresh = [c for c in due if (c.pk, c.escalations_fired) not in seen]
             if not fresh:
                 break
             for checkpoint in fresh:
                 seen.add((checkpoint.pk, checkpoint.escalations_fired))
-                act = getattr(checkpoint, method)
-                # An escalation picks whom to reassign by working hours: at the sweep's instant.
-                counts[name] += bool(act(now) if method == "fire_escalation" else act())
+                # Every record is at the sweep's instant (an escalation also picks whom to reassign by it).
+                counts[name] += record(SlaClock(checkpoint), now)
     return counts
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,15 +15,14 @@ from django.utils import timezone
 from ..clock import database_now
 from .agents import Agent
 from .base import Conflict, Stateful
+from .clocks import SlaClock
 from .events import Event
-from .notifications import Notification
-from .people import can_take_work, least_loaded
+from .people import can_take_work
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion
-from .sla import Firing, SLAPolicy, Terms
+from .sla import SLAPolicy, Terms
 from .workflows import Workflow
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import Group
 
     from .base import Actor, Operator
 
@@ -318,11 +316,11 @@ class Checkpoint(Stateful):
                             assignee=user, claimed_at=now,
                             first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
                             **self._claim_timers(now), **fields)
-            if won and self._claimed_late():
-                self.record_claim_breach(notify=False)
+            if won and self.claimed_late():
+                SlaClock(self).record_claim_breach(now, notify=False)
         return won
 
-    def _claimed_late(self) -> bool:
+    def claimed_late(self) -> bool:
         """The first claim came after the time-to-claim target (False without a claim clock or a claim)."""
         return (self.claim_due_at is not None and self.first_claimed_at is not None
                 and self.first_claimed_at > self.claim_due_at)
@@ -332,192 +330,21 @@ class Checkpoint(Stateful):
         return {"remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
                 "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None}
 
-    # --- the SLA clocks: each record is a conditional update that succeeds once, stamped at its deadline ---
+    # --- the transitions the SLA clocks make; the clocks themselves are SlaClock (models/clocks.py) ---
 
-    def _holders(self) -> list[Operator]:
-        return [self.assignee] if self.assignee is not None else []
+    def reassign_by_escalation(self, to: Any, *, at: datetime, now: datetime) -> bool:
+        """An escalation level hands it to ``to``; False when it changed hands since it was read."""
+        return self._hand_to(to, actor=None, verb=Event.Verb.ASSIGNED, at=at, now=now, from_=OPEN_STATUSES,
+                             expect={"assignee_id": self.assignee_id},
+                             data={"to": to.get_username(), "note": "escalation"})
 
-    def _watchers(self) -> tuple[list[Operator], Group | None]:
-        """Who hears about a checkpoint nobody holds: the policy's watchers group and its operators
-        (nobody when the policy names no group, or its group was deleted)."""
-        from django.contrib.auth.models import Group
-
-        from .people import operators
-
-        watchers = self.terms.data.get("watchers")
-        group = Group.objects.filter(pk=watchers).first() if watchers is not None else None
-        if group is None:
-            return [], None
-        return list(operators().filter(groups=group)), group
-
-    def _tell(self, kind: str, title: str, *, at: datetime | None, key: str, users: Iterable[Operator | None] = (),
-              group: Group | None = None, body: str = "") -> None:
-        Notification.send(kind=kind, title=f"{title}: {self.workflow.title}", body=body or self.detail[:500],
-                          checkpoint=self, at=at, users=list(users), group=group, key=f"cp{self.pk}:{key}")
-
-    def record_claim_warning(self) -> bool:
-        if self.claim_warn_at is None or self.claim_due_at is None:
-            return False  # no claim clock: its policy sets no time to claim
-        with transaction.atomic():
-            won = Checkpoint.objects.filter(pk=self.pk, status=self.Status.OPEN, first_claimed_at__isnull=True,
-                                            claim_warned_at__isnull=True, claim_warn_at=self.claim_warn_at
-                                            ).update(claim_warned_at=self.claim_warn_at)
-            if won:
-                Event.record(self, Event.Verb.CLAIM_WARNING, at=self.claim_warn_at,
-                             data={"claim_due_at": self.claim_due_at.isoformat()})
-                users, group = self._watchers()
-                self._tell(Notification.Kind.CLAIM_WARNING, "Nobody has claimed it yet", at=self.claim_warn_at,
-                           key="claim_warning", users=users, group=group,
-                           body=f"Time to claim ends {self.claim_due_at:%Y-%m-%d %H:%M} UTC.")
-        return bool(won)
-
-    def record_claim_breach(self, *, notify: bool = True) -> bool:
-        """The time-to-claim target passed unclaimed (or the first claim came late): stamped at its due time."""
-        if self.claim_due_at is None:
-            return False  # no claim clock: its policy sets no time to claim
-        with transaction.atomic():
-            won = Checkpoint.objects.filter(pk=self.pk, claim_breached_at__isnull=True,
-                                            claim_due_at=self.claim_due_at).update(claim_breached_at=self.claim_due_at)
-            if won:
-                Event.record(self, Event.Verb.CLAIM_BREACHED, at=self.claim_due_at,
-                             data={"claim_due_at": self.claim_due_at.isoformat()})
-                if notify:
-                    users, group = self._watchers()
-                    self._tell(Notification.Kind.CLAIM_BREACHED, "Time to claim breached", at=self.claim_due_at,
-                               key="claim_breached", users=users, group=group)
-        self.refresh_from_db()
-        return bool(won)
-
-    def record_warning(self, now: datetime | None = None) -> bool:
-        with transaction.atomic():
-            won = Checkpoint.objects.on_clock().filter(pk=self.pk, warned_at__isnull=True, warn_at=self.warn_at
-                                                       ).update(warned_at=self.warn_at)
-            if won:
-                Event.record(self, Event.Verb.SLA_WARNING, at=self.warn_at, data={"due_at": self.due_at.isoformat()})
-                users, group = (self._holders(), None) if self.assignee_id else self._watchers()
-                self._tell(Notification.Kind.SLA_WARNING, "Decision due soon", at=self.warn_at, key="sla_warning",
-                           users=users, group=group, body=f"Due {self.due_at:%Y-%m-%d %H:%M} UTC.")
-        return bool(won)
-
-    def record_breach(self, now: datetime | None = None, *, notify: bool = True) -> bool:
-        """Record the SLA breach once, whatever the number of schedulers racing here.
-
-        It is stamped with the due time it passed, not the moment a sweep noticed, and
-        starts the escalation chain from there.
-        """
-        first = self.terms.firing_at(self.due_at, 0) if notify else None
-        with transaction.atomic():
-            won = Checkpoint.objects.filter(
-                pk=self.pk, breached_at__isnull=True, due_at=self.due_at,
-                status__in=[*OPEN_STATUSES, self.Status.DECIDED],
-            ).update(breached_at=self.due_at, escalation_at=first)
-            if won:
-                chain = self.terms.firings()
-                Event.record(self, Event.Verb.SLA_BREACHED, at=self.due_at, data={
-                    "due_at": self.due_at.isoformat(),
-                    "escalates_to": chain[0].spec["target"] if chain and notify else None})
-                if notify:
-                    users, group = self._watchers()
-                    self._tell(Notification.Kind.SLA_BREACHED, "Decision target breached", at=self.due_at,
-                               key="sla_breached", users=self._holders() + users, group=group,
-                               body=f"It was due {self.due_at:%Y-%m-%d %H:%M} UTC.")
-        self.refresh_from_db()
-        return bool(won)
-
-    def fire_escalation(self, now: datetime | None = None) -> bool:
-        """Fire the next level of the escalation chain, once, at its scheduled time."""
-        now = now or database_now()
-        number, at, breached = self.escalations_fired, self.escalation_at, self.breached_at
-        chain = self.terms.firings()
-        if at is None or breached is None or number >= len(chain):
-            return False  # nothing scheduled: not breached, or the chain has run out
-        firing = chain[number]
-        with transaction.atomic():
-            won = Checkpoint.objects.filter(
-                pk=self.pk, escalations_fired=number, escalation_at=at,
-                status__in=OPEN_STATUSES,
-            ).update(escalations_fired=number + 1, escalation_at=self.terms.firing_at(breached, number + 1))
-            if won:
-                self._escalate(firing, at=at, now=now)
-        self.refresh_from_db()
-        return bool(won)
-
-    def _escalate(self, firing: Firing, *, at: datetime, now: datetime) -> None:
-        from django.contrib.auth import get_user_model
-        from django.contrib.auth.models import Group
-
-        spec = firing.spec
-        base = {"level": firing.level + 1, "repeat": firing.repeat, "number": firing.number + 1,
-                "target": spec["target"]}
-        if spec["stop_once_claimed"] and self.status == self.Status.CLAIMED:
-            Event.record(self, Event.Verb.ESCALATION_SKIPPED, at=at, data={**base, "why": "claimed"})
-            return
-        user = get_user_model().objects.filter(pk=spec["user"]).first() if spec["user"] else None
-        group = Group.objects.filter(pk=spec["group"]).first() if spec["group"] else None
-        reassigned_to, why_not = None, ""
-        if spec["reassign"]:
-            candidate = user if user is not None else least_loaded(group, now) if group is not None else None
-            ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")
-            if ok and candidate is not None and candidate.pk != self.assignee_id and self._hand_to(
-                    candidate, actor=None, verb=Event.Verb.ASSIGNED, at=at, now=now, from_=OPEN_STATUSES,
-                    expect={"assignee_id": self.assignee_id},
-                    data={"to": candidate.get_username(), "note": "escalation"}):
-                reassigned_to = candidate
-        Event.record(self, Event.Verb.ESCALATED, at=at, data={
-            **base, "reassigned_to": reassigned_to.get_username() if reassigned_to else None,
-            "not_reassigned": why_not or None, "notified": spec["notify"]})
-        title = f"Escalation level {firing.level + 1}"
-        key = f"escalated:{firing.number}"
-        if spec["notify"]:
-            members = [user] if user else []
-            if group is not None:
-                from .people import operators
-
-                members += list(operators().filter(groups=group))
-            self._tell(Notification.Kind.ESCALATED, title, at=at, key=key, users=members, group=group,
-                       body=f"Breached at {self.breached_at:%Y-%m-%d %H:%M} UTC; escalated to {spec['target']}.")
-        if reassigned_to is not None:
-            self._tell(Notification.Kind.ASSIGNED, f"{title} assigned it to you", at=at, key=key + ":assigned",
-                       users=[reassigned_to])
-
-    def remind_claim(self) -> bool:
-        """A claim with no progress: tell its holder once."""
-        at, holder = self.remind_at, self.assignee
-        if at is None or holder is None:
-            return False  # no reminder due: released, or decided, since it was read
-        with transaction.atomic():
-            won = Checkpoint.objects.filter(pk=self.pk, status=self.Status.CLAIMED, remind_at=at,
-                                            assignee_id=self.assignee_id).update(remind_at=None)
-            if won:
-                Event.record(self, Event.Verb.CLAIM_REMINDER, at=at, data={"to": holder.get_username()})
-                release = f" It goes back to the queue at {self.release_at:%H:%M} UTC." if self.release_at else ""
-                self._tell(Notification.Kind.CLAIM_REMINDER, "You hold it with no progress", at=at,
-                           key=f"reminder:{at.timestamp()}", users=self._holders(),
-                           body="Decide, or release it so someone else can." + release)
-        return bool(won)
-
-    def release_stale_claim(self) -> bool:
-        """A claim with no progress for the release time goes back to the queue."""
-        at, holder = self.release_at, self.assignee
-        if at is None:
-            return False  # no release due: released, or decided, since it was read
-        with transaction.atomic():
-            won = self.move(self.Status.OPEN, verb=Event.Verb.RELEASED, at=at,
-                            data={"why": "no progress", "from_assignee": holder.get_username() if holder else None},
-                            expect={"release_at": at, "assignee_id": self.assignee_id},
-                            assignee=None, claimed_at=None, remind_at=None, release_at=None)
-            if won:
-                users, group = self._watchers()
-                self._tell(Notification.Kind.CLAIM_RELEASED, "Released to the queue after no progress", at=at,
-                           key=f"released:{at.timestamp()}", users=[holder, *users], group=group)
-        return won
-
-    def _settle_late_clocks(self, now: datetime) -> None:
-        """A decision past a deadline no sweep applied yet records that breach itself (at its due time)."""
-        if self.breached_at is None and self.due_at < now:
-            self.record_breach(notify=False)
-        if self.claim_breached_at is None and self._claimed_late():
-            self.record_claim_breach(notify=False)
+    def release_for_no_progress(self, *, at: datetime) -> bool:
+        """CLAIMED -> OPEN when a claim made no progress for the release time (stamped at it)."""
+        holder = self.assignee
+        return self.move(self.Status.OPEN, verb=Event.Verb.RELEASED, at=at,
+                         data={"why": "no progress", "from_assignee": holder.get_username() if holder else None},
+                         expect={"release_at": at, "assignee_id": self.assignee_id},
+                         assignee=None, claimed_at=None, remind_at=None, release_at=None)
 
     def explain_breach(self, *, reason: Any, note: str, by: Any) -> bool:
         """A TPM records why the SLA was breached (a reason from the list, and free text). False when it
@@ -704,7 +531,7 @@ class Checkpoint(Stateful):
                                 # A proposal waiting for four eyes keeps the decision clock running.
                                 clock_stopped_at=None if four_eyes else now)
                 if won:
-                    self._settle_late_clocks(now)
+                    SlaClock(self).settle_late(now)
                 if won and not four_eyes:
                     decision.enqueue()
                 transaction.set_rollback(not won)  # a lost move takes the decision row back with it

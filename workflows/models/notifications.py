@@ -133,10 +133,13 @@ class Notification(models.Model):
     @classmethod
     def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Checkpoint | None = None,
              at: datetime | None = None, users: Iterable[Operator | None] = (), group: Group | None = None,
-             key: str, path: str = "") -> list[Notification]:
+             key: str, path: str = "", now: datetime | None = None) -> list[Notification]:
         """Write one notification per recipient, and a delivery per active channel (must run in a transaction).
 
-        It links to the checkpoint's workbench, or to ``path`` when it is about something else."""
+        It links to the checkpoint's workbench, or to ``path`` when it is about something else. ``at``:
+        when what it tells happened; ``now``: when it is written and its deliveries may first go out
+        (the caller's clock, the database's for the SLA sweep; by default this process's)."""
+        now = now or timezone.now()
         from django.urls import reverse
 
         path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else path
@@ -147,16 +150,17 @@ class Notification(models.Model):
         for tag, pk, who in recipients:
             note, created = cls.objects.get_or_create(key=f"{key}:{tag}{pk}", defaults={
                 "kind": kind, "title": title[:300], "body": body, "checkpoint": checkpoint, "path": path,
-                "at": at or timezone.now(), **who})
+                "at": at or now, "created_at": now, **who})
             if created:
-                note.queue_deliveries()
+                note.queue_deliveries(now)
                 made.append(note)
         return made
 
-    def queue_deliveries(self) -> None:
+    def queue_deliveries(self, now: datetime | None = None) -> None:
         channels = Channel.objects.filter(is_active=True).filter(
             Q(user_id=self.recipient_id) if self.recipient_id else Q(group_id=self.group_id))
-        Delivery.objects.bulk_create([Delivery(notification=self, channel=c) for c in channels])
+        first = now or timezone.now()
+        Delivery.objects.bulk_create([Delivery(notification=self, channel=c, next_attempt_at=first) for c in channels])
         if channels:
             transaction.on_commit(_wake_relay)
 
