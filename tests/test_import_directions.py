@@ -60,7 +60,6 @@ KNOWN_CYCLE_ARROWS = {
     ("workflows.models.events", "workflows.models.replays"),
     ("workflows.models.events", "workflows.models.workflows"),
     ("workflows.models.notifications", "workflows.models.decisions"),
-    ("workflows.models.people", "workflows.models.checkpoints"),
     ("workflows.models.workflows", "workflows.models.checkpoints"),
 }
 

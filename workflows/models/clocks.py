@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db import transaction
+from django.db.models import Count
 
 from ..roles import operators
 from .events import Event
 from .notifications import Notification
-from .people import can_take_work, least_loaded
+from .people import can_take_work, is_working
 from .sla import Firing
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class SlaClock:
         group = Group.objects.filter(pk=spec["group"]).first() if spec["group"] else None
         reassigned_to, why_not = None, ""
         if spec["reassign"]:
-            candidate = user if user is not None else least_loaded(group, now) if group is not None else None
+            candidate = user if user is not None else self._least_loaded(group, now) if group is not None else None
             ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")
             if ok and candidate is not None and candidate.pk != cp.assignee_id and cp.reassign_by_escalation(
                     candidate, at=at, now=now):
@@ -188,6 +189,14 @@ class SlaClock:
         if reassigned_to is not None:
             self._tell(Notification.Kind.ASSIGNED, f"{title} assigned it to you", at=at, now=now,
                        key=key + ":assigned", users=[reassigned_to])
+
+    def _least_loaded(self, group: Group, at: datetime) -> Operator | None:
+        """The group's active operator who is working now and holds the fewest open checkpoints."""
+        candidates = list(operators().filter(groups=group))
+        loads = dict(type(self.checkpoint).objects.open().filter(assignee__in=candidates).order_by()
+                     .values("assignee").annotate(n=Count("pk")).values_list("assignee", "n"))
+        ranked = sorted((u for u in candidates if is_working(u, at)), key=lambda u: (loads.get(u.pk, 0), u.username))
+        return ranked[0] if ranked else None
 
     def remind_claim(self, now: datetime) -> bool:
         """A claim with no progress: tell its holder once."""

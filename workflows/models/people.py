@@ -1,4 +1,4 @@
-"""Who can take work: the acting roles, operators' working hours, and the least-loaded pick of a group.
+"""Who can take work: the acting roles and operators' working hours.
 
 The role names and ``operators()`` live in ``workflows.roles`` (the bottom of the domain);
 they are imported here for the models that use them and for their older importers.
@@ -10,14 +10,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import Group
 from django.db import models
-from django.db.models import Count
 
 from ..roles import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators
 
 __all__ = ["ACTING_ROLES", "ADMIN", "OPERATOR", "ROLES", "TPM", "OperatorProfile", "can_take_work", "is_working",
-           "least_loaded", "operators"]
+           "operators"]
 
 User = settings.AUTH_USER_MODEL
 
@@ -53,14 +51,3 @@ def can_take_work(user: Any, at: datetime) -> tuple[bool, str]:
     if not is_working(user, at):
         return False, f"{user.get_username()} is outside their working hours"
     return True, ""
-
-
-def least_loaded(group: Group, at: datetime) -> Any:
-    """The group's active operator who is working now and holds the fewest open checkpoints."""
-    from .checkpoints import Checkpoint  # checkpoints import this module
-
-    candidates = list(operators().filter(groups=group))
-    loads = dict(Checkpoint.objects.open().filter(assignee__in=candidates).order_by()
-                 .values("assignee").annotate(n=Count("pk")).values_list("assignee", "n"))
-    ranked = sorted((u for u in candidates if is_working(u, at)), key=lambda u: (loads.get(u.pk, 0), u.username))
-    return ranked[0] if ranked else None
