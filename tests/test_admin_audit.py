@@ -195,3 +195,17 @@ def test_the_trail_stores_lazy_strings_dates_decimals_and_rows_as_json(adam: Any
     event.refresh_from_db()
     assert event.data == {"model": "user", "at": "09:30:00", "amount": "1.50", "who": adam.get_username(),
                           "tags": ["a", "b"], "key": [1, 2]}
+
+
+def test_unlocking_an_account_by_deleting_its_lockout_record_is_an_audit_event(client: Any, adam: Any) -> None:
+    from axes.models import AccessAttempt  # type: ignore[import-untyped]
+
+    attempt = AccessAttempt.objects.create(username="bob", ip_address="10.0.0.9", user_agent="probe",
+                                           path_info="/login/", failures_since_start=30)
+    client.force_login(adam)
+
+    response = client.post(reverse("admin:axes_accessattempt_delete", args=[attempt.pk]), {"post": "yes"})
+
+    assert response.status_code == 302 and not AccessAttempt.objects.exists()
+    event = Event.objects.get(verb=Event.Verb.ADMIN_DELETED, subject=f"accessattempt:{attempt.pk}")
+    assert event.actor_user == adam and event.data["object"].startswith("Attempted Access")
