@@ -62,7 +62,7 @@ screenshots: install
 
 ## chaos: the demo fleet under faults, with workers and web killed at random
 chaos: install
-	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+	$(BIN)/python -m scripts.chaos $(CHAOS_ARGS)
 
 ## failover-drill: the article's test on a scratch console: an agent silent for ten minutes, failed over, back
 failover-drill: install
