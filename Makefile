@@ -54,7 +54,7 @@ lock: install
 ## bench: speed and memory ratios, measured side by side in one run
 bench: install
 	$(BIN)/pip install -q --disable-pip-version-check -e ".[bench]"
-	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+	$(BIN)/python -m scripts.bench $(BENCH_ARGS)
 
 ## screenshots: regenerate docs/screenshots/*.png from realistic data (the README shows them)
 screenshots: install
