@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "axes",
     "workflows",
     "console",
+    "demo",
 ]
 
 MIDDLEWARE = [

@@ -37,8 +37,8 @@ from django.core.management import call_command  # noqa: E402
 from django.test.testcases import LiveServerThread  # noqa: E402
 from recovery_client import ApiError  # noqa: E402
 
+from demo.failover_drill import FailoverDrill  # noqa: E402
 from tests.helpers import make_user  # noqa: E402
-from workflows.demo.failover_drill import FailoverDrill  # noqa: E402
 from workflows.models import Decision, Event  # noqa: E402
 
 failures: list[str] = []

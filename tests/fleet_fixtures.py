@@ -10,11 +10,11 @@ import pytest
 from django.db import connection
 from recovery_client import RecoveryClient
 
+from demo.agent import DemoAgent, FaultPlan
+from demo.journal import Journal
+from demo.server import ResumeServer
+from demo.systems import Ledgers
 from tests.helpers import make_user
-from workflows.demo.agent import DemoAgent, FaultPlan
-from workflows.demo.journal import Journal
-from workflows.demo.server import ResumeServer
-from workflows.demo.systems import Ledgers
 from workflows.models import Agent
 
 

@@ -7,7 +7,7 @@ import random
 
 
 def step_report(rng: random.Random, wf: int, seq: int) -> dict:
-    from workflows.volume import step_payload
+    from demo.volume import step_payload
 
     data_in, data_out = step_payload(rng, wf, seq)
     return {"seq": seq, "name": "lookup_order", "kind": "tool", "status": "committed",

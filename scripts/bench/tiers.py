@@ -13,7 +13,7 @@ from .output import SEED, header, line
 def tiers(bench: Bench) -> None:
     from django.db import transaction
 
-    from workflows.volume import generate
+    from demo.volume import generate
 
     header("scaling: the same figures at growing volumes (rows per table)")
     sizes = [int(size) for size in bench.args.tiers.split(",")] + ([1_000_000] if bench.args.full else [])

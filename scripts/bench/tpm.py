@@ -34,7 +34,7 @@ def tpm_pages(workflows: int, rounds: int) -> None:
     from django.test import Client
 
     from console.roles import TPM, set_role
-    from workflows.volume import generate
+    from demo.volume import generate
 
     user = get_user_model().objects.create_user("bench-tpm", password="x" * 16)
     set_role(user, TPM)
@@ -80,8 +80,8 @@ def breach_review(checkpoints: int, days: int, rounds: int) -> None:
     from django.test import Client
 
     from console.roles import TPM, set_role
+    from demo.volume import generate_breach_history
     from workflows.models import Checkpoint
-    from workflows.volume import generate_breach_history
 
     user = get_user_model().objects.create_user("bench-tpm-breaches", password="x" * 16)
     set_role(user, TPM)

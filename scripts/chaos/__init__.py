@@ -30,7 +30,7 @@ messages vanish and the outbox must send them again; the run's PostgreSQL
 database refusing new sessions with every open one cut, as in a restart (only
 that database: ``ALLOW_CONNECTIONS`` and ``pg_terminate_backend``, never the
 shared cluster); deliveries crossing a seeded slow and lossy proxy
-(``workflows.demo.netfaults``) that delays every connection and cuts answers
+(``demo.netfaults``) that delays every connection and cuts answers
 mid-response or never answers, after the agent acted; and the second worker's
 clock five minutes ahead (``scripts/skewed_clock.py``); then a second, shorter run on
 the embedded default's broker (kombu's filesystem transport, its folder a small

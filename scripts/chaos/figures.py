@@ -35,10 +35,10 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     from django.db.models import Prefetch
     from django.db.models.functions import Now
 
+    from demo.agent import PLANS
+    from demo.journal import Journal
+    from demo.systems import Ledgers
     from workflows import metrics
-    from workflows.demo.agent import PLANS
-    from workflows.demo.journal import Journal
-    from workflows.demo.systems import Ledgers
     from workflows.models import Checkpoint, Decision, Step, Workflow
 
     ledgers = Ledgers(world.var_dir / "demo" / "ledgers.sqlite3")

@@ -121,7 +121,7 @@ class Operator(threading.Thread):
         self.record, self.stop = record, stop
         self.think = world.args.think
         self.browser = Browser(world.console_url)
-        from workflows.demo.systems import Ledgers
+        from demo.systems import Ledgers
 
         self.ledgers = Ledgers(world.var_dir / "demo" / "ledgers.sqlite3")
         self.user: Any = None

@@ -38,7 +38,7 @@ def progress(started: float, journal: Any, killer: Killer) -> str:
 
 
 def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]:
-    from workflows.demo.journal import Journal
+    from demo.journal import Journal
 
     args = world.args
     rng = random.Random(args.seed)

@@ -103,7 +103,7 @@ def prepare(args: argparse.Namespace) -> World:
                   env={**os.environ, **env}, users={}, redis=private_redis, disk=disk)
     resume_port = world.fleet_port
     if args.lossy_network:  # the agents' resume endpoints, as the console knows them, are behind the proxy
-        from workflows.demo.netfaults import LossyProxy
+        from demo.netfaults import LossyProxy
 
         world.proxy = LossyProxy(world.fleet_port, rng=random.Random(f"{args.seed}-network"), **NETWORK).start()
         resume_port = world.proxy.port

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from workflows.demo.fleet import Fleet, agents_file, load_agents
+from demo.fleet import Fleet, agents_file, load_agents
 
 
 class Command(BaseCommand):
