@@ -10,23 +10,24 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test setup install lock bench chaos failover-drill screenshots lint clean
 
-## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all)
+## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all);
+## DEMO_APPS=true installs the demo app (demo/: seed_demo, run_demo_fleet) whatever .env says
 run: setup
 	@for p in $(PORT) $(FLEET_PORT); do $(BIN)/python -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $$p))" 2>/dev/null \
 	  || { echo "Port $$p is busy (another copy?): try make run PORT=$$(( $(PORT) + 1 )) (the fleet takes PORT+765, or set FLEET_PORT)"; exit 1; }; done
-	@$(BIN)/python manage.py seed_demo --port $(PORT) --fleet-port $(FLEET_PORT)
+	@DEMO_APPS=true $(BIN)/python manage.py seed_demo --port $(PORT) --fleet-port $(FLEET_PORT)
 	@echo ""
 	@echo "  Recovery Console: http://127.0.0.1:$(PORT)/   (Ctrl-C stops everything)"
 	@echo "  Demo ledgers:     http://127.0.0.1:$(FLEET_PORT)/ledgers   (what the simulated systems really did)"
 	@echo ""
-	@CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers \
+	@CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers DEMO_APPS=true \
 	  QUIET_POLL_LOGS=1 exec $(BIN)/honcho --no-colour -f Procfile.dev start
 
 ## test: set everything up and run the whole suite
 # Tests need no real secret; settings load before any conftest, so the defaults come from here.
 test: install
 	@$(BIN)/python scripts/ensure_browser.py
-	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false $(BIN)/pytest $(PYTEST_ARGS)
+	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false DEMO_APPS=$${DEMO_APPS:-true} $(BIN)/pytest $(PYTEST_ARGS)
 
 setup: install .env
 	@$(BIN)/python manage.py migrate --noinput -v 0

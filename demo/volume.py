@@ -8,7 +8,7 @@ after the ones already there. It bypasses the ORM on purpose: a million
 ``Step.objects.create`` calls take an hour, ``COPY`` takes seconds. Everything
 random comes from one seeded ``random.Random``.
 
-Run it as ``manage.py generate_volume`` (see that command) or from scripts/bench.py.
+Run it as ``manage.py generate_volume`` (see that command) or from scripts/bench/.
 """
 
 from __future__ import annotations

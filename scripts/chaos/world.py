@@ -79,6 +79,7 @@ def prepare(args: argparse.Namespace) -> World:
         "CELERY_BROKER_URL": broker_url, "CELERY_QUEUE": "chaos", "VAR_DIR": str(var_dir),
         "CACHE_URL": cache_url,
         "SECRET_KEY": secrets.token_urlsafe(40), "DEBUG": "false", "MANIFEST_STATIC": "false",
+        "DEMO_APPS": "true",  # seed_demo and run_demo_fleet, with DEBUG off
         "SECURE_COOKIES": "false", "ALLOWED_HOSTS": "127.0.0.1", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
         "PYTHONPATH": str(ROOT),  # every process imports this tree, whatever else is on the path
         # Short clocks, so a killed agent's workflows reach the queue and stuck deliveries come back quickly.
