@@ -8,7 +8,7 @@ PORT ?= 8000
 FLEET_PORT ?= $(shell echo $$(( $(PORT) + 765 )))
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup install lock bench chaos failover-drill screenshots lint clean
+.PHONY: run test test-fast setup install lock bench chaos failover-drill screenshots lint clean
 
 ## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all);
 ## DEMO_APPS=true installs the demo app (demo/: seed_demo, run_demo_fleet) whatever .env says
@@ -28,6 +28,13 @@ run: setup
 test: install
 	@$(BIN)/python scripts/ensure_browser.py
 	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false DEMO_APPS=$${DEMO_APPS:-true} $(BIN)/pytest $(PYTEST_ARGS)
+
+## test-fast: the quick loop: the embedded default (SQLite, no servers), no browser or slow tests, the first
+## failure stops it, one process per core (pytest-xdist; each worker has a test database of its own)
+test-fast: install
+	env -u DATABASE_URL -u CELERY_BROKER_URL -u CACHE_URL -u REQUIRE_FULL_STACK \
+	  SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false DEMO_APPS=$${DEMO_APPS:-true} \
+	  $(BIN)/pytest -x -q -n auto -m "not browser and not slow" $(PYTEST_ARGS)
 
 setup: install .env
 	@$(BIN)/python manage.py migrate --noinput -v 0
