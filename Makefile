@@ -32,8 +32,8 @@ test: install
 ## test-fast: the quick loop: the embedded default (SQLite, no servers), no browser or slow tests, the first
 ## failure stops it, one process per core (pytest-xdist; each worker has a test database of its own)
 test-fast: install
-	env -u DATABASE_URL -u CELERY_BROKER_URL -u CACHE_URL -u REQUIRE_FULL_STACK \
-	  SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false DEMO_APPS=$${DEMO_APPS:-true} \
+	DATABASE_URL=sqlite:///$(CURDIR)/var/console.sqlite3 CELERY_BROKER_URL=filesystem:// CACHE_URL=locmemcache:// \
+	  REQUIRE_FULL_STACK= SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false DEMO_APPS=$${DEMO_APPS:-true} \
 	  $(BIN)/pytest -x -q -n auto -m "not browser and not slow" $(PYTEST_ARGS)
 
 setup: install .env
