@@ -46,7 +46,7 @@ from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import render
 
 # The role names live in the domain: the SLA clocks reassign and return work without a request.
-from workflows.models.people import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators  # noqa: E402, F401
+from workflows.models.people import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators  # noqa: F401
 
 if TYPE_CHECKING:
     from workflows.models.base import Operator

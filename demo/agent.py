@@ -122,7 +122,7 @@ class FaultPlan:
         return None
 
 
-class ProcessKilled(BaseException):  # noqa: N818 - it is not an error the agent handles: nothing catches it
+class ProcessKilled(BaseException):  # it is not an error the agent handles: nothing catches it
     """The forced fault ``process_killed``: the agent's process dies right after the external system executed
     an effect, before the agent could report the outcome (as a SIGKILL, an OOM kill or a lost host would).
 

@@ -48,7 +48,7 @@ class FullDisk:
 
     def mount(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={BROKER_DISK_BYTES}", "tmpfs",  # noqa: S607
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={BROKER_DISK_BYTES}", "tmpfs",
                                   str(self.folder)], capture_output=True, text=True)
         if mounted.returncode != 0:
             raise SystemExit(f"--disk-pressure fills a tmpfs mounted on the broker folder, and mounting one needs "
@@ -57,7 +57,7 @@ class FullDisk:
             (self.folder / sub).mkdir()
 
     def unmount(self) -> None:
-        subprocess.run(["umount", "-l", str(self.folder)], check=False, capture_output=True)  # noqa: S607
+        subprocess.run(["umount", "-l", str(self.folder)], check=False, capture_output=True)
 
     @staticmethod
     def last_refusal() -> Any:

@@ -33,7 +33,7 @@ class PrivateRedis:
         import redis
 
         self.starts += 1
-        self.popen = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",  # noqa: S607
+        self.popen = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                                        "--save", "", "--appendonly", "no"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
