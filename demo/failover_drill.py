@@ -28,9 +28,10 @@ from typing import Any
 
 from workflows.models import Agent, Checkpoint, Decision, Workflow
 
-from .agent import PROCESS_KILLED, DemoAgent, FaultPlan, ProcessKilled, Run
+from .agent import DemoAgent
 from .fleet import AgentConfig, Fleet
 from .journal import Journal
+from .plans import PROCESS_KILLED, FaultPlan, ProcessKilled, Run
 from .server import ResumeServer
 from .systems import Ledgers
 

@@ -25,8 +25,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from recovery_client import verify_signature
 
-from .agent import ProviderBehaviour
 from .journal import Journal
+from .plans import ProviderBehaviour
 from .systems import Ledgers
 
 log = logging.getLogger("workflows.demo")

@@ -10,8 +10,9 @@ import pytest
 from django.db import connection
 from recovery_client import RecoveryClient
 
-from demo.agent import DemoAgent, FaultPlan
+from demo.agent import DemoAgent
 from demo.journal import Journal
+from demo.plans import FaultPlan
 from demo.server import ResumeServer
 from demo.systems import Ledgers
 from tests.helpers import make_user

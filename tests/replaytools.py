@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from recovery_client import RecoveryClient
 
-from demo.agent import DemoAgent, FaultPlan, ProviderBehaviour
+from demo.agent import DemoAgent
 from demo.journal import Journal
+from demo.plans import FaultPlan, ProviderBehaviour
 from demo.server import ResumeServer
 from demo.systems import Ledgers
 from tests.helpers import make_step, make_user, make_workflow

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from demo.agent import FaultPlan
+from demo.plans import FaultPlan
 from tests.browser_fixtures import login
 from tests.fleet_fixtures import Fleet
 from tests.helpers import make_user

@@ -35,8 +35,8 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     from django.db.models import Prefetch
     from django.db.models.functions import Now
 
-    from demo.agent import PLANS
     from demo.journal import Journal
+    from demo.plans import PLANS
     from demo.systems import Ledgers
     from workflows import metrics
     from workflows.models import Checkpoint, Decision, Step, Workflow
