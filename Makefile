@@ -8,25 +8,33 @@ PORT ?= 8000
 FLEET_PORT ?= $(shell echo $$(( $(PORT) + 765 )))
 STAMP := $(VENV)/.installed
 
-.PHONY: run test setup install lock bench chaos failover-drill screenshots lint clean
+.PHONY: run test test-fast setup install lock bench chaos failover-drill screenshots lint clean
 
-## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all)
+## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all);
+## DEMO_APPS=true installs the demo app (demo/: seed_demo, run_demo_fleet) whatever .env says
 run: setup
 	@for p in $(PORT) $(FLEET_PORT); do $(BIN)/python -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $$p))" 2>/dev/null \
 	  || { echo "Port $$p is busy (another copy?): try make run PORT=$$(( $(PORT) + 1 )) (the fleet takes PORT+765, or set FLEET_PORT)"; exit 1; }; done
-	@$(BIN)/python manage.py seed_demo --port $(PORT) --fleet-port $(FLEET_PORT)
+	@DEMO_APPS=true $(BIN)/python manage.py seed_demo --port $(PORT) --fleet-port $(FLEET_PORT)
 	@echo ""
 	@echo "  Recovery Console: http://127.0.0.1:$(PORT)/   (Ctrl-C stops everything)"
 	@echo "  Demo ledgers:     http://127.0.0.1:$(FLEET_PORT)/ledgers   (what the simulated systems really did)"
 	@echo ""
-	@CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers \
+	@CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers DEMO_APPS=true \
 	  QUIET_POLL_LOGS=1 exec $(BIN)/honcho --no-colour -f Procfile.dev start
 
 ## test: set everything up and run the whole suite
 # Tests need no real secret; settings load before any conftest, so the defaults come from here.
 test: install
 	@$(BIN)/python scripts/ensure_browser.py
-	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false $(BIN)/pytest $(PYTEST_ARGS)
+	SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false DEMO_APPS=$${DEMO_APPS:-true} $(BIN)/pytest $(PYTEST_ARGS)
+
+## test-fast: the quick loop: the embedded default (SQLite, no servers), no browser or slow tests, the first
+## failure stops it, one process per core (pytest-xdist; each worker has a test database of its own)
+test-fast: install
+	DATABASE_URL=sqlite:///$(CURDIR)/var/console.sqlite3 CELERY_BROKER_URL=filesystem:// CACHE_URL=locmemcache:// \
+	  REQUIRE_FULL_STACK= SECRET_KEY=$${SECRET_KEY:-test-only-secret-key} MANIFEST_STATIC=false DEMO_APPS=$${DEMO_APPS:-true} \
+	  $(BIN)/pytest -x -q -n auto -m "not browser and not slow" $(PYTEST_ARGS)
 
 setup: install .env
 	@$(BIN)/python manage.py migrate --noinput -v 0
@@ -54,7 +62,7 @@ lock: install
 ## bench: speed and memory ratios, measured side by side in one run
 bench: install
 	$(BIN)/pip install -q --disable-pip-version-check -e ".[bench]"
-	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+	$(BIN)/python -m scripts.bench $(BENCH_ARGS)
 
 ## screenshots: regenerate docs/screenshots/*.png from realistic data (the README shows them)
 screenshots: install
@@ -62,7 +70,7 @@ screenshots: install
 
 ## chaos: the demo fleet under faults, with workers and web killed at random
 chaos: install
-	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+	$(BIN)/python -m scripts.chaos $(CHAOS_ARGS)
 
 ## failover-drill: the article's test on a scratch console: an agent silent for ten minutes, failed over, back
 failover-drill: install

@@ -7,7 +7,7 @@ import os
 SHARED_CACHES = ("redis://", "rediss://", "memcache://", "pymemcache://", "dbcache://")
 
 
-def on_starting(server):  # noqa: ANN001, ANN201 - gunicorn's hook signature
+def on_starting(server):  # gunicorn's hook signature
     workers = server.cfg.workers
     if workers > 1 and not os.environ.get("CACHE_URL", "").startswith(SHARED_CACHES):
         raise RuntimeError(f"gunicorn with {workers} workers needs a cache shared between them for the agent "

@@ -39,6 +39,9 @@ if not SECRET_KEY:
 SIGNING_SECRET_KEYS = env.list("SIGNING_SECRET_KEYS", default=[])
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# demo/ (the demo fleet, the volume generator, seed_demo): make run (DEBUG) and the suite (make test sets it),
+# never a production deployment.
+DEMO_APPS = env.bool("DEMO_APPS", default=DEBUG)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -55,6 +58,7 @@ INSTALLED_APPS = [
     "axes",
     "workflows",
     "console",
+    *(["demo"] if DEMO_APPS else []),
 ]
 
 MIDDLEWARE = [

@@ -48,7 +48,7 @@ class ConsumerWatchdog:
             return False
         try:
             waiting = self.backlog()
-        except Exception as exc:  # noqa: BLE001 - the broker is down or restarting: judge again next time
+        except Exception as exc:  # the broker is down or restarting: judge again next time
             log.info("consumer watchdog: the broker did not answer (%s); judging again later", exc)
             self.waiting_since = None
             return False

@@ -25,9 +25,9 @@ from langgraph.types import interrupt
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from recovery_client import Paused, RecoveryClient, Stopped  # noqa: E402
-from recovery_client.langgraph import RecoveryGraph, effect, effect_key  # noqa: E402
-from refund_systems import Systems, command_line  # noqa: E402
+from recovery_client import Paused, RecoveryClient, Stopped
+from recovery_client.langgraph import RecoveryGraph, effect, effect_key
+from refund_systems import Systems, command_line
 
 APPROVAL_LIMIT = 100
 ORDER = ["read_ticket", "decide_refund", "issue_refund", "draft_note", "write_ticket_note", "notify_customer"]

@@ -27,9 +27,9 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from recovery_client import Paused, RecoveryClient, Stopped  # noqa: E402
-from recovery_client.openai_agents import RecoveryRunner, effect, effect_key  # noqa: E402
-from refund_systems import Systems, command_line  # noqa: E402
+from recovery_client import Paused, RecoveryClient, Stopped
+from recovery_client.openai_agents import RecoveryRunner, effect, effect_key
+from refund_systems import Systems, command_line
 
 APPROVAL_LIMIT = 100
 

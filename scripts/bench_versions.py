@@ -1,6 +1,6 @@
 """Two versions of the console side by side: the queue page and a step report, measured alternately.
 
-    make bench BENCH_ARGS=...                                       # the full suite (scripts/bench.py)
+    make bench BENCH_ARGS=...                                       # the full suite (scripts/bench/)
     .venv/bin/python scripts/bench_versions.py --base 05ffc70^ --head HEAD   # this script, ~3 minutes
 
 Issue 12 (security) may not slow the queue page or the agent API. Figures from two runs on a shared

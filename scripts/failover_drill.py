@@ -1,5 +1,5 @@
 """The article's test, run for an operator to watch: "can it disappear for ten minutes, fail over, and come
-back with its state intact?" (workflows/demo/failover_drill.py has the stages).
+back with its state intact?" (demo/failover_drill.py has the stages).
 
 Runs on its own throwaway SQLite database, with an in-process console and two demo agent runtimes on free
 ports, so it needs nothing running and touches no real data. Every call between them is real HTTP; the
@@ -37,8 +37,8 @@ from django.core.management import call_command  # noqa: E402
 from django.test.testcases import LiveServerThread  # noqa: E402
 from recovery_client import ApiError  # noqa: E402
 
+from demo.failover_drill import FailoverDrill  # noqa: E402
 from tests.helpers import make_user  # noqa: E402
-from workflows.demo.failover_drill import FailoverDrill  # noqa: E402
 from workflows.models import Decision, Event  # noqa: E402
 
 failures: list[str] = []

@@ -17,9 +17,9 @@ import pytest
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault("MANIFEST_STATIC", "false")  # no collectstatic before tests
 
-from django.conf import settings  # noqa: E402
+from django.conf import settings
 
-from tests.stack import full_stack_required  # noqa: E402
+from tests.stack import full_stack_required
 
 pytest_plugins = ["tests.apitools", "tests.browser_fixtures", "tests.fleet_fixtures", "tests.replaytools"]
 

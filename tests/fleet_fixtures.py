@@ -10,11 +10,12 @@ import pytest
 from django.db import connection
 from recovery_client import RecoveryClient
 
+from demo.agent import DemoAgent
+from demo.journal import Journal
+from demo.plans import FaultPlan
+from demo.server import ResumeServer
+from demo.systems import Ledgers
 from tests.helpers import make_user
-from workflows.demo.agent import DemoAgent, FaultPlan
-from workflows.demo.journal import Journal
-from workflows.demo.server import ResumeServer
-from workflows.demo.systems import Ledgers
 from workflows.models import Agent
 
 

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from recovery_client import RecoveryClient
 
+from demo.agent import DemoAgent
+from demo.journal import Journal
+from demo.plans import FaultPlan, ProviderBehaviour
+from demo.server import ResumeServer
+from demo.systems import Ledgers
 from tests.helpers import make_step, make_user, make_workflow
-from workflows.demo.agent import DemoAgent, FaultPlan, ProviderBehaviour
-from workflows.demo.journal import Journal
-from workflows.demo.server import ResumeServer
-from workflows.demo.systems import Ledgers
 from workflows.models import Agent, Workflow
 
 # The recorded trajectory: triage, then a refund (the model steps 2, 4 and 5; effects 6, 7, 8).

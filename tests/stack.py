@@ -69,7 +69,7 @@ def tmpfs(folder: Path, size: str) -> Iterator[Path]:
     import pytest
 
     folder.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],  # noqa: S607
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
         reason = f"this test needs a tmpfs mount (root): {mounted.stderr.strip()}"
@@ -79,7 +79,7 @@ def tmpfs(folder: Path, size: str) -> Iterator[Path]:
     try:
         yield folder
     finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)  # noqa: S607
+        subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
 class Proc:
@@ -176,7 +176,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",  # noqa: S607
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                                       "--save", "", "--appendonly", "no"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(self.answers, timeout=20, what="redis to start")
@@ -205,7 +205,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 record = {"body": json.loads(raw), "raw": raw, "delivery": self.headers.get("X-Recovery-Delivery"),
                           "signature": self.headers.get("X-Recovery-Signature"), "host": self.headers.get("Host"),

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from demo.plans import FaultPlan
 from tests.browser_fixtures import login
 from tests.fleet_fixtures import Fleet
 from tests.helpers import make_user
 from workflows import metrics
-from workflows.demo.agent import FaultPlan
 from workflows.models import Checkpoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -38,7 +38,7 @@ class Redirector:
         self.requests: list[str] = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 outer.requests.append(self.command)
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 self.send_response(status)

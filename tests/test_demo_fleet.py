@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from demo.fleet import Fleet, load_agents
 from tests.stack import free_port, wait_until
-from workflows.demo.fleet import Fleet, load_agents
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)

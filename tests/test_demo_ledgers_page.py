@@ -5,9 +5,9 @@ import urllib.request
 
 import pytest
 
-from workflows.demo.journal import Journal
-from workflows.demo.server import ResumeServer
-from workflows.demo.systems import Ledgers
+from demo.journal import Journal
+from demo.server import ResumeServer
+from demo.systems import Ledgers
 
 HOSTILE = "<script>alert('x')</script>"
 

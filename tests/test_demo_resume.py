@@ -12,9 +12,9 @@ import urllib.request
 import pytest
 from recovery_client import sign
 
+from demo.journal import Journal
+from demo.server import ResumeServer
 from workflows import runtime, tasks
-from workflows.demo.journal import Journal
-from workflows.demo.server import ResumeServer
 from workflows.models import Checkpoint, Decision, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
+from demo.systems import Fault, Ledgers, RateLimited, ServiceError, SystemTimeout
 from tests.helpers import run_together
-from workflows.demo.systems import Fault, Ledgers, RateLimited, ServiceError, SystemTimeout
 
 
 @pytest.fixture

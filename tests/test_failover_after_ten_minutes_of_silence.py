@@ -2,7 +2,7 @@
 
 Real HTTP throughout: the demo agents report to ``live_server`` through the Python client, the console
 delivers to their resume servers. The clock is the silence sweep's ``now`` (ten minutes on), never a wait.
-The stages are ``workflows.demo.failover_drill``, which ``make failover-drill`` runs for an operator to watch.
+The stages are ``demo.failover_drill``, which ``make failover-drill`` runs for an operator to watch.
 """
 
 import functools
@@ -12,9 +12,9 @@ from django.db import connection
 from django.urls import reverse
 from recovery_client import ApiError
 
+from demo.failover_drill import FailoverDrill
 from tests.fleet_fixtures import HoldingServer
 from tests.helpers import make_user
-from workflows.demo.failover_drill import FailoverDrill
 from workflows.models import Agent, Decision, Event, Step, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,9 +6,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Count
 
+from demo.volume import generate
 from tests.helpers import make_user
 from workflows.models import Checkpoint, Decision, Event, Step, Workflow
-from workflows.volume import generate
 
 pytestmark = pytest.mark.postgres
 
@@ -63,7 +63,7 @@ def test_a_breach_history_is_in_time_order_with_about_one_breach_in_ten_and_the_
     from django.urls import reverse
     from django.utils import timezone
 
-    from workflows.volume import generate_breach_history
+    from demo.volume import generate_breach_history
 
     volume = generate_breach_history(checkpoints=600, days=20, open_now=10, seed=7)
     assert volume.checkpoints["decided"] == 600 and volume.checkpoints["open"] == 10

@@ -1,6 +1,6 @@
 """Guarantees 2, 3 and 4 under chaos: `make chaos CHAOS_ARGS=--hard`, shorter.
 
-Runs scripts/chaos.py as a subprocess on a PostgreSQL database of its own and
+Runs scripts/chaos (``python -m scripts.chaos``) as a subprocess on a PostgreSQL database of its own and
 the hard profile: the demo fleet with faults at every step, two scripted
 operators working the queue over HTTP; a Celery worker, the web server, the
 fleet itself and a private Redis each SIGKILLed at least twice (Redis comes back
@@ -64,7 +64,7 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
     figures_path = tmp_path / "figures.json"
     env = {**os.environ, "DATABASE_URL": chaos_database, "CELERY_BROKER_URL": chaos_redis}
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "chaos.py"), "--workflows", str(WORKFLOWS), "--seed", str(seed),
+        [sys.executable, "-m", "scripts.chaos", "--workflows", str(WORKFLOWS), "--seed", str(seed),
          "--hard", "--interval", "2.5", "--kill-interval", "2", "--kill-rounds", "2", "--silence", "10",
          "--delivery-attempts", "2", "--timeout", "200", "--drain", "60", "--disk-workflows", "12",
          "--var-dir", str(tmp_path / "var"), "--json", str(figures_path)],

@@ -170,7 +170,7 @@ def test_a_bad_plan_step_is_a_422_naming_the_field(bot, step, code, field):
 # --- the regression: T-1048 through the demo fleet ---------------------------------------------------
 
 @pytest.mark.django_db(transaction=True)
-def test_t1048_resumed_before_its_refund_asks_money_and_four_eyes_and_refunds_once(fleet, olivia, operator,  # noqa: F811
+def test_t1048_resumed_before_its_refund_asks_money_and_four_eyes_and_refunds_once(fleet, olivia, operator,
                                                                                    bob):
     make_runbook(slug="refunds", workflow_kind="refund", requires_four_eyes=True)
     with fleet.journal.transaction() as conn:  # the next refund ticket is T-1048

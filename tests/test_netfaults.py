@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import urllib3
 
-from workflows.demo.netfaults import Choice, Fault, LossyProxy
+from demo.netfaults import Choice, Fault, LossyProxy
 
 
 @dataclass

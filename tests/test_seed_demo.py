@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 
-from workflows.demo.fleet import load_agents
+from demo.fleet import load_agents
 from workflows.models import Agent, Runbook
 
 

@@ -29,7 +29,7 @@ def test_without_the_key_the_secret_cannot_be_read(db, settings):
     agent, _ = make_agent("sealed-bot")
     settings.SIGNING_SECRET_KEYS = [Fernet.generate_key().decode()]
     with pytest.raises(ValueError, match="cannot be decrypted"):
-        Agent.objects.get(pk=agent.pk).signing_secret  # noqa: B018
+        Agent.objects.get(pk=agent.pk).signing_secret
 
 
 def test_keys_rotate_old_first_then_resealed_with_the_new(db, settings):

@@ -1,7 +1,7 @@
 """The one definition of every recovery figure.
 
 The resume dashboard, the readiness page, ``/metrics``, the TPM breach review,
-``scripts/chaos.py`` and the tests import these functions; nothing else
+``scripts/chaos/`` and the tests import these functions; nothing else
 defines a figure. Everything is computed from what was recorded — workflows,
 steps, checkpoints, decisions and events — never from numbers written for a
 report. The definitions (also in the README, and on the dashboard):

@@ -72,7 +72,7 @@ class Agent(models.Model):
                               help_text="Default owner of this agent's workflows.")
     silence_seconds = models.PositiveIntegerField(
         null=True, blank=True, help_text="Open a checkpoint when a running workflow is silent this long.")
-    # db_default too: bulk loaders (workflows/volume.py's COPY) name only the columns they fill.
+    # db_default too: bulk loaders (demo/volume.py's COPY) name only the columns they fill.
     capabilities = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
                                     help_text="Advertised by the agent (or set here): replay, fork, failover.")
     replay_url = models.URLField(blank=True, db_default="",

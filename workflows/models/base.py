@@ -98,7 +98,7 @@ class Stateful(models.Model):
                                     "is not allowed")
         if current not in sources:
             return False  # read after someone else moved it elsewhere
-        from .events import Event  # noqa: F811  events refer back to every model
+        from .events import Event  # events refer back to every model
 
         with transaction.atomic():
             expected = {"pk": self.pk, "status": current, **(expect or {})}

@@ -164,7 +164,7 @@ class ReplayRun(Stateful):
 
         try:
             run_replay.apply_async((self.pk,), retry=False)
-        except Exception:  # noqa: BLE001 - the run stays queued and visible; the sweep retries
+        except Exception:  # the run stays queued and visible; the sweep retries
             import logging
 
             logging.getLogger(__name__).warning("replay %s: broker unavailable, left queued", self.pk, exc_info=True)

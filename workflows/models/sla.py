@@ -63,7 +63,7 @@ class BusinessCalendar(models.Model):
     @staticmethod
     def _minutes(value: Any, *, end: bool = False) -> int:
         if isinstance(value, str):
-            value = datetime.strptime(value, "%H:%M").time()  # noqa: DTZ007 - a wall time, no zone
+            value = datetime.strptime(value, "%H:%M").time()  # a wall time, no zone
         minutes = value.hour * 60 + value.minute
         return 1440 if end and minutes == 0 else minutes
 

@@ -355,7 +355,7 @@ class Step(Stateful):
     promise = models.TextField(null=True, blank=True)  # noqa: DJ001
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     external_ref = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
-    # db_default too: bulk loaders (workflows/volume.py's COPY) name only the columns they fill.
+    # db_default too: bulk loaders (demo/volume.py's COPY) name only the columns they fill.
     attempts = models.PositiveIntegerField(default=1, db_default=1, help_text="1 + the retries of a failed effect.")
     history = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
                                help_text="The earlier attempts of a retried effect, oldest first.")

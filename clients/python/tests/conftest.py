@@ -10,8 +10,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[3] / "examples"))  # the examples are exercised here too
 
-from fakeconsole import TOKEN, FakeConsole, running  # noqa: E402
-from recovery_client import RecoveryClient  # noqa: E402
+from fakeconsole import TOKEN, FakeConsole, running
+from recovery_client import RecoveryClient
 
 
 @pytest.fixture

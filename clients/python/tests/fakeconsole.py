@@ -203,13 +203,13 @@ class FakeConsole:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet tests
+    def log_message(self, format: str, *args: Any) -> None:  # quiet tests
         pass
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.serve("GET")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.serve("POST")
 
     def serve(self, method: str) -> None:

@@ -109,11 +109,11 @@ class AsyncWorkflow:
                         tb: TracebackType | None) -> None:
         await asyncio.to_thread(self.sync.__exit__, exc_type, exc, tb)
 
-    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None,  # noqa: A002
+    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None,
              promise: str | None = None) -> AsyncStepScope:
         return AsyncStepScope(self.sync.step(name, kind=kind, input=input, promise=promise))
 
-    def effect(self, name: str, *, input: Any = None, key: str | None = None,  # noqa: A002
+    def effect(self, name: str, *, input: Any = None, key: str | None = None,
                promise: str | None = None) -> AsyncStepScope:
         return AsyncStepScope(self.sync.effect(name, input=input, key=key, promise=promise))
 

@@ -71,7 +71,7 @@ class RecoveryClient:
         return self._call("GET", f"/workflows/{workflow_id}")
 
     def report_step(self, workflow_id: str, seq: int, name: str, kind: str, status: str, *,
-                    input: Any = None, output: Any = None, verified: bool = False,  # noqa: A002
+                    input: Any = None, output: Any = None, verified: bool = False,
                     promise: str | None = None, idempotency_key: str | None = None,
                     external_ref: str | None = None) -> Json:
         return self._call("POST", f"/workflows/{workflow_id}/steps", {

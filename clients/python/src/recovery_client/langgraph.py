@@ -130,7 +130,7 @@ class RecoveryGraph:
         configurable = {"thread_id": external_id, **dict((config or {}).get("configurable") or {})}
         return {**dict(config or {}), "configurable": configurable}
 
-    def run(self, external_id: str, input: Any = None, *, config: Mapping[str, Any] | None = None,  # noqa: A002
+    def run(self, external_id: str, input: Any = None, *, config: Mapping[str, Any] | None = None,
             context: Json | None = None, decision: Decision | None = None) -> Any:
         """Start or resume the graph for ``external_id``; returns its final state values.
 
@@ -146,7 +146,7 @@ class RecoveryGraph:
         """Resume after ``decision`` (a delivery's ``.decision``, or ``Paused.wait_for_decision()``)."""
         return self.run(external_id, None, config=config, decision=decision)
 
-    async def arun(self, external_id: str, input: Any = None, **options: Any) -> Any:  # noqa: A002
+    async def arun(self, external_id: str, input: Any = None, **options: Any) -> Any:
         """``run`` from asyncio code: the graph and the reporting run in a worker thread, the loop stays free.
         (The graph's nodes are called as ``graph.stream`` calls them: synchronous nodes.)"""
         return await asyncio.to_thread(self.run, external_id, input, **options)
@@ -165,7 +165,7 @@ class _GraphRun:
         self.tasks: dict[str, tuple[str, int]] = {}  # task id -> (node, seq)
 
     # --- the pass ---------------------------------------------------------------------------
-    def go(self, input: Any) -> Any:  # noqa: A002
+    def go(self, input: Any) -> Any:
         snapshot = self.graph.get_state(self.config)
         if snapshot.next or snapshot.values:
             input = self.resume_input(snapshot)

@@ -121,7 +121,7 @@ class RecoveryRunner:
             self._sessions[external_id] = self.session_factory(external_id)
         return self._sessions[external_id]
 
-    async def run(self, external_id: str, input: str | list[Any] | None = None, *,  # noqa: A002
+    async def run(self, external_id: str, input: str | list[Any] | None = None, *,
                   context: Json | None = None, decision: Decision | None = None) -> Any:
         """Start or resume the agent's run for ``external_id``; returns its final output.
 
@@ -136,7 +136,7 @@ class RecoveryRunner:
         """Resume after ``decision`` (a delivery's ``.decision``, or ``Paused.wait_for_decision()``)."""
         return await self.run(external_id, None, decision=decision)
 
-    def run_sync(self, external_id: str, input: str | list[Any] | None = None, **kwargs: Any) -> Any:  # noqa: A002
+    def run_sync(self, external_id: str, input: str | list[Any] | None = None, **kwargs: Any) -> Any:
         return asyncio.run(self.run(external_id, input, **kwargs))
 
 
@@ -175,7 +175,7 @@ class _AgentRun:
         self.lock = threading.RLock()
         self.open: dict[tuple[str, str], tuple[int, str, StepKind, Any]] = {}  # what started and did not end
 
-    async def go(self, input: str | list[Any] | None) -> Any:  # noqa: A002
+    async def go(self, input: str | list[Any] | None) -> Any:
         runner, session = self.runner, self.runner.session(self.wf.external_id)
         start: Any = input
         if self.wf.recorded:  # a resumed run: the saved state, or the session's conversation
@@ -224,7 +224,7 @@ class _AgentRun:
         return state
 
     # --- steps --------------------------------------------------------------------------------
-    def start_step(self, handle: tuple[str, str], kind: StepKind, name: str, input: Any) -> None:  # noqa: A002
+    def start_step(self, handle: tuple[str, str], kind: StepKind, name: str, input: Any) -> None:
         with self.lock:
             seq = self.wf.next_seq()
             self.open[handle] = (seq, name, kind, input)

@@ -181,7 +181,7 @@ class Workflow:
         return body
 
     # --- steps ----------------------------------------------------------------------------
-    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None,  # noqa: A002
+    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None,
              promise: str | None = None) -> StepScope:
         """A model call, tool call or message: ``pending`` now, ``committed``/``failed`` when the block ends."""
         if kind == "effect":
@@ -191,7 +191,7 @@ class Workflow:
         recorded = done[occurrence - 1] if len(done) >= occurrence else None
         return StepScope(self, name, kind, input, promise, key=None, recorded=recorded)
 
-    def effect(self, name: str, *, input: Any = None, key: str | None = None,  # noqa: A002
+    def effect(self, name: str, *, input: Any = None, key: str | None = None,
                promise: str | None = None) -> StepScope:
         """A side effect on an external system, under a stable idempotency key (``scope.idempotency_key``).
 
@@ -272,7 +272,7 @@ class Workflow:
 class StepScope:
     """One step as a context manager; ``record()`` its output, ``verify()`` it, read ``done``."""
 
-    def __init__(self, workflow: Workflow, name: str, kind: StepKind, input: Any,  # noqa: A002
+    def __init__(self, workflow: Workflow, name: str, kind: StepKind, input: Any,
                  promise: str | None, *, key: str | None, recorded: Json | None) -> None:
         self.workflow, self.name, self.kind, self.input, self.promise = workflow, name, kind, input, promise
         self.idempotency_key = key

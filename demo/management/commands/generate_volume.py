@@ -15,7 +15,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from workflows.volume import generate
+from demo.volume import generate
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""Run the demo agent fleet against a console over its HTTP API (see workflows/demo/fleet.py)."""
+"""Run the demo agent fleet against a console over its HTTP API (see demo/fleet.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from workflows.demo.fleet import Fleet, agents_file, load_agents
+from demo.fleet import Fleet, agents_file, load_agents
 
 
 class Command(BaseCommand):

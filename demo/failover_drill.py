@@ -26,10 +26,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..models import Agent, Checkpoint, Decision, Workflow
-from .agent import PROCESS_KILLED, DemoAgent, FaultPlan, ProcessKilled, Run
+from workflows.models import Agent, Checkpoint, Decision, Workflow
+
+from .agent import DemoAgent
 from .fleet import AgentConfig, Fleet
 from .journal import Journal
+from .plans import PROCESS_KILLED, FaultPlan, ProcessKilled, Run
 from .server import ResumeServer
 from .systems import Ledgers
 
@@ -115,7 +117,7 @@ class FailoverDrill:
     # --- 2. silence ----------------------------------------------------------------------------------
     def sweep_after(self, minutes: float) -> int:
         """The console's silence sweep as it runs ``minutes`` after the agent's last sign of life."""
-        from .. import tasks  # tasks import the models
+        from workflows import tasks  # tasks import the models
 
         assert self.workflow is not None
         self.workflow.refresh_from_db()
@@ -140,7 +142,7 @@ class FailoverDrill:
 
     def deliver(self, decision: Decision) -> str:
         """What a Celery worker does with the decision; then the standby carries it out."""
-        from .. import tasks
+        from workflows import tasks
 
         outcome = tasks.deliver_decision(decision.pk)
         server = self.fleets["standby"].server
@@ -151,7 +153,7 @@ class FailoverDrill:
 
     def stand_down(self, decision: Decision) -> str:
         """One attempt of the stand-down notice (Celery retries a failed one with backoff)."""
-        from .. import tasks
+        from workflows import tasks
 
         outcome: str = tasks.send_stand_down(decision.pk)
         server = self.fleets["original"].server

@@ -32,8 +32,9 @@ from typing import Any
 
 from recovery_client import ApiError, RecoveryClient, Unavailable
 
-from .agent import PLANS, RUNTIME_VERSION, STOOD_DOWN, DemoAgent, FaultPlan, ProviderBehaviour
+from .agent import RUNTIME_VERSION, STOOD_DOWN, DemoAgent
 from .journal import CREATING, ORPHANED, WAITING, Journal
+from .plans import PLANS, FaultPlan, ProviderBehaviour
 from .server import ResumeServer
 from .store import demo_dir, now_iso
 from .systems import Ledgers

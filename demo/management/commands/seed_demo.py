@@ -24,7 +24,7 @@ from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from workflows.demo.store import demo_dir
+from demo.store import demo_dir
 from workflows.models import Agent, Channel, EscalationLevel, Reason, Runbook, SLAPolicy, hash_token
 
 ROLES = ("operator", "tpm", "admin")

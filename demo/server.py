@@ -25,8 +25,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from recovery_client import verify_signature
 
-from .agent import ProviderBehaviour
 from .journal import Journal
+from .plans import ProviderBehaviour
 from .systems import Ledgers
 
 log = logging.getLogger("workflows.demo")
@@ -235,7 +235,7 @@ class Handler(BaseHTTPRequestHandler):
         app: ResumeServer = self.server.app  # type: ignore[attr-defined]  # set where the server is made
         return app
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:  # http.server's naming
         path = urlsplit(self.path).path
         if path == "/faults/provider":
             return self.toggle_provider()
@@ -271,7 +271,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         if url.path == "/healthz":
             return self.send(200, b"ok\n", "text/plain; charset=utf-8")
@@ -292,6 +292,6 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:  # http.server's signature
         log.debug("resume server: " + format, *args)
 

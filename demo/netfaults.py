@@ -1,7 +1,7 @@
 """A seeded, slow and lossy loopback TCP proxy for the chaos run.
 
 The console's Celery workers POST signed decisions to an agent's resume endpoint
-over plain HTTP/1.1. The chaos run (``scripts/chaos.py``) puts a ``LossyProxy``
+over plain HTTP/1.1. The chaos run (``scripts/chaos/``) puts a ``LossyProxy``
 between them and the demo fleet's resume server so the network itself misbehaves
 the way a real one does, and the guarantees must hold anyway:
 

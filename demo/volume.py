@@ -8,7 +8,7 @@ after the ones already there. It bypasses the ORM on purpose: a million
 ``Step.objects.create`` calls take an hour, ``COPY`` takes seconds. Everything
 random comes from one seeded ``random.Random``.
 
-Run it as ``manage.py generate_volume`` (see that command) or from scripts/bench.py.
+Run it as ``manage.py generate_volume`` (see that command) or from scripts/bench/.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from .models import Agent, Checkpoint, Reason, SLAPolicy, Step
+from workflows.models import Agent, Checkpoint, Reason, SLAPolicy, Step
 
 KINDS = ("refund", "billing_dispute", "ticket_triage", "account_recovery", "order_change")
 STEP_PLAN = (  # name, kind: the shape of a support agent's run, repeated as far as a workflow goes
@@ -347,7 +347,7 @@ def generate_breach_history(*, checkpoints: int = 1_000_000, days: int = 365, op
     past its decision target (breached at its due time, escalation levels fired, a reason recorded for a
     third of those), the decision rows and the audit events (opened, claimed, escalated, reminders and
     releases). Everything random comes from one seeded ``random.Random``."""
-    from .models import BreachReason, EscalationLevel, Runbook
+    from workflows.models import BreachReason, EscalationLevel, Runbook
 
     if connection.vendor != "postgresql":
         raise RuntimeError("The volume generator uses COPY: it needs PostgreSQL (set DATABASE_URL).")

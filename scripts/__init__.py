@@ -1,0 +1,1 @@
+"""The project's own tools: the benchmarks, the chaos run, the drills and the screenshots."""

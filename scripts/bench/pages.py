@@ -1,0 +1,78 @@
+"""The queue and the workbench beside a trivial authenticated view, and the web process's memory over renders."""
+
+from __future__ import annotations
+
+import statistics
+import tracemalloc
+
+from .context import Bench
+from .output import header, line
+from .rows import step_report
+
+
+def pages(bench: Bench) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from workflows.models import Checkpoint, Event, Step
+
+    header("queue and workbench vs a trivial authenticated view, same process")
+    client = bench.operator_client()
+    open_now = Checkpoint.objects.open().count()
+    # The workbench of a 1,000-step workflow.
+    checkpoint = Checkpoint.objects.open().select_related("workflow").order_by("-pk").first()
+    agent = checkpoint.workflow.agent
+    Step.objects.filter(workflow=checkpoint.workflow).delete()
+    Step.objects.bulk_create([Step(workflow=checkpoint.workflow, **step_report(bench.rng, 1, seq))
+                              for seq in range(1, 1001)])
+    Event.objects.bulk_create([Event(workflow=checkpoint.workflow, actor_type="agent", actor_agent=agent,
+                                     verb="step_committed", data={"seq": s}) for s in range(1, 1001)])
+    urls = {"trivial": "/bench/trivial", "queue": "/?per=50", "workbench": f"/checkpoints/{checkpoint.pk}/"}
+    medians = {k: [] for k in urls}
+    for _ in range(bench.args.rounds):  # interleaved: both sides see the same machine
+        for key, url in urls.items():
+            medians[key].append(bench.page_ms(client, url, rounds=1))
+    med = {k: statistics.median(v) for k, v in medians.items()}
+    queries = {}
+    for key, url in urls.items():
+        with CaptureQueriesContext(connection) as ctx:
+            client.get(url)
+        queries[key] = len(ctx.captured_queries)
+    small = bench.page_ms(client, "/?per=25")
+    line(f"queue first page at {open_now:,} open vs trivial", med["queue"], med["trivial"], "ms",
+         target="<= 3x", holds=med["queue"] <= 3 * med["trivial"],
+         note=f"{queries['queue']} vs {queries['trivial']} queries")
+    line("workbench, 1,000 steps vs trivial", med["workbench"], med["trivial"], "ms", target="<= 5x",
+         holds=med["workbench"] <= 5 * med["trivial"], note=f"{queries['workbench']} queries")
+    # The queue figures this suite started with.
+    near_end = Checkpoint.objects.open().order_by("-due_at", "-pk")[60]
+    from console.views import _cursor
+
+    deep = bench.page_ms(client, f"/?per=50&after={_cursor(near_end)}")
+    big = bench.page_ms(client, "/?per=200")
+    line("queue deep page vs first page", deep, med["queue"], "ms")
+    line("queue page size 200 vs 25", big, small, "ms", note="8x the rows")
+    first = bench.curve[0]["queue_ms"] if bench.curve else None
+    if first:
+        line(f"queue first page, {open_now:,} vs 1k open", bench.curve[-1]["queue_ms"], first, "ms")
+    tracemalloc.start()
+    client.get("/?per=50")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(f"peak Python memory of one queue request: {peak / 1024:.0f} KiB", flush=True)
+
+
+def web_memory(bench: Bench) -> None:
+    import psutil
+
+    header("web memory over many queue renders (in-process, the code a web worker runs)")
+    client = bench.operator_client()
+    n = bench.args.renders
+    me = psutil.Process()
+    for i in range(1, n + 1):
+        client.get("/?per=50")
+        if i == n // 10:
+            first = me.memory_info().rss
+    last = me.memory_info().rss
+    line(f"web RSS after {n:,} vs {n // 10:,} queue renders", last / 2**20, first / 2**20, "MiB",
+         target="<= 1.10x (flat)", holds=last <= 1.10 * first)
