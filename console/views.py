@@ -307,8 +307,8 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
                     and (a != Action.FAILOVER or form.standbys)],
         "failover_why_not": "" if form.standbys else (
             f"no other active agent advertises failover for {workflow.kind} workflows."),
-        "returns_to": _returns_to(checkpoint, events), "money_reasons": (money := checkpoint.money_reasons()),
-        "money": bool(money), "version": _workbench_version(checkpoint),
+        "returns_to": _returns_to(checkpoint, events), "money_check": (money := checkpoint.money_check()),
+        "money_reasons": money.reasons, "money": bool(money), "version": _workbench_version(checkpoint),
         "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),
         "since": None if checkpoint.clock_runs else checkpoint.since_interruption(),
         **replay_offer(request, workflow, checkpoint),

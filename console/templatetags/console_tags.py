@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
 from workflows.identifiers import is_mixed_script, scripts
+from workflows.money import amounts_in
 from workflows.models import Confirmation, Event, Reason
 from workflows.models.sla import in_minutes
 
@@ -163,13 +164,21 @@ def _participle(verb: str) -> str:
     return verb + "ed"
 
 
+@register.filter
+def amounts(step: Any) -> list[str]:
+    """The amounts a recorded effect (in its input) or a planned step (on itself) carries, by the money rule
+    (workflows.money: any key spelling, nesting or minor units), as "420.00 EUR"."""
+    if not isinstance(step, dict):
+        return []
+    data = step.get("input") if "input" in step else {k: v for k, v in step.items()
+                                                       if k not in ("name", "kind", "moves_money")}
+    return [str(a) for a in amounts_in(data)]
+
+
 def _money(effect: dict[str, Any]) -> str:
     """' of 42.00 EUR' for a recorded effect (amount in its input) or a planned one (amount on the step)."""
-    data = effect.get("input") if "input" in effect else effect
-    if not isinstance(data, dict) or data.get("amount") in (None, ""):
-        return ""
-    currency = data.get("currency")
-    return f" of {data['amount']}" + (f" {currency}" if isinstance(currency, str) else "")
+    found = amounts(effect)
+    return f" of {', '.join(found)}" if found else ""
 
 
 def _clip(text: str) -> str:

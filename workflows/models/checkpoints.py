@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..clock import database_now
+from ..money import MoneyAtStake
 from .agents import Agent
 from .base import Conflict, Stateful
 from .clocks import SlaClock
@@ -20,7 +21,7 @@ from .events import Event
 from .people import can_take_work
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
-from .workflows import Workflow
+from .workflows import MoneyTrail, Workflow
 
 if TYPE_CHECKING:
 
@@ -397,36 +398,22 @@ class Checkpoint(Stateful):
         plan = self.resume_state.get("plan")
         return plan if isinstance(plan, list) else None
 
-    def money_reasons(self) -> list[str]:
-        """Why resuming this checkpoint can move money, in words for the operator; empty when it cannot.
+    def money_check(self) -> MoneyAtStake:
+        """What a resume can move, by workflows.money's rule (which fails safe), with the recorded history."""
+        return MoneyAtStake.of(self.resume_state, kind=self.workflow.kind, history=MoneyTrail())
 
-        Money is at stake when an unknown or pending effect carries an amount, when the agent's plan
-        holds an effect that moves money, or, when the agent sent no plan, when its kind of workflow
-        has ever committed an effect that carried an amount (an unknown future is assumed to repeat it).
-        """
-        pending = self.resume_state.get("pending")
-        effects = self.unknown_effects + ([pending] if pending and pending.get("kind") == "effect" else [])
-        reasons = [f"{e.get('name')} ({'outcome unknown' if e in self.unknown_effects else 'pending'})"
-                   f"{_at_stake(e.get('input'))}" for e in effects if isinstance(e.get("input"), dict)
-                   and "amount" in e["input"]]
-        if self.plan is not None:
-            reasons += [f"{step.get('name')} is planned{_at_stake(step)}" for step in self.plan
-                        if step.get("moves_money")]
-        elif Workflow.objects.filter(kind=self.workflow.kind).that_moved_money().exists():
-            reasons.append(f"the agent did not report its plan, and {self.workflow.kind} workflows have "
-                           "moved money before")
-        return reasons
+    def money_reasons(self) -> list[str]:
+        """Why resuming this checkpoint can move money, in words for the operator; empty when it cannot."""
+        return self.money_check().reasons
 
     @property
     def money_at_stake(self) -> list[str]:
-        """The amounts a resume can move, from the resume state alone (no query: one per queue row)."""
-        pending = self.resume_state.get("pending")
-        effects = [e.get("input") for e in self.unknown_effects + ([pending] if isinstance(pending, dict) else [])]
-        effects += [step for step in (self.plan or []) if isinstance(step, dict) and step.get("moves_money")]
-        return [_at_stake(e).removeprefix(": ") for e in effects if _at_stake(e)]
+        """The amounts a resume can move, each effect once, from the resume state alone (no query: one per
+        queue row); "amount unknown" for a money effect whose amount the console cannot read."""
+        return MoneyAtStake.of(self.resume_state, kind=self.workflow.kind).amounts
 
     def touches_money(self) -> bool:
-        return bool(self.money_reasons())
+        return bool(self.money_check())
 
     def needs_second_operator(self, action: str, *, money: bool) -> bool:
         """Four eyes: on a money resume under a runbook that asks for it, or on every resume if it says so
@@ -561,13 +548,6 @@ class Checkpoint(Stateful):
         if self.status == self.Status.CLAIMED and self.assignee:
             return f"{self.assignee.get_username()} has claimed this checkpoint."
         return f"The checkpoint is {self.status} now: someone else acted on it first."
-
-
-def _at_stake(data: Any) -> str:
-    if not isinstance(data, dict) or data.get("amount") in (None, ""):
-        return ""
-    currency = data.get("currency")
-    return f": {data['amount']}" + (f" {currency}" if isinstance(currency, str) else "")
 
 
 # Decisions refer to checkpoints; importing them last lets each module name the other.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from .. import money
 from ..clock import database_now
 from ..identifiers import normalized
 from ..roles import owner_candidates
@@ -67,9 +68,9 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
         return self.filter(owner=user)
 
     def that_moved_money(self) -> WorkflowQuerySet:
-        """Workflows with a committed effect that carried an amount: their kind moves money."""
+        """Workflows with a committed effect whose input carried money (workflows.money, any spelling)."""
         return self.filter(steps__kind=Step.Kind.EFFECT, steps__status=Step.Status.COMMITTED,
-                           steps__input__has_key="amount")
+                           steps__carries_money=True)
 
     def silent(self, now: datetime | None = None) -> WorkflowQuerySet:
         """Running workflows whose agent said nothing for its silence limit (refined per agent in Python)."""
@@ -324,6 +325,23 @@ class Workflow(Stateful):
         }
 
 
+class StepQuerySet(models.QuerySet["Step"]):
+    def that_moved_money(self) -> StepQuerySet:
+        """Committed effects whose input carried money."""
+        return self.filter(kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED, carries_money=True)
+
+
+class MoneyTrail:
+    """``money.History`` from the recorded trail: the kinds and effect names that have moved money before."""
+
+    def kind_moved_money(self, kind: str) -> bool:
+        return Workflow.objects.filter(kind=kind).that_moved_money().exists()
+
+    def names_that_moved_money(self, names: Iterable[str]) -> set[str]:
+        names = sorted(set(names))[:500]
+        return set(Step.objects.that_moved_money().filter(name__in=names).values_list("name", flat=True).distinct())
+
+
 class Step(Stateful):
     class Kind(models.TextChoices):
         MODEL = "model"
@@ -359,11 +377,19 @@ class Step(Stateful):
     attempts = models.PositiveIntegerField(default=1, db_default=1, help_text="1 + the retries of a failed effect.")
     history = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
                                help_text="The earlier attempts of a retried effect, oldest first.")
+    # Set when the step is recorded (its input never changes after): the history that money.History reads,
+    # kept as a column so "has this effect ever moved money" is an index lookup, not a scan of every input.
+    carries_money = models.BooleanField(default=False, db_default=False,
+                                        help_text="An effect whose input carries money (workflows.money).")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
+    objects = StepQuerySet.as_manager()
+
     class Meta:
         ordering = ["workflow", "seq"]
+        indexes = [models.Index(fields=["name"], condition=Q(kind="effect", status="committed", carries_money=True),
+                                name="step_moved_money")]
         constraints = [
             models.UniqueConstraint(fields=["workflow", "seq"], name="one_step_per_seq"),
             models.UniqueConstraint(fields=["workflow", "idempotency_key"],
@@ -376,6 +402,14 @@ class Step(Stateful):
 
     def __str__(self) -> str:
         return f"{self.seq}. {self.name}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.note_money()
+        super().save(*args, **kwargs)
+
+    def note_money(self) -> None:
+        """Whether this step is an effect whose input carries money; every path that records a step calls it."""
+        self.carries_money = self.kind == self.Kind.EFFECT and money.carries_money(self.input)
 
     RECORDED_FIELDS = ("name", "kind", "status", "input", "output", "verified", "promise",
                        "idempotency_key", "external_ref")
@@ -432,6 +466,8 @@ class Step(Stateful):
                  if report["kind"] != cls.Kind.EFFECT or report.get("idempotency_key") is not None]
         if not steps:
             return {}
+        for step in steps:
+            step.note_money()
         fields = [f for f in cls._meta.concrete_fields if not f.primary_key]  # defaults from the instances
         row = f"({', '.join(['%s'] * len(fields))})"
         columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # ours, values are parameters
