@@ -31,6 +31,8 @@ def test_bob_approves_alices_proposal_from_the_awaiting_approval_tab(new_page, a
     expect(row).to_contain_text("proposed by alice")
     bobs.screenshot(path="/tmp/shots/approvals-tab.png")
 
+    row.get_by_test_id("row-review-open").click()  # what is approved is read first (issue 28, item 1)
+    row.get_by_test_id("row-approve-seen").check()
     row.get_by_test_id("row-approve").click()
 
     expect(bobs.get_by_test_id("flash")).to_contain_text("Approved: the decision is queued for delivery.")
