@@ -17,9 +17,9 @@ from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
 from workflows.identifiers import is_mixed_script, scripts
-from workflows.money import amounts_in
 from workflows.models import Confirmation, Event, Reason
 from workflows.models.sla import in_minutes
+from workflows.money import amounts_in
 
 register = template.Library()
 

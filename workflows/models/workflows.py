@@ -325,12 +325,6 @@ class Workflow(Stateful):
         }
 
 
-class StepQuerySet(models.QuerySet["Step"]):
-    def that_moved_money(self) -> StepQuerySet:
-        """Committed effects whose input carried money."""
-        return self.filter(kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED, carries_money=True)
-
-
 class MoneyTrail:
     """``money.History`` from the recorded trail: the kinds and effect names that have moved money before."""
 
@@ -339,7 +333,9 @@ class MoneyTrail:
 
     def names_that_moved_money(self, names: Iterable[str]) -> set[str]:
         names = sorted(set(names))[:500]
-        return set(Step.objects.that_moved_money().filter(name__in=names).values_list("name", flat=True).distinct())
+        moved = Step.objects.filter(kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED, carries_money=True,
+                                    name__in=names)  # the partial index step_moved_money
+        return set(moved.values_list("name", flat=True).distinct())
 
 
 class Step(Stateful):
@@ -383,8 +379,6 @@ class Step(Stateful):
                                         help_text="An effect whose input carries money (workflows.money).")
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
-
-    objects = StepQuerySet.as_manager()
 
     class Meta:
         ordering = ["workflow", "seq"]
