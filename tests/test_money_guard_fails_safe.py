@@ -232,3 +232,30 @@ def test_random_inputs_without_money_are_not_money():
         data = _noise(rng, rng.randrange(0, 8))
 
         assert not carries_money(data), json.dumps(data)[:500]
+
+
+def test_the_migration_marks_the_effects_recorded_before_it_by_the_same_rule(transactional_db):
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    # Found by name, not number: migrations are renumbered when branches land together.
+    name = next(n for app, n in executor.loader.disk_migrations if app == "workflows"
+                and n.endswith("_step_carries_money"))
+    before = [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    agent = old.get_model("workflows", "Agent").objects.create(name="bot", token_hash="h" * 64, token_prefix="p")
+    workflow = old.get_model("workflows", "Workflow").objects.create(agent=agent, external_id="T-1", kind="refund",
+                                                                     title="T-1")
+    OldStep = old.get_model("workflows", "Step")
+    for seq, kind, data in [(1, "effect", {"refund": {"Amount": "9.00"}}), (2, "effect", {"note": "hi"}),
+                            (3, "tool", {"amount": "9.00"}), (4, "effect", {"amount_cents": 900})]:
+        OldStep.objects.create(workflow=workflow, seq=seq, name=f"s{seq}", kind=kind, status="committed", input=data,
+                               idempotency_key=f"k{seq}" if kind == "effect" else None)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("workflows", name)])
+
+    assert list(Step.objects.order_by("seq").values_list("carries_money", flat=True)) == [True, False, False, True]
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
