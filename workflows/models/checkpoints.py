@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -406,7 +407,7 @@ class Checkpoint(Stateful):
         """Why resuming this checkpoint can move money, in words for the operator; empty when it cannot."""
         return self.money_check().reasons
 
-    @property
+    @cached_property  # a queue row asks it for its badge and again for its approval review
     def money_at_stake(self) -> list[str]:
         """The amounts a resume can move, each effect once, from the resume state alone (no query: one per
         queue row); "amount unknown" for a money effect whose amount the console cannot read."""
