@@ -48,7 +48,7 @@ VALUE_WORDS = frozenset({"value", "units", "nanos"})
 # Amounts given in the currency's smallest unit.
 MINOR_PARTS = ("cents", "minorunit")
 MINOR_WORDS = frozenset({"minor", "pence", "cent"})
-CURRENCY_WORDS = frozenset({"currency", "ccy", "cur", "iso4217"})
+CURRENCY_WORDS = frozenset({"currency", "ccy", "iso4217"})
 # ISO 4217 exponents that are not 2 (minor units per major unit: 10 ** exponent).
 EXPONENTS = {**dict.fromkeys(("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "VND",
                               "VUV", "XAF", "XOF", "XPF"), 0),
@@ -83,10 +83,6 @@ class Amount:
         if len(number) > MAX_SHOWN_DIGITS:
             number = number[:MAX_SHOWN_DIGITS] + "…"
         return f"{number} {self.currency}" if self.currency else number
-
-    @property
-    def is_known(self) -> bool:
-        return self.value is not None
 
 
 def amounts_in(data: Any) -> tuple[Amount, ...]:
@@ -140,7 +136,7 @@ def _walk(data: Any) -> Iterator[Amount]:
 def _child_says(key: str, parent: str, currency_beside: bool) -> str:
     own = _key_says(key)
     if own == CURRENCY:
-        return NOTHING  # a currency code is not an amount; a structure under it is still read
+        return MONEY  # a code ("EUR") is no amount; a number there is read as one, a structure is still read
     if parent == MINOR and own in (NOTHING, MONEY, VALUE):
         return MINOR
     if own == VALUE:
@@ -208,7 +204,7 @@ def _key_says(key: str) -> str:
     """What a key names, in any case and spelling: CURRENCY, MINOR, AMOUNT, MONEY, VALUE or NOTHING."""
     words = set(_NOT_ALNUM.split(_CAMEL.sub(r"\1_\2", key).lower())) - {""}
     joined = _NOT_ALNUM.sub("", key.lower())
-    if words & CURRENCY_WORDS or joined.endswith("currency"):
+    if words & CURRENCY_WORDS or joined == "cur" or joined.endswith("currency"):
         return CURRENCY
     if any(p in joined for p in MINOR_PARTS) or words & MINOR_WORDS:
         return MINOR
