@@ -230,6 +230,7 @@ def main() -> None:
         page.screenshot(path=str(OUT / "workbench.png"), full_page=True)
         page.goto("/?scope=approval")
         page.wait_for_selector('[data-testid="queue-row"]')
+        page.get_by_test_id("row-review-open").first.click()  # what is approved shows before Approve works
         page.screenshot(path=str(OUT / "approvals.png"))
         page.goto("/mine/")
         page.screenshot(path=str(OUT / "mine.png"), full_page=True)
