@@ -16,8 +16,8 @@ import sys
 import pytest
 from django.urls import reverse
 
-from tests.helpers import make_checkpoint, make_runbook, make_step, make_workflow
-from workflows.models import Decision, Step
+from tests.helpers import make_agent, make_checkpoint, make_runbook, make_step, make_workflow
+from workflows.models import Agent, Decision, Step
 from workflows.money import MoneyAtStake, amounts_in, carries_money
 
 pytestmark = pytest.mark.django_db
@@ -130,6 +130,23 @@ def test_an_effect_name_that_moved_money_in_another_kind_counts_with_no_amount_a
     assert checkpoint.money_reasons() == [
         "issue_refund (outcome unknown): amount unknown (issue_refund has moved money before)"]
     _assert_guarded(client, alice, checkpoint, "issue_refund has moved money before")
+
+
+def test_a_fork_that_reruns_an_effect_with_an_edited_amount_asks_the_tick_even_for_a_new_kind(alice):
+    agent, _ = make_agent()
+    Agent.objects.filter(pk=agent.pk).update(capabilities=["fork"], kinds=["goodwill"])
+    agent.refresh_from_db()
+    workflow = make_workflow(agent, kind="goodwill")  # no goodwill workflow, no issue_gift, ever moved money
+    make_step(workflow, 1, "read_ticket", "tool", output={"ticket": "T-1"}, verified=True)
+    make_step(workflow, 2, "issue_gift", "effect", status="failed", input={"note": "a voucher"})
+
+    with pytest.raises(ValueError, match="tick the explicit confirmation"):
+        workflow.fork(from_seq=2, by=alice, reason="send it again",
+                      edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}})
+
+    decision = workflow.fork(from_seq=2, by=alice, reason="send it again", money_confirmed=True,
+                             edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}})
+    assert decision.checkpoint.money_reasons() == ["issue_gift (re-run by the fork): 99999.00 EUR"]
 
 
 def test_a_recorded_step_remembers_money_in_any_spelling():

@@ -237,7 +237,7 @@ class NoHistory:
         return set()
 
 
-UNKNOWN_OUTCOME, PENDING, PLANNED = "outcome unknown", "pending", "planned"
+UNKNOWN_OUTCOME, PENDING, PLANNED, RERUN = "outcome unknown", "pending", "planned", "re-run by the fork"
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ class MoneyEffect:
     """
 
     name: str
-    where: str  # UNKNOWN_OUTCOME, PENDING or PLANNED
+    where: str  # UNKNOWN_OUTCOME, PENDING, PLANNED or RERUN
     amounts: tuple[Amount, ...]
     identity: tuple[Any, ...]
     plan_index: int | None = None
@@ -315,10 +315,17 @@ class MoneyAtStake:
 
 
 def _recorded(state: Mapping[str, Any]) -> list[MoneyEffect]:
-    """The unknown effects and the pending effect, each once (the pending step can be an unknown one)."""
+    """The unknown effects, the pending effect and the effect a fork re-runs, each once (the pending step can
+    be an unknown one)."""
     unknown = state.get("unknown_effects")
     candidates = [(step, UNKNOWN_OUTCOME) for step in (unknown if isinstance(unknown, list) else [])]
     candidates.append((state.get("pending"), PENDING))
+    agent_state = state.get("state")
+    fork = agent_state.get("fork") if isinstance(agent_state, Mapping) else None
+    if isinstance(fork, Mapping):  # a fork re-runs its first step with the input the operator gave it
+        candidates.append(({"name": fork.get("step"), "kind": fork.get("kind"), "input": fork.get("input"),
+                            "idempotency_key": f"fork:{fork.get('from_workflow_id')}:{fork.get('from_seq')}"},
+                           RERUN))
     effects: dict[tuple[Any, ...], MoneyEffect] = {}
     for step, where in candidates:
         if isinstance(step, Mapping) and step.get("kind") == "effect":
