@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -255,14 +255,18 @@ class Workflow(Stateful):
         return self.steps.filter(idempotency_key=key).first() if key else None
 
     def fork(self, *, from_seq: int, by: Any, reason: str, edited_input: Any = None,
-             money_confirmed: bool = False) -> Any:
+             money_confirmed: bool = False, repeats_confirmed: Iterable[int] = ()) -> Any:
         """Restart this workflow from step ``from_seq`` as a **new** workflow linked to it (``forked_from``).
 
         Steps before ``from_seq`` are copied as recorded (never re-executed); the fork opens at a checkpoint
         whose decision, a resume, goes through the same decision, four-eyes, delivery and audit path as
-        any resume. Returns that decision; ValueError (nothing created) when the fork cannot be done.
+        any resume, bound by the runbook of the checkpoint it comes from too (``Checkpoint.origin``) and
+        with the steps it will run as its plan (their amounts: the money check). Effects the lineage
+        committed that the fork runs again need ``repeats_confirmed`` (their step ids) when money is at
+        stake. Returns that decision; ValueError (nothing created) when the fork cannot be done.
         """
         from .checkpoints import Checkpoint  # checkpoints sit above workflows
+        from .lineage import fork_plan
 
         if why := self.agent.cannot(Agent.Capability.FORK):
             raise ValueError(why)
@@ -276,6 +280,8 @@ class Workflow(Stateful):
             raise ValueError(f"Step {unsettled[0]} is still pending (its outcome is unknown): settle it before "
                              "forking after it.")
         at = next(s for s in steps if s.seq >= from_seq)
+        if edited_input is not None and (why := self.agent.cannot_edit(at.kind)):
+            raise ValueError(why)  # an edit the runtime would silently ignore is no edit
         with transaction.atomic():
             number = self.forks.count() + 1
             fork = Workflow.objects.create(
@@ -296,9 +302,16 @@ class Workflow(Stateful):
                               "input": at.input if edited_input is None else edited_input,
                               "input_edited": edited_input is not None}}
             state.setdefault("ticket_id", self.context.get("ticket") if isinstance(self.context, dict) else None)
-            checkpoint = Checkpoint.open_for(fork, reason="manual", actor=by, at_seq=from_seq, state=state,
+            plan = fork_plan([s for s in steps if s.seq >= from_seq], edited_seq=at.seq if edited_input is not None
+                             else None, edited_input=edited_input, then=latest.plan if latest else None)
+            checkpoint = Checkpoint.open_for(fork, reason="manual", actor=by, at_seq=from_seq, state=state, plan=plan,
                                              detail=f"Fork of workflow {self.pk} from step {from_seq}: {reason}"[:2000])
-            return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed)
+            # No path is weaker than the checkpoint it comes from: its runbook binds the fork's decisions too.
+            if latest is not None:
+                Checkpoint.objects.filter(pk=checkpoint.pk).update(origin=latest)
+                checkpoint.origin = latest
+            return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed,
+                                     repeats_confirmed=repeats_confirmed)
 
     def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None,
                      plan: list[dict[str, Any]] | None = None) -> dict[str, Any]:
