@@ -445,7 +445,9 @@ class Checkpoint(Stateful):
     def runbook_versions(self) -> list[RunbookVersion]:
         """The runbook versions that bind a decision here: its own, and for a fork's checkpoint those of the
         checkpoints it came from (the stricter wins: any refusal refuses, any four eyes applies)."""
-        versions, seen, checkpoint = [], set(), self
+        versions: list[RunbookVersion] = []
+        seen: set[int] = set()
+        checkpoint: Checkpoint | None = self
         while checkpoint is not None and checkpoint.pk not in seen and len(seen) <= MAX_ORIGINS:
             seen.add(checkpoint.pk)
             if checkpoint.runbook_version is not None:

@@ -100,7 +100,7 @@ def committed_before_fork(original: Workflow, from_seq: int) -> list[EarlierEffe
 
 
 def _committed_in(lineage: list[tuple[Workflow, bool]], carried: Iterable[str | None]) -> list[EarlierEffect]:
-    seen = {key for key in carried if key}
+    seen: set[str | None] = {key for key in carried if key}
     found = []
     for workflow, original in lineage:
         for step in workflow.steps.filter(kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED).order_by("seq"):
