@@ -85,6 +85,27 @@ def test_a_fork_may_not_take_a_decision_the_runbook_of_its_origin_does_not_allow
     assert not original.forks.exists()  # refused: nothing half-created
 
 
+def test_a_forks_later_pauses_stay_bound_by_the_checkpoint_it_was_forked_from(forkable, alice):
+    """The fork's agent pauses it again (say, before the refund) with a reason a lax runbook takes: the rules
+    of the checkpoint the fork came from still hold."""
+    make_runbook(workflow_kind="refund", reason="tool_error", requires_four_eyes=True)
+    make_runbook(reason="rate_limit", title="Rate limits")  # lax
+    original = refund_run(forkable, refund="failed")
+    origin = make_checkpoint(original, reason="tool_error", at_seq=3, plan=MONEY_PLAN)
+    decision = original.fork(from_seq=3, by=alice, reason="pay it", money_confirmed=True)
+    assert decision.approve(by=make_user("carol"))
+    assert decision.mark_succeeded()
+    fork = decision.checkpoint.workflow
+    fork.refresh_from_db()
+    assert fork.status == Workflow.Status.RUNNING
+
+    again = make_checkpoint(fork, reason="rate_limit", at_seq=3, plan=MONEY_PLAN)
+
+    assert again.runbook_version.title == "Rate limits" and again.origin == decision.checkpoint
+    assert origin.runbook_version in again.runbook_versions()
+    assert again.decide(by=alice, action="resume", money_confirmed=True).status == Decision.Status.PROPOSED
+
+
 def test_the_fork_checkpoint_offers_only_what_both_runbooks_allow(forkable, alice, client, settings):
     settings.DELIVERY_MAX_ATTEMPTS = 1
     make_runbook(workflow_kind="refund", reason="model_timeout", allowed_actions=["resume", "handoff", "abort"])

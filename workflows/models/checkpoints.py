@@ -218,16 +218,21 @@ class Checkpoint(Stateful):
     @classmethod
     def open_for(cls, workflow: Workflow, *, reason: str, detail: str = "", at_seq: int | None = None,
                  state: Any = None, plan: list[dict[str, Any]] | None = None, actor: Any = None,
-                 by_console: bool = False, now: datetime | None = None) -> Checkpoint:
+                 by_console: bool = False, now: datetime | None = None,
+                 origin: Checkpoint | None = None) -> Checkpoint:
         """Pause the workflow at a new checkpoint. Conflict if one is already unresolved.
 
-        ``now``: when it opens, which starts its SLA clocks; a worker passes the database's time."""
+        ``now``: when it opens, which starts its SLA clocks; a worker passes the database's time.
+        ``origin``: the checkpoint it comes from, whose runbook binds it too; a fork's later checkpoints come
+        from its previous one, so the rules of the checkpoint it was forked from hold for the fork's life."""
         with transaction.atomic():
             workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
             if workflow.checkpoints.unresolved().exists():
                 raise Conflict("The workflow already has an open checkpoint.")
             if workflow.status not in (Workflow.Status.RUNNING, Workflow.Status.RESUMING):
                 raise Conflict(f"A {workflow.status} workflow cannot be paused.")
+            if origin is None and workflow.forked_from_id is not None:
+                origin = workflow.checkpoints.order_by("-opened_at", "-pk").first()
             runbook = Runbook.match(workflow.kind, reason, workflow.agent_id)
             version = (runbook.current_version or runbook.snapshot()) if runbook else None
             now = now or timezone.now()
@@ -239,7 +244,7 @@ class Checkpoint(Stateful):
                         workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
                         resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
                         runbook=runbook, runbook_version=version, opened_at=now, policy=policy, sla=frozen,
-                        opened_by_console=by_console, **Terms(frozen).deadlines(now))
+                        opened_by_console=by_console, origin=origin, **Terms(frozen).deadlines(now))
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
             Event.record(checkpoint, Event.Verb.OPENED, actor=actor, at=now, data={

@@ -304,12 +304,10 @@ class Workflow(Stateful):
             state.setdefault("ticket_id", self.context.get("ticket") if isinstance(self.context, dict) else None)
             plan = fork_plan([s for s in steps if s.seq >= from_seq], edited_seq=at.seq if edited_input is not None
                              else None, edited_input=edited_input, then=latest.plan if latest else None)
-            checkpoint = Checkpoint.open_for(fork, reason="manual", actor=by, at_seq=from_seq, state=state, plan=plan,
-                                             detail=f"Fork of workflow {self.pk} from step {from_seq}: {reason}"[:2000])
             # No path is weaker than the checkpoint it comes from: its runbook binds the fork's decisions too.
-            if latest is not None:
-                Checkpoint.objects.filter(pk=checkpoint.pk).update(origin=latest)
-                checkpoint.origin = latest
+            checkpoint = Checkpoint.open_for(fork, reason="manual", actor=by, at_seq=from_seq, state=state, plan=plan,
+                                             detail=f"Fork of workflow {self.pk} from step {from_seq}: {reason}"[:2000],
+                                             origin=latest)
             return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed,
                                      repeats_confirmed=repeats_confirmed)
 
