@@ -4,9 +4,8 @@ A fork copies the steps before its fork point with their idempotency keys, so th
 agent skips them; every step from the fork point on runs again under a **new**
 key, and no key check can see that the refund it issues is the one its original
 issued already. This module is where the console sees it: the effects committed
-earlier in the lineage that a fork does not carry, which of them the fork (or a
-later resume of it) will run again, and the plan a fork opens with, so that its
-money shows and is checked like any resume's.
+earlier in the lineage that a fork does not carry, and which of them the fork (or
+a later resume of it) will run again.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import Exists, OuterRef
 
-from .workflows import Step, Workflow
+from .workflows import Step, Workflow, stake
 
 if TYPE_CHECKING:
     from .checkpoints import Checkpoint
@@ -39,19 +38,6 @@ def ancestors(workflow: Workflow) -> list[Workflow]:
         seen.add(parent.pk)
         current = parent
     return found
-
-
-def _text(value: Any, limit: int) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None
-    return str(value)[:limit]
-
-
-def stake(data: Any) -> tuple[str | None, str | None]:
-    """(amount, currency) an effect's input declares, read as the money check reads it; (None, None) if none."""
-    if not isinstance(data, dict) or data.get("amount") in (None, ""):
-        return None, None
-    return _text(data.get("amount"), 40), _text(data.get("currency"), 10)
 
 
 @dataclass(frozen=True)
@@ -162,26 +148,6 @@ def steps_ahead(checkpoint: Checkpoint) -> list[str] | None:
     if isinstance(remaining, list):
         return [str(name) for name in remaining]
     return None
-
-
-def fork_plan(steps: list[Step], *, edited_seq: int | None, edited_input: Any,
-              then: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """The plan a fork opens with: the original's steps from the fork point on, as endpoint 4 answers a plan
-    (amount and currency as the step's input declares them), the edited input in place of its step's, then
-    the steps the original still planned (``then``, its last checkpoint's plan). Steps past what the original
-    recorded or planned are not known to the console and cannot be listed."""
-    plan = []
-    for step in steps:
-        data = edited_input if step.seq == edited_seq else step.input
-        is_effect = step.kind == Step.Kind.EFFECT
-        amount, currency = stake(data) if is_effect else (None, None)
-        # An effect whose input names an amount moves money even when its value cannot be read.
-        moves = is_effect and isinstance(data, dict) and data.get("amount") not in (None, "")
-        plan.append({"name": step.name, "kind": step.kind, "amount": amount, "currency": currency,
-                     "moves_money": moves})
-    recorded = {step.name for step in steps}
-    plan += [step for step in then or [] if isinstance(step, dict) and step.get("name") not in recorded]
-    return plan
 
 
 def repeats_an_earlier_effect() -> Exists:

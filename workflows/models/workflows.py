@@ -266,7 +266,6 @@ class Workflow(Stateful):
         stake. Returns that decision; ValueError (nothing created) when the fork cannot be done.
         """
         from .checkpoints import Checkpoint  # checkpoints sit above workflows
-        from .lineage import fork_plan
 
         if why := self.agent.cannot(Agent.Capability.FORK):
             raise ValueError(why)
@@ -333,6 +332,39 @@ class Workflow(Stateful):
             "state": agent_state if agent_state is not None else {},
             "plan": plan,
         }
+
+
+def _text(value: Any, limit: int) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    return str(value)[:limit]
+
+
+def stake(data: Any) -> tuple[str | None, str | None]:
+    """(amount, currency) an effect's input declares, read as the money check reads it; (None, None) if none."""
+    if not isinstance(data, dict) or data.get("amount") in (None, ""):
+        return None, None
+    return _text(data.get("amount"), 40), _text(data.get("currency"), 10)
+
+
+def fork_plan(steps: list[Step], *, edited_seq: int | None, edited_input: Any,
+              then: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The plan a fork opens with: the original's steps from the fork point on, as endpoint 4 answers a plan
+    (amount and currency as the step's input declares them), the edited input in place of its step's, then
+    the steps the original still planned (``then``, its last checkpoint's plan). Steps past what the original
+    recorded or planned are not known to the console and cannot be listed."""
+    plan = []
+    for step in steps:
+        data = edited_input if step.seq == edited_seq else step.input
+        is_effect = step.kind == Step.Kind.EFFECT
+        amount, currency = stake(data) if is_effect else (None, None)
+        # An effect whose input names an amount moves money even when its value cannot be read.
+        moves = is_effect and isinstance(data, dict) and data.get("amount") not in (None, "")
+        plan.append({"name": step.name, "kind": step.kind, "amount": amount, "currency": currency,
+                     "moves_money": moves})
+    recorded = {step.name for step in steps}
+    plan += [step for step in then or [] if isinstance(step, dict) and step.get("name") not in recorded]
+    return plan
 
 
 class Step(Stateful):
