@@ -306,7 +306,9 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "can_decide": acting and checkpoint.may_be_decided_by(user),
         "form": form, "assign_form": AssignForm() if acting else None,
         "actions": [a for a in Action if all(v.allows(a) for v in versions) and (a != Action.FAILOVER or form.standbys)],
-        "lineage_effects": lineage_effects(checkpoint), "repeated": form.repeated,
+        "lineage_effects": lineage_effects(checkpoint), "repeated": form.repeated, "bound_by": versions[1:],
+        "four_eyes_on_money": any(v.requires_four_eyes or v.four_eyes_on_every_resume for v in versions),
+        "four_eyes_on_every_resume": any(v.four_eyes_on_every_resume for v in versions),
         "failover_why_not": "" if form.standbys else (
             f"no other active agent advertises failover for {workflow.kind} workflows."),
         "returns_to": _returns_to(checkpoint, events), "money_reasons": (money := checkpoint.money_reasons()),

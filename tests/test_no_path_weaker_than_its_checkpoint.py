@@ -70,6 +70,13 @@ def test_a_fork_of_a_pending_refund_edited_to_99999_waits_for_a_second_operator(
     assert "99999.00 EUR" in fork_checkpoint.money_at_stake
     assert decision.checkpoint.workflow.status == Workflow.Status.PAUSED  # nothing reached the runtime
     assert not decision.approve(by=alice)  # not by the one who forked it
+    page = Client()
+    page.force_login(bob)
+    html = page.get(reverse("workbench", args=[fork_checkpoint.pk])).content.decode()
+    assert 'data-testid="bound-by"' in html and "money needs a second operator" in html
+    assert 'data-testid="approve"' in html and "moves money: 99999.00" in html
+    approvals = page.get(reverse("queue") + "?scope=approval").content.decode()
+    assert fork_checkpoint.workflow.title in approvals and "99999.00 EUR" in approvals  # the approval row's amount
     assert decision.approve(by=bob)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from .workflows import Step, Workflow, stake
 
@@ -150,12 +150,13 @@ def steps_ahead(checkpoint: Checkpoint) -> list[str] | None:
     return None
 
 
-def repeats_an_earlier_effect() -> Exists:
+def repeats_an_earlier_effect() -> Q:
     """Over workflows: a committed effect of this fork that the workflow it was forked from committed too, under
     another key (what a fork runs again). Its parent holds copies of everything before its own fork point,
     so one level sees a repeat of any ancestor's effect the parent carries."""
     earlier = Step.objects.filter(workflow=OuterRef(OuterRef("forked_from")), kind=Step.Kind.EFFECT,
                                   status=Step.Status.COMMITTED, name=OuterRef("name")).exclude(
         idempotency_key=OuterRef("idempotency_key"))
-    return Exists(Step.objects.filter(workflow=OuterRef("pk"), kind=Step.Kind.EFFECT,
-                                      status=Step.Status.COMMITTED).filter(Exists(earlier)))
+    # Only forks can repeat across a lineage: the column test spares every other workflow the subquery.
+    return Q(forked_from__isnull=False) & Q(Exists(Step.objects.filter(
+        workflow=OuterRef("pk"), kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED).filter(Exists(earlier))))
