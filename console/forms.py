@@ -6,15 +6,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Model, QuerySet
 
+from workflows.api_json import BodyRejected, load_json
 from workflows.models import Action, Agent, Checkpoint, Confirmation, Reason
 from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.people import operators
 
 if TYPE_CHECKING:
     from workflows.models.base import Operator
+    from workflows.models.lineage import EarlierEffect
 
 
 def error_text(form: forms.Form) -> str:
@@ -55,6 +58,7 @@ class DecisionForm(forms.Form):
     handoff_to = forms.CharField(max_length=200, required=False, strip=True)
     money_confirmed = forms.BooleanField(required=False)
     standby = forms.ModelChoiceField(queryset=Agent.objects.none(), to_field_name="name", required=False)
+    repeat = forms.TypedMultipleChoiceField(coerce=int, required=False)
 
     def __init__(self, *args: Any, checkpoint: Checkpoint, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -62,6 +66,11 @@ class DecisionForm(forms.Form):
         choose_from(self, "new_owner", operators())
         self.standbys = checkpoint.standbys()
         choose_from(self, "standby", Agent.objects.filter(pk__in=[a.pk for a in self.standbys]))
+        # A fork's resume that runs effects the lineage committed already: one tick per effect, by name.
+        self.repeated = checkpoint.repeated_effects()
+        repeat = self.fields["repeat"]
+        assert isinstance(repeat, forms.TypedMultipleChoiceField)
+        repeat.choices = [(str(e.step_id), e.sentence()) for e in self.repeated]
         for i, _effect in enumerate(checkpoint.unknown_effects):
             self.fields[f"confirm_{i}"] = forms.ChoiceField(choices=Confirmation.choices, required=False,
                                                             widget=forms.RadioSelect)
@@ -105,7 +114,8 @@ class DecisionForm(forms.Form):
         return {"action": data["action"], "instructions": data.get("instructions", ""),
                 "confirmations": confirmations, "confirmation_refs": refs,
                 "new_owner": data.get("new_owner"), "handoff_to": data.get("handoff_to", ""),
-                "money_confirmed": data.get("money_confirmed", False), "standby": data.get("standby")}
+                "money_confirmed": data.get("money_confirmed", False), "standby": data.get("standby"),
+                "repeats_confirmed": data.get("repeat") or []}
 
 
 class CommentForm(forms.Form):
@@ -174,3 +184,41 @@ class QueueFilterForm(forms.Form):
         if data["scope"] == "unassigned":
             return queryset.filter(assignee__isnull=True)
         return queryset
+
+
+class AgentJSONField(forms.CharField):
+    """JSON an operator writes for an agent to read: held to the agent API's own limits (workflows.api_json:
+    size, nesting depth, NUL, lone surrogates, numbers too large), so it is refused here as it would be there.
+    Empty: None."""
+
+    def to_python(self, value: Any) -> Any:
+        text = super().to_python(value)
+        if not text:
+            return None
+        raw = text.encode("utf-8", "surrogatepass")
+        if len(raw) > settings.API_MAX_BODY_BYTES:
+            raise forms.ValidationError(f"The JSON is larger than {settings.API_MAX_BODY_BYTES} bytes, the agent "
+                                        "API's limit.", code="too_large")
+        try:
+            return load_json(raw)
+        except BodyRejected as exc:
+            where = f" (at {exc.field})" if exc.field else ""
+            raise forms.ValidationError(f"{exc.message}{where}", code=exc.code) from None
+
+
+class ForkForm(forms.Form):
+    """Fork from step k. ``repeat``: the effects committed earlier in the lineage (step ids among ``earlier``)
+    that the operator confirms the fork runs again."""
+
+    from_seq = forms.IntegerField(min_value=1)
+    reason = forms.CharField(max_length=2000, strip=True, error_messages={"required": "Say why you fork it."})
+    edited_input = AgentJSONField(required=False, strip=True,
+                                  help_text="Optional: a new input for the step forked from.")
+    money_confirmed = forms.BooleanField(required=False)
+    repeat = forms.TypedMultipleChoiceField(coerce=int, required=False)
+
+    def __init__(self, *args: Any, earlier: list[EarlierEffect], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["repeat"]
+        assert isinstance(field, forms.TypedMultipleChoiceField)
+        field.choices = [(str(e.step_id), e.sentence()) for e in earlier]

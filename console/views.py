@@ -42,6 +42,7 @@ from workflows.models import (
     Workflow,
 )
 from workflows.models.checkpoints import CheckpointQuerySet
+from workflows.models.lineage import lineage_effects
 from workflows.models.people import operators
 
 from .forms import (
@@ -290,6 +291,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     steps = trajectory.steps
     decision = checkpoint.decisions.select_related("decided_by", "approved_by", "new_owner").first()
     acting = can_act(user)
+    versions = checkpoint.runbook_versions()  # its own and, for a fork, the checkpoints' it came from
     context = {
         "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "trajectory": trajectory,
         "events": events[:WORKBENCH_EVENTS][::-1], "events_clipped": len(events) > WORKBENCH_EVENTS,
@@ -303,8 +305,10 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
         "can_decide": acting and checkpoint.may_be_decided_by(user),
         "form": form, "assign_form": AssignForm() if acting else None,
-        "actions": [a for a in Action if (not checkpoint.runbook_version or checkpoint.runbook_version.allows(a))
-                    and (a != Action.FAILOVER or form.standbys)],
+        "actions": [a for a in Action if all(v.allows(a) for v in versions) and (a != Action.FAILOVER or form.standbys)],
+        "lineage_effects": lineage_effects(checkpoint), "repeated": form.repeated, "bound_by": versions[1:],
+        "four_eyes_on_money": any(v.requires_four_eyes or v.four_eyes_on_every_resume for v in versions),
+        "four_eyes_on_every_resume": any(v.four_eyes_on_every_resume for v in versions),
         "failover_why_not": "" if form.standbys else (
             f"no other active agent advertises failover for {workflow.kind} workflows."),
         "returns_to": _returns_to(checkpoint, events), "money_check": (money := checkpoint.money_check()),

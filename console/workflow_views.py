@@ -15,7 +15,9 @@ from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows.models import Agent, Checkpoint, Conflict, Decision, ReplayRun, Workflow
+from workflows.models.lineage import committed_before_fork
 
+from .forms import ForkForm, error_text
 from .roles import ACTORS, READERS, can_act, role_required
 from .views import _render, replay_offer
 
@@ -46,6 +48,7 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
         "highlight": int(seq) if seq.isdigit() else None,
         "replays": workflow.replays.select_related("requested_by")[:50],
         "forks": workflow.forks.order_by("pk")[:50], "fork_why_not": workflow.agent.cannot(Agent.Capability.FORK),
+        "fork_earlier": committed_before_fork(workflow, 1), "fork_edits": workflow.agent.fork_edits or [],
         **replay_offer(request, workflow, checkpoints[0] if checkpoints else None),
     }
     return _render(request, "console/workflow.html", context, partials=("trajectory",))
@@ -121,26 +124,20 @@ def cancel_replay(request: HttpRequest, pk: int) -> HttpResponse:
 
 # --- forks -------------------------------------------------------------------------------------
 
-class ForkForm(forms.Form):
-    from_seq = forms.IntegerField(min_value=1)
-    reason = forms.CharField(max_length=2000, strip=True, error_messages={"required": "Say why you fork it."})
-    edited_input = forms.JSONField(required=False, help_text="Optional: a new input for the step forked from.")
-    money_confirmed = forms.BooleanField(required=False)
-
-
 @role_required(*ACTORS)
 @require_POST
 def fork(request: HttpRequest, pk: int) -> HttpResponse:
     """Restart from step k as a new workflow; its decision takes the resume path (four eyes, delivery, audit)."""
     workflow = get_object_or_404(Workflow.objects.select_related("agent"), pk=pk)
-    form = ForkForm(request.POST)
+    form = ForkForm(request.POST, earlier=committed_before_fork(workflow, 1))
     if not form.is_valid():
-        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        messages.error(request, "Not forked: " + error_text(form))
         return redirect("workflow", pk=pk)
     data = form.cleaned_data
     try:
         decision = workflow.fork(from_seq=data["from_seq"], by=request.user, reason=data["reason"],
-                                 edited_input=data["edited_input"], money_confirmed=data["money_confirmed"])
+                                 edited_input=data["edited_input"], money_confirmed=data["money_confirmed"],
+                                 repeats_confirmed=data["repeat"])
     except (ValueError, Conflict) as exc:
         messages.error(request, f"Not forked: {exc}")
         return redirect("workflow", pk=pk)

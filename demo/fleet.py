@@ -128,8 +128,10 @@ class Fleet:
             if agent.polls:
                 continue
             try:
+                # A fork's edited input is applied to the effect it restarts at (DemoAgent.effect_step), and
+                # to no other kind of step: said here, so the console refuses the edits it would ignore.
                 agent.client.advertise(["replay", "fork", "failover"], runtime_version=RUNTIME_VERSION,
-                                       kinds=[agent.kind])
+                                       kinds=[agent.kind], fork_edits=["effect"])
             except (ApiError, Unavailable) as exc:
                 log.warning("%s: could not advertise its capabilities: %s", agent.name, exc)
 

@@ -15,6 +15,7 @@ limit or a plain error.
 from __future__ import annotations
 
 import random
+import re
 import secrets
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,6 +24,9 @@ from pathlib import Path
 from typing import Any, overload
 
 from .store import SqliteFile, demo_dir, now_iso
+
+# A fork's external id is its original's with ``~fork<n>`` (workflows.models.Workflow.fork), as are its keys.
+LINEAGE = re.compile(r"~fork\d+")
 
 __all__ = ["Execution", "Fault", "Ledgers", "RateLimited", "ServiceError", "SystemFailure", "SystemTimeout"]
 
@@ -139,11 +143,20 @@ class Ledgers(SqliteFile):
         return found[0].ref if found else None
 
     def duplicates(self) -> dict[str, int]:
-        """Idempotency keys executed more than once, with their count: each one is a broken guarantee."""
+        """Idempotency keys executed more than once, with their count: each one is a broken guarantee. And money
+        moved again across a lineage: a fork runs its steps under new keys (``T-1010~fork1:refund``), so the
+        payments made under the keys of one workflow and its forks are counted together too, listed as
+        ``T-1010:refund (across forks)``."""
         with self.connect() as conn:
             rows = conn.execute("SELECT idempotency_key, COUNT(*) FROM executions GROUP BY idempotency_key"
                                 " HAVING COUNT(*) > 1 ORDER BY idempotency_key")
-            return {key: count for key, count in rows}
+            found = {key: count for key, count in rows}
+            money = conn.execute("SELECT idempotency_key FROM executions WHERE system = 'payments'").fetchall()
+        lineages: dict[str, set[str]] = {}
+        for (key,) in money:
+            lineages.setdefault(LINEAGE.sub("", key), set()).add(key)
+        found.update({f"{root} (across forks)": len(keys) for root, keys in sorted(lineages.items()) if len(keys) > 1})
+        return found
 
     def totals(self) -> dict[str, Any]:
         """Executions per operation, money moved per currency, and the number of duplicated keys."""

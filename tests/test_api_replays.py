@@ -21,7 +21,7 @@ def test_an_agent_advertises_its_capabilities_and_reads_them_back(db):
                                                     "runtime_version": "bot/2.3", "kinds": ["refund"]}), 200)
 
     assert body == {"name": "bot", "capabilities": ["fork", "replay"], "runtime_version": "bot/2.3",
-                    "kinds": ["refund"], "replay_endpoint": False}
+                    "kinds": ["refund"], "replay_endpoint": False, "fork_edits": []}
     assert expect(api.get("/agent"), 200) == body
     agent.refresh_from_db()
     assert agent.capabilities == ["fork", "replay"]

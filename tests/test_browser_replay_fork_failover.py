@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def runtime(transactional_db, tmp_path, live_server):
     runtime = ReplayRuntime(tmp_path, console_url=live_server.url, capabilities=("replay", "fork"))
+    Agent.objects.filter(pk=runtime.record.pk).update(fork_edits=["effect"])  # as the demo runtime advertises
     yield runtime
     runtime.close()
 
@@ -61,6 +62,7 @@ def test_an_operator_forks_from_a_step_and_the_fork_is_linked_both_ways(page, al
     page.get_by_test_id("fork-reason").fill("Refund again with the corrected amount")
     page.get_by_test_id("fork-input").fill('{"amount": "12.00"}')
     page.get_by_test_id("fork-money-confirmed").check()
+    page.get_by_test_id("fork-repeat-6").check()  # step 6 refunded already: its own tick
     page.get_by_test_id("fork-submit").click()
 
     fork = Workflow.objects.get(forked_from=workflow)
@@ -71,6 +73,50 @@ def test_an_operator_forks_from_a_step_and_the_fork_is_linked_both_ways(page, al
     expect(page.get_by_test_id("copied-step")).to_have_count(5)
     page.get_by_test_id("forked-from").click()
     expect(page.get_by_test_id("fork-link")).to_have_text("T-5150~fork1")
+
+
+def test_the_fork_form_shows_the_earlier_refund_and_demands_a_tick_naming_it(page, alice, runtime, tmp_path):
+    """Issue 22 (16): forking T-1010 from `decide_refund` re-ran `issue_refund` under a new key, and the form only
+    said "the fork may move money". Now it lists the refund with its amount and reference, refuses to fork
+    until that refund is ticked by name, refuses an edit the agent would ignore, and the fork's workbench
+    says what it will run again."""
+    workflow = runtime.recorded_workflow("T-1010")
+    workflow.steps.filter(seq=6).update(input={"ticket": "T-1010", "amount": "247.92", "currency": "EUR"})
+    login(page, alice)
+    page.goto(f"/workflows/{workflow.pk}/")
+
+    earlier = page.get_by_test_id("fork-earlier-effect").filter(has_text="issue_refund")
+    expect(earlier).to_contain_text("at step 6, 247.92 EUR, ref R-1A2B3C4D")
+    page.get_by_test_id("fork-from").fill("5")
+    page.get_by_test_id("fork-reason").fill("Decide the refund again")
+    page.get_by_test_id("fork-input").fill('{"model": "support-model-v4"}')
+    page.get_by_test_id("fork-money-confirmed").check()
+    page.get_by_test_id("fork-submit").click()
+    expect(page.locator(".toast-error")).to_contain_text("does not apply an edited input to a model step")
+
+    page.get_by_test_id("fork-from").fill("5")
+    page.get_by_test_id("fork-reason").fill("Decide the refund again")
+    page.get_by_test_id("fork-money-confirmed").check()
+    page.get_by_test_id("fork-submit").click()
+    expect(page.locator(".toast-error")).to_contain_text(
+        "the original committed issue_refund (247.92 EUR) at step 6, ref R-1A2B3C4D")
+    assert not Workflow.objects.filter(forked_from=workflow).exists()
+    page.screenshot(path=str(tmp_path / "fork-form.png"), full_page=True)
+
+    page.get_by_test_id("fork-from").fill("5")
+    page.get_by_test_id("fork-reason").fill("Decide the refund again")
+    page.get_by_test_id("fork-money-confirmed").check()
+    page.get_by_test_id("fork-repeat-6").check()
+    page.get_by_test_id("fork-submit").click()
+
+    expect(page.get_by_test_id("decision-state")).to_have_text("queued")
+    fork = Workflow.objects.get(forked_from=workflow)
+    assert fork.checkpoints.get().decisions.get().repeats_confirmed[0]["external_ref"] == "R-1A2B3C4D"
+    repeat = page.get_by_test_id("lineage-effect").filter(has_text="issue_refund")
+    expect(repeat).to_contain_text("committed issue_refund at step 6, 247.92 EUR, ref R-1A2B3C4D")
+    expect(repeat.get_by_test_id("lineage-repeat")).to_have_text("this fork will run issue_refund again")
+    expect(page.get_by_test_id("plan-money")).to_have_text("moves money: 247.92 EUR")
+    page.screenshot(path=str(tmp_path / "fork-workbench.png"), full_page=True)
 
 
 def test_an_operator_fails_a_paused_workflow_over_to_a_standby(page, alice, runtime):

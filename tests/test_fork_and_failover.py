@@ -58,11 +58,19 @@ def test_a_fork_goes_through_four_eyes_like_any_money_resume(fleet, olivia, oper
     able(agent.name, "fork")
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
 
+    Agent.objects.filter(name=agent.name).update(fork_edits=["effect"])  # it applies an edited effect input
+
     with pytest.raises(ValueError, match="touches money"):
         original.fork(from_seq=3, by=operator, reason="redo")
     assert not original.forks.exists()  # refused: nothing half-created
+    # The original refunded at step 3 already: running issue_refund again needs its own, named tick.
+    refund = original.steps.get(seq=3)
+    with pytest.raises(ValueError, match=f"issue_refund .* at step 3, ref {refund.external_ref}"):
+        original.fork(from_seq=3, by=operator, reason="Refund the corrected amount.",
+                      edited_input={"amount": "20.00"}, money_confirmed=True)
+    assert not original.forks.exists()
     decision = original.fork(from_seq=3, by=operator, reason="Refund the corrected amount.",
-                             edited_input={"amount": "20.00"}, money_confirmed=True)
+                             edited_input={"amount": "20.00"}, money_confirmed=True, repeats_confirmed=[refund.pk])
 
     assert decision.status == Decision.Status.PROPOSED
     assert decision.approve(by=make_user("carol"))

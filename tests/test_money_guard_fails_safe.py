@@ -134,7 +134,7 @@ def test_an_effect_name_that_moved_money_in_another_kind_counts_with_no_amount_a
 
 def test_a_fork_that_reruns_an_effect_with_an_edited_amount_asks_the_tick_even_for_a_new_kind(alice):
     agent, _ = make_agent()
-    Agent.objects.filter(pk=agent.pk).update(capabilities=["fork"], kinds=["goodwill"])
+    Agent.objects.filter(pk=agent.pk).update(capabilities=["fork"], kinds=["goodwill"], fork_edits=["effect"])
     agent.refresh_from_db()
     workflow = make_workflow(agent, kind="goodwill")  # no goodwill workflow, no issue_gift, ever moved money
     make_step(workflow, 1, "read_ticket", "tool", output={"ticket": "T-1"}, verified=True)

@@ -19,8 +19,10 @@ report. The definitions (also in the README, and on the dashboard):
 - **resumed**: an operator's resume, retry-step or failover decision on one
   of its checkpoints reached the agent (the decision succeeded).
 - **duplicate-effect attempt**: an effect reported again under an idempotency
-  key the workflow already used; the API refuses it with 409 and records the
-  attempt as an ``effect_duplicate_refused`` event.
+  key the workflow already used (the API refuses it with 409 and records the
+  attempt as an ``effect_duplicate_refused`` event), or an effect a fork
+  committed that the workflow it was forked from had committed already under
+  another key (a refund paid twice across a lineage: no key check sees it).
 - **lost effect**: in a workflow its agent completed (not one handed off
   to people, whose work the console does not record), an effect that was unknown at a
   checkpoint (pending when it opened) and was neither executed (committed)
@@ -83,6 +85,7 @@ from django.utils import timezone
 
 from .models import RESUMING_ACTIONS, Action, Checkpoint, Decision, Event, Runbook, Step, Workflow
 from .models.events import SWEEP_VERBS
+from .models.lineage import repeats_an_earlier_effect
 
 V = Event.Verb
 DUPLICATE_EFFECT_VERB = V.EFFECT_DUPLICATE_REFUSED
@@ -272,7 +275,8 @@ def with_recovery(qs: QuerySet[Any]) -> QuerySet[Any]:
         resumed=_decided(RESUMING),
         continued=_decided(CONTINUING),
         handed_off=_decided([Action.HANDOFF]),
-        duplicate_attempt=Exists(Event.objects.filter(workflow=OuterRef("pk"), verb=DUPLICATE_EFFECT_VERB)),
+        duplicate_attempt=Exists(Event.objects.filter(workflow=OuterRef("pk"), verb=DUPLICATE_EFFECT_VERB))
+        | repeats_an_earlier_effect(),
         unkept_unknown_effect=_unkept_unknown_effect(),
         unkept_promise=_unkept_promise(),
         owner_changed=_owner_changed(),
@@ -299,7 +303,8 @@ class Figure:
 
 FIGURES = {f.slug: f for f in (
     Figure("resumed_without_data_loss", "Resumed without data loss", CLEAN, SETTLED,
-           "Settled degraded workflows that were resumed and completed with no duplicate-effect attempt and "
+           "Settled degraded workflows that were resumed and completed with no duplicate-effect attempt (nor an "
+           "effect repeated across a fork's lineage) and "
            "no lost effect."),
     Figure("preserved_checkpoint", "Preserved a user-visible checkpoint", Q(blank_failure=False), Q(),
            "Degraded workflows where every degradation produced a checkpoint (none was reported failed while "

@@ -154,7 +154,8 @@ def _findings(r: KindReadiness) -> list[Finding]:
                                       "(unknown and never confirmed, or a promise never kept)"))
     if counts["duplicate_attempt"]:
         found.append(Finding(BLOCKER, f"{k}: {counts['duplicate_attempt']} workflow(s) tried to repeat an effect "
-                                      "under a used idempotency key"))
+                                      "under a used idempotency key, or repeated one its lineage had committed "
+                                      "(a fork)"))
     for seen in r.reasons:
         if seen.runbook is None:
             found.append(Finding(BLOCKER, f"{k}: no runbook for reason `{seen.reason}` "

@@ -20,7 +20,7 @@ router = Router()
 def agent_body(agent: Agent) -> dict[str, Any]:
     return {"name": agent.name, "capabilities": list(agent.capabilities or []),
             "runtime_version": agent.runtime_version, "kinds": list(agent.kinds or []),
-            "replay_endpoint": bool(agent.replay_url)}
+            "replay_endpoint": bool(agent.replay_url), "fork_edits": list(agent.fork_edits or [])}
 
 
 def replay_body(run: ReplayRun) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def advertise_capabilities(request: HttpRequest, payload: CapabilitiesIn) -> dic
     """The runtime says what it supports; the console offers operators only that (the URLs stay admin-set)."""
     agent = calling_agent(request)
     agent.advertise(sorted(set(payload.capabilities)), runtime_version=payload.runtime_version,
-                    kinds=payload.kinds)
+                    kinds=payload.kinds, fork_edits=payload.fork_edits)
     return agent_body(agent)
 
 

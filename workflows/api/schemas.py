@@ -320,6 +320,8 @@ class CapabilitiesIn(Strict):
     capabilities: list[Literal["replay", "fork", "failover"]]
     runtime_version: Annotated[str, StringConstraints(max_length=200)] | None = None
     kinds: list[Text100] | None = None
+    # Which step kinds' edited input the runtime applies in a fork (kept when absent; none: edits refused).
+    fork_edits: list[StepKind] | None = None
 
 
 class AgentOut(BaseModel):
@@ -328,6 +330,7 @@ class AgentOut(BaseModel):
     runtime_version: str
     kinds: list[str]
     replay_endpoint: bool
+    fork_edits: list[str]
 
 
 class ReplayResultIn(Strict):

@@ -79,6 +79,10 @@ class Agent(models.Model):
                                  help_text="Replay requests are POSTed here (signed like decisions).")
     runtime_version = models.CharField(max_length=200, blank=True, db_default="",
                                        help_text="As the agent last reported it.")
+    fork_edits = models.JSONField(
+        default=list, db_default=models.Value([], models.JSONField()), blank=True,
+        help_text="Step kinds whose edited input the runtime applies when a fork restarts at such a step "
+                  "(advertised with its capabilities); an edit of any other kind is refused.")
     kinds = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
                              help_text="Workflow kinds this runtime runs, for standby matching; empty: any kind.")
     is_active = models.BooleanField(default=True)
@@ -171,7 +175,7 @@ class Agent(models.Model):
         return agent
 
     def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
-                  kinds: list[str] | None = None) -> None:
+                  kinds: list[str] | None = None, fork_edits: list[str] | None = None) -> None:
         """What the runtime says it supports; None leaves a field as it was."""
         self.capabilities = [c for c in capabilities if c in self.Capability.values]
         fields = ["capabilities"]
@@ -179,6 +183,8 @@ class Agent(models.Model):
             self.runtime_version, fields = runtime_version, [*fields, "runtime_version"]
         if kinds is not None:
             self.kinds, fields = kinds, [*fields, "kinds"]
+        if fork_edits is not None:
+            self.fork_edits, fields = sorted(set(fork_edits)), [*fields, "fork_edits"]
         self.save(update_fields=fields)
 
     def can(self, capability: str) -> bool:
@@ -194,6 +200,15 @@ class Agent(models.Model):
         if capability == self.Capability.REPLAY and not self.replay_url:
             return f"{self.name} has no replay endpoint configured (an admin sets it on the agent)."
         return ""
+
+    def cannot_edit(self, step_kind: str) -> str:
+        """Why this agent cannot apply an operator's edited input to a ``step_kind`` step in a fork, or ""."""
+        if step_kind in (self.fork_edits or []):
+            return ""
+        said = ", ".join(self.fork_edits or []) or "none"
+        article = "an" if step_kind[:1] in "aeiou" else "a"
+        return (f"{self.name} does not apply an edited input to {article} {step_kind} step in a fork (the step kinds it "
+                f"says it edits: {said}); fork without an edited input, or from a step it can edit.")
 
     def runs_kind(self, kind: str) -> bool:
         return not self.kinds or kind in self.kinds

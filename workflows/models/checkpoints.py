@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from .workflows import MoneyTrail, Workflow
 if TYPE_CHECKING:
 
     from .base import Actor, Operator
+    from .lineage import EarlierEffect
 
 User = settings.AUTH_USER_MODEL
 
@@ -40,6 +42,8 @@ class CheckpointStatus(models.TextChoices):
 
 # On the operator queue: waiting for someone to decide. Module level so that Meta's index can name it.
 OPEN_STATUSES = (CheckpointStatus.OPEN, CheckpointStatus.CLAIMED)
+# Checkpoints a fork's checkpoint may come from, through forks of forks: a bound on a corrupted chain.
+MAX_ORIGINS = 20
 
 
 class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
@@ -156,6 +160,9 @@ class Checkpoint(Stateful):
     breach_reason = models.ForeignKey("workflows.BreachReason", null=True, blank=True, on_delete=models.PROTECT,
                                       related_name="checkpoints")
     breach_note = models.TextField(blank=True)
+    # A fork's checkpoint: the original's checkpoint it started from. Its runbook version binds this one too
+    # (``runbook_versions``): a fork is never weaker than the checkpoint it comes from.
+    origin = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -214,16 +221,21 @@ class Checkpoint(Stateful):
     @classmethod
     def open_for(cls, workflow: Workflow, *, reason: str, detail: str = "", at_seq: int | None = None,
                  state: Any = None, plan: list[dict[str, Any]] | None = None, actor: Any = None,
-                 by_console: bool = False, now: datetime | None = None) -> Checkpoint:
+                 by_console: bool = False, now: datetime | None = None,
+                 origin: Checkpoint | None = None) -> Checkpoint:
         """Pause the workflow at a new checkpoint. Conflict if one is already unresolved.
 
-        ``now``: when it opens, which starts its SLA clocks; a worker passes the database's time."""
+        ``now``: when it opens, which starts its SLA clocks; a worker passes the database's time.
+        ``origin``: the checkpoint it comes from, whose runbook binds it too; a fork's later checkpoints come
+        from its previous one, so the rules of the checkpoint it was forked from hold for the fork's life."""
         with transaction.atomic():
             workflow = Workflow.objects.select_for_update().get(pk=workflow.pk)
             if workflow.checkpoints.unresolved().exists():
                 raise Conflict("The workflow already has an open checkpoint.")
             if workflow.status not in (Workflow.Status.RUNNING, Workflow.Status.RESUMING):
                 raise Conflict(f"A {workflow.status} workflow cannot be paused.")
+            if origin is None and workflow.forked_from_id is not None:
+                origin = workflow.checkpoints.order_by("-opened_at", "-pk").first()
             runbook = Runbook.match(workflow.kind, reason, workflow.agent_id)
             version = (runbook.current_version or runbook.snapshot()) if runbook else None
             now = now or timezone.now()
@@ -235,7 +247,7 @@ class Checkpoint(Stateful):
                         workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
                         resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
                         runbook=runbook, runbook_version=version, opened_at=now, policy=policy, sla=frozen,
-                        opened_by_console=by_console, **Terms(frozen).deadlines(now))
+                        opened_by_console=by_console, origin=origin, **Terms(frozen).deadlines(now))
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
             Event.record(checkpoint, Event.Verb.OPENED, actor=actor, at=now, data={
@@ -418,11 +430,33 @@ class Checkpoint(Stateful):
 
     def needs_second_operator(self, action: str, *, money: bool) -> bool:
         """Four eyes: on a money resume under a runbook that asks for it, or on every resume if it says so
-        (as the runbook's version read when the checkpoint opened)."""
-        runbook = self.runbook_version
-        if runbook is None or action not in RESUMING_ACTIONS:
+        (as the runbook's version read when the checkpoint opened, and that of every checkpoint it came from)."""
+        if action not in RESUMING_ACTIONS:
             return False
-        return runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
+        return any(runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
+                   for runbook in self.runbook_versions())
+
+    def runbook_versions(self) -> list[RunbookVersion]:
+        """The runbook versions that bind a decision here: its own, and for a fork's checkpoint those of the
+        checkpoints it came from (the stricter wins: any refusal refuses, any four eyes applies)."""
+        versions: list[RunbookVersion] = []
+        seen: set[int] = set()
+        checkpoint: Checkpoint | None = self
+        while checkpoint is not None and checkpoint.pk not in seen and len(seen) <= MAX_ORIGINS:
+            seen.add(checkpoint.pk)
+            if checkpoint.runbook_version is not None:
+                versions.append(checkpoint.runbook_version)
+            checkpoint = checkpoint.origin
+        return versions
+
+    def refusing_runbook(self, action: str) -> RunbookVersion | None:
+        """The first binding runbook version that does not allow ``action``; None when all allow it."""
+        return next((runbook for runbook in self.runbook_versions() if not runbook.allows(action)), None)
+
+    def repeated_effects(self) -> list[EarlierEffect]:
+        """Effects committed earlier in the workflow's lineage whose money a resume here moves again (a fork's):
+        each needs the operator's own tick, naming it, when the decision touches money."""
+        return repeated_money(self)
 
     def missing_confirmations(self, confirmations: dict[str, Any]) -> list[str]:
         return [e["idempotency_key"] for e in self.unknown_effects
@@ -451,14 +485,16 @@ class Checkpoint(Stateful):
 
     def draft_decision(self, *, action: str, instructions: str = "", confirmations: dict[str, Any] | None = None,
                        confirmation_refs: dict[str, Any] | None = None, new_owner: Any = None, handoff_to: str = "",
-                       money_confirmed: bool = False, standby: Any = None) -> Decision:
+                       money_confirmed: bool = False, standby: Any = None,
+                       repeats_confirmed: Iterable[int] = ()) -> Decision:
         """The decision as it would be recorded, unsaved. ValueError when it is not acceptable."""
         confirmations = {k: v for k, v in (confirmations or {}).items() if v}
         if action not in Action.values:
             raise ValueError(f"Unknown action {action!r}.")
-        if self.runbook_version and not self.runbook_version.allows(action):
-            raise ValueError(f"The runbook “{self.runbook_version.title}” does not allow "
-                             f"{Action(action).label.lower()}.")
+        if refusing := self.refusing_runbook(action):
+            raise ValueError(f"The runbook “{refusing.title}” does not allow {Action(action).label.lower()}"
+                             + ("." if refusing == self.runbook_version else
+                                " (it binds the checkpoint this fork comes from)."))
         unknown_keys = {e["idempotency_key"] for e in self.unknown_effects}
         if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Confirmation.values]:
             raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")
@@ -474,12 +510,18 @@ class Checkpoint(Stateful):
         money = action in RESUMING_ACTIONS and self.touches_money()
         if money and not money_confirmed:
             raise ValueError("This decision touches money: tick the explicit confirmation.")
+        # Money re-run in a fork: the lineage committed it already, under keys no idempotency check compares.
+        repeats = self.repeated_effects() if money else []
+        if unconfirmed := [e for e in repeats if e.step_id not in set(repeats_confirmed)]:
+            raise ValueError("This moves money again that the lineage already moved; tick each earlier effect "
+                             "it repeats: " + "; ".join(e.sentence() for e in unconfirmed) + ".")
         four_eyes = self.needs_second_operator(action, money=money)
         return Decision(checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
                         confirmation_refs=Confirmation.references(confirmations, confirmation_refs or {}),
                         new_owner=new_owner, handoff_to=handoff_to.strip(),
                         standby=standby if action == Action.FAILOVER else None,
                         replaced_agent=self.workflow.agent if action == Action.FAILOVER else None,
+                        repeats_confirmed=[e.as_dict() for e in repeats],
                         status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
 
     def standbys(self) -> list[Agent]:
@@ -553,3 +595,4 @@ class Checkpoint(Stateful):
 
 # Decisions refer to checkpoints; importing them last lets each module name the other.
 from .decisions import Confirmation, Decision  # noqa: E402
+from .lineage import repeated_money  # noqa: E402

@@ -125,6 +125,9 @@ class Decision(Stateful):
                              "for a worker than the one before (see Decision.redispatched).")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    repeats_confirmed = models.JSONField(
+        default=list, blank=True, help_text="Effects committed earlier in the lineage that the operator confirmed "
+                                            "this decision runs again (a fork's money).")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = DecisionQuerySet.as_manager()
@@ -311,7 +314,7 @@ class Decision(Stateful):
         return {"instructions": self.instructions[:4000], "confirmations": self.confirmations,
                 "confirmation_refs": self.confirmation_refs,
                 "new_owner": self.new_owner.get_username() if self.new_owner is not None else None,
-                "handoff_to": self.handoff_to}
+                "handoff_to": self.handoff_to, "repeats_confirmed": self.repeats_confirmed}
 
     def _succeed(self, verb: Event.Verb, *, actor: Any = None, now: datetime | None = None) -> bool:
         # The worker that delivered is "system"; an agent that fetched its decision did it itself.

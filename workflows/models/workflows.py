@@ -256,12 +256,15 @@ class Workflow(Stateful):
         return self.steps.filter(idempotency_key=key).first() if key else None
 
     def fork(self, *, from_seq: int, by: Any, reason: str, edited_input: Any = None,
-             money_confirmed: bool = False) -> Any:
+             money_confirmed: bool = False, repeats_confirmed: Iterable[int] = ()) -> Any:
         """Restart this workflow from step ``from_seq`` as a **new** workflow linked to it (``forked_from``).
 
         Steps before ``from_seq`` are copied as recorded (never re-executed); the fork opens at a checkpoint
         whose decision, a resume, goes through the same decision, four-eyes, delivery and audit path as
-        any resume. Returns that decision; ValueError (nothing created) when the fork cannot be done.
+        any resume, bound by the runbook of the checkpoint it comes from too (``Checkpoint.origin``) and
+        with the steps it will run as its plan (their amounts: the money check). Effects the lineage
+        committed that the fork runs again need ``repeats_confirmed`` (their step ids) when money is at
+        stake. Returns that decision; ValueError (nothing created) when the fork cannot be done.
         """
         from .checkpoints import Checkpoint  # checkpoints sit above workflows
 
@@ -277,6 +280,8 @@ class Workflow(Stateful):
             raise ValueError(f"Step {unsettled[0]} is still pending (its outcome is unknown): settle it before "
                              "forking after it.")
         at = next(s for s in steps if s.seq >= from_seq)
+        if edited_input is not None and (why := self.agent.cannot_edit(at.kind)):
+            raise ValueError(why)  # an edit the runtime would silently ignore is no edit
         with transaction.atomic():
             number = self.forks.count() + 1
             fork = Workflow.objects.create(
@@ -297,9 +302,14 @@ class Workflow(Stateful):
                               "input": at.input if edited_input is None else edited_input,
                               "input_edited": edited_input is not None}}
             state.setdefault("ticket_id", self.context.get("ticket") if isinstance(self.context, dict) else None)
-            checkpoint = Checkpoint.open_for(fork, reason="manual", actor=by, at_seq=from_seq, state=state,
-                                             detail=f"Fork of workflow {self.pk} from step {from_seq}: {reason}"[:2000])
-            return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed)
+            plan = fork_plan([s for s in steps if s.seq >= from_seq], edited_seq=at.seq if edited_input is not None
+                             else None, edited_input=edited_input, then=latest.plan if latest else None)
+            # No path is weaker than the checkpoint it comes from: its runbook binds the fork's decisions too.
+            checkpoint = Checkpoint.open_for(fork, reason="manual", actor=by, at_seq=from_seq, state=state, plan=plan,
+                                             detail=f"Fork of workflow {self.pk} from step {from_seq}: {reason}"[:2000],
+                                             origin=latest)
+            return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed,
+                                     repeats_confirmed=repeats_confirmed)
 
     def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None,
                      plan: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -336,6 +346,37 @@ class MoneyTrail:
         moved = Step.objects.filter(kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED, carries_money=True,
                                     name__in=names)  # the partial index step_moved_money
         return set(moved.values_list("name", flat=True).distinct())
+
+
+def stake(data: Any) -> tuple[str | None, str | None]:
+    """(amount, currency) of the first amount an effect's input carries, read by the money rule
+    (``workflows.money``: any key spelling, any nesting, minor units); (None, None) if it carries none,
+    and (None, currency) when the amount is there but cannot be read."""
+    found = money.amounts_in(data)
+    if not found:
+        return None, None
+    first = found[0]
+    return (None if first.value is None else format(first.value, "f")), first.currency
+
+
+def fork_plan(steps: list[Step], *, edited_seq: int | None, edited_input: Any,
+              then: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The plan a fork opens with: the original's steps from the fork point on, as endpoint 4 answers a plan
+    (amount and currency as the step's input declares them), the edited input in place of its step's, then
+    the steps the original still planned (``then``, its last checkpoint's plan). Steps past what the original
+    recorded or planned are not known to the console and cannot be listed."""
+    plan = []
+    for step in steps:
+        data = edited_input if step.seq == edited_seq else step.input
+        is_effect = step.kind == Step.Kind.EFFECT
+        amount, currency = stake(data) if is_effect else (None, None)
+        # An effect whose input carries an amount moves money even when its value cannot be read.
+        moves = is_effect and money.carries_money(data)
+        plan.append({"name": step.name, "kind": step.kind, "amount": amount, "currency": currency,
+                     "moves_money": moves})
+    recorded = {step.name for step in steps}
+    plan += [step for step in then or [] if isinstance(step, dict) and step.get("name") not in recorded]
+    return plan
 
 
 class Step(Stateful):

@@ -62,9 +62,9 @@ class AsyncRecoveryClient:
             await asyncio.sleep(interval)
 
     async def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
-                        kinds: list[str] | None = None) -> Json:
+                        kinds: list[str] | None = None, fork_edits: list[str] | None = None) -> Json:
         return await asyncio.to_thread(self.sync.advertise, capabilities, runtime_version=runtime_version,
-                                       kinds=kinds)
+                                       kinds=kinds, fork_edits=fork_edits)
 
     async def get_replay(self, replay_id: str) -> Json:
         return await asyncio.to_thread(self.sync.get_replay, replay_id)

@@ -118,10 +118,13 @@ class RecoveryClient:
 
     # --- replays (additions to v1: docs/API.md, "Replaying a step range") ----------------
     def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
-                  kinds: list[str] | None = None) -> Json:
-        """Tell the console what this runtime supports: ``replay``, ``fork``, ``failover``."""
-        return self._call("POST", "/agent/capabilities", {"capabilities": capabilities,
-                                                          "runtime_version": runtime_version, "kinds": kinds})
+                  kinds: list[str] | None = None, fork_edits: list[str] | None = None) -> Json:
+        """Tell the console what this runtime supports: ``replay``, ``fork``, ``failover``; ``fork_edits``: the
+        step kinds whose edited input it applies when a fork restarts at such a step."""
+        body: Json = {"capabilities": capabilities, "runtime_version": runtime_version, "kinds": kinds}
+        if fork_edits is not None:
+            body["fork_edits"] = fork_edits
+        return self._call("POST", "/agent/capabilities", body)
 
     def get_replay(self, replay_id: str) -> Json:
         """A replay asked of this runtime (check ``status`` for ``cancelled`` during a long one)."""
