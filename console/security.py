@@ -78,6 +78,22 @@ def _logged_in(sender: Any, request: HttpRequest | None, user: Any, **kwargs: An
     Event.record(user, Event.Verb.LOGGED_IN, actor=user, data=_where(request))
 
 
+@receiver(user_logged_in, dispatch_uid="console.lockout.forget_own_failures")
+def _forget_own_failures(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    """A sign-in clears the failures of that username from that address, and nothing else.
+
+    Not axes's own reset on success: it deletes by its lockout parameters (the username *or* the
+    address), so an attacker signing in to their own account between guesses at another one would
+    wipe the guesses from the address and never be locked out.
+    """
+    if request is None or not settings.AXES_ENABLED:
+        return
+    from axes.models import AccessAttempt  # type: ignore[import-untyped]  # django-axes ships no types
+
+    address = getattr(request, "axes_ip_address", None) or client_address(request)
+    AccessAttempt.objects.filter(username=user.get_username(), ip_address=address).delete()
+
+
 def _refused_while_locked(request: HttpRequest | None) -> bool:
     """An attempt axes turned away before checking the password (the lock was already on).
 
