@@ -19,6 +19,7 @@ from .agents import Agent
 from .base import Conflict, Stateful
 from .clocks import SlaClock
 from .events import Event
+from ..roles import is_admin
 from .people import can_take_work
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
@@ -299,10 +300,18 @@ class Checkpoint(Stateful):
                          actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None,
                          remind_at=None, release_at=None)
 
+    def may_reassign(self, by: Any) -> bool:
+        """A checkpoint someone holds is given away by its holder or an admin, never taken by another
+        operator (who could then decide it): they ask the holder to release or hand it over."""
+        return self.status != self.Status.CLAIMED or self.assignee_id in (None, by.pk) or is_admin(by)
+
     def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
         """Give a queued checkpoint to another operator (claimed on their behalf).
 
-        False when it changed hands (or was decided) since it was read: the assigner saw another holder."""
+        False when it changed hands (or was decided) since it was read, and when ``by`` may not take it
+        from its holder (``may_reassign``): the holder read here is the one the compare-and-set expects."""
+        if not self.may_reassign(by):
+            return False
         return self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
                              expect={"assignee_id": self.assignee_id},
                              data={"to": to.get_username(), "note": note[:1000]})
