@@ -153,7 +153,7 @@ def test_admins_filter_the_trail_and_export_it_as_csv(client, adam, alice):
     export = client.post(reverse("admin:workflows_event_changelist"), {
         "action": "export_csv", "_selected_action": list(Event.objects.values_list("pk", flat=True))})
 
-    assert export["Content-Type"] == "text/csv"
+    assert export["Content-Type"] == "text/csv; charset=utf-8"
     rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     assert {r["verb"] for r in rows} >= {"opened", "claimed"}
     assert [r["actor_name"] for r in rows if r["verb"] == "claimed"] == ["alice"]
