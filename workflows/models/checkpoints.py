@@ -126,7 +126,8 @@ class Checkpoint(Stateful):
     opened_by_console = models.BooleanField(default=False)
     runbook = models.ForeignKey(Runbook, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # The version it opened with: what it allows and what operators read, whatever edits came later.
-    runbook_version = models.ForeignKey(RunbookVersion, null=True, blank=True, on_delete=models.SET_NULL,
+    # PROTECT: deleting the runbook must not take its four eyes and allowed decisions away from here.
+    runbook_version = models.ForeignKey(RunbookVersion, null=True, blank=True, on_delete=models.PROTECT,
                                         related_name="checkpoints")
     assignee = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     claimed_at = models.DateTimeField(null=True, blank=True)
