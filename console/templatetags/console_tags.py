@@ -382,6 +382,7 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.LOGGED_IN: lambda d: "signed in" + _from(d),
     V.LOGIN_FAILED: lambda d: f"failed to sign in as {d.get('username', '')}" + _from(d),
     V.LOCKED_OUT: lambda d: f"locked out {d.get('username', '')} after repeated failures" + _from(d),
+    V.PASSWORD_CHANGED: lambda d: "changed their password" + _from(d),
     V.ADMIN_CREATED: lambda d: f"created {d.get('model', '')} {d.get('object', '')} in the admin",
     V.ADMIN_CHANGED: lambda d: f"changed {d.get('model', '')} {d.get('object', '')} in the admin: "
                                + ", ".join(f"{k} {d.get('before', {}).get(k)!r} → {v!r}"
