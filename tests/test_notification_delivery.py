@@ -151,7 +151,7 @@ def test_the_payload_names_the_checkpoint_and_links_to_the_console(db, alice, se
     assert body["checkpoint_id"] == str(note.checkpoint_id)
 
 
-TITLE_WITH_BREAKS = "Refund for T-1\r\nBcc: mallory@example.invalid\nX\u2028Y\x00\x1b[31m " + "long " * 100
+TITLE_WITH_BREAKS = "Refund for T-1\r\nBcc: mallory@example.invalid\nX\u2028Y\x07\x1b[31m " + "long " * 44
 
 
 def test_a_line_break_in_an_agents_workflow_title_still_sends_every_email_about_it(db, alice, bob, settings):
@@ -175,7 +175,7 @@ def test_a_line_break_in_an_agents_workflow_title_still_sends_every_email_about_
     assert len(mail.outbox) == 3
     for email in mail.outbox:
         header = email.message()["Subject"]
-        assert "\n" not in header.replace("\n ", "") and "\r" not in email.subject and "\x00" not in email.subject
+        assert "\n" not in header.replace("\n ", "") and "\r" not in email.subject and "\x07" not in email.subject
         assert "\u2028" not in email.subject and "\x1b" not in email.subject and len(email.subject) <= 200
         assert email.subject.startswith("[Recovery Console] ") and "Refund for T-1 Bcc: mallory" in email.subject
         assert email.recipients() == ["alice@example.invalid"]
