@@ -31,9 +31,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, Streami
 from django.template.response import TemplateResponse
 
 from access.rules import signed_in
+from console.csv_export import stream_csv
 from console.runbook_forms import FIELDS as RUNBOOK_FIELDS
 from console.runbook_forms import RunbookForm
-from workflows.csv_export import stream_csv
 from workflows.models import (
     Agent,
     Attempt,

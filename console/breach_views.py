@@ -21,10 +21,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows import metrics
-from workflows.csv_export import stream_csv
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook
 
 from . import charts
+from .csv_export import stream_csv
 from .forms import error_text
 from .roles import REVIEWERS, role_required, signed_in
 

@@ -21,10 +21,10 @@ from django.views.decorators.http import require_GET
 
 from workflows import metrics, rollups, staffing
 from workflows import readiness as readiness_review
-from workflows.csv_export import stream_csv
 from workflows.models import Checkpoint, Workflow
 
 from . import charts
+from .csv_export import stream_csv
 from .roles import REVIEWERS, role_required
 
 reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")

@@ -15,11 +15,11 @@ from django.utils import timezone
 
 from ..clock import database_now
 from ..money import MoneyAtStake
+from ..roles import is_admin
 from .agents import Agent
 from .base import Conflict, Stateful
 from .clocks import SlaClock
 from .events import Event
-from ..roles import is_admin
 from .people import can_take_work
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
