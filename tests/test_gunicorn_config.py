@@ -63,8 +63,9 @@ def test_every_other_launch_path_names_the_one_config():
             launches.append((name, shlex.split(line)))
     for script in sorted((ROOT / "scripts").rglob("*.py")):
         if script.name not in SAME_ARGUMENTS_FOR_TWO_VERSIONS:
-            launches += [(script.name, argv) for argv in _gunicorn_argvs(script)]
-    assert any(name == "bench.py" for name, _ in launches)  # the walk finds the launch paths it should
+            launches += [(script.relative_to(ROOT).as_posix(), argv) for argv in _gunicorn_argvs(script)]
+    found = {name.split("/")[1] for name, _ in launches if name.startswith("scripts/")}
+    assert {"bench", "chaos"} <= found, found  # the walk finds the launch paths it should
     for name, argv in launches:
         assert "-c" in argv and argv[argv.index("-c") + 1] == CONFIG, (name, argv)
 
