@@ -34,7 +34,7 @@ def test_postgresql_refuses_to_change_or_remove_an_event(db, statement):
 
 
 def _truncate_migration():
-    return importlib.import_module("workflows.migrations.0023_audit_trail_refuses_truncate")
+    return importlib.import_module("workflows.migrations.0024_audit_trail_refuses_truncate")
 
 
 @pytest.mark.postgres

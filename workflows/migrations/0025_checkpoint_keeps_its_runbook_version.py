@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0023_audit_trail_refuses_truncate'),
+        ('workflows', '0024_audit_trail_refuses_truncate'),
     ]
 
     operations = [

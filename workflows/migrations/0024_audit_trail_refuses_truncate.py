@@ -59,7 +59,7 @@ def on_postgresql(sql):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0022_checkpoint_decided_index'),
+        ('workflows', '0023_step_carries_money'),
     ]
 
     operations = [
