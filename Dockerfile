@@ -13,4 +13,5 @@ RUN pip install --no-cache-dir --no-deps ./clients/python . \
  && useradd --system --home /app console && mkdir -p /app/var && chown -R console /app/var
 USER console
 EXPOSE 8000
-CMD ["gunicorn", "console.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "30", "--access-logfile", "-"]
+# The one gunicorn config (console/gunicorn.py): the shared-cache guard, threads and keep-alive.
+CMD ["gunicorn", "-c", "python:console.gunicorn", "console.wsgi"]

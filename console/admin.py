@@ -16,7 +16,6 @@ the page that made them, never in a message (messages ride in a readable cookie)
 
 from __future__ import annotations
 
-import csv
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -32,6 +31,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, Streami
 from django.template.response import TemplateResponse
 
 from access.rules import signed_in
+from console.csv_export import stream_csv
 from console.runbook_forms import FIELDS as RUNBOOK_FIELDS
 from console.runbook_forms import RunbookForm
 from workflows.models import (
@@ -400,37 +400,20 @@ class EventAdmin(ReadOnlyAdmin[Event]):
 
     @admin.action(description="Export the selected events as CSV", permissions=["view"])
     def export_csv(self, request: HttpRequest, queryset: QuerySet[Any]) -> StreamingHttpResponse:
-        response = StreamingHttpResponse(_csv_rows(queryset.order_by("at", "pk")), content_type="text/csv")
-        response["Content-Disposition"] = 'attachment; filename="audit-trail.csv"'
-        response["Cache-Control"] = "no-store"
-        return response
-
-
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
+        return stream_csv(_csv_rows(queryset.order_by("at", "pk")), "audit-trail.csv")
 
 
 CSV_COLUMNS = ("id", "at", "actor_type", "actor_name", "verb", "subject", "workflow_id", "checkpoint_id",
                "decision_id", "data")
 
 
-def _csv_rows(queryset: QuerySet[Any]) -> Iterator[str]:
+def _csv_rows(queryset: QuerySet[Any]) -> Iterator[list[Any]]:
     import json
 
-    writer = csv.writer(_Echo())
-    yield writer.writerow(CSV_COLUMNS)
+    yield list(CSV_COLUMNS)
     for event in queryset.iterator(chunk_size=2000):
-        values = [event.pk, event.at.isoformat(), event.actor_type, event.actor_name, event.verb, event.subject,
-                  event.workflow_id, event.checkpoint_id, event.decision_id, json.dumps(event.data, sort_keys=True)]
-        yield writer.writerow([_cell(v) for v in values])
-
-
-def _cell(value: Any) -> Any:
-    # Agent-supplied text must not become a spreadsheet formula when the file is opened (CSV injection).
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+        yield [event.pk, event.at.isoformat(), event.actor_type, event.actor_name, event.verb, event.subject,
+               event.workflow_id, event.checkpoint_id, event.decision_id, json.dumps(event.data, sort_keys=True)]
 
 
 User = get_user_model()

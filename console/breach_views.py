@@ -7,7 +7,6 @@ so the page costs the same with a million checkpoints behind it.
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -25,6 +24,7 @@ from workflows import metrics
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook
 
 from . import charts
+from .csv_export import stream_csv
 from .forms import error_text
 from .roles import REVIEWERS, role_required, signed_in
 
@@ -225,32 +225,18 @@ CSV_COLUMNS = ("checkpoint", "url", "workflow", "kind", "agent", "runbook", "ope
 def _csv(rows: QuerySet[Any], data: dict[str, Any]) -> StreamingHttpResponse:
     """The table with the same filters, every row (streamed), for a spreadsheet."""
 
-    class Echo:
-        def write(self, value: str) -> str:
-            return value
-
-    def lines() -> Iterator[str]:
-        writer = csv.writer(Echo())
-        yield writer.writerow(CSV_COLUMNS)
+    def lines() -> Iterator[list[Any]]:
+        yield list(CSV_COLUMNS)
         now = timezone.now()
         for c in rows.iterator(chunk_size=2000):
-            yield writer.writerow([
-                c.pk, reverse("workbench", args=[c.pk]), _cell(c.workflow.title), _cell(c.workflow.kind),
-                c.workflow.agent.name, c.runbook.slug if c.runbook else "", c.opened_at.isoformat(),
-                c.due_at.isoformat(), c.breached_at.isoformat(),
-                c.clock_stopped_at.isoformat() if c.clock_stopped_at else "",
-                int(overrun(c, now).total_seconds()), c.assignee.get_username() if c.assignee else "",
-                c.escalations_fired, c.breach_reason.name if c.breach_reason else "", _cell(c.breach_note)])
+            yield [c.pk, reverse("workbench", args=[c.pk]), c.workflow.title, c.workflow.kind,
+                   c.workflow.agent.name, c.runbook.slug if c.runbook else "", c.opened_at.isoformat(),
+                   c.due_at.isoformat(), c.breached_at.isoformat(),
+                   c.clock_stopped_at.isoformat() if c.clock_stopped_at else "",
+                   int(overrun(c, now).total_seconds()), c.assignee.get_username() if c.assignee else "",
+                   c.escalations_fired, c.breach_reason.name if c.breach_reason else "", c.breach_note]
 
-    name = f"breaches-{data['start']:%Y%m%d}-{data['end']:%Y%m%d}.csv"
-    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
-
-
-def _cell(text: str) -> str:
-    # A cell starting with =, +, - or @ is a formula to a spreadsheet: agent text must never run as one.
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return stream_csv(lines(), f"breaches-{data['start']:%Y%m%d}-{data['end']:%Y%m%d}.csv")
 
 
 class ExplainForm(forms.Form):

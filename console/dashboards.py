@@ -7,7 +7,6 @@ and filters from the URL, lay the figures out and draw them with
 
 from __future__ import annotations
 
-import csv
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from workflows import readiness as readiness_review
 from workflows.models import Checkpoint, Workflow
 
 from . import charts
+from .csv_export import stream_csv
 from .roles import REVIEWERS, role_required
 
 reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")
@@ -162,11 +162,6 @@ def resume_workflows(request: HttpRequest) -> HttpResponse:
 
 # --- CSV exports: every table of the dashboard, honouring the filters ----------------------------
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 def _pct(share: metrics.Share) -> str:
     return "" if share.percent is None else f"{share.percent:.1f}"
 
@@ -222,26 +217,15 @@ def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterato
                    w.finished_at.isoformat() if w.finished_at else ""]
 
 
-def _safe_cell(value: Any) -> Any:
-    # Spreadsheets run a cell that starts with = + - @ as a formula: agent text must not (CSV injection).
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
 @reviewer  # a streamed CSV, not an HttpResponse: role_required passes it through
 @require_GET
 def resume_export(request: HttpRequest, table: str) -> StreamingHttpResponse:
     if table not in TABLES:
         raise Http404("No such table.")
     filters = metrics.Filters.from_query(request.GET)
-    writer = csv.writer(_Echo())
     rows = _rows(table, filters, request)
     first = next(rows)  # a bad figure raises 404 here, before the response starts
-    response = StreamingHttpResponse(
-        (writer.writerow([_safe_cell(v) for v in row]) for row in itertools.chain([first], rows)), content_type="text/csv")
-    response["Content-Disposition"] = (f'attachment; filename="resumes-{table}-{filters.start}-{filters.end}.csv"')
-    return response
+    return stream_csv(itertools.chain([first], rows), f"resumes-{table}-{filters.start}-{filters.end}.csv")
 
 
 # --- readiness per workflow kind, and the staffing budget ------------------------------------------

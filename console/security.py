@@ -6,17 +6,23 @@
 - ``IdleSessionMiddleware``: a session ends ``SESSION_COOKIE_AGE`` after the last activity.
 - The client's address for login lockouts is ``access.addresses.client_address``.
 - Sign-ins, failed sign-ins and lockouts are audit events.
+- ``PasswordChange``: people change their own password (the current one first, the validators'
+  rules, lockout-counted wrong guesses, an audit event, the session kept).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.contrib.auth.views import PasswordChangeView
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse_lazy
 from django.utils.cache import patch_cache_control, patch_vary_headers
 
 from access.addresses import client_address
@@ -63,7 +69,8 @@ def _is_activity(request: HttpRequest) -> bool:
     return request.method != "GET" or "HTTP_HX_REQUEST" not in request.META
 
 
-def _where(request: HttpRequest | None) -> dict[str, Any]:
+def origin(request: HttpRequest | None) -> dict[str, Any]:
+    """Where a request came from, for an audit event: the client's address and the path."""
     if request is None:
         return {}
     return {"ip": client_address(request), "path": request.path[:100]}
@@ -75,7 +82,23 @@ def _logged_in(sender: Any, request: HttpRequest | None, user: Any, **kwargs: An
 
     if request is not None and hasattr(request, "session"):
         request.session["_active_at"] = int(time.time())
-    Event.record(user, Event.Verb.LOGGED_IN, actor=user, data=_where(request))
+    Event.record(user, Event.Verb.LOGGED_IN, actor=user, data=origin(request))
+
+
+@receiver(user_logged_in, dispatch_uid="console.lockout.forget_own_failures")
+def _forget_own_failures(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    """A sign-in clears the failures of that username from that address, and nothing else.
+
+    Not axes's own reset on success: it deletes by its lockout parameters (the username *or* the
+    address), so an attacker signing in to their own account between guesses at another one would
+    wipe the guesses from the address and never be locked out.
+    """
+    if request is None or not settings.AXES_ENABLED:
+        return
+    from axes.models import AccessAttempt  # type: ignore[import-untyped]  # django-axes ships no types
+
+    address = getattr(request, "axes_ip_address", None) or client_address(request)
+    AccessAttempt.objects.filter(username=user.get_username(), ip_address=address).delete()
 
 
 def _refused_while_locked(request: HttpRequest | None) -> bool:
@@ -94,7 +117,7 @@ def _login_failed(sender: Any, credentials: dict[str, Any], request: HttpRequest
     if _refused_while_locked(request):
         return
     username = str(credentials.get("username", ""))[:150]
-    Event.record(None, Event.Verb.LOGIN_FAILED, data={"username": username, **_where(request)})
+    Event.record(None, Event.Verb.LOGIN_FAILED, data={"username": username, **origin(request)})
 
 
 def _locked_out(sender: Any, request: HttpRequest | None = None, username: str | None = None,
@@ -103,7 +126,43 @@ def _locked_out(sender: Any, request: HttpRequest | None = None, username: str |
 
     if _refused_while_locked(request):
         return
-    Event.record(None, Event.Verb.LOCKED_OUT, data={"username": str(username or "")[:150], **_where(request)})
+    Event.record(None, Event.Verb.LOCKED_OUT, data={"username": str(username or "")[:150], **origin(request)})
+
+
+class PasswordChange(PasswordChangeView):
+    """Change one's own password (ASVS V2.1): the current password first, the new one through
+    ``AUTH_PASSWORD_VALIDATORS`` (a minimum length, common and breached-list passwords refused).
+
+    A wrong current password counts as a failed sign-in for the lockout (so a borrowed session
+    cannot guess it), and once locked the form refuses before checking anything. Django's view keeps
+    the session signed in (``update_session_auth_hash``); the change is an audit event.
+    """
+
+    template_name = "registration/password_change.html"
+    success_url = reverse_lazy("queue")
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        from axes.handlers.proxy import AxesProxyHandler  # type: ignore[import-untyped]
+        from axes.helpers import get_lockout_response  # type: ignore[import-untyped]
+
+        credentials = {"username": request.user.get_username()}
+        if settings.AXES_ENABLED and AxesProxyHandler.is_locked(request, credentials):
+            return cast(HttpResponse, get_lockout_response(request, None, credentials))
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        if "old_password" in form.errors:
+            user_login_failed.send(sender=__name__, credentials={"username": self.request.user.get_username()},
+                                   request=self.request)
+        return super().form_invalid(form)
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        from workflows.models import Event
+
+        response = super().form_valid(form)
+        Event.record(form.user, Event.Verb.PASSWORD_CHANGED, actor=form.user, data=origin(self.request))
+        messages.success(self.request, "Your password is changed; you stay signed in here.")
+        return response
 
 
 def connect_lockout_audit() -> None:

@@ -184,7 +184,10 @@ AXES_ENABLED = env.bool("LOGIN_LOCKOUT", default=True)
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("LOGIN_LOCKOUT_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
-AXES_RESET_ON_SUCCESS = True
+# axes resets by the lockout parameters, so its reset on success would clear every failure from the
+# address (another account's guesses included). A sign-in forgets only its own username's failures
+# from its own address instead (console.security._forget_own_failures).
+AXES_RESET_ON_SUCCESS = False
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # attempts while locked are refused, not re-counted
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "access.addresses.client_address"

@@ -1,13 +1,14 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, runbook_views, views, workflow_views
-from .roles import public
+from . import breach_views, dashboards, notification_views, runbook_views, security, views, workflow_views
+from .roles import READERS, public, role_required
 
 urlpatterns = [
     path("", views.queue, name="queue"),
     path("login/", public(views.Login.as_view()), name="login"),
     path("logout/", public(auth_views.LogoutView.as_view()), name="logout"),
+    path("password/", role_required(*READERS)(security.PasswordChange.as_view()), name="password_change"),
     path("mine/", views.mine, name="mine"),
     path("checkpoints/<int:pk>/", views.workbench, name="workbench"),
     path("checkpoints/<int:pk>/claim/", views.claim, name="claim"),

@@ -422,6 +422,10 @@ def assign(request: HttpRequest, pk: int) -> HttpResponse:
     form = AssignForm(request.POST)
     if not form.is_valid():
         messages.error(request, error_text(form))
+    elif not checkpoint.may_reassign(request.user):
+        messages.error(request, f"{checkpoint.assignee.get_username() if checkpoint.assignee else 'Someone'} holds "
+                                "this checkpoint: only they (by releasing or assigning it) or an admin can give it "
+                                "to someone else.")
     elif checkpoint.assign(to=form.cleaned_data["to"], by=request.user, note=form.cleaned_data["note"]):
         messages.success(request, f"Assigned to {form.cleaned_data['to'].get_username()}.")
     else:

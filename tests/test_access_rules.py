@@ -47,6 +47,12 @@ def test_every_url_declares_an_access_rule():
                          "or @public (console/roles.py): " + ", ".join(missing))
 
 
+def test_changing_ones_own_password_is_for_every_signed_in_role():
+    """Issue 22, finding 13: the password change page, declared like every URL."""
+    [rule] = [rule for _route, name, _view, rule in url_rules() if name == "password_change"]
+    assert {p for p in PRINCIPALS if rule.allows(p)} == {OPERATOR, TPM, ADMIN, SUPERUSER}
+
+
 def test_every_example_path_resolves_to_its_own_view():
     for route, name, view, _rule in url_rules():
         assert resolve(example_path(route)).func is view, f"/{route} ({name}): {example_path(route)}"

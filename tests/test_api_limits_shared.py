@@ -51,7 +51,7 @@ def test_a_valid_token_is_never_slowed_by_the_failure_counter(db, settings, fres
 
 
 def _hook():
-    return runpy.run_path(str(ROOT / "gunicorn.conf.py"))["on_starting"]
+    return runpy.run_path(str(ROOT / "console" / "gunicorn.py"))["on_starting"]
 
 
 @pytest.mark.parametrize(("workers", "cache_url", "starts"), [

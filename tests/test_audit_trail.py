@@ -8,7 +8,9 @@ left no event.
 from __future__ import annotations
 
 import csv
+import importlib
 import io
+import secrets
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -29,6 +31,41 @@ def test_postgresql_refuses_to_change_or_remove_an_event(db, statement):
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(statement)
     assert list(Event.objects.values_list("pk", "verb")) == before and before
+
+
+def _truncate_migration():
+    return importlib.import_module("workflows.migrations.0024_audit_trail_refuses_truncate")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("statement", ["TRUNCATE workflows_event", "TRUNCATE workflows_workflow CASCADE"])
+def test_a_role_that_does_not_own_the_audit_table_cannot_truncate_it_even_when_granted_all(db, statement):
+    """Issue 22, finding 9: TRUNCATE fires no row trigger, and emptied the trail."""
+    make_checkpoint()
+    before = list(Event.objects.values_list("pk", "verb"))
+    role = f"rc_audit_probe_{secrets.token_hex(4)}"  # rolled back with the test's transaction
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # as if committed: no deferred key check pending
+        cursor.execute(f"CREATE ROLE {role} NOLOGIN")
+        cursor.execute(f"GRANT USAGE ON SCHEMA public TO {role}")
+        cursor.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}")  # TRUNCATE included
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            cursor.execute(f"SET LOCAL ROLE {role}")
+            cursor.execute(statement)
+        cursor.execute("RESET ROLE")
+    assert list(Event.objects.values_list("pk", "verb")) == before and before
+
+
+@pytest.mark.postgres
+def test_the_migration_revokes_truncate_on_the_audit_table_from_every_role_but_its_owner(db):
+    role = f"rc_audit_probe_{secrets.token_hex(4)}"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE ROLE {role} NOLOGIN")
+        cursor.execute(f"GRANT TRUNCATE, SELECT ON workflows_event TO {role}")
+        cursor.execute(_truncate_migration().REVOKE_TRUNCATE)
+        cursor.execute("SELECT has_table_privilege(%s, 'workflows_event', 'TRUNCATE'), "
+                       "has_table_privilege(%s, 'workflows_event', 'SELECT')", [role, role])
+        assert cursor.fetchone() == (False, True)
 
 
 def test_the_orm_refuses_bulk_updates_and_deletes_of_events(db):
@@ -116,7 +153,7 @@ def test_admins_filter_the_trail_and_export_it_as_csv(client, adam, alice):
     export = client.post(reverse("admin:workflows_event_changelist"), {
         "action": "export_csv", "_selected_action": list(Event.objects.values_list("pk", flat=True))})
 
-    assert export["Content-Type"] == "text/csv"
+    assert export["Content-Type"] == "text/csv; charset=utf-8"
     rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     assert {r["verb"] for r in rows} >= {"opened", "claimed"}
     assert [r["actor_name"] for r in rows if r["verb"] == "claimed"] == ["alice"]

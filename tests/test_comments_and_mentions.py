@@ -70,3 +70,20 @@ def test_an_inactive_user_is_not_notified(alice):
     Comment.post(checkpoint=make_checkpoint(), author=alice, body="@carol are you there?")
 
     assert not Notification.objects.exists()
+
+
+def test_a_mention_inside_a_link_url_leaves_the_link_whole(client, alice, bob):
+    """Issue 22, finding 11: the highlighter rewrote the sanitised HTML, breaking the href and dropping rel."""
+    checkpoint = make_checkpoint()
+    client.force_login(alice)
+
+    client.post(reverse("comment", args=[checkpoint.pk]), {
+        "body": "[profile](https://ledger.example/?owner=@bob) <https://ledger.example/?by=@bob> `@bob` @bob"})
+    html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
+
+    assert ('<a href="https://ledger.example/?owner=@bob" rel="noopener noreferrer nofollow">profile</a>'
+            in html)
+    assert '<a href="https://ledger.example/?by=@bob" rel="noopener noreferrer nofollow">' in html
+    assert "<code>@bob</code>" in html
+    assert html.count('<span class="mention">@bob</span>') == 2  # the text mention, and the autolink's text
+    assert 'href="https://ledger.example/?owner=<span' not in html

@@ -36,6 +36,32 @@ def test_thirty_wrong_passwords_lock_the_account_and_the_right_one_no_longer_wor
     assert not Event.objects.filter(verb=Event.Verb.LOGGED_IN, actor_user=adam).exists()
 
 
+def test_signing_in_to_your_own_account_between_guesses_at_another_does_not_reset_the_count(client, db, settings):
+    """Issue 22, finding 3: a success cleared every failure from the address, the other account's too."""
+    make_user("adam", role="admin", password=PASSWORD)
+    make_user("mallory", password="mallorys-own-password")
+    for _ in range(3 * settings.AXES_FAILURE_LIMIT):
+        client.post("/login/", {"username": "adam", "password": "guess-" + "x" * 12}, REMOTE_ADDR="203.0.113.5")
+        client.post("/login/", {"username": "mallory", "password": "mallorys-own-password"}, REMOTE_ADDR="203.0.113.5")
+        client.cookies.clear()  # a fresh session, as a script without cookies sends
+    response = client.post("/login/", {"username": "adam", "password": PASSWORD}, REMOTE_ADDR="203.0.113.5")
+
+    assert response.status_code == 429
+    assert not Event.objects.filter(verb=Event.Verb.LOGGED_IN, actor_user__username="adam").exists()
+    assert Event.objects.filter(verb=Event.Verb.LOCKED_OUT, data__username="adam").count() == 1
+
+
+def test_a_sign_in_still_forgets_its_own_typos(client, db, settings):
+    make_user("alice", password=PASSWORD)
+    for _ in range(3):
+        for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+            client.post("/login/", {"username": "alice", "password": "typo-" + "x" * 12}, REMOTE_ADDR="192.0.2.9")
+        assert client.post("/login/", {"username": "alice", "password": PASSWORD},
+                           REMOTE_ADDR="192.0.2.9").status_code == 302
+        client.cookies.clear()
+    assert client.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="192.0.2.9").status_code == 302
+
+
 def test_a_sign_in_is_an_audit_event_with_the_address(client, db):
     alice = make_user("alice", password=PASSWORD)
     client.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="192.0.2.7")

@@ -149,3 +149,45 @@ def test_the_payload_names_the_checkpoint_and_links_to_the_console(db, alice, se
     body = notify.payload(note, slack=False)
     assert body["url"] == f"https://console.example/checkpoints/{note.checkpoint_id}/"
     assert body["checkpoint_id"] == str(note.checkpoint_id)
+
+
+TITLE_WITH_BREAKS = "Refund for T-1\r\nBcc: mallory@example.invalid\nX\u2028Y\x07\x1b[31m " + "long " * 44
+
+
+def test_a_line_break_in_an_agents_workflow_title_still_sends_every_email_about_it(db, alice, bob, settings):
+    """Issue 22, finding 7: Django's BadHeaderError failed every mention, SLA warning and breach email."""
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    Channel.objects.create(kind="email", user=alice, address="alice@example.invalid")
+    checkpoint = make_checkpoint()
+    checkpoint.workflow.title = TITLE_WITH_BREAKS
+    checkpoint.workflow.save(update_fields=["title"])
+    from workflows.models import Comment
+    from workflows.models.clocks import SlaClock
+
+    Comment.post(checkpoint=checkpoint, author=bob, body="@alice can you look?")
+    assert checkpoint.claim(by=alice)
+    checkpoint.refresh_from_db()
+    assert SlaClock(checkpoint).record_warning(checkpoint.warn_at)
+    with transaction.atomic():
+        Notification.send(kind="sla_breached", title=f"Decision target breached: {TITLE_WITH_BREAKS}",
+                          checkpoint=checkpoint, users=[alice], key="breach")
+
+    assert deliver_all(checkpoint.due_at) == ["sent", "sent", "sent"]  # the warning's email is due at its time
+    assert len(mail.outbox) == 3
+    for email in mail.outbox:
+        header = email.message()["Subject"]
+        assert "\n" not in header.replace("\n ", "") and "\r" not in email.subject and "\x07" not in email.subject
+        assert "\u2028" not in email.subject and "\x1b" not in email.subject and len(email.subject) <= 200
+        assert email.subject.startswith("[Recovery Console] ") and "Refund for T-1 Bcc: mallory" in email.subject
+        assert email.recipients() == ["alice@example.invalid"]
+
+
+def test_an_email_that_can_never_be_sent_ends_failed_at_once_instead_of_retrying(db, alice, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    Channel.objects.create(kind="email", user=alice, address="alice@example.invalid\nBcc: mallory@example.invalid")
+    send_one(alice)
+    assert deliver_all() == ["failed"]
+    delivery = Delivery.objects.get()
+    assert delivery.status == Delivery.Status.FAILED and delivery.attempts == 1
+    assert "can never be sent" in delivery.last_error
+    assert deliver_all(database_now() + timedelta(days=1)) == [] and mail.outbox == []

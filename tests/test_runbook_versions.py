@@ -1,10 +1,12 @@
 """Runbooks are versioned: each save that changes one writes a new immutable version, a checkpoint keeps
 the version it opened with, the workbench says when a newer one exists, and a diff shows what changed."""
 
+import pytest
+from django.db.models import ProtectedError
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example, squeezed
-from workflows.models import Action, Runbook, RunbookVersion
+from workflows.models import Action, Checkpoint, Decision, Runbook, RunbookVersion
 
 
 def edit(client, runbook, **changes):
@@ -187,12 +189,32 @@ def test_the_migration_gives_each_runbook_version_1_and_its_checkpoints_that_ver
 
 
 
-def test_deleting_a_runbook_leaves_its_checkpoints_without_one(db):
+def test_deleting_a_runbook_in_the_admin_keeps_its_versions_and_four_eyes_on_open_checkpoints(client, alice, adam):
+    """Issue 22, finding 6 (this test used to assert the hole: the checkpoint lost its runbook version and,
+    with it, the four eyes and allowed decisions it opened under)."""
+    runbook = make_runbook(workflow_kind="refund", requires_four_eyes=True, allowed_actions=["resume", "abort"])
+    checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
+    version = checkpoint.runbook_version
+    client.force_login(adam)
+
+    page = client.post(reverse("admin:workflows_runbook_delete", args=[runbook.pk]), {"post": "yes"})
+
+    assert page.status_code == 200 and "Cannot delete runbook" in page.content.decode()
+    with pytest.raises(ProtectedError):
+        runbook.delete()
+    assert Runbook.objects.filter(pk=runbook.pk).exists() and RunbookVersion.objects.filter(pk=version.pk).exists()
+    checkpoint = Checkpoint.objects.get(pk=checkpoint.pk)
+    assert checkpoint.runbook_version == version
+    with pytest.raises(ValueError, match="does not allow"):
+        checkpoint.decide(by=alice, action="handoff", handoff_to="finance")
+    unknown = {e["idempotency_key"]: "did_not_happen" for e in checkpoint.unknown_effects}
+    decision = checkpoint.decide(by=alice, action="resume", confirmations=unknown, money_confirmed=True)
+    assert decision.status == Decision.Status.PROPOSED  # still waits for a second operator
+
+
+def test_a_runbook_no_checkpoint_opened_under_can_still_be_deleted(db):
     runbook = make_runbook(workflow_kind="refund")
-    checkpoint = make_checkpoint()
     runbook.delete()
-    checkpoint.refresh_from_db()
-    assert checkpoint.runbook is None and checkpoint.runbook_version is None
     assert not RunbookVersion.objects.exists()
 
 

@@ -6,7 +6,7 @@ import json
 
 from django.urls import reverse
 
-from tests.helpers import make_checkpoint, squeezed
+from tests.helpers import make_checkpoint, make_user, squeezed
 from workflows.models import Checkpoint, Event
 
 HTMX = {"HX-Request": "true"}
@@ -100,6 +100,33 @@ def test_assigning_to_another_operator_records_the_note(client, alice, bob):
     assert event.actor_user == alice and event.data["note"] == "you know this customer"
     html = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
     assert "assigned by alice: “you know this customer”" in html
+
+
+def test_an_operator_cannot_take_a_checkpoint_another_operator_holds_and_decide_it(client, alice, bob):
+    """Issue 22, finding 8: bob assigned alice's checkpoint to himself (or to carol), then decided it."""
+    checkpoint = claimed(by=alice, seen_by=bob, client=client)
+
+    make_user("carol")
+    for to in ("bob", "carol"):
+        response = client.post(reverse("assign", args=[checkpoint.pk]), {"to": to, "note": "mine now"}, follow=True)
+        assert "alice holds this checkpoint" in response.content.decode()
+    client.post(reverse("bulk"), {"bulk": "assign", "ids": [checkpoint.pk], "to": "bob"})
+    client.post(reverse("decide", args=[checkpoint.pk]), {"action": "abort", "instructions": "taken"})
+
+    checkpoint.refresh_from_db()
+    assert checkpoint.assignee == alice and checkpoint.status == Checkpoint.Status.CLAIMED
+    assert not Event.objects.filter(checkpoint=checkpoint, verb__in=["assigned", "decided"]).exists()
+
+
+def test_the_holder_or_an_admin_can_give_a_held_checkpoint_away(client, alice, bob, adam):
+    checkpoint = claimed(by=alice, seen_by=adam, client=client)
+    client.post(reverse("assign", args=[checkpoint.pk]), {"to": "bob"})
+    checkpoint.refresh_from_db()
+    assert checkpoint.assignee == bob
+    client.force_login(bob)
+    client.post(reverse("assign", args=[checkpoint.pk]), {"to": "alice"})
+    checkpoint.refresh_from_db()
+    assert checkpoint.assignee == alice
 
 
 def test_assigning_needs_an_operator(client, alice, tess):

@@ -27,7 +27,7 @@ def client_for(user) -> Client:
 
 
 def rows(response) -> list[list[str]]:
-    assert response["Content-Type"] == "text/csv"
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
     return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
 
 

@@ -5,12 +5,18 @@ Webhooks go through ``runtime.post``, under the same rules as deliveries to agen
 private or metadata addresses refused where deliveries refuse them.
 
 ``send`` raises ``NotifyError`` with a readable reason on any failure; the
-caller records the attempt and schedules the retry.
+caller records the attempt and schedules the retry, unless the error is
+``permanent`` (a message that can never be sent, whatever the retry): then the
+delivery ends failed at once.
+
+Every email subject is built by ``subject_line``: titles quote agent text (a
+workflow's title), and a line break in a header makes Django refuse the message.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.conf import settings
@@ -23,9 +29,21 @@ WEBHOOK_URL = {"noun": "webhook URL", "owner": "channel (a receiver on a trusted
 
 
 class NotifyError(Exception):
-    def __init__(self, message: str, status_code: int | None = None) -> None:
+    def __init__(self, message: str, status_code: int | None = None, *, permanent: bool = False) -> None:
         super().__init__(message)
         self.status_code = status_code
+        self.permanent = permanent  # retrying cannot help: the delivery ends failed now
+
+
+# Line breaks and every other control character, Unicode's line and paragraph separators included.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+SUBJECT_MAX_CHARS = 200
+
+
+def subject_line(text: str) -> str:
+    """An email subject from (agent) text: one line, control characters collapsed, length bounded."""
+    line = " ".join(_CONTROL.sub(" ", f"[Recovery Console] {text}").split())
+    return line if len(line) <= SUBJECT_MAX_CHARS else line[:SUBJECT_MAX_CHARS - 1] + "…"
 
 
 def payload(notification: Notification, *, slack: bool) -> dict[str, Any]:
@@ -59,8 +77,11 @@ def _email(channel: Channel, notification: Notification) -> None:
         raise NotifyError("The channel has no email address.")
     body = f"{notification.body}\n\nOpen it in the console: {notification.url}\n"
     try:
-        EmailMessage(subject=f"[Recovery Console] {notification.title}"[:250], body=body,
+        EmailMessage(subject=subject_line(notification.title), body=body,
                      from_email=settings.DEFAULT_FROM_EMAIL, to=[address]).send()
+    except ValueError as exc:  # BadHeaderError, an address Django cannot encode: the same on every retry
+        raise NotifyError(f"Email to {address!r} can never be sent: {type(exc).__name__}: {exc}",
+                          permanent=True) from exc
     except Exception as exc:  # smtplib, socket and backend errors all mean "try again later"
         raise NotifyError(f"Email to {address} failed: {type(exc).__name__}: {exc}") from exc
 

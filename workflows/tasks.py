@@ -212,7 +212,7 @@ def deliver_notification(delivery_id: int) -> str:
     try:  # outside any transaction: a slow mail server or webhook holds no lock
         status = notify.send(delivery)
     except notify.NotifyError as exc:
-        delivery.record_attempt(ok=False, detail=str(exc), status_code=exc.status_code)
+        delivery.record_attempt(ok=False, detail=str(exc), status_code=exc.status_code, final=exc.permanent)
         return "retry" if delivery.status == Delivery.Status.PENDING else "failed"
     except Exception as exc:  # a bug still ends as a recorded, retried attempt
         log.exception("delivering notification %s", delivery_id)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 from workflows.identifiers import is_mixed_script, scripts
 from workflows.models import Confirmation, Event, Reason
@@ -27,20 +28,60 @@ register = template.Library()
 # produces cleaned by nh3 (an allow-list sanitizer) before it is marked safe. Links get rel=noopener.
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).disable("image")
 _ALLOWED_TAGS = {"p", "br", "strong", "em", "code", "pre", "ul", "ol", "li", "blockquote", "a", "hr",
-                 "h1", "h2", "h3", "h4"}
+                 "h1", "h2", "h3", "h4", "span"}
 _MENTION = re.compile(r"(?<![\w@/:.])@([\w.+-]*\w)")
+
+
+def _highlight_mentions(state: Any) -> None:
+    """A core rule: split the text tokens of each inline run at @mentions of ``env["mentions"]``.
+
+    Only text tokens are touched, never the HTML the renderer makes from them: a mention inside a
+    link's URL (an attribute) or inside code stays as written."""
+    known = state.env.get("mentions") or set()
+    for block in state.tokens:
+        if block.type != "inline" or not block.children:
+            continue
+        children = []
+        for token in block.children:
+            if token.type != "text" or "@" not in token.content:
+                children.append(token)
+                continue
+            at = 0
+            for match in _MENTION.finditer(token.content):
+                if match.group(1) not in known:
+                    continue
+                children.append(_text(token.content[at:match.start()]))
+                mention = Token("mention", "span", 0)
+                mention.content = match.group(1)
+                children.append(mention)
+                at = match.end()
+            children.append(_text(token.content[at:]))
+        block.children = children
+
+
+def _text(content: str) -> Token:
+    token = Token("text", "", 0)
+    token.content = content
+    return token
+
+
+def _render_mention(renderer: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    return format_html('<span class="mention">@{}</span>', tokens[idx].content)
+
+
+_MARKDOWN.core.ruler.push("mentions", _highlight_mentions)
+_MARKDOWN.add_render_rule("mention", _render_mention)
 
 
 @register.filter
 def markdown(text: Any, mentions: Any = ()) -> SafeString:
-    """A comment as sanitized HTML, with its @mentions highlighted."""
-    html = nh3.clean(_MARKDOWN.render(str(text or "")), tags=_ALLOWED_TAGS, attributes={"a": {"href"}},
-                     url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow")
-    known = {str(m) for m in (mentions or [])}
-    # A username is [\w.+-] only: nothing in it can open a tag or an attribute.
-    html = _MENTION.sub(lambda m: f'<span class="mention">@{m.group(1)}</span>' if m.group(1) in known
-                        else m.group(0), html)
+    """A comment as sanitized HTML, with its @mentions highlighted (in its text only)."""
+    rendered = _MARKDOWN.render(str(text or ""), {"mentions": {str(m) for m in (mentions or [])}})
+    html = nh3.clean(rendered, tags=_ALLOWED_TAGS, attributes={"a": {"href"}},
+                     allowed_classes={"span": {"mention"}}, url_schemes={"http", "https", "mailto"},
+                     link_rel="noopener noreferrer nofollow")
     return mark_safe(html)  # noqa: S308 - sanitized by nh3 just above
+
 
 MAX_JSON_CHARS = 20_000
 MAX_ITEM_CHARS = 200
@@ -341,6 +382,7 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.LOGGED_IN: lambda d: "signed in" + _from(d),
     V.LOGIN_FAILED: lambda d: f"failed to sign in as {d.get('username', '')}" + _from(d),
     V.LOCKED_OUT: lambda d: f"locked out {d.get('username', '')} after repeated failures" + _from(d),
+    V.PASSWORD_CHANGED: lambda d: "changed their password" + _from(d),
     V.ADMIN_CREATED: lambda d: f"created {d.get('model', '')} {d.get('object', '')} in the admin",
     V.ADMIN_CHANGED: lambda d: f"changed {d.get('model', '')} {d.get('object', '')} in the admin: "
                                + ", ".join(f"{k} {d.get('before', {}).get(k)!r} → {v!r}"

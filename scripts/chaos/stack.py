@@ -84,8 +84,9 @@ def answers_health(service: Service) -> bool:
 def services(world: World) -> dict[str, Service]:
     args, python, manage = world.args, str(BIN / "python"), str(ROOT / "manage.py")
     stack = {
-        "web": Service("web", [str(BIN / "gunicorn"), "console.wsgi", "-b", f"127.0.0.1:{world.web_port}",
-                               "-w", "2", "-k", "gthread", "--threads", "4", "--timeout", "30"],
+        # The production config (console/gunicorn.py: gthread, 4 threads, its shared-cache guard), two workers.
+        "web": Service("web", [str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi",
+                               "-b", f"127.0.0.1:{world.web_port}", "-w", "2"],
                        world, answers_health),
         "beat": Service("beat", [str(BIN / "celery"), "-A", "console", "beat", "--loglevel=INFO"],
                         world, printed("beat: Starting")),

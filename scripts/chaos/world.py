@@ -77,7 +77,7 @@ def prepare(args: argparse.Namespace) -> World:
     env = {
         "DJANGO_SETTINGS_MODULE": "console.settings", "DATABASE_URL": database_url,
         "CELERY_BROKER_URL": broker_url, "CELERY_QUEUE": "chaos", "VAR_DIR": str(var_dir),
-        "CACHE_URL": cache_url,
+        "CACHE_URL": cache_url, "GUNICORN_ACCESS_LOG": "",  # no access log, as before
         "SECRET_KEY": secrets.token_urlsafe(40), "DEBUG": "false", "MANIFEST_STATIC": "false",
         "DEMO_APPS": "true",  # seed_demo and run_demo_fleet, with DEBUG off
         "SECURE_COOKIES": "false", "ALLOWED_HOSTS": "127.0.0.1", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",

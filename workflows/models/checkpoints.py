@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from ..clock import database_now
 from ..money import MoneyAtStake
+from ..roles import is_admin
 from .agents import Agent
 from .base import Conflict, Stateful
 from .clocks import SlaClock
@@ -129,7 +130,8 @@ class Checkpoint(Stateful):
     opened_by_console = models.BooleanField(default=False)
     runbook = models.ForeignKey(Runbook, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # The version it opened with: what it allows and what operators read, whatever edits came later.
-    runbook_version = models.ForeignKey(RunbookVersion, null=True, blank=True, on_delete=models.SET_NULL,
+    # PROTECT: deleting the runbook must not take its four eyes and allowed decisions away from here.
+    runbook_version = models.ForeignKey(RunbookVersion, null=True, blank=True, on_delete=models.PROTECT,
                                         related_name="checkpoints")
     assignee = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     claimed_at = models.DateTimeField(null=True, blank=True)
@@ -311,10 +313,18 @@ class Checkpoint(Stateful):
                          actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None,
                          remind_at=None, release_at=None)
 
+    def may_reassign(self, by: Any) -> bool:
+        """A checkpoint someone holds is given away by its holder or an admin, never taken by another
+        operator (who could then decide it): they ask the holder to release or hand it over."""
+        return self.status != self.Status.CLAIMED or self.assignee_id in (None, by.pk) or is_admin(by)
+
     def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
         """Give a queued checkpoint to another operator (claimed on their behalf).
 
-        False when it changed hands (or was decided) since it was read: the assigner saw another holder."""
+        False when it changed hands (or was decided) since it was read, and when ``by`` may not take it
+        from its holder (``may_reassign``): the holder read here is the one the compare-and-set expects."""
+        if not self.may_reassign(by):
+            return False
         return self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
                              expect={"assignee_id": self.assignee_id},
                              data={"to": to.get_username(), "note": note[:1000]})

@@ -117,6 +117,7 @@ class Event(models.Model):
         LOGGED_IN = "logged_in"
         LOGIN_FAILED = "login_failed"
         LOCKED_OUT = "locked_out"
+        PASSWORD_CHANGED = "password_changed"  # noqa: S105 - a verb, not a secret
         ADMIN_CREATED = "admin_created"
         ADMIN_CHANGED = "admin_changed"
         ADMIN_DELETED = "admin_deleted"

@@ -219,15 +219,17 @@ class Delivery(models.Model):
         self.refresh_from_db()
         return bool(won)
 
-    def record_attempt(self, *, ok: bool, detail: str = "", status_code: int | None = None) -> None:
-        """Write the attempt; on failure retry with exponential backoff, after the last one give up."""
+    def record_attempt(self, *, ok: bool, detail: str = "", status_code: int | None = None,
+                       final: bool = False) -> None:
+        """Write the attempt; on failure retry with exponential backoff, after the last one (or a
+        ``final`` failure: a message that can never be sent) give up."""
         now = database_now()  # the backoff is judged by the relay, on the database's clock
         with transaction.atomic():
             Attempt.objects.create(delivery=self, number=self.attempts, ok=ok, detail=detail[:2000],
                                    status_code=status_code, at=now)
             if ok:
                 fields: dict[str, Any] = {"status": self.Status.SENT, "sent_at": now, "last_error": ""}
-            elif self.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
+            elif final or self.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
                 fields = {"status": self.Status.FAILED, "last_error": detail[:2000]}
             else:
                 backoff = settings.NOTIFY_BACKOFF_SECONDS * 2 ** (self.attempts - 1)
