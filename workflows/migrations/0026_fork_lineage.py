@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0023_step_carries_money'),
+        ('workflows', '0025_checkpoint_keeps_its_runbook_version'),
     ]
 
     operations = [
