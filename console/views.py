@@ -457,7 +457,10 @@ def decide(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def approve(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
-    if decision.approve(by=request.user):
+    if request.POST.get("reviewed") != "1":  # an approval is of what was read: the form's tick names it
+        messages.error(request, "Nothing approved: tick that you have read what you approve (the money at "
+                                "stake, the resume state and the proposer's note) first.")
+    elif decision.approve(by=request.user):
         messages.success(request, "Approved: the decision is queued for delivery.")
     else:
         messages.error(request, decision.refusal(by=request.user))

@@ -55,7 +55,7 @@ def test_approving_from_the_row_queues_it_and_returns_to_the_tab(proposal, clien
     client.force_login(bob)
     tab = reverse("queue") + "?scope=approval"
 
-    response = client.post(reverse("approve", args=[proposal.pk]), {"next": tab})
+    response = client.post(reverse("approve", args=[proposal.pk]), {"next": tab, "reviewed": "1"})
 
     assert response.status_code == 302 and response["Location"] == tab
     proposal.refresh_from_db()

@@ -40,7 +40,7 @@ def test_another_operator_sees_approve_and_reject(proposed, client, bob):
 
 
 def test_the_proposer_cannot_approve_their_own_decision(proposed, client):
-    response = client.post(reverse("approve", args=[proposed.pk]), follow=True)
+    response = client.post(reverse("approve", args=[proposed.pk]), {"reviewed": "1"}, follow=True)
 
     assert "The second approval must come from another operator." in response.content.decode()
     proposed.refresh_from_db()
@@ -50,7 +50,7 @@ def test_the_proposer_cannot_approve_their_own_decision(proposed, client):
 def test_a_second_operator_approves_and_the_decision_is_queued(proposed, client, bob):
     client.force_login(bob)
 
-    response = client.post(reverse("approve", args=[proposed.pk]), follow=True)
+    response = client.post(reverse("approve", args=[proposed.pk]), {"reviewed": "1"}, follow=True)
 
     proposed.refresh_from_db()
     assert proposed.status == Decision.Status.QUEUED and proposed.approved_by == bob
@@ -59,10 +59,10 @@ def test_a_second_operator_approves_and_the_decision_is_queued(proposed, client,
 
 def test_approving_twice_says_it_no_longer_waits(proposed, client, bob, adam):
     client.force_login(bob)
-    client.post(reverse("approve", args=[proposed.pk]))
+    client.post(reverse("approve", args=[proposed.pk]), {"reviewed": "1"})
     client.force_login(adam)
 
-    response = client.post(reverse("approve", args=[proposed.pk]), follow=True)
+    response = client.post(reverse("approve", args=[proposed.pk]), {"reviewed": "1"}, follow=True)
 
     assert "no longer waits for approval" in response.content.decode()
     proposed.refresh_from_db()
@@ -81,3 +81,26 @@ def test_a_rejection_gives_the_checkpoint_back_to_the_proposer(proposed, client,
     client.force_login(alice)
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
     assert "Rejected by bob: ledger shows it went out" in html and 'data-testid="decision-form"' in html
+
+
+def test_an_approval_without_the_tick_naming_what_was_read_approves_nothing(proposed, client, bob):
+    """The queue row and the workbench ask the approver to tick that they read the money, the resume state
+    and the note; a POST without it (a script, a stale form) approves nothing, whatever the proposal is."""
+    client.force_login(bob)
+
+    for data in ({}, {"reviewed": ""}, {"reviewed": "yes"}):
+        response = client.post(reverse("approve", args=[proposed.pk]), data, follow=True)
+        assert "Nothing approved: tick that you have read what you approve" in response.content.decode()
+        proposed.refresh_from_db()
+        assert proposed.status == Decision.Status.PROPOSED and proposed.approved_by is None
+
+
+def test_the_workbench_approve_form_names_the_money_it_moves(proposed, client, bob):
+    client.force_login(bob)
+
+    html = client.get(reverse("workbench", args=[proposed.checkpoint_id])).content.decode()
+
+    assert 'name="reviewed" value="1" required' in html and 'data-testid="approve-seen"' in html
+    at_stake = proposed.checkpoint.money_at_stake
+    assert at_stake  # the worked example's pending refund
+    assert f"I have read it: resume moving {', '.join(at_stake)}" in " ".join(html.split())

@@ -197,7 +197,7 @@ class Operator(threading.Thread):
         def answered() -> bool:
             return Decision.objects.filter(pk=pk).exclude(status=Decision.Status.PROPOSED).exists()
 
-        answer = self.post(f"/decisions/{pk}/approve/", {"next": tab}, "approve", done=answered)
+        answer = self.post(f"/decisions/{pk}/approve/", {"next": tab, "reviewed": "1"}, "approve", done=answered)
         self.record.count("approved" if answer is None or answer.status == 302 else f"approve_{answer.status}")
         return True
 
