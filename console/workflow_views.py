@@ -107,9 +107,10 @@ def replay_page(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(ReplayRun.objects.select_related("workflow__agent", "requested_by", "agent"), pk=pk)
     rows = run.comparison or []
     first = next((r for r in rows if r.get("verdict") == "diverged"), None)
-    history = run.workflow.replays.select_related("requested_by", "agent")[:20]
+    history = list(run.workflow.replays.select_related("requested_by", "agent")[:20])
     return _render(request, "console/replay.html", {
         "run": run, "workflow": run.workflow, "rows": rows, "first": first, "history": history,
+        "history_active": any(not r.is_finished for r in history),
         "can_act": can_act(request.user)}, partials=("replay-result",))
 
 
@@ -120,7 +121,7 @@ def cancel_replay(request: HttpRequest, pk: int) -> HttpResponse:
     if run.cancel(by=request.user):
         messages.success(request, "Replay cancelled; results that arrive later are refused.")
     else:
-        messages.error(request, f"The replay is already {run.status}.")
+        messages.error(request, f"Nothing to cancel: this replay has already finished ({run.get_status_display().lower()}).")
     return redirect("replay", pk=pk)
 
 
