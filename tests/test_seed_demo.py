@@ -102,3 +102,13 @@ def test_an_admins_edits_survive_a_reseed_and_the_ledgers_link_follows_the_fleet
     assert Runbook.objects.get(slug="refund-model-timeout").body == "Our own words."
     assert Runbook.objects.get(slug="refund-unknown-refund").url == "http://127.0.0.1:9200/ledgers"
     assert Agent.objects.get(name="billing-bot").resume_url == "http://127.0.0.1:9200/agents/billing-bot/resume"
+
+
+def test_the_agents_table_keeps_a_space_after_the_longest_name(db, var_dir):
+    """Issue 28 item 15: the table printed `support-bot-standbyrefund`."""
+    out = seed()
+
+    rows = [line for line in out.splitlines() if "support-bot-standby" in line and "refund" in line]
+    assert rows and all("support-bot-standby  refund" in line for line in rows), rows
+    kinds = {line.split()[1] for line in out.splitlines() if line.startswith("  ") and "-bot" in line.split()[0]}
+    assert kinds == {"refund", "ticket_triage", "billing_dispute"}

@@ -24,11 +24,11 @@ from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from demo.signin import USERS, sign_in_lines
 from demo.store import demo_dir
 from workflows.models import Agent, Channel, EscalationLevel, Reason, Runbook, SLAPolicy, hash_token
 
 ROLES = ("operator", "tpm", "admin")
-USERS = (("operator", "operator"), ("tpm", "tpm"), ("admin", "admin"))  # username, role
 # The polling agent second, so that `run_demo_fleet --agents 2` still exercises both delivery paths.
 AGENTS = (
     ("support-bot", "refund", True, "Support agent: refunds for tickets (the worked example)."),
@@ -204,12 +204,11 @@ class Command(BaseCommand):
         except NoReverseMatch:
             login = "/"
         write = self.stdout.write
-        write(f"Demo logins (dev only; kept in {users_path}): http://127.0.0.1:{port}{login}")
-        write(f"  {'user':<10}{'role':<10}password")
-        for username, role in USERS:
-            shown = passwords.get(username) or f"(not on file: manage.py changepassword {username})"
-            write(f"  {username:<10}{role:<10}{shown}")
+        for line in sign_in_lines(f"http://127.0.0.1:{port}{login}", passwords):
+            write(line)
         write(f"Demo agents (tokens in {agents_path}" + (f"; rotated: {', '.join(rotated)}" if rotated else "") + "):")
+        name_width = max(len(entry["name"]) for entry in agents) + 2  # the longest name still has a space after it
+        kind_width = max(len(entry["kind"]) for entry in agents) + 2
         for entry in agents:
             how = f"resume URL {entry['resume_url']}" if entry["resume_url"] else "polls for decisions"
-            write(f"  {entry['name']:<13}{entry['kind']:<17}{how}")
+            write(f"  {entry['name']:<{name_width}}{entry['kind']:<{kind_width}}{how}")
