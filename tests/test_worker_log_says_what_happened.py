@@ -99,7 +99,7 @@ def test_the_fleet_says_where_to_sign_in_again_once_it_is_up(settings, tmp_path)
     from workflows.management.commands.run_demo_fleet import Command
 
     settings.VAR_DIR = tmp_path
-    call_command("seed_demo", "--port", "8200", stdout=StringIO())
+    call_command("seed_demo", "--port", "8200", "--history-days", "0", stdout=StringIO())
     passwords = json.loads((tmp_path / "demo" / "users.json").read_text())
     out = StringIO()
 

@@ -297,10 +297,11 @@ class Decision(Stateful):
                          attempts=models.F("attempts") + 1, lease_expires_at=database_now() + lease,
                          next_attempt_at=None, dispatches=0)
 
-    def mark_succeeded(self) -> bool:
+    def mark_succeeded(self, *, now: datetime | None = None) -> bool:
         """The agent's resume endpoint accepted the decision. A worker records it, on the database's clock:
-        the workflow's last activity, from which its silence is measured, must not be this process's."""
-        return self._succeed(Event.Verb.DELIVERED, now=database_now())
+        the workflow's last activity, from which its silence is measured, must not be this process's.
+        (``now``: a recorded history, such as the demo's, says when it happened.)"""
+        return self._succeed(Event.Verb.DELIVERED, now=now or database_now())
 
     @property
     def awaits_fetch(self) -> bool:
