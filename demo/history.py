@@ -15,6 +15,7 @@ external ids start with ``HIST-``).
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -64,7 +65,7 @@ class Desk:
         return when
 
     def report(self, workflow: Workflow, agent: Agent, steps: list[tuple[int, tuple[str, str, bool]]]) -> None:
-        reports = []
+        reports: list[Mapping[str, Any]] = []
         for seq, (name, kind, money) in steps:
             report: dict[str, Any] = {"seq": seq, "name": name, "kind": kind, "status": "committed",
                                       "input": {"ticket": workflow.external_id}, "output": {"ok": True},

@@ -174,10 +174,11 @@ def label(value: object) -> str:
 def when(value: datetime | str | None) -> str:
     """A moment as the pages write one ("Dec 1 12:44:05", local time), also one stored as ISO text in JSON."""
     if isinstance(value, str):
+        text = value
         try:
-            value = datetime.fromisoformat(value)
+            value = datetime.fromisoformat(text)
         except ValueError:
-            return value
+            return text
     if not isinstance(value, datetime):
         return ""
     if timezone.is_naive(value):
