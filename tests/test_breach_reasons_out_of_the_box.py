@@ -28,7 +28,7 @@ def _breached():
 def test_migrating_seeds_the_usual_reasons_and_the_first_tpm_records_one(client, tess):
     # A test flush empties the tables the migrations filled: replay the migration as a fresh install does.
     BreachReason.objects.all().delete()
-    call_command("migrate", "workflows", "0023", verbosity=0)
+    call_command("migrate", "workflows", "0027", verbosity=0)
     call_command("migrate", "workflows", verbosity=0)
     assert set(BreachReason.objects.filter(is_active=True).values_list("name", flat=True)) == SEEDED
     checkpoint = _breached()
@@ -45,7 +45,7 @@ def test_migrating_seeds_the_usual_reasons_and_the_first_tpm_records_one(client,
 
 @pytest.mark.django_db(transaction=True)
 def test_migrating_again_keeps_what_admins_changed(db):
-    call_command("migrate", "workflows", "0023", verbosity=0)  # removes only seeded reasons no breach uses
+    call_command("migrate", "workflows", "0027", verbosity=0)  # removes only seeded reasons no breach uses
     BreachReason.objects.create(name="Tooling", description="ours", is_active=False)
     call_command("migrate", "workflows", verbosity=0)
     tooling = BreachReason.objects.get(name="Tooling")

@@ -96,7 +96,7 @@ def test_the_fleet_says_where_to_sign_in_again_once_it_is_up(settings, tmp_path)
 
     from django.core.management import call_command
 
-    from workflows.management.commands.run_demo_fleet import Command
+    from demo.management.commands.run_demo_fleet import Command
 
     settings.VAR_DIR = tmp_path
     call_command("seed_demo", "--port", "8200", "--history-days", "0", stdout=StringIO())

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0022_checkpoint_decided_index'),
+        ('workflows', '0026_fork_lineage'),
     ]
 
     operations = [

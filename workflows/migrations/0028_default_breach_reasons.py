@@ -30,7 +30,7 @@ def unseed(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("workflows", "0023_handoff_notification"),
+        ("workflows", "0027_handoff_notification"),
     ]
 
     operations = [migrations.RunPython(seed, unseed)]
