@@ -13,6 +13,17 @@ app.autodiscover_tasks()
 
 
 @worker_init.connect
+def quiet_idle_task_lines(**kwargs: Any) -> None:
+    """Before the pool forks: a sweep that found nothing to do leaves no line (console/worker_logs.py)."""
+    from django.conf import settings
+
+    from . import worker_logs
+
+    worker_logs.install({entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()},
+                        quiet=settings.QUIET_POLL_LOGS)
+
+
+@worker_init.connect
 def repair_broker_folder(**kwargs: Any) -> None:
     """A worker of the embedded default starts even when a full disk left a broken exchange table."""
     from workflows.models.broker import repair_folder_broker

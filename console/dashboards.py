@@ -26,6 +26,7 @@ from workflows.models import Checkpoint, Workflow
 from . import charts
 from .csv_export import stream_csv
 from .roles import REVIEWERS, role_required
+from .templatetags.console_tags import label
 
 reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")
 TABLES = ("headline", "series", "timings", "decisions", "agent", "kind", "reason", "runbook", "workflows")
@@ -72,7 +73,7 @@ def _charts(series: metrics.Series) -> dict[str, Any]:
 
 
 def _breakdown_chart(dimension: str, rows: list[metrics.BreakdownRow], filters: metrics.Filters) -> Any:
-    bars = [charts.Bar(row.value or "(none)", row.shares["resumed_without_data_loss"].value or 0.0,
+    bars = [charts.Bar(label(row.value) or "(none)", row.shares["resumed_without_data_loss"].value or 0.0,
                        href=_url("resume_workflows", row.filters, figure="resumed_without_data_loss:missed"),
                        note=f"{row.shares['resumed_without_data_loss'].part} of "
                             f"{row.shares['resumed_without_data_loss'].whole}")

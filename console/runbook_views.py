@@ -68,8 +68,13 @@ def runbooks(request: HttpRequest) -> HttpResponse:
     """Every runbook with its match rules, current version, owner and review date; stale ones flagged."""
     rows = list(Runbook.objects.select_related("agent", "policy", "owner", "current_version__created_by"))
     rows.sort(key=lambda r: (not r.is_default, r.title.lower()))
+    stale = [r for r in rows if r.is_stale]
     return render(request, "console/runbooks.html", {
-        "runbooks": rows, "stale": sum(r.is_stale for r in rows), "today": timezone.localdate()})
+        "runbooks": rows, "stale": len(stale), "today": timezone.localdate(),
+        # Say only what is true of each: told, to be told by the next sweep, or nobody to tell.
+        "stale_told": sum(r.stale_owner_told for r in stale),
+        "stale_untold": sum(r.owner_id is not None and not r.stale_owner_told for r in stale),
+        "stale_unowned": sum(r.owner_id is None for r in stale)})
 
 
 @role_required(ADMIN)

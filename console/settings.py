@@ -229,8 +229,9 @@ REPLAY_TIMEOUT_SECONDS = env.float("REPLAY_TIMEOUT_SECONDS", default=30.0)
 REPLAY_DEADLINE_SECONDS = env.int("REPLAY_DEADLINE_SECONDS", default=300)
 
 # --- Notifications (SLA warnings, breaches, escalations, reminders) -----------
-# Links in emails and webhooks point here.
-CONSOLE_URL = env.str("CONSOLE_URL", default="http://127.0.0.1:8000")
+# Links in emails and webhooks point here. `make run PORT=8200` passes CONSOLE_PORT to every process (the
+# worker sends the emails), so the default follows the port the console really listens on.
+CONSOLE_URL = env.str("CONSOLE_URL", default=f"http://127.0.0.1:{env.int('CONSOLE_PORT', default=8000)}")
 # Django's email backend from one URL: smtp://user:pass@host:587 (add ?ssl=True / tls), consolemail://,
 # or filemail:// — the default writes each email as a file under EMAIL_FILE_PATH (var/mail/), so
 # `make run` needs no mail server.

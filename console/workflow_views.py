@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from workflows.models import Agent, Checkpoint, Conflict, Decision, ReplayRun, Workflow
 from workflows.models.lineage import committed_before_fork
+from workflows.models.workflows import workflow_id_in
 
 from .forms import ForkForm, error_text
 from .roles import ACTORS, READERS, can_act, role_required
@@ -43,6 +44,7 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
     events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:EVENTS_SHOWN])
     context = {
         "workflow": workflow, "page": page, "steps": page.object_list, "step_count": paginator.count,
+        "page_range": paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
         "checkpoints": checkpoints, "open_checkpoint": next((c for c in checkpoints if c.status != Checkpoint.Status.RESOLVED), None),
         "decisions": decisions, "events": events[::-1], "events_clipped": len(events) == EVENTS_SHOWN,
         "highlight": int(seq) if seq.isdigit() else None,
@@ -61,7 +63,7 @@ def search(request: HttpRequest) -> HttpResponse:
     text = request.GET.get("q", "").strip()
     results = list(Workflow.objects.matching(text)[:SEARCH_RESULTS + 1])
     by_external_id = [w for w in results if w.external_id.lower() == text.lower()]
-    by_id = [w for w in results if text.isdigit() and w.pk == int(text)]
+    by_id = [w for w in results if w.pk == workflow_id_in(text)]
     only = (by_external_id if len(by_external_id) == 1 else [] if by_external_id
             else by_id or (results if len(results) == 1 else []))
     if only:  # the ticket a customer quotes names one workflow: go straight to it
@@ -105,9 +107,10 @@ def replay_page(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(ReplayRun.objects.select_related("workflow__agent", "requested_by", "agent"), pk=pk)
     rows = run.comparison or []
     first = next((r for r in rows if r.get("verdict") == "diverged"), None)
-    history = run.workflow.replays.select_related("requested_by", "agent")[:20]
+    history = list(run.workflow.replays.select_related("requested_by", "agent")[:20])
     return _render(request, "console/replay.html", {
         "run": run, "workflow": run.workflow, "rows": rows, "first": first, "history": history,
+        "history_active": any(not r.is_finished for r in history),
         "can_act": can_act(request.user)}, partials=("replay-result",))
 
 
@@ -118,7 +121,7 @@ def cancel_replay(request: HttpRequest, pk: int) -> HttpResponse:
     if run.cancel(by=request.user):
         messages.success(request, "Replay cancelled; results that arrive later are refused.")
     else:
-        messages.error(request, f"The replay is already {run.status}.")
+        messages.error(request, f"Nothing to cancel: this replay has already finished ({run.get_status_display().lower()}).")
     return redirect("replay", pk=pk)
 
 

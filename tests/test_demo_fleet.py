@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def seeded(settings, tmp_path, transactional_db):
     settings.VAR_DIR = tmp_path  # the fleet's ledgers, journal and agents.json go here
     port = free_port()
-    call_command("seed_demo", "--fleet-port", str(port), stdout=StringIO())
+    call_command("seed_demo", "--fleet-port", str(port), "--history-days", "0", stdout=StringIO())  # the live fleet only
     return port, load_agents()
 
 

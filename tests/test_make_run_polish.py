@@ -56,3 +56,25 @@ def test_the_dev_server_logs_posts_and_errors_but_not_successful_gets(settings):
     assert not _is_quiet_get(record("POST /checkpoints/4/claim/ HTTP/1.1", "302"))
     assert not _is_quiet_get(record("GET /checkpoints/4/ HTTP/1.1", "500"))
     assert not _is_quiet_get(record("GET /nope/ HTTP/1.1", "404"))
+
+
+def _console_url(**env: str) -> str:
+    import os
+    import sys
+
+    environment = {k: v for k, v in os.environ.items() if k not in ("CONSOLE_URL", "CONSOLE_PORT")}
+    code = "import django; django.setup(); from django.conf import settings; print(settings.CONSOLE_URL)"
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**environment, "DJANGO_SETTINGS_MODULE": "console.settings", "SECRET_KEY": "x",
+                               **env}).stdout.strip()
+
+
+def test_notification_links_follow_the_port_make_run_was_given():
+    """Issue 28 item 13: with `make run PORT=8200` the emails linked to port 8000."""
+    out = subprocess.run(["make", "-n", "-s", "run", "PORT=8200"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert "CONSOLE_PORT=8200" in out  # every process of the fleet (the worker sends the emails) gets it
+
+    assert _console_url(CONSOLE_PORT="8200") == "http://127.0.0.1:8200"
+    assert _console_url() == "http://127.0.0.1:8000"
+    assert _console_url(CONSOLE_PORT="8200", CONSOLE_URL="https://console.example") == "https://console.example"

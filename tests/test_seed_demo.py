@@ -20,7 +20,8 @@ def var_dir(settings, tmp_path):
 
 def seed(*args):
     out = StringIO()
-    call_command("seed_demo", *args, stdout=out)
+    # The recorded history has tests of its own (test_seed_demo_history.py): these are about the rest.
+    call_command("seed_demo", "--history-days", "0", *args, stdout=out)
     return out.getvalue()
 
 
@@ -35,7 +36,7 @@ def test_seeding_twice_creates_everything_once_and_prints_the_same_passwords(db,
     assert "http://127.0.0.1:8000/login/" in second
     assert get_user_model().objects.count() == 3
     assert sorted(Group.objects.values_list("name", flat=True)) == ["admin", "operator", "tpm"]
-    assert Agent.objects.count() == 4 and Runbook.objects.count() == 5  # 3 agents and support-bot's standby
+    assert Agent.objects.count() == 4 and Runbook.objects.count() == 6  # 3 agents and support-bot's standby
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_staff and admin.is_superuser and admin.groups.filter(name="admin").exists()
     assert get_user_model().objects.get(username="tpm").groups.get().name == "tpm"
@@ -102,3 +103,13 @@ def test_an_admins_edits_survive_a_reseed_and_the_ledgers_link_follows_the_fleet
     assert Runbook.objects.get(slug="refund-model-timeout").body == "Our own words."
     assert Runbook.objects.get(slug="refund-unknown-refund").url == "http://127.0.0.1:9200/ledgers"
     assert Agent.objects.get(name="billing-bot").resume_url == "http://127.0.0.1:9200/agents/billing-bot/resume"
+
+
+def test_the_agents_table_keeps_a_space_after_the_longest_name(db, var_dir):
+    """Issue 28 item 15: the table printed `support-bot-standbyrefund`."""
+    out = seed()
+
+    rows = [line for line in out.splitlines() if "support-bot-standby" in line and "refund" in line]
+    assert rows and all("support-bot-standby  refund" in line for line in rows), rows
+    kinds = {line.split()[1] for line in out.splitlines() if line.startswith("  ") and "-bot" in line.split()[0]}
+    assert kinds == {"refund", "ticket_triage", "billing_dispute"}

@@ -70,3 +70,22 @@ def test_nothing_found_says_where_it_looked_and_escapes_the_query(client, alice)
 
     assert "No workflow matches" in html and "<script>x</script>" not in html
     assert client.get(reverse("search"), {"q": "9" * 40}).status_code == 200  # beyond any id: no error
+
+
+def test_hash_id_as_the_placeholder_writes_it_opens_the_workflow(client, alice):
+    """Issue 28 item 5: the box says "#id", the README says `#id`: "#19" answered "No workflow matches"."""
+    workflow = make_workflow(external_id="INV-77")
+    client.force_login(alice)
+
+    for typed in (f"#{workflow.pk}", f" # {workflow.pk} ", str(workflow.pk)):
+        response = client.get(reverse("search"), {"q": typed})
+        assert response.status_code == 302 and response["Location"] == reverse("workflow", args=[workflow.pk]), typed
+
+
+def test_a_hash_that_names_no_workflow_says_so_and_odd_digits_are_no_500(client, alice):
+    make_workflow()
+    client.force_login(alice)
+
+    for typed in ("#999999", "#²", "#99999999999999999999", "#"):
+        response = client.get(reverse("search"), {"q": typed})
+        assert response.status_code == 200 and "No workflow matches" in response.content.decode(), typed

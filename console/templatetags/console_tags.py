@@ -18,7 +18,18 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from workflows.identifiers import is_mixed_script, scripts
-from workflows.models import Confirmation, Event, Reason
+from workflows.models import (
+    Action,
+    Checkpoint,
+    Confirmation,
+    Decision,
+    Delivery,
+    Event,
+    Reason,
+    ReplayRun,
+    Step,
+    Workflow,
+)
 from workflows.models.sla import in_minutes
 from workflows.money import amounts_in
 
@@ -142,6 +153,37 @@ def short_duration(value: datetime | timedelta | None) -> str:
 def iso(value: datetime | None) -> str:
     """``|date:'c'`` without Django's format machinery: the queue renders two per row."""
     return timezone.localtime(value).isoformat() if value else ""
+
+
+# Every status, action and reason a page shows, by stored value, in words: the models' enum labels
+# ("Handed Off" -> "handed off"). Values shared between enums ("failed", "queued") have the same label in each.
+LABELS = {str(value): str(label).lower()
+          for enum in (Workflow.Status, Checkpoint.Status, Decision.Status, ReplayRun.Status, Step.Status,
+                       Delivery.Status, Action, Reason)
+          for value, label in enum.choices}
+
+
+@register.filter
+def label(value: object) -> str:
+    """A status, action or reason as people read it (``handed_off`` -> "handed off"), never the stored value."""
+    text = str(value or "")
+    return LABELS.get(text, text.replace("_", " "))
+
+
+@register.filter
+def when(value: datetime | str | None) -> str:
+    """A moment as the pages write one ("Dec 1 12:44:05", local time), also one stored as ISO text in JSON."""
+    if isinstance(value, str):
+        text = value
+        try:
+            value = datetime.fromisoformat(text)
+        except ValueError:
+            return text
+    if not isinstance(value, datetime):
+        return ""
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.get_current_timezone())
+    return timezone.localtime(value).strftime("%b %-d %H:%M:%S")
 
 
 @register.filter
@@ -310,7 +352,7 @@ def _error(d: dict[str, Any]) -> str:
 
 
 def _change(d: dict[str, Any]) -> str:
-    change = f" ({d['from']} → {d['to']})" if "from" in d and "to" in d else ""
+    change = f" ({label(d['from'])} → {label(d['to'])})" if "from" in d and "to" in d else ""
     return change + (f": {d['summary']}" if d.get("summary") else "")
 
 

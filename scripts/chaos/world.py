@@ -109,7 +109,8 @@ def prepare(args: argparse.Namespace) -> World:
         world.proxy = LossyProxy(world.fleet_port, rng=random.Random(f"{args.seed}-network"), **NETWORK).start()
         resume_port = world.proxy.port
     call_command("migrate", verbosity=0)
-    call_command("seed_demo", port=world.web_port, fleet_port=resume_port, stdout=io.StringIO())
+    call_command("seed_demo", port=world.web_port, fleet_port=resume_port, history_days=0,  # the live fleet only
+                 stdout=io.StringIO())
     world.users = configure(args, var_dir)
     if disk is not None:
         disk.base_url, disk.login = world.console_url, ("operator", world.users["operator"])

@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from ..clock import database_now
@@ -19,6 +20,7 @@ from .agents import Agent
 from .base import IllegalTransition, Stateful
 from .checkpoints import Checkpoint
 from .events import Event
+from .notifications import Notification
 from .runbooks import RESUMING_ACTIONS, Action
 from .workflows import Step, Workflow
 
@@ -295,10 +297,11 @@ class Decision(Stateful):
                          attempts=models.F("attempts") + 1, lease_expires_at=database_now() + lease,
                          next_attempt_at=None, dispatches=0)
 
-    def mark_succeeded(self) -> bool:
+    def mark_succeeded(self, *, now: datetime | None = None) -> bool:
         """The agent's resume endpoint accepted the decision. A worker records it, on the database's clock:
-        the workflow's last activity, from which its silence is measured, must not be this process's."""
-        return self._succeed(Event.Verb.DELIVERED, now=database_now())
+        the workflow's last activity, from which its silence is measured, must not be this process's.
+        (``now``: a recorded history, such as the demo's, says when it happened.)"""
+        return self._succeed(Event.Verb.DELIVERED, now=now or database_now())
 
     @property
     def awaits_fetch(self) -> bool:
@@ -345,12 +348,23 @@ class Decision(Stateful):
                 transaction.on_commit(functools.partial(send_stand_down.delay, self.pk))
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
-            workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,
-                          data={"to": packet["to"], "owner": packet["to"]}, owner=self.new_owner or workflow.owner,
-                          handoff_note=packet["note"], last_activity_at=now)
+            if workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,
+                             data={"to": packet["to"], "owner": packet["to"]}, owner=self.new_owner or workflow.owner,
+                             handoff_note=packet["note"], last_activity_at=now):
+                self.tell_new_owner(workflow, at=now)
         elif self.action == Action.ABORT:
             workflow.move(Workflow.Status.ABORTED, verb=Event.Verb.ABORTED, actor=self.decided_by,
                           summary=self.instructions, finished_at=now, last_activity_at=now)
+
+    def tell_new_owner(self, workflow: Workflow, *, at: datetime) -> None:
+        """The operator a workflow was handed to hears it at once, on their channels (the outbox), with the note."""
+        if self.new_owner is None or self.new_owner_id == self.decided_by_id:
+            return
+        by = self.decided_by.get_username() if self.decided_by is not None else "An operator"
+        Notification.send(kind=Notification.Kind.HANDED_OFF, users=[self.new_owner], at=at,
+                          title=f"{by} handed “{workflow.title}” to you"[:300],
+                          body=self.instructions[:1000] or "No handoff note.", key=f"handoff:{self.pk}",
+                          path=reverse("workflow", args=[workflow.pk]))
 
     def handoff_packet(self) -> dict[str, Any]:
         return {"to": self.new_owner_name or "", "note": self.instructions}

@@ -101,6 +101,7 @@ class Notification(models.Model):
         CLAIM_RELEASED = "claim_released", "Claim released"
         RUNBOOK_STALE = "runbook_stale", "Runbook past its review date"
         MENTIONED = "mentioned", "Mentioned in a comment"
+        HANDED_OFF = "handed_off", "Handed off to you"
 
     recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+",

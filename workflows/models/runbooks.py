@@ -234,6 +234,11 @@ class Runbook(RunbookContent):
     def is_stale(self) -> bool:
         return self.review_by is not None and self.review_by < timezone.localdate()
 
+    @property
+    def stale_owner_told(self) -> bool:
+        """Its owner has been notified of this review date (by the sweep's ``tell_owner_stale``)."""
+        return self.owner_id is not None and self.review_by is not None and self.stale_notified_for == self.review_by
+
     @classmethod
     def announce_stale(cls, today: datetime.date | None = None) -> int:
         """Tell the owner of each runbook past its review date, once per review date (the sweep calls it)."""

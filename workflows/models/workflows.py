@@ -88,12 +88,18 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
         if not text:
             return self.none()
         exact = Q(external_id__iexact=text) | Q(agent__name__iexact=text)
-        if text.isdigit() and int(text) <= 2_147_483_647:
-            exact |= Q(pk=int(text))
+        if (pk := workflow_id_in(text)) is not None:
+            exact |= Q(pk=pk)
         loose = Q(external_id__icontains=text) | Q(title__icontains=text)
         return (self.filter(exact | loose).select_related("agent", "owner")
                 .annotate(exact_match=models.Case(models.When(exact, then=0), default=1))
                 .order_by("exact_match", "-last_activity_at", "-pk"))
+
+
+def workflow_id_in(text: str) -> int | None:
+    """The workflow id a search names: ``19`` or ``#19`` (how the console writes ids), else None."""
+    digits = text.strip().removeprefix("#").strip()
+    return int(digits) if digits.isdigit() and digits.isascii() and int(digits) <= 2_147_483_647 else None
 
 
 class Workflow(Stateful):

@@ -6,8 +6,10 @@ import signal
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.urls import reverse
 
 from demo.fleet import Fleet, agents_file, load_agents
+from demo.signin import sign_in_lines
 
 
 class Command(BaseCommand):
@@ -37,6 +39,15 @@ class Command(BaseCommand):
                                  "ledgers page switches it.")
         parser.add_argument("--reconcile-interval", type=float, default=30.0,
                             help="Seconds between two looks for paused and orphaned runs to pick up again.")
+
+    def sign_in_again(self, console: str) -> None:
+        """Everything is up: say again where to sign in, below the processes' start-up logs."""
+        self.stdout.write("")
+        self.stdout.write("The demo fleet is up: sign in and watch it.")
+        for line in sign_in_lines(console.rstrip("/") + reverse("login")):
+            self.stdout.write(line)
+        self.stdout.write("")
+        self.stdout.flush()
 
     def handle(self, *args: Any, console: str, port: int, agents: int | None, interval: float, max_open: int,
                seed: int | None, fault_rate: float, step_delay: float, total: int | None, poll_interval: float,
@@ -70,5 +81,6 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         fleet.start()
+        self.sign_in_again(console)
         fleet.wait()
         fleet.shutdown()

@@ -24,11 +24,12 @@ from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from demo import history
+from demo.signin import USERS, sign_in_lines
 from demo.store import demo_dir
 from workflows.models import Agent, Channel, EscalationLevel, Reason, Runbook, SLAPolicy, hash_token
 
 ROLES = ("operator", "tpm", "admin")
-USERS = (("operator", "operator"), ("tpm", "tpm"), ("admin", "admin"))  # username, role
 # The polling agent second, so that `run_demo_fleet --agents 2` still exercises both delivery paths.
 AGENTS = (
     ("support-bot", "refund", True, "Support agent: refunds for tickets (the worked example)."),
@@ -69,6 +70,12 @@ def runbooks(fleet_port: int) -> list[dict[str, Any]]:
          "workflow_kind": "billing_dispute", "reason": Reason.TOOL_ERROR, "url": ledgers,
          "body": UNKNOWN_EFFECT_BODY.replace("the refund T-1042:refund", "the credit INV-1042:credit"),
          "sla_target_minutes": 20, "sla_warning_minutes": 5},
+        {"slug": "billing-model-timeout-four-eyes", "title": "Billing dispute: the model timed out (four eyes)",
+         "workflow_kind": "billing_dispute", "reason": Reason.MODEL_TIMEOUT, "requires_four_eyes": True,
+         "body": "The model died while deciding a credit. A credit moves money: your decision is a proposal until a "
+                 "second operator approves it (four eyes). Check the invoice and the committed effects, propose, "
+                 "and ask a colleague to approve it from the Awaiting approval tab.",
+         "sla_target_minutes": 45, "sla_warning_minutes": 15},
         {"slug": "untrusted-output", "title": "A tool answered garbage", "reason": Reason.UNTRUSTED_OUTPUT,
          "body": "A tool answered something that does not parse (shown escaped in the trajectory). The agent "
                  "did not act on it. Retry the step when the upstream looks healthy again; hand off if it "
@@ -102,19 +109,28 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000, help="Port of the console (for the login URL).")
         parser.add_argument("--fleet-port", type=int, default=8765, help="Port of the demo fleet's resume server.")
+        parser.add_argument("--history-days", type=int, default=history.DAYS,
+                            help="Days of recorded history before today, once (0: none).")
 
-    def handle(self, *args: Any, port: int, fleet_port: int, **options: Any) -> None:
+    def handle(self, *args: Any, port: int, fleet_port: int, history_days: int = history.DAYS, **options: Any) -> None:
         users_path, agents_path = demo_dir() / "users.json", demo_dir() / "agents.json"
         passwords = read_json(users_path)
         with transaction.atomic():
             users, new_passwords = self.seed_users(passwords)
             self.seed_runbooks(fleet_port, escalate_to=users["admin"], operators=Group.objects.get(name="operator"))
-            self.seed_channels(users)
             agents, rotated = self.seed_agents(read_json(agents_path), fleet_port, owner=users["operator"])
+        # Before the channels exist: three weeks of notifications are history, not emails to send today.
+        recorded = history.seed(operator=users["operator"], second=users["admin"], tpm=users["tpm"], days=history_days,
+                                agents=list(Agent.objects.filter(name__in=[name for name, *_ in AGENTS]).order_by("pk")))
+        with transaction.atomic():
+            self.seed_channels(users)
         if new_passwords:
             write_private(users_path, {**passwords, **new_passwords})
         write_private(agents_path, {"console": f"http://127.0.0.1:{port}", "agents": agents})
         self.report({**passwords, **new_passwords}, users, agents, rotated, port, users_path, agents_path)
+        if recorded:
+            self.stdout.write(f"Recorded {recorded} workflows of demo history over the last {history_days} days "
+                              "(the TPM pages' trends, breaches, readiness and staffing).")
 
     def seed_users(self, passwords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         User = get_user_model()
@@ -204,12 +220,11 @@ class Command(BaseCommand):
         except NoReverseMatch:
             login = "/"
         write = self.stdout.write
-        write(f"Demo logins (dev only; kept in {users_path}): http://127.0.0.1:{port}{login}")
-        write(f"  {'user':<10}{'role':<10}password")
-        for username, role in USERS:
-            shown = passwords.get(username) or f"(not on file: manage.py changepassword {username})"
-            write(f"  {username:<10}{role:<10}{shown}")
+        for line in sign_in_lines(f"http://127.0.0.1:{port}{login}", passwords):
+            write(line)
         write(f"Demo agents (tokens in {agents_path}" + (f"; rotated: {', '.join(rotated)}" if rotated else "") + "):")
+        name_width = max(len(entry["name"]) for entry in agents) + 2  # the longest name still has a space after it
+        kind_width = max(len(entry["kind"]) for entry in agents) + 2
         for entry in agents:
             how = f"resume URL {entry['resume_url']}" if entry["resume_url"] else "polls for decisions"
-            write(f"  {entry['name']:<13}{entry['kind']:<17}{how}")
+            write(f"  {entry['name']:<{name_width}}{entry['kind']:<{kind_width}}{how}")
