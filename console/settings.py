@@ -308,9 +308,14 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = TIME_ZONE
 
 def _is_quiet_get(record: Any) -> bool:
-    """A dev-server access line for a GET that succeeded (``"GET /… HTTP/1.1" 200 …``)."""
+    """A dev-server access line that carries no news for the person at the terminal: a GET that succeeded
+    (``"GET /… HTTP/1.1" 200 …``, the pages' polls), or any agent API call that succeeded (the demo fleet
+    reports a step every few seconds). People's POSTs (claims, decisions) and every 4xx/5xx still show."""
     args = record.args if isinstance(record.args, tuple) else ()
-    return len(args) >= 2 and str(args[0]).startswith(("GET ", "HEAD ")) and str(args[1])[:1] in "23"
+    if len(args) < 2 or str(args[1])[:1] not in "23":
+        return False
+    method, _, rest = str(args[0]).partition(" ")
+    return method in ("GET", "HEAD") or rest.startswith("/api/")
 
 
 # make run: the demo ledgers (the simulated payment, ticket and messaging systems), linked from the nav

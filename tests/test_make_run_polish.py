@@ -56,6 +56,10 @@ def test_the_dev_server_logs_posts_and_errors_but_not_successful_gets(settings):
     assert not _is_quiet_get(record("POST /checkpoints/4/claim/ HTTP/1.1", "302"))
     assert not _is_quiet_get(record("GET /checkpoints/4/ HTTP/1.1", "500"))
     assert not _is_quiet_get(record("GET /nope/ HTTP/1.1", "404"))
+    # The demo fleet's step reports are quiet when they succeed; an agent API error still shows.
+    assert _is_quiet_get(record("POST /api/v1/workflows/7/steps HTTP/1.1", "201"))
+    assert not _is_quiet_get(record("POST /api/v1/workflows/7/steps HTTP/1.1", "422"))
+    assert not _is_quiet_get(record("POST /runbooks/api/ HTTP/1.1", "302"))
 
 
 def _console_url(**env: str) -> str:
