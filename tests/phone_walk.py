@@ -1,0 +1,70 @@
+"""Every page of the URLconf, as the paths one role may open: what the 390 px walk visits.
+
+The routes come from ``console.roles.url_rules`` (the same walk as tests/test_access_rules.py), never
+from a hand list. A route's parameters are filled from real objects: ``FILL`` says, per console URL
+name, which object of ``objects`` stands behind each parameter; the Django admin's routes take the
+first object of their ModelAdmin's model. A console route with parameters and no entry in ``FILL``
+is visited with every parameter ``1``: an action (POST only) answers 405 and is skipped, a page
+answers 404 and the walk fails, saying to add it here (and to make the data it needs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from console.roles import ADMIN_SITE, url_rules
+
+Objects = dict[str, Any]  # "checkpoint", "workflow", "replay", "runbook", "decision", "notification"
+
+FILL: dict[str, Callable[[Objects], dict[str, Any]]] = {
+    "workbench": lambda o: {"pk": o["checkpoint"].pk},
+    "workflow": lambda o: {"pk": o["workflow"].pk},
+    "replay": lambda o: {"pk": o["replay"].pk},
+    "runbook": lambda o: {"pk": o["runbook"].pk},
+    "runbook_edit": lambda o: {"pk": o["runbook"].pk},
+    "runbook_diff": lambda o: {"pk": o["runbook"].pk},
+    "runbook_version": lambda o: {"pk": o["runbook"].pk,
+                                  "number": o["runbook"].versions.order_by("-number").first().number},
+    "resume_export": lambda o: {"table": "headline"},  # a CSV: measured only if it ever answers HTML
+}
+SKIPPED = ("logout",)  # POST only (405) anyway; a GET that signed out would end the walk
+
+
+def _fill(route: str, values: dict[str, Any]) -> str:
+    def value(match: re.Match[str]) -> str:
+        return str(values.get(match.group("name"), 1))
+
+    # Regex routes of the admin first: ^(?P<app_label>auth|workflows)/$ -> the first choice
+    path = re.sub(r"\(\?P<\w+>([^)]*)\)", lambda m: m.group(1).split("|")[0], route)
+    path = re.sub(r"<(?:\w+:)?(?P<name>\w+)>", value, path)
+    return "/" + path.replace("^", "").replace("$", "")
+
+
+def _admin_values(view: Any, objects: Objects) -> dict[str, Any] | None:
+    from django.contrib.contenttypes.models import ContentType
+
+    model_admin = getattr(view, "model_admin", None)
+    if model_admin is not None:
+        first = model_admin.model._default_manager.order_by("pk").first()
+        return {"object_id": first.pk if first is not None else 1, "id": first.pk if first is not None else 1}
+    checkpoint = objects["checkpoint"]
+    return {"content_type_id": ContentType.objects.get_for_model(checkpoint).pk, "object_id": checkpoint.pk}
+
+
+def pages(principal: str, objects: Objects) -> Iterator[tuple[str, str]]:
+    """(path, URL name) of every route the role may open, its parameters filled from ``objects``."""
+    for route, name, view, rule in url_rules():
+        if rule is None or not rule.allows(principal) or name.split(":")[-1] in SKIPPED:
+            continue
+        if name.startswith("api:") or route.startswith(("api/", "healthz", "metrics")):
+            continue  # machines' endpoints (JSON, text), not pages
+        if rule is ADMIN_SITE or name.startswith("admin:"):
+            if ".*" in route:
+                continue  # the admin's catch-all: a 404 for any path the others do not take
+            values = _admin_values(view, objects) or {}
+        else:
+            short = name.split(":")[-1]
+            values = FILL[short](objects) if short in FILL else {}
+        yield _fill(route, values), name
