@@ -68,3 +68,23 @@ def pages(principal: str, objects: Objects) -> Iterator[tuple[str, str]]:
             short = name.split(":")[-1]
             values = FILL[short](objects) if short in FILL else {}
         yield _fill(route, values), name
+
+
+# Words a browser broke across two lines (“notify_custome r”, “12/1 2”) under the elements ``selector`` finds:
+# each word of every text node there, measured on its own; a word wrapped whole onto the next line is fine.
+BROKEN_WORDS = """selector => {
+  const broken = [];
+  for (const root of document.querySelectorAll(selector)) {
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return broken;
+}"""
