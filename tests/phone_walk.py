@@ -71,13 +71,14 @@ def pages(principal: str, objects: Objects) -> Iterator[tuple[str, str]]:
 
 
 # Words a browser broke across two lines (“notify_custome r”, “12/1 2”) under the elements ``selector`` finds:
-# each word of every text node there, measured on its own; a word wrapped whole onto the next line is fine.
+# each word of every text node there, measured on its own; a word wrapped whole onto the next line is fine, and
+# so is a line ending after a hyphen or a slash ("support-" / "bot").
 BROKEN_WORDS = """selector => {
   const broken = [];
   for (const root of document.querySelectorAll(selector)) {
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-      for (const match of node.data.matchAll(/\\S+/g)) {
+      for (const match of node.data.matchAll(/[^\\s\\/-]+[\\/-]?/g)) {  // a line may end after "-" or "/"
         const range = document.createRange();
         range.setStart(node, match.index);
         range.setEnd(node, match.index + match[0].length);
@@ -88,3 +89,10 @@ BROKEN_WORDS = """selector => {
   }
   return broken;
 }"""
+
+
+# What sticks out past the window: the outermost elements whose right edge passes it, for a failure message.
+CULPRITS = """() => [...document.querySelectorAll("body *")]
+    .filter(el => el.getBoundingClientRect().right > innerWidth + 1
+                  && el.parentElement.getBoundingClientRect().right <= innerWidth + 1).slice(0, 5)
+    .map(el => `${el.tagName.toLowerCase()}.${[...el.classList].join(".")} to ${Math.round(el.getBoundingClientRect().right)} px`)"""

@@ -19,7 +19,7 @@ from django.utils import timezone
 from console.roles import ADMIN, OPERATOR, TPM
 from tests.browser_fixtures import login
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
-from tests.phone_walk import pages
+from tests.phone_walk import CULPRITS, pages
 from tests.recovery_histories import build_history
 from tests.replaytools import ReplayRuntime
 from workflows import tasks
@@ -39,10 +39,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PHONE = {"width": 390, "height": 844}
 WIDTH = "() => document.documentElement.scrollWidth"
-# What sticks out: the outermost elements whose right edge passes the window, for the failure message.
-CULPRITS = """() => [...document.querySelectorAll("body *")].filter(el => el.getBoundingClientRect().right > 391
-    && el.parentElement.getBoundingClientRect().right <= 391).slice(0, 5)
-    .map(el => `${el.tagName.toLowerCase()}.${[...el.classList].join(".")} to ${Math.round(el.getBoundingClientRect().right)} px`)"""
 
 
 def _every_kind_of_page(runtime, alice, bob, tess, adam):  # noqa: PLR0913 - the data of every page
