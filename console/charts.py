@@ -269,18 +269,30 @@ def bar_chart(title: str, bars: Sequence[Bar], *, fmt: Callable[[float], str] = 
 def heatmap(title: str, row_labels: Sequence[str], column_labels: Sequence[str],
             values: Sequence[Sequence[float | None]], *, fmt: Callable[[float], str] = count,
             flagged: set[tuple[int, int]] | None = None, notes: Sequence[Sequence[str]] | None = None,
-            cell: int = 22, legend: str = "") -> SafeString:
-    """A grid (e.g. the hour-of-week: 7 rows of 24 hours); flagged cells get a red outline."""
+            cell: int = 22, legend: str = "", unit: str = "") -> SafeString:
+    """A grid (e.g. the hour-of-week: 7 rows of 24 hours); flagged cells get a red outline.
+
+    Under it, the colour scale: up to five swatches from the lightest (0) to the darkest (the peak), each with
+    its value, and a sentence saying what the shades mean in ``unit`` (also in the description, for a
+    screen reader)."""
     flagged = flagged or set()
     label_w, top = 44, 20
     width = label_w + cell * len(column_labels) + 4
-    height = top + cell * len(row_labels) + (18 if legend else 4)
+    grid_bottom = top + cell * len(row_labels)
+    scale_h = 46
+    height = grid_bottom + scale_h + (18 if legend else 4)
+    peak = max((v or 0 for row in values for v in row), default=0) or 1
+    meaning = f"Colour: darker is more {unit or 'in that cell'}, from {fmt(0)} to {fmt(peak)}"
     cells = [f"{r} {c}: {fmt(v)}" + (" (flagged)" if (i, j) in flagged else "")
              for i, (r, row) in enumerate(zip(row_labels, values, strict=False))
              for j, (c, v) in enumerate(zip(column_labels, row, strict=False)) if v]
-    desc = (f"{len(flagged)} flagged cells. " if flagged else "") + ("; ".join(cells) or "no data")
+    desc = ((f"{len(flagged)} flagged cells. " if flagged else "") + f"{meaning}. "
+            + ("; ".join(cells) or "no data"))
     _uid, svg = _open("heatmap", title, desc, width, height)
-    peak = max((v or 0 for row in values for v in row), default=0) or 1
+
+    def shade(v: float) -> float:
+        return 0.06 + 0.94 * (v / peak)
+
     parts = [svg]
     for j, label in enumerate(column_labels):
         if j % 3 == 0:
@@ -292,14 +304,24 @@ def heatmap(title: str, row_labels: Sequence[str], column_labels: Sequence[str],
                      f'{escape(label)}</text>')
         for j, v in enumerate(values[i]):
             x = label_w + cell * j
-            shade = 0.06 + 0.94 * ((v or 0) / peak)
             note = notes[i][j] if notes else ""
             tip = f"{label} {column_labels[j]}: {fmt(v or 0)}" + (f" — {note}" if note else "")
             outline = ' stroke="#dc2626" stroke-width="2"' if (i, j) in flagged else ' stroke="#fff"'
             css = "chart-cell chart-flagged" if (i, j) in flagged else "chart-cell"
             parts.append(f'<rect class="{css}" x="{x + 1}" y="{y + 1}" width="{cell - 2}" height="{cell - 2}" '
-                         f'fill="{PALETTE[0]}" fill-opacity="{shade:.2f}"{outline}><title>{escape(tip)}</title>'
+                         f'fill="{PALETTE[0]}" fill-opacity="{shade(v or 0):.2f}"{outline}><title>{escape(tip)}</title>'
                          f'</rect>')
+    y = grid_bottom + 8
+    steps: dict[str, float] = {}
+    for k in range(5):  # a value the format would repeat (0.25 of a count reads "0") is one swatch
+        steps.setdefault(fmt(peak * k / 4), peak * k / 4)
+    for k, v in enumerate(steps.values()):
+        x = label_w + k * (cell * 2)
+        parts.append(f'<g class="chart-scale"><rect x="{x}" y="{y}" width="{cell * 2 - 2}" height="10" '
+                     f'fill="{PALETTE[0]}" fill-opacity="{shade(v):.2f}" stroke="#d1d5db"/>'
+                     f'<text class="chart-axis" x="{x + cell - 1}" y="{y + 22}" text-anchor="middle">'
+                     f'{escape(fmt(v))}</text></g>')
+    parts.append(f'<text class="chart-legend" x="{label_w}" y="{y + 36}">{escape(meaning)}</text>')
     if legend:
         parts.append(f'<text class="chart-legend" x="{label_w}" y="{height - 4}">{escape(legend)}</text>')
     parts.append("</svg>")

@@ -278,6 +278,13 @@ def readiness(request: HttpRequest) -> HttpResponse:
     })
 
 
+@dataclass(frozen=True)
+class Heatmap:
+    testid: str
+    title: str  # shown above the picture (the SVG's own <title> is read by screen readers only)
+    chart: Any
+
+
 @reviewer
 @require_GET
 def staffing_budget(request: HttpRequest) -> HttpResponse:
@@ -294,16 +301,18 @@ def staffing_budget(request: HttpRequest) -> HttpResponse:
              for row in budget.cells]
     context = {
         "filters": filters, "budget": budget, "level": level, "choices": rollups.choices(),
-        "needed_map": charts.heatmap("Operators needed per hour of the week (UTC)", staffing.DAYS, hours,
-                                     [[c.needed for c in row] for row in budget.cells], flagged=under, notes=notes,
-                                     legend="Red outline: fewer operators worked than needed."),
-        "worked_map": charts.heatmap("Operators who worked per hour of the week (UTC, average per week)",
-                                     staffing.DAYS, hours, [[c.worked for c in row] for row in budget.cells],
-                                     fmt=lambda v: f"{v:.1f}"),
-        "arrivals_map": charts.heatmap("Checkpoints opened per hour of the week (UTC, average per week)",
-                                       staffing.DAYS, hours, [[c.arrivals_per_hour for c in row]
-                                                              for row in budget.cells],
-                                       fmt=lambda v: f"{v:.2f}"),
+        "heatmaps": [Heatmap(testid, title, charts.heatmap(title, staffing.DAYS, hours, values, **options))
+                     for testid, title, values, options in (
+            ("staffing-heatmap", "Operators needed per hour of the week (UTC)",
+             [[c.needed for c in row] for row in budget.cells],
+             {"flagged": under, "notes": notes, "unit": "operators needed",
+              "legend": "Red outline: fewer operators worked than needed."}),
+            ("arrivals-heatmap", "Checkpoints opened per hour of the week (UTC, average per week)",
+             [[c.arrivals_per_hour for c in row] for row in budget.cells],
+             {"fmt": lambda v: f"{v:.2f}", "unit": "checkpoints opened"}),
+            ("worked-heatmap", "Operators who worked per hour of the week (UTC, average per week)",
+             [[c.worked for c in row] for row in budget.cells], {"fmt": lambda v: f"{v:.1f}", "unit": "operators"}),
+        )],
         "under": [(staffing.DAYS[d], h, budget.cells[d][h]) for d, h in budget.under_staffed],
         "query": urlencode(filters.as_query()),
     }

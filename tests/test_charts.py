@@ -124,3 +124,17 @@ def test_a_chart_with_too_little_for_a_trend_says_so():
     empty = [t.text for t in svg.iter(f"{SVG}text") if t.get("class") == "chart-empty"]
     assert empty == ["Only one day with data so far (Tue): a trend needs two or more"]
     assert svg.find(f"{SVG}desc").text.startswith("Only one day with data so far")
+
+
+def test_a_heatmap_says_what_its_colours_mean_with_the_values_of_its_scale():
+    svg = parse(charts.heatmap("Operators needed", ["Mon", "Tue"], ["00", "01"], [[0, 1], [2, 4]],
+                               unit="operators needed"))
+    one = parse(charts.heatmap("Operators needed", ["Mon"], ["00", "01"], [[0, 1]], unit="operators needed"))
+    assert [g.find(f"{SVG}text").text for g in one.findall(f"{SVG}g[@class='chart-scale']")] == ["0", "1"]
+    scale = svg.findall(f"{SVG}g[@class='chart-scale']")
+    assert [g.find(f"{SVG}text").text for g in scale] == ["0", "1", "2", "3", "4"]
+    shades = [float(g.find(f"{SVG}rect").get("fill-opacity")) for g in scale]
+    assert shades == sorted(shades) and shades[0] < shades[-1]  # lightest at 0, darkest at the peak
+    sentence = "Colour: darker is more operators needed, from 0 to 4"
+    assert sentence in [t.text for t in svg.iter(f"{SVG}text")]
+    assert sentence in svg.find(f"{SVG}desc").text
