@@ -30,5 +30,6 @@ def test_readiness_breaks_no_word_and_lists_each_finding_once(browser, live_serv
         text = page.locator("main").inner_text()
         assert {finding: text.count(finding) for finding in findings} == dict.fromkeys(findings, 1)
         assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"]
+        page.screenshot(path=f"/tmp/shots/readiness-{viewport['width']}.png", full_page=True)
     finally:
         context.close()
