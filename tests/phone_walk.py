@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from console.roles import ADMIN_SITE, url_rules
+from access.rules import ADMIN_SITE, url_rules
 
 Objects = dict[str, Any]  # "checkpoint", "workflow", "replay", "runbook", "decision", "notification"
 

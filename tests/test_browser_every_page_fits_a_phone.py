@@ -41,7 +41,7 @@ PHONE = {"width": 390, "height": 844}
 WIDTH = "() => document.documentElement.scrollWidth"
 
 
-def _every_kind_of_page(runtime, alice, bob, tess, adam):  # noqa: PLR0913 - the data of every page
+def _every_kind_of_page(runtime, alice, bob, tess, adam):
     build_history(operator=alice, other=bob, owner=adam)  # the resume dashboard, readiness, staffing
     workflow = runtime.recorded_workflow("T-4242", owner=alice)
     drifted = Checkpoint.open_for(workflow, reason="provider_change", at_seq=7,
