@@ -1,6 +1,6 @@
 """Every page of the URLconf, as the paths one role may open: what the 390 px walk visits.
 
-The routes come from ``console.roles.url_rules`` (the same walk as tests/test_access_rules.py), never
+The routes come from ``access.rules.url_rules`` (the same walk as tests/test_access_rules.py), never
 from a hand list. A route's parameters are filled from real objects: ``FILL`` says, per console URL
 name, which object of ``objects`` stands behind each parameter; the Django admin's routes take the
 first object of their ModelAdmin's model. A console route with parameters and no entry in ``FILL``
