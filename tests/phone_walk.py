@@ -78,6 +78,7 @@ BROKEN_WORDS = """selector => {
   for (const root of document.querySelectorAll(selector)) {
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.parentElement.checkVisibility()) continue;  // in a closed <details>: laid out, not shown
       for (const match of node.data.matchAll(/[^\\s\\/-]+[\\/-]?/g)) {  // a line may end after "-" or "/"
         const range = document.createRange();
         range.setStart(node, match.index);

@@ -6,7 +6,8 @@ never from a hand list, and are opened with the data they show in use: a claimed
 an unknown refund and a comment, a replayed workflow with a drift, a runbook with two versions, a
 history behind the TPM pages, a breach with its reason, notifications, and an object of every
 model the admin lists. One browser, one context per role (operator, TPM, admin), the data made once.
-A table may scroll inside its own box (``overflow-x: auto``): that does not widen the page.
+A table may scroll inside its own box (``overflow-x: auto``): that does not widen the page. No word of a
+table or of shown JSON is broken mid-word to make it fit (the replay's JSON was: "ticke t").
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.utils import timezone
 from console.roles import ADMIN, OPERATOR, TPM
 from tests.browser_fixtures import login
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
-from tests.phone_walk import CULPRITS, pages
+from tests.phone_walk import BROKEN_WORDS, CULPRITS, pages
 from tests.recovery_histories import build_history
 from tests.replaytools import ReplayRuntime
 from workflows import tasks
@@ -83,7 +84,7 @@ def replaying(db, tmp_path):
 
 def test_every_page_fits_a_390_px_phone_for_every_role(browser, live_server, replaying, alice, bob, tess, adam):
     objects = _every_kind_of_page(replaying, alice, bob, tess, adam)
-    too_wide, missing, measured = [], [], 0
+    wrong, missing, measured = [], [], 0
     for role, user in ((OPERATOR, alice), (TPM, tess), (ADMIN, adam)):
         context = browser.new_context(base_url=live_server.url, viewport=PHONE, is_mobile=True, has_touch=True)
         try:
@@ -100,9 +101,11 @@ def test_every_page_fits_a_390_px_phone_for_every_role(browser, live_server, rep
                 measured += 1
                 width = page.evaluate(WIDTH)
                 if width > PHONE["width"]:
-                    too_wide.append(f"{path} ({name}) as {role}: {width} px; {', '.join(page.evaluate(CULPRITS))}")
+                    wrong.append(f"{path} ({name}) as {role}: {width} px; {', '.join(page.evaluate(CULPRITS))}")
+                if broken := page.evaluate(BROKEN_WORDS, "main .grid td, main pre"):  # JSON or a table, mid-word
+                    wrong.append(f"{path} ({name}) as {role}: words broken mid-word: {broken[:5]}")
         finally:
             context.close()
     assert not missing, "\n".join(missing)
-    assert not too_wide, "\n".join(too_wide)
+    assert not wrong, "\n".join(wrong)
     assert measured > 100, measured  # the console's pages for three roles and the admin's for one
