@@ -206,7 +206,7 @@ def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) ->
         figures[f"by_{name}"] = charts.bar_chart(title, bars, width=640)
     figures["hour_of_week"] = charts.heatmap(
         "Breaches by hour of week (UTC)", WEEKDAYS, [f"{h:02d}" for h in range(24)],
-        metrics.breaches_by_hour_of_week(breaches), legend="darker: more breaches in that hour")
+        metrics.breaches_by_hour_of_week(breaches), unit="breaches")
     return {"cards": cards, "charts": figures,
             "previous": {"start": before.start, "end": before.end}}
 

@@ -34,9 +34,12 @@ class Line:
 @dataclass(frozen=True)
 class Bar:
     label: str
-    value: float
+    value: float | None   # None: nothing to measure (a share of zero workflows), drawn as "no data", not 0
     href: str = ""        # a drill-down link; escaped like the rest
     note: str = ""        # extra tooltip text, e.g. "12 of 40"
+
+
+NO_DATA = "no data"
 
 
 def percent(value: float) -> str:
@@ -76,26 +79,59 @@ def _open(kind: str, title: str, desc: str, width: int, height: int) -> tuple[st
     return uid, head
 
 
-def _legend(names: Sequence[str], x: float, y: float, colours: Sequence[str] = PALETTE) -> str:
-    parts, offset = [], 0.0
+LEGEND_ROW = 16
+
+
+def _legend_width(name: str) -> float:
+    return 24 + 7 * len(name)  # the swatch, a gap, and 7 units a character (11 px text is narrower)
+
+
+def _legend_rows(names: Sequence[str], x: float, width: float) -> list[list[int]]:
+    """The series' indexes laid out in rows that each fit between ``x`` and ``width``: a legend wraps
+    instead of running past the picture (where its last series vanished)."""
+    rows: list[list[int]] = [[]]
+    used = 0.0
     for i, name in enumerate(names):
-        colour = colours[i % len(colours)]
-        parts.append(f'<rect class="chart-s{i + 1}" x="{x + offset:.1f}" y="{y - 9}" width="10" height="10" '
-                     f'fill="{colour}"/><text class="chart-legend" x="{x + offset + 14:.1f}" y="{y}">'
-                     f'{escape(name)}</text>')
-        offset += 24 + 7 * len(name)
+        if rows[-1] and x + used + _legend_width(name) > width:
+            rows.append([])
+            used = 0.0
+        rows[-1].append(i)
+        used += _legend_width(name)
+    return rows
+
+
+def _legend(names: Sequence[str], x: float, y: float, colours: Sequence[str] = PALETTE,
+            width: float = float("inf")) -> str:
+    parts = []
+    for r, row in enumerate(_legend_rows(names, x, width)):
+        offset = 0.0
+        for i in row:
+            colour, top = colours[i % len(colours)], y + r * LEGEND_ROW
+            parts.append(f'<rect class="chart-s{i + 1}" x="{x + offset:.1f}" y="{top - 9}" width="10" height="10" '
+                         f'fill="{colour}"/><text class="chart-legend" x="{x + offset + 14:.1f}" y="{top}">'
+                         f'{escape(names[i])}</text>')
+            offset += _legend_width(names[i])
     return "".join(parts)
+
+
+def _note(text: str, left: float, top: float, plot_w: float, plot_h: float) -> str:
+    """A sentence across the middle of the plot, for a chart with too little to draw."""
+    return (f'<text class="chart-empty" x="{left + plot_w / 2:.1f}" y="{top + plot_h / 2:.1f}" '
+            f'text-anchor="middle">{escape(text)}</text>') if text else ""
 
 
 def line_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
                fmt: Callable[[float], str] = count, y_max: float | None = None, area: bool = False,
-               width: int = 640, height: int = 220) -> SafeString:
-    """Lines (or areas) over time. ``y_max`` fixes the scale, e.g. 1.0 for shares."""
-    desc = "; ".join(f"{line.name}: " + ", ".join(
+               width: int = 640, height: int = 220, note: str = "") -> SafeString:
+    """Lines (or areas) over time. ``y_max`` fixes the scale, e.g. 1.0 for shares; ``note`` is said across
+    the plot (and first to a screen reader), e.g. that one day of data draws no trend."""
+    desc = (f"{note}. " if note else "") + "; ".join(f"{line.name}: " + ", ".join(
         f"{x} {fmt(v) if v is not None else 'no data'}" for x, v in zip(x_labels, line.values, strict=False))
         for line in lines)
-    _uid, svg = _open("line", title, desc, width, height)
     left, right, top, bottom = 48, 12, 26, 28
+    extra = LEGEND_ROW * (len(_legend_rows([line.name for line in lines], left, width - right)) - 1)
+    top, height = top + extra, height + extra
+    _uid, svg = _open("line", title, desc, width, height)
     plot_w, plot_h = width - left - right, height - top - bottom
     values = [v for line in lines for v in line.values if v is not None]
     top_value = y_max if y_max is not None else _axis_max(max(values, default=0), fmt)
@@ -107,8 +143,8 @@ def line_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
     def y_at(v: float) -> float:
         return top + plot_h - plot_h * (v / top_value if top_value else 0)
 
-    parts = [svg, _legend([line.name for line in lines], left, 14),
-             *_y_grid(top_value, y_at, left, width - right, fmt)]
+    parts = [svg, _legend([line.name for line in lines], left, 14, width=width - right),
+             *_y_grid(top_value, y_at, left, width - right, fmt), _note(note, left, top, plot_w, plot_h)]
     parts += [_x_label(label, x_at(i), height) for i, label in enumerate(x_labels) if _labelled(i, n)]
     for s, line in enumerate(lines):
         colour = PALETTE[s % len(PALETTE)]
@@ -166,19 +202,22 @@ def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:
 
 def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
                  fmt: Callable[[float], str] = count, width: int = 640, height: int = 220,
-                 colours: Sequence[str] = PALETTE) -> SafeString:
+                 colours: Sequence[str] = PALETTE, note: str = "") -> SafeString:
     """Grouped columns per bucket, e.g. launches next to resumes; ``colours`` per series, in order."""
-    desc = "; ".join(f"{line.name}: " + ", ".join(
+    desc = (f"{note}. " if note else "") + "; ".join(f"{line.name}: " + ", ".join(
         f"{x} {fmt(v or 0)}" for x, v in zip(x_labels, line.values, strict=False)) for line in lines)
-    _uid, svg = _open("columns", title, desc, width, height)
     left, right, top, bottom = 48, 12, 26, 28
+    extra = LEGEND_ROW * (len(_legend_rows([line.name for line in lines], left, width - right)) - 1)
+    top, height = top + extra, height + extra
+    _uid, svg = _open("columns", title, desc, width, height)
     plot_w, plot_h = width - left - right, height - top - bottom
     top_value = _axis_max(max((v or 0 for line in lines for v in line.values), default=0), fmt)
     n, k = max(len(x_labels), 1), max(len(lines), 1)
     slot = plot_w / n
     bar_w = max(1.0, (slot * 0.8) / k)
-    parts = [svg, _legend([line.name for line in lines], left, 14, colours),
-             *_y_grid(top_value, lambda v: top + plot_h - plot_h * v / top_value, left, width - right, fmt)]
+    parts = [svg, _legend([line.name for line in lines], left, 14, colours, width - right),
+             *_y_grid(top_value, lambda v: top + plot_h - plot_h * v / top_value, left, width - right, fmt),
+             _note(note, left, top, plot_w, plot_h)]
     for i, label in enumerate(x_labels):
         if _labelled(i, n):
             parts.append(_x_label(label, left + slot * (i + 0.5), height))
@@ -196,25 +235,30 @@ def column_chart(title: str, x_labels: Sequence[str], lines: Sequence[Line], *,
 def bar_chart(title: str, bars: Sequence[Bar], *, fmt: Callable[[float], str] = count,
               max_value: float | None = None, width: int = 420, row: int = 24) -> SafeString:
     """Horizontal bars, one per label, optionally linking to a drill-down."""
-    desc = "; ".join(f"{b.label}: {fmt(b.value)}" + (f" ({b.note})" if b.note else "") for b in bars) or "no data"
+    def said(b: Bar) -> str:
+        return NO_DATA if b.value is None else fmt(b.value)
+
+    desc = "; ".join(f"{b.label}: {said(b)}" + (f" ({b.note})" if b.note else "") for b in bars) or "no data"
     label_w, value_w = 150, 64
     height = max(row * len(bars), row) + 8
     _uid, svg = _open("bars", title, desc, width, height)
-    top_value = max_value if max_value is not None else _nice_max(max((b.value for b in bars), default=0))
+    top_value = max_value if max_value is not None else _nice_max(max((b.value or 0 for b in bars), default=0))
     plot_w = width - label_w - value_w
     parts = [svg]
     if not bars:
         parts.append(f'<text class="chart-empty" x="4" y="{row - 6}">No data in this period</text>')
     for i, b in enumerate(bars):
         y = 4 + i * row
-        w = plot_w * (b.value / top_value if top_value else 0)
+        w = plot_w * ((b.value or 0) / top_value if top_value else 0)
         label = b.label if len(b.label) <= 20 else b.label[:19] + "…"  # what fits left of the bars
-        tip = f"{b.label}: {fmt(b.value)}" + (f" ({b.note})" if b.note else "")
+        tip = f"{b.label}: {said(b)}" + (f" ({b.note})" if b.note else "")
+        bar = "" if b.value is None else (f'<rect class="chart-bar chart-s1" x="{label_w}" y="{y + 3}" '
+                                          f'width="{max(w, 1):.1f}" height="{row - 8}" fill="{PALETTE[0]}"/>')
+        value_class = "chart-value chart-no-data" if b.value is None else "chart-value"
         mark = (f'<text class="chart-label" x="{label_w - 6}" y="{y + row * 0.65:.1f}" text-anchor="end">'
-                f'{escape(label)}</text><rect class="chart-bar chart-s1" x="{label_w}" y="{y + 3}" '
-                f'width="{max(w, 1):.1f}" height="{row - 8}" fill="{PALETTE[0]}"/>'
-                f'<text class="chart-value" x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">'
-                f'{escape(fmt(b.value))}</text><title>{escape(tip)}</title>')
+                f'{escape(label)}</text>{bar}'
+                f'<text class="{value_class}" x="{label_w + w + 4:.1f}" y="{y + row * 0.65:.1f}">'
+                f'{escape(said(b))}</text><title>{escape(tip)}</title>')
         # Only links inside the console: a label may be agent text, a link target never is.
         local = b.href.startswith(("/", "?")) and not b.href.startswith("//")
         parts.append(f'<a href="{escape(b.href)}">{mark}</a>' if local else f"<g>{mark}</g>")
@@ -225,18 +269,30 @@ def bar_chart(title: str, bars: Sequence[Bar], *, fmt: Callable[[float], str] = 
 def heatmap(title: str, row_labels: Sequence[str], column_labels: Sequence[str],
             values: Sequence[Sequence[float | None]], *, fmt: Callable[[float], str] = count,
             flagged: set[tuple[int, int]] | None = None, notes: Sequence[Sequence[str]] | None = None,
-            cell: int = 22, legend: str = "") -> SafeString:
-    """A grid (e.g. the hour-of-week: 7 rows of 24 hours); flagged cells get a red outline."""
+            cell: int = 22, legend: str = "", unit: str = "") -> SafeString:
+    """A grid (e.g. the hour-of-week: 7 rows of 24 hours); flagged cells get a red outline.
+
+    Under it, the colour scale: up to five swatches from the lightest (0) to the darkest (the peak), each with
+    its value, and a sentence saying what the shades mean in ``unit`` (also in the description, for a
+    screen reader)."""
     flagged = flagged or set()
     label_w, top = 44, 20
     width = label_w + cell * len(column_labels) + 4
-    height = top + cell * len(row_labels) + (18 if legend else 4)
+    grid_bottom = top + cell * len(row_labels)
+    scale_h = 46
+    height = grid_bottom + scale_h + (18 if legend else 4)
+    peak = max((v or 0 for row in values for v in row), default=0) or 1
+    meaning = f"Colour: darker is more {unit or 'in that cell'}, from {fmt(0)} to {fmt(peak)}"
     cells = [f"{r} {c}: {fmt(v)}" + (" (flagged)" if (i, j) in flagged else "")
              for i, (r, row) in enumerate(zip(row_labels, values, strict=False))
              for j, (c, v) in enumerate(zip(column_labels, row, strict=False)) if v]
-    desc = (f"{len(flagged)} flagged cells. " if flagged else "") + ("; ".join(cells) or "no data")
+    desc = ((f"{len(flagged)} flagged cells. " if flagged else "") + f"{meaning}. "
+            + ("; ".join(cells) or "no data"))
     _uid, svg = _open("heatmap", title, desc, width, height)
-    peak = max((v or 0 for row in values for v in row), default=0) or 1
+
+    def shade(v: float) -> float:
+        return 0.06 + 0.94 * (v / peak)
+
     parts = [svg]
     for j, label in enumerate(column_labels):
         if j % 3 == 0:
@@ -248,14 +304,24 @@ def heatmap(title: str, row_labels: Sequence[str], column_labels: Sequence[str],
                      f'{escape(label)}</text>')
         for j, v in enumerate(values[i]):
             x = label_w + cell * j
-            shade = 0.06 + 0.94 * ((v or 0) / peak)
             note = notes[i][j] if notes else ""
             tip = f"{label} {column_labels[j]}: {fmt(v or 0)}" + (f" — {note}" if note else "")
             outline = ' stroke="#dc2626" stroke-width="2"' if (i, j) in flagged else ' stroke="#fff"'
             css = "chart-cell chart-flagged" if (i, j) in flagged else "chart-cell"
             parts.append(f'<rect class="{css}" x="{x + 1}" y="{y + 1}" width="{cell - 2}" height="{cell - 2}" '
-                         f'fill="{PALETTE[0]}" fill-opacity="{shade:.2f}"{outline}><title>{escape(tip)}</title>'
+                         f'fill="{PALETTE[0]}" fill-opacity="{shade(v or 0):.2f}"{outline}><title>{escape(tip)}</title>'
                          f'</rect>')
+    y = grid_bottom + 8
+    steps: dict[str, float] = {}
+    for k in range(5):  # a value the format would repeat (0.25 of a count reads "0") is one swatch
+        steps.setdefault(fmt(peak * k / 4), peak * k / 4)
+    for k, v in enumerate(steps.values()):
+        x = label_w + k * (cell * 2)
+        parts.append(f'<g class="chart-scale"><rect x="{x}" y="{y}" width="{cell * 2 - 2}" height="10" '
+                     f'fill="{PALETTE[0]}" fill-opacity="{shade(v):.2f}" stroke="#d1d5db"/>'
+                     f'<text class="chart-axis" x="{x + cell - 1}" y="{y + 22}" text-anchor="middle">'
+                     f'{escape(fmt(v))}</text></g>')
+    parts.append(f'<text class="chart-legend" x="{label_w}" y="{y + 36}">{escape(meaning)}</text>')
     if legend:
         parts.append(f'<text class="chart-legend" x="{label_w}" y="{height - 4}">{escape(legend)}</text>')
     parts.append("</svg>")

@@ -42,10 +42,25 @@ class Card:
     before: metrics.Share
     met_url: str
     missed_url: str
+    why_missed: list[tuple[metrics.Missed, str]]  # each reason with its drill-down
 
     @property
     def trend(self) -> float | None:
         return metrics.trend(self.share, self.before)
+
+    @property
+    def unexplained(self) -> int:
+        """Misses no reason counts: days rolled up before the reasons were (``manage.py rebuild_rollups``)."""
+        if not self.why_missed:
+            return 0
+        return self.share.whole - self.share.part - sum(missed.count for missed, _url in self.why_missed)
+
+
+def _card(slug: str, now: metrics.Summary, before: metrics.Summary, filters: metrics.Filters) -> Card:
+    why = [(missed, _url("resume_workflows", filters, figure=missed.why.set))
+           for missed in metrics.missed_because(now.counts, slug)]
+    return Card(now[slug], before[slug], _url("resume_workflows", filters, figure=f"{slug}:met"),
+                _url("resume_workflows", filters, figure=f"{slug}:missed"), why)
 
 
 def _grain(request: HttpRequest) -> str:
@@ -58,22 +73,36 @@ def _bucket_labels(series: metrics.Series) -> list[str]:
     return [d.strftime(fmt) for d in series.buckets]
 
 
+def _trend_note(buckets: list[str], with_data: list[bool], grain: str) -> str:
+    """What a chart over time cannot show: a trend needs two buckets with data (a fresh console has one
+    day, or none)."""
+    found = [label for label, has in zip(buckets, with_data, strict=True) if has]
+    if not found:
+        return "No data in this period yet: nothing to draw a trend from"
+    if len(found) == 1:
+        return f"Only one {grain} with data so far ({found[0]}): a trend needs two or more"
+    return ""
+
+
 def _charts(series: metrics.Series) -> dict[str, Any]:
     labels = _bucket_labels(series)
+    moved = [bool(a or b or c) for a, b, c in zip(series.launches, series.resumes, series.degraded, strict=True)]
+    shared = [any(series.shares[slug][i] is not None for slug in metrics.HEADLINES) for i in range(len(labels))]
     return {
         "motion": charts.column_chart(
             "Launches next to resumes", labels,
             [charts.Line("launches", series.launches), charts.Line("resumes", series.resumes),
-             charts.Line("degraded", series.degraded)]),
+             charts.Line("degraded", series.degraded)], note=_trend_note(labels, moved, series.granularity)),
         "shares": charts.line_chart(
             "The four shares over time", labels,
             [charts.Line(metrics.FIGURES[slug].label, series.shares[slug]) for slug in metrics.HEADLINES],
-            fmt=charts.percent, y_max=1.0, width=640, height=240),
+            fmt=charts.percent, y_max=1.0, width=640, height=240,
+            note=_trend_note(labels, shared, series.granularity)),
     }
 
 
 def _breakdown_chart(dimension: str, rows: list[metrics.BreakdownRow], filters: metrics.Filters) -> Any:
-    bars = [charts.Bar(label(row.value) or "(none)", row.shares["resumed_without_data_loss"].value or 0.0,
+    bars = [charts.Bar(label(row.value) or "(none)", row.shares["resumed_without_data_loss"].value,
                        href=_url("resume_workflows", row.filters, figure="resumed_without_data_loss:missed"),
                        note=f"{row.shares['resumed_without_data_loss'].part} of "
                             f"{row.shares['resumed_without_data_loss'].whole}")
@@ -89,8 +118,7 @@ def resumes(request: HttpRequest) -> HttpResponse:
     grain = _grain(request)
     figures = rollups.Figures(filters)  # the daily rollups, and today live (workflows/rollups.py)
     now, before = figures.summary(), rollups.Figures(filters.previous()).summary()
-    cards = [Card(now[slug], before[slug], _url("resume_workflows", filters, figure=f"{slug}:met"),
-                  _url("resume_workflows", filters, figure=f"{slug}:missed")) for slug in metrics.HEADLINES]
+    cards = [_card(slug, now, before, filters) for slug in metrics.HEADLINES]
     series = figures.series(grain)
     breakdowns = []
     for dimension in metrics.DIMENSIONS:
@@ -180,7 +208,8 @@ def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterato
                    before[slug].whole]
         yield ["launches", "", now.launches, "", "", before.launches, ""]
         yield ["resumes", "", now.resumes, "", "", before.resumes, ""]
-        for slug in ("degraded", "in_flight", "blank_failure", "duplicate_attempt", "lost_effect"):
+        for slug in ("degraded", "in_flight", "blank_failure", "duplicate_attempt", "lost_effect",
+                     *(why.set for why in metrics.MISSED_BECAUSE)):
             yield [slug, "", now.counts[slug], "", "", before.counts[slug], ""]
     elif table == "series":
         series = rollups.Figures(filters).series(_grain(request))
@@ -190,12 +219,15 @@ def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterato
             yield [day.isoformat(), series.launches[i], series.resumes[i], series.degraded[i],
                    *["" if v is None else f"{100 * v:.1f}" for v in shares]]
     elif table == "timings":
-        yield ["timing", "count", "median_seconds", "p90_seconds"]
+        # One column per quantity: a clock fills count, median and p90; the breach rate counts the checkpoints
+        # opened, the breached among them and the rate.
+        yield ["measure", "count", "median_seconds", "p90_seconds", "breached", "breach_rate_percent"]
         figures = rollups.Figures(filters)
         for timing in figures.timings():
-            yield [timing.label, timing.count, _seconds(timing.median), _seconds(timing.p90)]
+            yield [timing.label, timing.count, _seconds(timing.median), _seconds(timing.p90), "", ""]
         rate = figures.breach_rate()
-        yield ["SLA breaches (of checkpoints opened)", rate.opened, rate.breached, ""]
+        yield ["SLA breach rate (checkpoints opened)", rate.opened, "", "", rate.breached,
+               "" if rate.value is None else f"{100 * rate.value:.1f}"]
     elif table == "decisions":
         yield ["action", "outcome", "decisions"]
         for (action, outcome), n in sorted(rollups.Figures(filters).decisions_by_action_and_outcome().items()):
@@ -247,6 +279,13 @@ def readiness(request: HttpRequest) -> HttpResponse:
     })
 
 
+@dataclass(frozen=True)
+class Heatmap:
+    testid: str
+    title: str  # shown above the picture (the SVG's own <title> is read by screen readers only)
+    chart: Any
+
+
 @reviewer
 @require_GET
 def staffing_budget(request: HttpRequest) -> HttpResponse:
@@ -263,16 +302,18 @@ def staffing_budget(request: HttpRequest) -> HttpResponse:
              for row in budget.cells]
     context = {
         "filters": filters, "budget": budget, "level": level, "choices": rollups.choices(),
-        "needed_map": charts.heatmap("Operators needed per hour of the week (UTC)", staffing.DAYS, hours,
-                                     [[c.needed for c in row] for row in budget.cells], flagged=under, notes=notes,
-                                     legend="Red outline: fewer operators worked than needed."),
-        "worked_map": charts.heatmap("Operators who worked per hour of the week (UTC, average per week)",
-                                     staffing.DAYS, hours, [[c.worked for c in row] for row in budget.cells],
-                                     fmt=lambda v: f"{v:.1f}"),
-        "arrivals_map": charts.heatmap("Checkpoints opened per hour of the week (UTC, average per week)",
-                                       staffing.DAYS, hours, [[c.arrivals_per_hour for c in row]
-                                                              for row in budget.cells],
-                                       fmt=lambda v: f"{v:.2f}"),
+        "heatmaps": [Heatmap(testid, title, charts.heatmap(title, staffing.DAYS, hours, values, **options))
+                     for testid, title, values, options in (
+            ("staffing-heatmap", "Operators needed per hour of the week (UTC)",
+             [[c.needed for c in row] for row in budget.cells],
+             {"flagged": under, "notes": notes, "unit": "operators needed",
+              "legend": "Red outline: fewer operators worked than needed."}),
+            ("arrivals-heatmap", "Checkpoints opened per hour of the week (UTC, average per week)",
+             [[c.arrivals_per_hour for c in row] for row in budget.cells],
+             {"fmt": lambda v: f"{v:.2f}", "unit": "checkpoints opened"}),
+            ("worked-heatmap", "Operators who worked per hour of the week (UTC, average per week)",
+             [[c.worked for c in row] for row in budget.cells], {"fmt": lambda v: f"{v:.1f}", "unit": "operators"}),
+        )],
         "under": [(staffing.DAYS[d], h, budget.cells[d][h]) for d, h in budget.under_staffed],
         "query": urlencode(filters.as_query()),
     }

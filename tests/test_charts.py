@@ -89,3 +89,52 @@ def test_the_last_day_is_labelled_and_no_label_crowds_it():
     svg = str(charts.column_chart("Met vs breached", days, [charts.Line("breached", [1] * 30)]))
     labels = re.findall(r'text-anchor="middle">(\d\d Nov)<', svg)
     assert labels[0] == "01 Nov" and labels[-2:] == ["25 Nov", "30 Nov"]
+
+
+def test_a_bar_with_nothing_to_measure_says_no_data_and_draws_no_bar():
+    svg = parse(charts.bar_chart("Resumed without data loss by reason",
+                                 [charts.Bar("tool_error", 0.5, note="1 of 2"), charts.Bar("rate_limit", None,
+                                                                                          note="0 of 0")],
+                                 fmt=charts.percent, max_value=1.0))
+    values = [t.text for t in svg.iter(f"{SVG}text") if "chart-value" in t.get("class", "")]
+    assert values == ["50 %", "no data"]
+    assert len([r for r in svg.iter(f"{SVG}rect") if "chart-bar" in r.get("class", "")]) == 1
+    assert svg.find(f"{SVG}desc").text == "tool_error: 50 % (1 of 2); rate_limit: no data (0 of 0)"
+
+
+def test_a_legend_too_long_for_one_row_wraps_inside_the_picture_and_the_plot_moves_down():
+    names = ["Resumed without data loss", "Preserved a user-visible checkpoint", "Returned to the same owner",
+             "Completed after interruption"]
+    svg = parse(charts.line_chart("The four shares", ["Mon", "Tue"], [charts.Line(n, [0.5, 0.6]) for n in names],
+                                  fmt=charts.percent, y_max=1.0, width=640, height=240))
+    legend = [t for t in svg.iter(f"{SVG}text") if t.get("class") == "chart-legend"]
+    assert [t.text for t in legend] == names  # every series named
+    for text in legend:  # each entry ends inside the picture, at the width the chart reserves a character
+        assert float(text.get("x")) + 7 * len(text.text) <= 640 - 12, text.text
+    rows = sorted({float(t.get("y")) for t in legend})
+    assert len(rows) >= 2
+    assert svg.get("viewBox") == f"0 0 640 {240 + 16 * (len(rows) - 1)}"
+    top_gridline = min(float(line.get("y1")) for line in svg.iter(f"{SVG}line"))
+    assert top_gridline > rows[-1]  # the plot starts below the legend's last row
+
+
+def test_a_chart_with_too_little_for_a_trend_says_so():
+    svg = parse(charts.line_chart("The four shares over time", ["Mon", "Tue"], [charts.Line("share", [None, 0.5])],
+                                  note="Only one day with data so far (Tue): a trend needs two or more"))
+    empty = [t.text for t in svg.iter(f"{SVG}text") if t.get("class") == "chart-empty"]
+    assert empty == ["Only one day with data so far (Tue): a trend needs two or more"]
+    assert svg.find(f"{SVG}desc").text.startswith("Only one day with data so far")
+
+
+def test_a_heatmap_says_what_its_colours_mean_with_the_values_of_its_scale():
+    svg = parse(charts.heatmap("Operators needed", ["Mon", "Tue"], ["00", "01"], [[0, 1], [2, 4]],
+                               unit="operators needed"))
+    one = parse(charts.heatmap("Operators needed", ["Mon"], ["00", "01"], [[0, 1]], unit="operators needed"))
+    assert [g.find(f"{SVG}text").text for g in one.findall(f"{SVG}g[@class='chart-scale']")] == ["0", "1"]
+    scale = svg.findall(f"{SVG}g[@class='chart-scale']")
+    assert [g.find(f"{SVG}text").text for g in scale] == ["0", "1", "2", "3", "4"]
+    shades = [float(g.find(f"{SVG}rect").get("fill-opacity")) for g in scale]
+    assert shades == sorted(shades) and shades[0] < shades[-1]  # lightest at 0, darkest at the peak
+    sentence = "Colour: darker is more operators needed, from 0 to 4"
+    assert sentence in [t.text for t in svg.iter(f"{SVG}text")]
+    assert sentence in svg.find(f"{SVG}desc").text

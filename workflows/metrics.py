@@ -33,6 +33,10 @@ report. The definitions (also in the README, and on the dashboard):
   counts from its first making.
 - **resumed without data loss**: settled degraded workflows that were resumed
   and completed with no duplicate-effect attempt and no lost effect.
+- **why one was not resumed without data loss** (each miss under the first
+  reason that holds): aborted by an operator, handed off to people, failed,
+  completed without a resume, completed after a duplicate-effect attempt,
+  completed with a lost effect (``MISSED_BECAUSE``).
 - **continued**: degraded workflows whose work went on under an owner: a
   resume, retry-step or handoff decision succeeded.
 - **returned to the same owner**: continued workflows where, at every resume
@@ -316,6 +320,41 @@ FIGURES = {f.slug: f for f in (
 )}
 HEADLINES = tuple(FIGURES)
 
+
+@dataclass(frozen=True)
+class Why:
+    """One reason a settled degraded workflow missed "resumed without data loss"."""
+
+    slug: str
+    label: str
+    q: Q  # over with_recovery(), among the misses, after the reasons before it
+
+    @property
+    def set(self) -> str:
+        return f"missed_because:{self.slug}"
+
+
+def _first_that_holds(reasons: Iterable[tuple[str, str, Q]]) -> tuple[Why, ...]:
+    """Each miss under the first reason that holds for it: the reasons partition the misses."""
+    whys, earlier = [], Q()
+    for slug, label, q in reasons:
+        whys.append(Why(slug, label, SETTLED & ~CLEAN & q & ~earlier if earlier else SETTLED & ~CLEAN & q))
+        earlier = earlier | q if earlier else q
+    return tuple(whys)
+
+
+# Why each settled degraded workflow was not resumed without data loss, one reason each, the first that
+# holds: together they are ``resumed_without_data_loss:missed``. An operator's deliberate abort or handoff
+# is told apart from a failure; what is left completed, and says what spoiled it.
+MISSED_BECAUSE = _first_that_holds((
+    ("aborted", "aborted by an operator", Q(status=Workflow.Status.ABORTED)),
+    ("handed_off", "handed off to people", Q(handed_off=True)),
+    ("failed", "failed", Q(status=Workflow.Status.FAILED)),
+    ("not_resumed", "completed without a resume", Q(resumed=False)),
+    ("duplicate_attempt", "completed after a duplicate-effect attempt", Q(duplicate_attempt=True)),
+    ("lost_effect", "completed with a lost effect", LOST_EFFECT),
+))
+
 # Further sets a TPM can drill into; each is a Q over with_recovery().
 SETS: dict[str, tuple[str, Q]] = {
     "degraded": ("Degraded", Q()),
@@ -329,10 +368,27 @@ SETS: dict[str, tuple[str, Q]] = {
     "handed_off": ("Handed off", Q(handed_off=True)),
     "ended_by_operator": ("Handed off or aborted", Q(handed_off=True) | Q(status=Workflow.Status.ABORTED)),
     "not_completed": ("Settled, not completed", SETTLED & ~COMPLETED),
+    **{why.set: (f"Not resumed without data loss: {why.label}", why.q) for why in MISSED_BECAUSE},
     **{f"{slug}:met": (figure.label, figure.denominator & figure.numerator) for slug, figure in FIGURES.items()},
     **{f"{slug}:missed": (f"{figure.label}: missed", figure.denominator & ~figure.numerator)
        for slug, figure in FIGURES.items()},
 }
+
+
+@dataclass(frozen=True)
+class Missed:
+    """How many of a figure's misses each reason explains (``MISSED_BECAUSE``), as a page shows them."""
+
+    why: Why
+    count: int
+
+
+def missed_because(counts: Mapping[str, int], figure: str) -> list[Missed]:
+    """The misses of ``figure`` by reason, from a summary's counts: for "resumed without data loss" (the
+    others' misses say why themselves: a blank state, an owner change, not completed)."""
+    if figure != "resumed_without_data_loss":
+        return []
+    return [Missed(why, counts.get(why.set, 0)) for why in MISSED_BECAUSE]
 
 
 def degraded(filters: Filters) -> QuerySet[Any]:

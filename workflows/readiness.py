@@ -110,13 +110,14 @@ class KindReadiness:
 
     @property
     def verdict_reasons(self) -> list[str]:
-        if self.verdict == "not enough data" and not self.findings:
+        """Why the verdict, besides the findings: a blocker or a gap is its own reason, listed once (under
+        "Findings"), never repeated here."""
+        if self.verdict == "not enough data":
             return [f"only {self.degraded} degraded workflow{'s' if self.degraded != 1 else ''} in the period; "
                     f"a review needs at least {MIN_DEGRADED}"]
         if self.verdict == "ready":
             return ["every check passed"]
-        blockers = [f.text for f in self.findings if f.severity == BLOCKER]
-        return blockers or [f.text for f in self.findings]
+        return []
 
 
 def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:
@@ -143,6 +144,12 @@ def _reasons(filters: metrics.Filters, kind: str, match: Matcher) -> list[Reason
 
 
 def _findings(r: KindReadiness) -> list[Finding]:
+    """Every gap of a kind, blockers first, each once (two checks that word the same gap alike say it once)."""
+    found = _checks(r)
+    return sorted(dict.fromkeys(found), key=lambda f: f.severity != BLOCKER)
+
+
+def _checks(r: KindReadiness) -> list[Finding]:
     k = f"`{r.kind}`"
     found: list[Finding] = []
     counts = r.counts
