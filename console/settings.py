@@ -247,6 +247,17 @@ DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="Recovery Console <co
 NOTIFY_TIMEOUT_SECONDS = env.float("NOTIFY_TIMEOUT_SECONDS", default=10.0)
 NOTIFY_MAX_ATTEMPTS = env.int("NOTIFY_MAX_ATTEMPTS", default=6)
 NOTIFY_BACKOFF_SECONDS = env.float("NOTIFY_BACKOFF_SECONDS", default=5.0)
+# --- Channels: Slack (workflows/slack/) and email action links ------------------
+# The Slack Web API (a test or the demo points it at a loopback fake); the workspace itself is
+# connected in the admin. A failed Slack call is retried with backoff up to the maximum, or after
+# Slack's Retry-After on a rate limit.
+SLACK_API_URL = env.str("SLACK_API_URL", default="https://slack.com/api/")
+SLACK_TIMEOUT_SECONDS = env.float("SLACK_TIMEOUT_SECONDS", default=10.0)
+SLACK_BACKOFF_SECONDS = env.float("SLACK_BACKOFF_SECONDS", default=5.0)
+SLACK_MAX_BACKOFF_SECONDS = env.float("SLACK_MAX_BACKOFF_SECONDS", default=600.0)
+# How long a one-time link (linking a Slack user, or acting from a notification email) stays valid.
+ACTION_LINK_MAX_AGE_SECONDS = env.int("ACTION_LINK_MAX_AGE_SECONDS", default=24 * 3600)
+SLACK_LINK_MAX_AGE_SECONDS = env.int("SLACK_LINK_MAX_AGE_SECONDS", default=15 * 60)
 # --- Prometheus /metrics ----------------------------------------------------
 # Scrapers prove who they are with this bearer token, or come from these addresses (CIDRs);
 # with neither set, /metrics answers 403 to everyone.

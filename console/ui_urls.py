@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, runbook_views, security, views, workflow_views
+from . import breach_views, dashboards, notification_views, runbook_views, security, slack_views, views, workflow_views
 from .roles import READERS, public, role_required
 
 urlpatterns = [
@@ -29,6 +29,8 @@ urlpatterns = [
     path("runbooks/<int:pk>/diff/", runbook_views.runbook_diff, name="runbook_diff"),
     path("runbooks/<int:pk>/versions/<int:number>/", runbook_views.runbook_version, name="runbook_version"),
     path("notifications/", notification_views.notifications, name="notifications"),
+    path("slack/interactivity/", slack_views.interactivity, name="slack_interactivity"),
+    path("slack/link/<str:token>/", slack_views.slack_link, name="slack_link"),
     path("notifications/<int:pk>/read/", notification_views.mark_read, name="mark_notification_read"),
     path("search/", workflow_views.search, name="search"),
     path("workflows/<int:pk>/", workflow_views.workflow_page, name="workflow"),

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from tests.stack import full_stack_required
 
-pytest_plugins = ["tests.apitools", "tests.browser_fixtures", "tests.fleet_fixtures", "tests.replaytools"]
+pytest_plugins = ["tests.apitools", "tests.browser_fixtures", "tests.fleet_fixtures", "tests.replaytools", "tests.slack_fake"]
 
 
 def _on_postgres() -> bool:

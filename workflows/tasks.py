@@ -255,7 +255,8 @@ def sweep() -> dict[str, Any]:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
               "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),
-              "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications()}
+              "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications(),
+              "slack": relay_slack_messages()}
     refresh_sqlite_statistics()
     return result
 
@@ -308,3 +309,22 @@ def send_stand_down(self: Any, decision_id: int) -> str:
                                        STAND_DOWN_MAX_RETRY_SECONDS)) from exc
     Event.record(workflow, Event.Verb.STAND_DOWN_SENT, data={"agent": agent.name, "how": "notice delivered"})
     return "sent"
+
+
+def relay_slack_messages(limit: int = 200) -> int:
+    """Hand Slack messages that are behind their checkpoint to the broker (the safety net of the send
+    made after each commit); a lease keeps each from being sent twice meanwhile."""
+    from .models.slack import SlackMessage
+
+    now = database_now()
+    lease = timedelta(seconds=settings.SLACK_TIMEOUT_SECONDS * 3)
+    return relay(SlackMessage.objects.dispatchable(now), send_slack_message, limit,
+                 sent=lambda pk: SlackMessage.objects.filter(pk=pk).update(next_attempt_at=now + lease))
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def send_slack_message(message_id: int) -> str:
+    """Post or edit one Slack message to show its checkpoint as it is now (workflows/slack/outbox.py)."""
+    from .slack import outbox
+
+    return outbox.send(message_id)

@@ -32,6 +32,7 @@ from workflows.models import (
 )
 from workflows.models.sla import in_minutes
 from workflows.money import amounts_in
+from workflows.via import Via
 
 register = template.Library()
 
@@ -340,6 +341,8 @@ def event_text(event: Event) -> str:
         text = _EVENT_TEXTS[Event.Verb(event.verb)](d)
     except ValueError:  # a row written before its verb was named (or renamed)
         text = event.verb.replace("_", " ") + _change(d)
+    if d.get("via") in Via.values and d["via"] != Via.CONSOLE:
+        text += f" (via {Via(d['via']).label})"
     return _clip_long(text)
 
 
@@ -444,6 +447,7 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
                                   + (f" ({d['note']})" if d.get("note") else ""),
     V.COMMENTED: lambda d: f"commented: {d.get('excerpt', '')}"
                            + (f" (mentions {', '.join('@' + str(m) for m in d['mentions'])})" if d.get("mentions") else ""),
+    V.SLACK_LINKED: lambda d: f"linked Slack user {d.get('slack_user', '')} to their account",
 }
 
 

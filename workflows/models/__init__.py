@@ -22,6 +22,7 @@ from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
 from .rollups import DailyRollup, RollupState
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
+from .slack import SlackLink, SlackMessage, SlackRoute, SlackWorkspace
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
@@ -36,4 +37,6 @@ __all__ = [
     "DailyRollup", "RollupState",
     # whether the broker takes messages
     "BrokerStatus",
+    # Slack as a channel
+    "SlackLink", "SlackMessage", "SlackRoute", "SlackWorkspace",
 ]

@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from .. import via
 from ..clock import database_now
 from .agents import Agent
 from .base import IllegalTransition, Stateful
@@ -131,6 +132,8 @@ class Decision(Stateful):
         default=list, blank=True, help_text="Effects committed earlier in the lineage that the operator confirmed "
                                             "this decision runs again (a fork's money).")
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Where it was decided (the console, Slack, an email link): set while drafting, from workflows/via.py.
+    channel = models.CharField(max_length=16, choices=via.Via.choices, default=via.current)
 
     objects = DecisionQuerySet.as_manager()
 

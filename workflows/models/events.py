@@ -11,6 +11,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
+from .. import via
 from .agents import Agent
 from .base import IllegalTransition
 
@@ -129,6 +130,7 @@ class Event(models.Model):
         CLAIM_REMINDER = "claim_reminder"
         BREACH_EXPLAINED = "breach_explained"
         COMMENTED = "commented"
+        SLACK_LINKED = "slack_linked"  # a console user confirmed a Slack user is them
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:
@@ -206,6 +208,8 @@ class Event(models.Model):
         from .workflows import Step, Workflow
 
         # ``at``: when it truly happened (a deadline applied late by the sweep), by default now.
+        if (channel := via.current()) != via.Via.CONSOLE:
+            data = {**(data or {}), "via": channel}  # acted from Slack or an email link (workflows/via.py)
         event = cls(verb=cls.Verb(verb), data=plain(data or {}), at=at or timezone.now())  # ValueError on a stray verb
         if isinstance(actor, Agent):
             event.actor_type, event.actor_agent, event.actor_name = cls.ActorType.AGENT, actor, actor.name
