@@ -1,7 +1,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, runbook_views, security, slack_views, views, workflow_views
+from . import (
+    action_link_views,
+    breach_views,
+    dashboards,
+    notification_views,
+    runbook_views,
+    security,
+    slack_views,
+    views,
+    workflow_views,
+)
 from .roles import READERS, public, role_required
 
 urlpatterns = [
@@ -31,6 +41,7 @@ urlpatterns = [
     path("notifications/", notification_views.notifications, name="notifications"),
     path("slack/interactivity/", slack_views.interactivity, name="slack_interactivity"),
     path("slack/link/<str:token>/", slack_views.slack_link, name="slack_link"),
+    path("act/<str:token>/", action_link_views.action_link, name="action_link"),
     path("notifications/<int:pk>/read/", notification_views.mark_read, name="mark_notification_read"),
     path("search/", workflow_views.search, name="search"),
     path("workflows/<int:pk>/", workflow_views.workflow_page, name="workflow"),

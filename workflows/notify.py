@@ -24,6 +24,7 @@ from django.core.mail import EmailMessage
 
 from . import runtime
 from .models import Channel, Delivery, Notification
+from .models.action_links import links_for
 
 WEBHOOK_URL = {"noun": "webhook URL", "owner": "channel (a receiver on a trusted network)"}
 
@@ -76,6 +77,9 @@ def _email(channel: Channel, notification: Notification) -> None:
     if not address:
         raise NotifyError("The channel has no email address.")
     body = f"{notification.body}\n\nOpen it in the console: {notification.url}\n"
+    # Signed, single-use, expiring links for the recipient only (a group's address gets none).
+    for label, url in links_for(notification.checkpoint, channel.user):
+        body += f"{label}: {url}\n"
     try:
         EmailMessage(subject=subject_line(notification.title), body=body,
                      from_email=settings.DEFAULT_FROM_EMAIL, to=[address]).send()

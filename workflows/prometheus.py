@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from . import metrics, rollups
 from .models import BrokerStatus, Checkpoint, Decision, Event, Reason, Workflow
+from .via import Via
 
 V = Event.Verb
 CACHE_KEY = "recovery:prometheus:exposition"
@@ -41,6 +42,7 @@ class RecoveryCollector(Collector):
         yield from self._decisions()
         yield from self._workflows()
         yield from self._shares()
+        yield from self._channels()
 
     def _checkpoints(self) -> Iterator[Metric]:
         open_now = GaugeMetricFamily("recovery_open_checkpoints", "Checkpoints on the queue (open or claimed).",
@@ -115,6 +117,27 @@ class RecoveryCollector(Collector):
         yield whole
         yield GaugeMetricFamily("recovery_degraded_workflows", f"Workflows degraded in the last {days} days.",
                                 value=summary.counts["degraded"])
+
+
+    def _channels(self) -> Iterator[Metric]:
+        """Where decisions come from (console, Slack, email link), and how long each channel takes."""
+        days = settings.METRICS_SHARE_DAYS
+        counted = CounterMetricFamily("recovery_decisions_by_channel", "Decisions (and four-eyes proposals) by "
+                                      "the channel they were made through.", labels=["channel"])
+        counts = dict(Decision.objects.values_list("channel").annotate(n=Count("pk")).order_by())
+        for channel in Via.values:
+            counted.add_metric([channel], counts.get(channel, 0))
+        yield counted
+        took = GaugeMetricFamily("recovery_time_to_decision_by_channel_seconds", f"Time from a checkpoint's "
+                                 f"opening to its first decision, by that decision's channel, over the last {days} "
+                                 "days (absent when none).", labels=["channel", "stat"])
+        for channel, timing in zip(Via.values, metrics.decision_times_by_channel(metrics.Filters.last(days)),
+                                   strict=True):
+            for stat, value in (("median", timing.median), ("p90", timing.p90)):
+                if value is not None:
+                    took.add_metric([channel, stat], value)
+            took.add_metric([channel, "count"], timing.count)
+        yield took
 
 
 def exposition() -> bytes:

@@ -8,6 +8,7 @@ double clicks are harmless) and writes an ``Event`` in the same transaction.
 One module per noun; everything is imported from here (``from workflows.models import …``).
 """
 
+from .action_links import ActionLinkUse
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, hash_token
 from .breaches import BreachReason
@@ -39,4 +40,6 @@ __all__ = [
     "BrokerStatus",
     # Slack as a channel
     "SlackLink", "SlackMessage", "SlackRoute", "SlackWorkspace",
+    # email action links
+    "ActionLinkUse",
 ]

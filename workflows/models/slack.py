@@ -76,8 +76,8 @@ class SlackWorkspace(models.Model):
         routes = {(r.runbook_id, r.policy_id): r.channel_id for r in self.routes.all()}
         by_runbook = {rb: c for (rb, _), c in routes.items() if rb is not None}
         by_policy = {p: c for (_, p), c in routes.items() if p is not None}
-        return (by_runbook.get(checkpoint.runbook_id) or by_policy.get(checkpoint.policy_id)
-                or self.default_channel)
+        return ((by_runbook.get(checkpoint.runbook_id) if checkpoint.runbook_id else None)
+                or (by_policy.get(checkpoint.policy_id) if checkpoint.policy_id else None) or self.default_channel)
 
 
 class SlackRoute(models.Model):

@@ -44,7 +44,7 @@ def stamp(checkpoint: Checkpoint) -> str:
 
 
 def console_url(checkpoint: Checkpoint) -> str:
-    return settings.CONSOLE_URL.rstrip("/") + reverse("workbench", args=[checkpoint.pk])
+    return str(settings.CONSOLE_URL).rstrip("/") + reverse("workbench", args=[checkpoint.pk])
 
 
 def resume_line(checkpoint: Checkpoint) -> str:

@@ -35,7 +35,7 @@ def handle(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
     kind = payload.get("type")
     if kind == "block_actions":
         return _pressed(workspace, payload)
-    view = payload.get("view") if isinstance(payload.get("view"), dict) else {}
+    view = _dict(payload.get("view"))
     if kind == "view_submission" and view.get("callback_id") == blocks.MODAL:
         return _submitted(workspace, payload, view)
     return None
@@ -46,7 +46,7 @@ def handle(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
 def link_url(workspace: SlackWorkspace, slack_user_id: str) -> str:
     """A one-time link the person opens while signed in to the console to say "this Slack user is me"."""
     token = signing.dumps({"w": workspace.pk, "u": slack_user_id, "n": secrets.token_urlsafe(16)}, salt=LINK_SALT)
-    return settings.CONSOLE_URL.rstrip("/") + reverse("slack_link", args=[token])
+    return str(settings.CONSOLE_URL).rstrip("/") + reverse("slack_link", args=[token])
 
 
 def read_link(token: str) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def person(workspace: SlackWorkspace, slack_user_id: str) -> tuple[Any, str]:
 
 def _tell(workspace: SlackWorkspace, payload: dict[str, Any], text: str) -> None:
     """An ephemeral reply only the presser sees; a Slack failure here is logged, never raised."""
-    channel = payload.get("channel") if isinstance(payload.get("channel"), dict) else {}
+    channel = _dict(payload.get("channel"))
     try:
         web.call(workspace, "chat.postEphemeral", channel=str(channel.get("id") or ""),
                  user=_slack_user(payload), text=text)
@@ -199,6 +199,10 @@ def _submitted(workspace: SlackWorkspace, payload: dict[str, Any], view: dict[st
     return {"response_action": "clear"}
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _errors(block_id: str, message: str) -> dict[str, Any]:
     return {"response_action": "errors", "errors": {block_id: message[:2000]}}
 
@@ -207,9 +211,7 @@ class _Values:
     """The values of a submitted modal (``view.state.values``), text inputs and selects alike."""
 
     def __init__(self, view: dict[str, Any]) -> None:
-        state = view.get("state") if isinstance(view.get("state"), dict) else {}
-        values = state.get("values") if isinstance(state, dict) else {}
-        self.values: dict[str, Any] = values if isinstance(values, dict) else {}
+        self.values = _dict(_dict(view.get("state")).get("values"))
 
     def has(self, block_id: str) -> bool:
         return block_id in self.values

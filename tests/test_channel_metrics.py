@@ -1,0 +1,56 @@
+"""Each decision records its channel; the resume dashboard and /metrics show time to decision by channel,
+from the one definition in workflows/metrics.py."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.test import Client
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.helpers import make_checkpoint, make_worked_example
+from workflows import metrics
+from workflows.models import Checkpoint, Decision
+from workflows.via import Via, acting_via
+
+
+def decided(by, *, via: Via, after_minutes: float) -> Decision:
+    checkpoint = make_checkpoint(make_worked_example())
+    opened = timezone.now() - timedelta(minutes=after_minutes)
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(opened_at=opened)
+    checkpoint.refresh_from_db()
+    with acting_via(via):
+        return checkpoint.decide(by=by, action="abort")
+
+
+def test_time_to_decision_is_measured_by_the_channel_of_the_first_decision(alice):
+    decided(alice, via=Via.CONSOLE, after_minutes=40)
+    decided(alice, via=Via.SLACK, after_minutes=2)
+    decided(alice, via=Via.SLACK, after_minutes=4)
+    decided(alice, via=Via.EMAIL, after_minutes=20)
+
+    by_channel = {t.label: t for t in metrics.decision_times_by_channel(metrics.Filters.last(1))}
+
+    console, slack, email = (by_channel[f"Time to decision via {label}"] for label in ("Console", "Slack", "Email link"))
+    assert (console.count, slack.count, email.count) == (1, 2, 1)
+    assert abs(slack.median - 180) < 5 and abs(console.median - 2400) < 5 and abs(email.p90 - 1200) < 5
+
+
+def test_the_dashboard_and_metrics_show_time_to_decision_by_channel(alice, tess, settings):
+    decided(alice, via=Via.SLACK, after_minutes=3)
+    client = Client()
+    client.force_login(tess)
+
+    html = client.get("/resumes/").content.decode()
+    assert "Time to decision via Slack" in html and html.count('data-testid="channel-timing"') == 3
+
+    settings.METRICS_TOKEN, settings.METRICS_CACHE_SECONDS = "scrape", 0
+    body = Client().get("/metrics", headers={"Authorization": "Bearer scrape"}).content.decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(body) for s in family.samples}
+    assert samples[("recovery_decisions_by_channel_total", (("channel", "slack"),))] == 1
+    assert samples[("recovery_decisions_by_channel_total", (("channel", "console"),))] == 0
+    median = samples[("recovery_time_to_decision_by_channel_seconds", (("channel", "slack"), ("stat", "median")))]
+    assert abs(median - 180) < 5
+    assert ("recovery_time_to_decision_by_channel_seconds", (("channel", "email"), ("stat", "median"))) not in samples
