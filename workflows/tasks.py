@@ -35,6 +35,8 @@ from .models import (
 )
 from .models.broker import BrokerStatus, repair_folder_broker
 from .models.clocks import SlaClock
+from .models.slack import SlackMessage
+from .slack.outbox import send_slack_message
 
 log = logging.getLogger(__name__)
 
@@ -314,17 +316,7 @@ def send_stand_down(self: Any, decision_id: int) -> str:
 def relay_slack_messages(limit: int = 200) -> int:
     """Hand Slack messages that are behind their checkpoint to the broker (the safety net of the send
     made after each commit); a lease keeps each from being sent twice meanwhile."""
-    from .models.slack import SlackMessage
-
     now = database_now()
     lease = timedelta(seconds=settings.SLACK_TIMEOUT_SECONDS * 3)
     return relay(SlackMessage.objects.dispatchable(now), send_slack_message, limit,
                  sent=lambda pk: SlackMessage.objects.filter(pk=pk).update(next_attempt_at=now + lease))
-
-
-@shared_task(acks_late=True, ignore_result=True)
-def send_slack_message(message_id: int) -> str:
-    """Post or edit one Slack message to show its checkpoint as it is now (workflows/slack/outbox.py)."""
-    from .slack import outbox
-
-    return outbox.send(message_id)

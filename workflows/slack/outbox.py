@@ -14,11 +14,12 @@ import functools
 import logging
 from typing import Any
 
+from celery import shared_task
 from django.db import transaction
 from django.db.models.signals import post_save
 
 from ..models import Checkpoint, Decision, Event
-from ..models.slack import SlackMessage
+from ..models.slack import SlackMessage, SlackWorkspace
 from . import blocks, web
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ def on_event(sender: Any, instance: Event, created: bool, **kwargs: Any) -> None
         return
     checkpoint_id = instance.checkpoint_id
     if instance.verb == Event.Verb.OPENED:
+        if SlackWorkspace.connected() is None:
+            return  # Slack is not connected: opening a checkpoint costs one indexed read, no more
         message = SlackMessage.post_for(Checkpoint.objects.get(pk=checkpoint_id))
         ids = [message.pk] if message is not None else []
     elif SlackMessage.touch(checkpoint_id):
@@ -49,12 +52,16 @@ def connect() -> None:
 
 def hand_to_broker(message_id: int) -> None:
     """Right after the commit: send it now; a refused message is left due for the relay."""
-    from ..tasks import send_slack_message
-
     try:
         send_slack_message.apply_async((message_id,), retry=False)
     except Exception as exc:
         log.warning("slack message %s: broker unavailable, the relay will send it: %s", message_id, exc)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def send_slack_message(message_id: int) -> str:
+    """A worker catches one Slack message up (``tasks.relay_slack_messages`` is its relay)."""
+    return send(message_id)
 
 
 def send(message_id: int) -> str:
