@@ -286,3 +286,36 @@ def test_a_decision_made_in_the_console_records_the_console_as_its_channel(alice
     decision = make_checkpoint().decide(by=alice, action="abort")
     assert decision.channel == Via.CONSOLE
     assert "via" not in Event.objects.get(verb=Event.Verb.DECIDED).data
+
+
+def test_a_hand_off_from_the_modal_names_the_new_owner_through_the_domain(slack, workspace, alice, bob):
+    checkpoint = make_checkpoint()
+    catch_up()
+    link(workspace, alice, "UALICE")
+
+    view = open_modal(slack, "handoff", user="UALICE")
+    empty = submit(view, {}, user="UALICE")
+    assert "needs a new owner" in empty["errors"]["instructions"]
+    assert submit(view, {"new_owner": "bob", "instructions": "VIP customer"}, user="UALICE") == {"response_action": "clear"}
+
+    decision = Decision.objects.get(checkpoint=checkpoint)
+    assert (decision.action, decision.new_owner, decision.channel) == ("handoff", bob, Via.SLACK)
+
+
+def test_a_breach_recorded_by_the_sweep_edits_the_message(slack, workspace):
+    checkpoint = make_checkpoint()
+    catch_up()
+
+    tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=1))
+    catch_up()
+
+    assert "(breached)" in json.dumps(slack.called("chat.update")[-1]["blocks"])
+
+
+def test_agent_text_cannot_ping_a_channel_or_forge_a_link(slack, workspace):
+    make_checkpoint(detail="<!channel> refund now <https://evil.example|click> & more")
+    catch_up()
+
+    text = json.dumps(slack.called("chat.postMessage")[0]["blocks"])
+    assert "<!channel>" not in text and "<https://evil.example" not in text
+    assert "&lt;!channel&gt;" in text and "&amp; more" in text
