@@ -19,8 +19,9 @@ run: setup
 	@echo ""
 	@echo "  Recovery Console: http://127.0.0.1:$(PORT)/   (Ctrl-C stops everything)"
 	@echo "  Demo ledgers:     http://127.0.0.1:$(FLEET_PORT)/ledgers   (what the simulated systems really did)"
+	@echo "  Simulated Slack:  http://127.0.0.1:$(FLEET_PORT)/slack     (checkpoints posted and decided from \"Slack\")"
 	@echo ""
-	@CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers DEMO_APPS=true \
+	@CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) SLACK_API_URL=http://127.0.0.1:$(FLEET_PORT)/slack/api/ DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers DEMO_APPS=true \
 	  QUIET_POLL_LOGS=1 exec $(BIN)/honcho --no-colour -f Procfile.dev start
 
 ## test: set everything up and run the whole suite

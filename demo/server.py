@@ -21,12 +21,13 @@ import threading
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from recovery_client import verify_signature
 
 from .journal import Journal
 from .plans import ProviderBehaviour
+from .slack_workspace import SimulatedSlack
 from .systems import Ledgers
 
 log = logging.getLogger("workflows.demo")
@@ -64,6 +65,7 @@ class ResumeServer:
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.replay_fault = ""  # tests: "garbage" | "hang"
+        self.slack: SimulatedSlack | None = None  # the simulated Slack workspace, when the demo connected one
         self.unhang = threading.Event()
 
     @property
@@ -239,6 +241,8 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if path == "/faults/provider":
             return self.toggle_provider()
+        if path.startswith("/slack/") and self.app.slack is not None:
+            return self.slack_post(self.app.slack, path)
         replaying = REPLAY_PATH.fullmatch(path)
         match = RESUME_PATH.fullmatch(path) or replaying
         if not match:
@@ -271,8 +275,34 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def slack_post(self, slack: SimulatedSlack, path: str) -> None:
+        """The console's Web API calls (JSON), and the simulated workspace's forms (then back to the page)."""
+        length = min(int(self.headers.get("Content-Length") or 0), MAX_BODY)
+        body = self.rfile.read(length)
+        if path.startswith("/slack/api/"):
+            try:
+                arguments = json.loads(body or b"{}")
+            except ValueError:
+                return self.reply(400, {"ok": False, "error": "invalid_json"})
+            return self.reply(200, slack.api(path.rsplit("/", 1)[-1], arguments if isinstance(arguments, dict) else {}))
+        form = {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+        user = form.pop("as", "")
+        if path == "/slack/press":
+            slack.press(user, form.get("action_id", ""), form.get("value", ""))
+        elif path == "/slack/submit":
+            slack.submit(user, form)
+        elif path == "/slack/close":
+            slack.close(user)
+        self.send_response(303)
+        self.send_header("Location", f"/slack?as={quote(user)}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_GET(self) -> None:
         url = urlsplit(self.path)
+        if url.path == "/slack" and self.app.slack is not None:
+            user = (parse_qs(url.query).get("as") or [""])[0]
+            return self.send(200, self.app.slack.page(user).encode(), "text/html; charset=utf-8")
         if url.path == "/healthz":
             return self.send(200, b"ok\n", "text/plain; charset=utf-8")
         if url.path in ("/", "/ledgers"):

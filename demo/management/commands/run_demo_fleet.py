@@ -8,8 +8,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.urls import reverse
 
+from demo import slack_workspace
 from demo.fleet import Fleet, agents_file, load_agents
 from demo.signin import sign_in_lines
+from workflows.models import SlackWorkspace
 
 
 class Command(BaseCommand):
@@ -78,6 +80,10 @@ class Command(BaseCommand):
         def stop(signum: int, frame: Any) -> None:
             fleet.stop()
 
+        workspace = SlackWorkspace.objects.filter(team_id=slack_workspace.TEAM, is_active=True).first()
+        if workspace is not None:  # seed_demo connected the simulated workspace: serve it at /slack
+            fleet.server.slack = slack_workspace.SimulatedSlack(console_url=console,
+                                                                signing_secret=workspace.signing_secret)
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         fleet.start()

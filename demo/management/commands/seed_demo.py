@@ -24,10 +24,20 @@ from django.db import transaction
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
-from demo import history
+from demo import history, slack_workspace
 from demo.signin import USERS, sign_in_lines
 from demo.store import demo_dir
-from workflows.models import Agent, Channel, EscalationLevel, Reason, Runbook, SLAPolicy, hash_token
+from workflows.models import (
+    Agent,
+    Channel,
+    EscalationLevel,
+    Reason,
+    Runbook,
+    SlackLink,
+    SlackWorkspace,
+    SLAPolicy,
+    hash_token,
+)
 
 ROLES = ("operator", "tpm", "admin")
 # The polling agent second, so that `run_demo_fleet --agents 2` still exercises both delivery paths.
@@ -124,6 +134,7 @@ class Command(BaseCommand):
                                 agents=list(Agent.objects.filter(name__in=[name for name, *_ in AGENTS]).order_by("pk")))
         with transaction.atomic():
             self.seed_channels(users)
+            self.seed_slack(users)  # after the history too: its checkpoints are not posted to Slack
         if new_passwords:
             write_private(users_path, {**passwords, **new_passwords})
         write_private(agents_path, {"console": f"http://127.0.0.1:{port}", "agents": agents})
@@ -169,6 +180,20 @@ class Command(BaseCommand):
                 user.email = f"{user.username}@demo.invalid"
                 user.save(update_fields=["email"])
             Channel.objects.get_or_create(user=user, kind=Channel.Kind.EMAIL)
+
+    def seed_slack(self, users: dict[str, Any]) -> None:
+        """The simulated Slack workspace the fleet serves at /slack (demo/slack_workspace.py), its users
+        linked to the demo's operator, admin and TPM (one is left unlinked, to show the link flow)."""
+        workspace = SlackWorkspace.objects.filter(team_id=slack_workspace.TEAM).first()
+        if workspace is None:
+            workspace = SlackWorkspace(team_id=slack_workspace.TEAM, name="Simulated workspace",
+                                       default_channel=slack_workspace.CHANNEL)
+            workspace.bot_token, workspace.signing_secret = slack_workspace.BOT_TOKEN, secrets.token_hex(16)
+            workspace.save()
+        for slack_user, username in slack_workspace.PEOPLE.items():
+            if username in users:
+                SlackLink.objects.get_or_create(workspace=workspace, slack_user_id=slack_user, defaults={
+                    "user": users[username], "nonce": f"demo-{slack_user}"})
 
     def seed_runbooks(self, fleet_port: int, *, escalate_to: Any, operators: Any) -> None:
         for spec in runbooks(fleet_port):
