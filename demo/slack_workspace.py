@@ -82,8 +82,9 @@ class SimulatedSlack:
             return
         selects = {b.get("block_id") for b in view.get("blocks", []) if b.get("type") == "input"
                    and b.get("element", {}).get("type") == "static_select"}
-        values = {block: {"value": {"selected_option": {"value": v}} if block in selects else {"value": v}}
-                  for block, v in form.items() if v}
+        values: dict[str, dict[str, Any]] = {
+            block: {"value": {"selected_option": {"value": v}} if block in selects else {"value": v}}
+            for block, v in form.items() if v}
         answer = self._send({"type": "view_submission", "team": {"id": TEAM}, "user": {"id": user},
                              "view": {**view, "state": {"values": values}}})
         with self.lock:
