@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.test import Client
 
-from tests.helpers import make_checkpoint, make_policy, make_runbook, make_worked_example
+from tests.helpers import make_checkpoint, make_policy, make_runbook, make_worked_example, make_workflow
 from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM
 from workflows.models import Event, SlackMessage, SlackRoute, SlackWorkspace
 
@@ -46,13 +46,14 @@ def test_a_checkpoint_goes_to_its_runbooks_channel_else_its_policys_else_the_def
     SlackRoute.objects.create(workspace=workspace, runbook=routed, channel_id="CREFUNDS")
     SlackRoute.objects.create(workspace=workspace, policy=policy, channel_id="CPOLICY")
 
+    make_runbook(workflow_kind="dispute", policy=policy)  # no route of its own: its policy's
+
     by_runbook = make_checkpoint(make_worked_example())
-    routed.delete()
-    make_runbook(workflow_kind="refund", policy=policy)
-    by_policy = make_checkpoint(make_worked_example())
+    by_policy = make_checkpoint(make_workflow(kind="dispute"))
+    by_default = make_checkpoint(make_workflow(kind="shipping"))
 
     channels = dict(SlackMessage.objects.values_list("checkpoint_id", "channel_id"))
-    assert channels == {by_runbook.pk: "CREFUNDS", by_policy.pk: "CPOLICY"}
+    assert channels == {by_runbook.pk: "CREFUNDS", by_policy.pk: "CPOLICY", by_default.pk: CHANNEL}
 
 
 def test_without_a_connected_workspace_nothing_is_posted(db):
