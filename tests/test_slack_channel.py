@@ -6,6 +6,7 @@ signed the way Slack signs them.
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 import time
@@ -319,3 +320,42 @@ def test_agent_text_cannot_ping_a_channel_or_forge_a_link(slack, workspace):
     text = json.dumps(slack.called("chat.postMessage")[0]["blocks"])
     assert "<!channel>" not in text and "<https://evil.example" not in text
     assert "&lt;!channel&gt;" in text and "&amp; more" in text
+
+
+ODD_VALUES = (None, 1, -1, "", "x", "1:", ":", "99999999999999999999:open.0", [], {}, ["a"], {"id": 1}, True, 1.5,
+              "\x00", "<!channel>")
+
+
+def test_odd_shapes_of_a_signed_payload_get_an_answer_never_a_server_error(slack, workspace, alice, rng):
+    checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
+    catch_up()
+    link(workspace, alice, "UALICE")
+    resume = value_of(slack.called("chat.postMessage")[0]["blocks"], "resume")
+    good_view = open_modal(slack, "resume", user="UALICE")
+    shapes = [button("resume", resume, user="UALICE"), submission(good_view, {"confirm:0": "happened"}, user="UALICE"),
+              {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": "UALICE"}, "view": {"callback_id": "decide"}}]
+    for _ in range(150):
+        payload = json.loads(json.dumps(rng.choice(shapes)))
+        target = payload
+        path = rng.choice([["actions"], ["actions", 0], ["actions", 0, "value"], ["actions", 0, "action_id"], ["user"],
+                           ["view"], ["view", "private_metadata"], ["view", "state"], ["view", "state", "values"],
+                           ["trigger_id"], ["channel"], ["type"]])
+        for key in path[:-1]:
+            target = target[key] if isinstance(target, dict | list) and (
+                key in target if isinstance(target, dict) else key < len(target)) else None
+            if target is None:
+                break
+        if isinstance(target, dict):
+            target[path[-1]] = rng.choice(ODD_VALUES)
+        elif isinstance(target, list) and target:
+            target[0] = rng.choice(ODD_VALUES)
+        response = Client().post(URL, **signed(payload))
+        assert response.status_code in (200, 400), (payload, response.status_code)
+    for body in ("payload=not-json", "payload=[1,2]", "payload=%7B%7D", "nothing=1", ""):
+        timestamp = str(int(time.time()))
+        digest = hmac.new(SIGNING_SECRET.encode(), f"v0:{timestamp}:{body}".encode(), "sha256").hexdigest()
+        response = Client().post(URL, data=body, content_type="application/x-www-form-urlencoded",
+                                 HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp, HTTP_X_SLACK_SIGNATURE=f"v0={digest}")
+        assert response.status_code == 400, body
+    checkpoint.refresh_from_db()
+    assert checkpoint.status in Checkpoint.OPEN_STATUSES and not Decision.objects.exists()
