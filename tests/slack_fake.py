@@ -122,3 +122,38 @@ def submission(view: dict[str, Any], values: dict[str, str], *, user: str) -> di
                      else {"type": "plain_text_input", "value": v}} for block, v in values.items()}
     return {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": user},
             "view": {**view, "state": {"values": state}}}
+
+
+@pytest.fixture
+def simulated_slack(tmp_path, live_server, settings, transactional_db):
+    """The demo fleet's server with `make run`'s simulated Slack workspace, its users linked, for live_server."""
+    from demo import slack_workspace
+    from demo.journal import Journal
+    from demo.management.commands.seed_demo import Command as SeedDemo
+    from demo.server import ResumeServer
+    from demo.systems import Ledgers
+    from tests.helpers import make_user
+    from workflows.models import SlackWorkspace
+
+    server = ResumeServer({}, journal=Journal(tmp_path / "runtime.sqlite3"),
+                          ledgers=Ledgers(tmp_path / "ledgers.sqlite3"), port=0)
+    server.start()
+    settings.SLACK_API_URL = server.url("/slack/api/")
+    users = {name: make_user(name, role=role) for name, role in (("operator", "operator"), ("admin", "admin"),
+                                                                   ("tpm", "tpm"))}
+    SeedDemo().seed_slack(users)
+    workspace = SlackWorkspace.objects.get(team_id=slack_workspace.TEAM)
+    server.slack = slack_workspace.SimulatedSlack(console_url=live_server.url, signing_secret=workspace.signing_secret)
+    yield server
+    server.stop()
+
+
+def catch_up() -> list[str]:
+    """What a worker does: send every Slack message that is behind its checkpoint (waiting for nothing)."""
+    from django.db.models import F
+
+    from workflows.models import SlackMessage
+    from workflows.slack import outbox
+
+    return [outbox.send(pk) for pk in SlackMessage.objects.filter(version__gt=F("sent_version"))
+            .order_by("decision_id", "pk").values_list("pk", flat=True)]

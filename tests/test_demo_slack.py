@@ -9,32 +9,11 @@ from __future__ import annotations
 import urllib.parse
 import urllib.request
 
-import pytest
 from django.db.models import F
 
-from demo import slack_workspace
-from demo.journal import Journal
-from demo.management.commands.seed_demo import Command as SeedDemo
-from demo.server import ResumeServer
-from demo.systems import Ledgers
-from tests.helpers import make_checkpoint, make_runbook, make_user, make_worked_example
-from workflows.models import Decision, SlackMessage, SlackWorkspace
+from tests.helpers import make_checkpoint, make_runbook, make_worked_example
+from workflows.models import Decision, SlackMessage
 from workflows.slack import outbox
-
-
-@pytest.fixture
-def fleet(tmp_path, live_server, settings, transactional_db):
-    server = ResumeServer({}, journal=Journal(tmp_path / "runtime.sqlite3"),
-                          ledgers=Ledgers(tmp_path / "ledgers.sqlite3"), port=0)
-    server.start()
-    settings.SLACK_API_URL = server.url("/slack/api/")
-    users = {name: make_user(name, role=role) for name, role in (("operator", "operator"), ("admin", "admin"),
-                                                                   ("tpm", "tpm"))}
-    SeedDemo().seed_slack(users)
-    workspace = SlackWorkspace.objects.get(team_id=slack_workspace.TEAM)
-    server.slack = slack_workspace.SimulatedSlack(console_url=live_server.url, signing_secret=workspace.signing_secret)
-    yield server
-    server.stop()
 
 
 def catch_up() -> None:
@@ -59,7 +38,8 @@ def button_value(server, action_id: str) -> str:
                 if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
 
 
-def test_a_four_eyes_refund_is_decided_and_approved_from_the_simulated_workspace(fleet):
+def test_a_four_eyes_refund_is_decided_and_approved_from_the_simulated_workspace(simulated_slack):
+    fleet = simulated_slack
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     catch_up()
