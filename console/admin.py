@@ -52,7 +52,9 @@ from workflows.models import (
     Runbook,
     RunbookVersion,
     SLAPolicy,
+    RoutingRule,
     Step,
+    Team,
     Workflow,
 )
 from workflows.models.events import plain
@@ -208,6 +210,26 @@ class SLAPolicyAdmin(AuditedAdmin[SLAPolicy]):
         ("Time to decision", {"fields": ("decision_target_minutes", ("decision_warning", "decision_warning_unit"))}),
         ("Hours and people", {"fields": ("calendar", "watchers", "claim_reminder_minutes",
                                          "claim_release_minutes")}),
+    )
+
+
+class RoutingRuleInline(admin.TabularInline[Any, Any]):
+    model = RoutingRule
+    extra = 1
+
+
+@admin.register(Team)
+class TeamAdmin(AuditedAdmin[Team]):
+    list_display = ("name", "slug", "lead", "policy", "calendar", "watchers")
+    prepopulated_fields = {"slug": ("name",)}
+    filter_horizontal = ("members",)
+    inlines = (RoutingRuleInline,)
+    fieldsets = (
+        (None, {"fields": ("name", "slug", "members", "lead"),
+                "description": "Routing rules send checkpoints to a team when they open (the most specific rule "
+                               "wins, then the priority); editing them routes new checkpoints only. A checkpoint "
+                               "moves to another team by a transfer on its workbench."}),
+        ("SLA and people", {"fields": ("policy", "calendar", "watchers")}),
     )
 
 

@@ -22,6 +22,7 @@ from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
 from .rollups import DailyRollup, RollupState
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
+from .teams import RoutingRule, Team
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     # SLA policies and notifications
     "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",
     "OperatorProfile", "SLAPolicy", "Terms", "BreachReason",
+    # teams and their routing rules
+    "RoutingRule", "Team",
     # daily rollups of the recovery figures
     "DailyRollup", "RollupState",
     # whether the broker takes messages

@@ -129,6 +129,9 @@ class Event(models.Model):
         CLAIM_REMINDER = "claim_reminder"
         BREACH_EXPLAINED = "breach_explained"
         COMMENTED = "commented"
+        TEAM_TRANSFERRED = "team_transferred"
+        # A sign-in through the identity provider changed the user's roles or teams (the claim that did).
+        SSO_ACCESS_CHANGED = "sso_access_changed"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:
