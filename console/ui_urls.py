@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, runbook_views, security, views, workflow_views
+from . import breach_views, dashboards, notification_views, runbook_views, security, team_views, views, workflow_views
 from .roles import READERS, public, role_required
 
 urlpatterns = [
@@ -16,6 +16,7 @@ urlpatterns = [
     path("checkpoints/<int:pk>/comment/", views.comment, name="comment"),
     path("checkpoints/<int:pk>/release/", views.release, name="release"),
     path("checkpoints/<int:pk>/assign/", views.assign, name="assign"),
+    path("checkpoints/<int:pk>/transfer/", team_views.transfer, name="transfer"),
     path("checkpoints/<int:pk>/decide/", views.decide, name="decide"),
     path("decisions/<int:pk>/approve/", views.approve, name="approve"),
     path("decisions/<int:pk>/reject/", views.reject, name="reject"),
