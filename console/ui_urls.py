@@ -1,7 +1,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, runbook_views, security, team_views, views, workflow_views
+from . import (
+    breach_views,
+    dashboards,
+    notification_views,
+    runbook_views,
+    security,
+    sso,
+    team_views,
+    views,
+    workflow_views,
+)
 from .roles import READERS, public, role_required
 
 urlpatterns = [
@@ -9,6 +19,8 @@ urlpatterns = [
     path("login/", public(views.Login.as_view()), name="login"),
     path("logout/", public(auth_views.LogoutView.as_view()), name="logout"),
     path("password/", role_required(*READERS)(security.PasswordChange.as_view()), name="password_change"),
+    path("oidc/authenticate/", public(sso.SignInStart.as_view()), name="oidc_authentication_init"),
+    path("oidc/callback/", public(sso.SignInCallback.as_view()), name="oidc_callback"),
     path("mine/", views.mine, name="mine"),
     path("checkpoints/<int:pk>/", views.workbench, name="workbench"),
     path("checkpoints/<int:pk>/claim/", views.claim, name="claim"),

@@ -152,6 +152,11 @@ class Login(LoginView):
     template_name = "registration/login.html"
     redirect_authenticated_user = True
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from .sso import login_context  # the single sign-on button; the password form or break-glass only
+
+        return {**super().get_context_data(**kwargs), **login_context()}
+
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if getattr(request, "htmx", False):
             # A poll whose session ended followed the redirect here: load the login
