@@ -25,6 +25,7 @@ urlpatterns = [
     path("checkpoints/<int:pk>/", views.workbench, name="workbench"),
     path("checkpoints/<int:pk>/claim/", views.claim, name="claim"),
     path("checkpoints/bulk/", views.bulk, name="bulk"),
+    path("checkpoints/bulk/transfer/", team_views.bulk_transfer, name="bulk_transfer"),
     path("checkpoints/<int:pk>/comment/", views.comment, name="comment"),
     path("checkpoints/<int:pk>/release/", views.release, name="release"),
     path("checkpoints/<int:pk>/assign/", views.assign, name="assign"),

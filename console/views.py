@@ -398,9 +398,6 @@ def bulk(request: HttpRequest) -> HttpResponse:
     if not checkpoints:
         messages.error(request, "Select rows first: x selects the row under the cursor.")
         return _back(request, reverse("queue"))
-    if request.POST.get("bulk") == "team":  # the rows move to a team: its own view, one compare-and-set each
-        from .team_views import bulk_transfer
-        return bulk_transfer(request)
     if request.POST.get("bulk") == "assign":
         form = AssignForm(request.POST)
         if not form.is_valid():

@@ -116,6 +116,6 @@ def test_a_tpm_may_not_transfer(client, world, tess):
 def test_bulk_moves_the_selected_rows_to_a_team(client, world, alice):
     client.force_login(alice)
     picked = [c.pk for c in world["refunds"][:2]]
-    response = client.post(reverse("bulk"), {"ids": picked, "bulk": "team", "team": "trust"}, follow=True)
+    response = client.post(reverse("bulk_transfer"), {"ids": picked, "team": "trust"}, follow=True)
     assert "Transferred 2 to Trust." in [str(m) for m in response.context["messages"]]
     assert set(Checkpoint.objects.filter(team=world["trust"]).values_list("pk", flat=True)) >= set(picked)

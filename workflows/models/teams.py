@@ -87,10 +87,9 @@ class Team(models.Model):
 
     def least_loaded(self, at: datetime) -> Operator | None:
         """The member who is working now and holds the fewest open checkpoints (the name breaks ties)."""
-        from .checkpoints import Checkpoint
-
         candidates = self.operators()
-        loads = dict(Checkpoint.objects.open().filter(assignee__in=candidates).order_by()
+        checkpoints = self.checkpoints.model.objects  # every team's: loads count all one holds
+        loads = dict(checkpoints.open().filter(assignee__in=candidates).order_by()
                      .values("assignee").annotate(n=Count("pk")).values_list("assignee", "n"))
         ranked = sorted((u for u in candidates if self.is_working(u, at)),
                         key=lambda u: (loads.get(u.pk, 0), u.get_username()))
