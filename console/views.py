@@ -189,7 +189,7 @@ def queue(request: HttpRequest) -> HttpResponse:
                  approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))))
     context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": tabs,
                "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
-               "team": teams.current, "teams": teams.visible if can_act(user) else [],
+               "team": teams.current, "teams": list(Team.objects.all()) if can_act(user) and teams.visible else [],
                "can_act": can_act(user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
