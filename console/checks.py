@@ -27,7 +27,7 @@ def single_sign_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
     if not settings.OIDC_RP_CLIENT_ID:
         return []
-    errors = [checks.Error(f"Single sign-on needs {name} (OIDC_RP_CLIENT_ID is set).", id="console.E002")
+    errors: list[checks.CheckMessage] = [checks.Error(f"Single sign-on needs {name} (OIDC_RP_CLIENT_ID is set).", id="console.E002")
               for name in ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT",
                            "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT") if not getattr(settings, name)]
     try:

@@ -317,7 +317,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
         "can_decide": acting and checkpoint.may_be_decided_by(user),
         "form": form, "assign_form": AssignForm() if acting else None,
-        "transfer_teams": Team.objects.exclude(pk=checkpoint.team_id) if acting else [],
+        "transfer_teams": Team.objects.exclude(checkpoints=checkpoint) if acting else [],
         "actions": [a for a in Action if all(v.allows(a) for v in versions) and (a != Action.FAILOVER or form.standbys)],
         "lineage_effects": lineage_effects(checkpoint), "repeated": form.repeated, "bound_by": versions[1:],
         "four_eyes_on_money": any(v.requires_four_eyes or v.four_eyes_on_every_resume for v in versions),

@@ -227,11 +227,11 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
                     need = agents_needed(traffic, handle, policy.pick_up_within(handle), level)
                     policy.peak_needed = max(policy.peak_needed, need)
                     cell.needed = max(cell.needed, need)
-    worked = Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
-                                  at__lt=filters.until)
+    work = Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
+                                at__lt=filters.until)
     if filters.team:
-        worked = worked.filter(actor_user__teams__slug=filters.team)
-    worked = (worked
+        work = work.filter(actor_user__teams__slug=filters.team)
+    worked = (work
               .annotate(day=ExtractIsoWeekDay("at"), hour=ExtractHour("at"), date=F("at__date"))
               .values("day", "hour", "date").annotate(operators=Count("actor_user", distinct=True)).order_by())
     for row in worked:

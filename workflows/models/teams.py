@@ -47,7 +47,7 @@ class TeamQuerySet(models.QuerySet["Team"]):
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=60, unique=True, help_text="Named in the sign-in group mapping and URLs.")
-    members = models.ManyToManyField(User, blank=True, related_name="teams")
+    members: models.ManyToManyField[Any, Any] = models.ManyToManyField(User, blank=True, related_name="teams")
     lead = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="teams_led",
                              help_text="A member; escalations may target the team's lead.")
     watchers = models.ForeignKey(Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
@@ -147,7 +147,8 @@ def transfer(checkpoint: Checkpoint, *, to: Team, by: Any, note: str = "") -> bo
         return False
     before = checkpoint.team
     with transaction.atomic():
-        won = type(checkpoint).objects.unresolved().filter(pk=checkpoint.pk, team_id=checkpoint.team_id).update(team=to)
+        as_read = Q(team__isnull=True) if checkpoint.team_id is None else Q(team_id=checkpoint.team_id)
+        won = type(checkpoint).objects.unresolved().filter(as_read, pk=checkpoint.pk).update(team=to)
         if won:
             Event.record(checkpoint, Event.Verb.TEAM_TRANSFERRED, actor=by, data={
                 "from": before.name if before else None, "to": to.name, "note": note[:1000]})
