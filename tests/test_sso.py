@@ -140,6 +140,14 @@ def test_a_sign_in_maps_the_group_claim_to_a_role_and_a_team(sso, client):
     assert Event.objects.filter(verb=Event.Verb.LOGGED_IN, actor_name="olivia").exists()
 
 
+def test_without_a_userinfo_endpoint_the_id_token_alone_carries_the_groups(sso, client, settings):
+    settings.OIDC_OP_USER_ENDPOINT = ""
+    sso.person("olivia", "rc-tpm", "billing")
+    assert sign_in(client, sso, "olivia").status_code == 302
+    user = _user(client)
+    assert roles_of(user) == {"tpm"} and list(Team.objects.of(user)) == [Team.objects.get(slug="billing")]
+
+
 def test_a_lead_group_makes_the_team_lead(sso, client):
     sso.person("lena", "rc-operators", "billing-leads")
     sign_in(client, sso, "lena")
