@@ -10,7 +10,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 
 class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 

@@ -8,7 +8,7 @@ imported by the console.
 import os
 from pathlib import Path
 
-SECRET_KEY = "oidc-test-provider-only"  # noqa: S105 - a throwaway provider on loopback
+SECRET_KEY = "oidc-test-provider-only"
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 INSTALLED_APPS = ["django.contrib.auth", "django.contrib.contenttypes", "django.contrib.sessions", "oauth2_provider"]
