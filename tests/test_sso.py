@@ -148,6 +148,16 @@ def test_without_a_userinfo_endpoint_the_id_token_alone_carries_the_groups(sso, 
     assert roles_of(user) == {"tpm"} and list(Team.objects.of(user)) == [Team.objects.get(slug="billing")]
 
 
+def test_a_local_account_of_the_same_name_is_never_taken_over(sso, client):
+    local = make_user("olivia", role="admin")  # a local admin named like the person at the provider
+    sso.person("olivia", "rc-operators")
+    sign_in(client, sso, "olivia")
+    user = _user(client)
+    assert user.pk != local.pk and user.username == "olivia-2" and roles_of(user) == {"operator"}
+    local = type(local).objects.get(pk=local.pk)
+    assert roles_of(local) >= {"admin"} and not local.sign_in_identities.exists()
+
+
 def test_a_lead_group_makes_the_team_lead(sso, client):
     sso.person("lena", "rc-operators", "billing-leads")
     sign_in(client, sso, "lena")
