@@ -52,6 +52,7 @@ from workflows.models import (
     RoutingRule,
     Runbook,
     RunbookVersion,
+    SignInIdentity,
     SLAPolicy,
     Step,
     Team,
@@ -388,6 +389,14 @@ class WorkflowAdmin(AuditedAdmin[Workflow]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(SignInIdentity)
+class SignInIdentityAdmin(ReadOnlyAdmin[SignInIdentity]):
+    """Who signs in through the provider as whom (issuer and subject): written by single sign-on only."""
+
+    list_display = ("user", "issuer", "subject", "created_at", "last_sign_in_at")
+    search_fields = ("user__username", "subject")
 
 
 @admin.register(Checkpoint)

@@ -17,6 +17,7 @@ Agents are not users: their API tokens are untouched by either switch.
 from __future__ import annotations
 
 import logging
+from importlib import import_module
 from typing import Any
 
 import jwt
@@ -28,11 +29,13 @@ from django.db import IntegrityError, transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from workflows.directory import apply_groups
-from workflows.models import Event, SignInIdentity
+from workflows.models import Event, SignInIdentity, SignInSession
 
 logger = logging.getLogger(__name__)
 
@@ -56,15 +59,18 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
         return super().authenticate(request, **kwargs) if enabled() else None
     def _verify_jws(self, payload: str, key: Any) -> dict[str, Any]:
         """The library checks the signature only; the audience, issuer and times are checked here too."""
-        if jwt.get_unverified_header(payload).get("alg") != "RS256":
-            raise SuspiciousOperation("The ID token is not signed with RS256.")
+        return self.verified(payload, key, require=["exp", "iat", "aud", "iss", "sub"], what="ID token")
+
+    def verified(self, token: str, key: Any, *, require: list[str], what: str) -> dict[str, Any]:
+        """The token's claims: RS256 by the provider's key, for our client id, from our issuer, unexpired."""
         try:
+            if jwt.get_unverified_header(token).get("alg") != "RS256":
+                raise SuspiciousOperation(f"The {what} is not signed with RS256.")
             claims: dict[str, Any] = jwt.decode(
-                payload, key, algorithms=["RS256"], audience=self.OIDC_RP_CLIENT_ID,
-                issuer=settings.OIDC_OP_ISSUER, leeway=30,
-                options={"require": ["exp", "iat", "aud", "iss", "sub"]})
+                token, key, algorithms=["RS256"], audience=self.OIDC_RP_CLIENT_ID,
+                issuer=settings.OIDC_OP_ISSUER, leeway=30, options={"require": require})
         except jwt.InvalidTokenError as exc:
-            raise SuspiciousOperation(f"The ID token did not verify: {exc}.") from exc
+            raise SuspiciousOperation(f"The {what} did not verify: {exc}.") from exc
         return claims
 
     def get_userinfo(self, access_token: str, id_token: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -101,6 +107,7 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
             groups = [groups]
         if not isinstance(groups, list):
             raise SuspiciousOperation(f"The {settings.OIDC_GROUP_CLAIM} claim is not a list of groups.")
+        self.request._sso_claims = claims  # the callback records the session under this identity
         access = apply_groups(user, [str(g) for g in groups], settings.OIDC_GROUP_MAP,
                               claim=settings.OIDC_GROUP_CLAIM)
         SignInIdentity.objects.filter(user=user, issuer=claims["iss"], subject=claims["sub"]).update(
@@ -143,6 +150,15 @@ class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]
                                         "or was already used. Start again.", status=400)
         return response
 
+    def login_success(self) -> HttpResponse:
+        response: HttpResponse = super().login_success()
+        claims = getattr(self.request, "_sso_claims", None) or {}
+        identity = SignInIdentity.objects.filter(issuer=claims.get("iss"), subject=claims.get("sub")).first()
+        if identity is not None and self.request.session.session_key:
+            SignInSession.objects.update_or_create(session_key=self.request.session.session_key, defaults={
+                "identity": identity, "sid": str(claims.get("sid") or "")[:255]})
+        return response
+
     def login_failure(self) -> HttpResponse:
         refusal = getattr(self.request, "_sso_refusal", "")
         return _login_page(self.request, refusal or "Sign-in through the identity provider failed.", status=403)
@@ -156,3 +172,43 @@ def login_context() -> dict[str, Any]:
     """What the login page offers: the provider's button, the password form (or only break-glass)."""
     return {"sso": enabled(), "sso_name": getattr(settings, "OIDC_PROVIDER_NAME", ""),
             "password_login": settings.PASSWORD_LOGIN}
+
+
+BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
+
+
+@csrf_exempt  # the provider posts here, server to server; the signed logout token is the credential
+@require_POST
+def backchannel_logout(request: HttpRequest) -> HttpResponse:
+    """OpenID Connect Back-Channel Logout 1.0: the provider says a person signed out; their sessions end.
+
+    The logout token must verify as an ID token does (RS256 from the JWKS, our audience, the issuer),
+    carry the back-channel event, a ``sub`` or a ``sid``, and no ``nonce``. 400 otherwise."""
+    if not enabled():
+        raise Http404("Single sign-on is not configured.")
+    token = str(request.POST.get("logout_token", ""))
+    try:
+        backend = OIDCBackend()
+        claims = backend.verified(token, backend.retrieve_matching_jwk(token),
+                                  require=["exp", "iat", "aud", "iss", "jti"], what="logout token")
+        events = claims.get("events")
+        if not isinstance(events, dict) or BACKCHANNEL_EVENT not in events or "nonce" in claims:
+            raise SuspiciousOperation("Not a back-channel logout token.")
+        if not (claims.get("sub") or claims.get("sid")):
+            raise SuspiciousOperation("The logout token names no subject and no session.")
+    except (SuspiciousOperation, jwt.InvalidTokenError, KeyError, ValueError) as exc:
+        Event.record(None, Event.Verb.LOGIN_FAILED, data={"via": "back-channel logout", "why": str(exc)[:300]})
+        return HttpResponse("invalid logout token", status=400, content_type="text/plain",
+                            headers={"Cache-Control": "no-store"})
+    sessions = SignInSession.objects.filter(identity__issuer=claims["iss"]).select_related("identity__user")
+    sid = str(claims.get("sid") or "")
+    sessions = sessions.filter(sid=sid) if sid else sessions.filter(identity__subject=str(claims["sub"]))
+    ended = list(sessions)
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    for session in ended:
+        store(session_key=session.session_key).delete()
+    SignInSession.objects.filter(pk__in=[s.pk for s in ended]).delete()
+    for user in {s.identity.user for s in ended}:
+        Event.record(user, Event.Verb.SSO_LOGGED_OUT, actor=user,
+                     data={"sessions": sum(s.identity.user_id == user.pk for s in ended), "sid": sid or None})
+    return HttpResponse(status=200, headers={"Cache-Control": "no-store"})

@@ -21,6 +21,7 @@ urlpatterns = [
     path("password/", role_required(*READERS)(security.PasswordChange.as_view()), name="password_change"),
     path("oidc/authenticate/", public(sso.SignInStart.as_view()), name="oidc_authentication_init"),
     path("oidc/callback/", public(sso.SignInCallback.as_view()), name="oidc_callback"),
+    path("oidc/backchannel-logout/", public(sso.backchannel_logout), name="oidc_backchannel_logout"),
     path("mine/", views.mine, name="mine"),
     path("checkpoints/<int:pk>/", views.workbench, name="workbench"),
     path("checkpoints/<int:pk>/claim/", views.claim, name="claim"),

@@ -54,6 +54,13 @@ class Provider:
         sub: str = answer.json()["sub"]
         return sub
 
+    def logout_token(self, username: str, **claims: str) -> str:
+        answer = requests.post(self.url + "/control/logout-token", timeout=10,
+                               data=json.dumps({"username": username, **claims}))
+        answer.raise_for_status()
+        token: str = answer.json()["logout_token"]
+        return token
+
     def tamper_next_token(self, mode: str) -> None:
         requests.post(self.url + "/control/tamper", data=json.dumps({"mode": mode}), timeout=10).raise_for_status()
 
@@ -245,6 +252,35 @@ def test_a_state_the_console_never_issued_is_refused(sso, client):
     response = client.get(forged)
     assert response.status_code == 400
     assert not _user(client).is_authenticated
+
+
+def test_a_back_channel_logout_ends_the_persons_sessions_here(sso, client):
+    sso.person("olivia", "rc-operators")
+    sso.person("peter", "rc-operators")
+    sign_in(client, sso, "olivia")
+    other = Client()
+    sign_in(other, sso, "peter")
+    assert _user(client).is_authenticated and _user(other).is_authenticated
+    provider_side = Client()  # the provider's server-to-server POST: no cookie, no CSRF token
+    answer = provider_side.post(reverse("oidc_backchannel_logout"), {"logout_token": sso.logout_token("olivia")})
+    assert answer.status_code == 200 and answer["Cache-Control"] == "no-store"
+    assert not _user(client).is_authenticated  # her session ended
+    assert _user(other).is_authenticated  # his did not
+    (event,) = Event.objects.filter(verb=Event.Verb.SSO_LOGGED_OUT)
+    assert event.actor_name == "olivia" and event.data["sessions"] == 1
+
+
+def test_a_logout_token_for_another_audience_or_altered_is_refused(sso, client):
+    sso.person("olivia", "rc-operators")
+    sign_in(client, sso, "olivia")
+    wrong_audience = sso.logout_token("olivia", aud="another-client")
+    header, payload, signature = sso.logout_token("olivia").split(".")
+    altered = ".".join([header, payload[:-4] + ("AAAA" if payload[-4:] != "AAAA" else "BBBB"), signature])
+    for token in (wrong_audience, altered, "not-a-token", ""):
+        answer = Client().post(reverse("oidc_backchannel_logout"), {"logout_token": token})
+        assert answer.status_code == 400, token
+    assert _user(client).is_authenticated
+    assert not Event.objects.filter(verb=Event.Verb.SSO_LOGGED_OUT).exists()
 
 
 def test_local_passwords_off_but_for_break_glass_and_agents_keep_their_tokens(settings, client, db):

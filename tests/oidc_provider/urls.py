@@ -7,4 +7,5 @@ urlpatterns = [
     path("login/", views.login),
     path("control/user", views.control_user),
     path("control/tamper", views.control_tamper),
+    path("control/logout-token", views.control_logout_token),
 ]

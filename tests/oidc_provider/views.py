@@ -7,6 +7,8 @@ person in a group or takes them out) and for an attacker between the provider an
 
 import base64
 import json
+import time
+import uuid
 from typing import Any
 
 import jwt
@@ -16,6 +18,7 @@ from django.contrib.auth.models import Group
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.html import escape
 from django.views.decorators.csrf import csrf_exempt
+from jwcrypto import jwk
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 
@@ -53,6 +56,22 @@ def control_user(request: HttpRequest) -> JsonResponse:
     user.save()
     user.groups.set([Group.objects.get_or_create(name=name)[0] for name in data.get("groups", [])])
     return JsonResponse({"sub": str(user.pk)})
+
+
+@csrf_exempt
+def control_logout_token(request: HttpRequest) -> JsonResponse:
+    """A back-channel logout token for a person, signed by this provider's key, as the provider would send
+    it to the console when they sign out here (django-oauth-toolkit sends none itself: the test delivers it)."""
+    data = json.loads(request.body)
+    user = get_user_model().objects.get(username=data["username"])
+    now = int(time.time())
+    claims = {"iss": oauth2_settings.OIDC_ISS_ENDPOINT, "aud": data.get("aud", "recovery-console"), "iat": now,
+              "exp": now + 120, "jti": uuid.uuid4().hex, "sub": str(user.pk),
+              "events": {"http://schemas.openid.net/event/backchannel-logout": {}}}
+    key = jwk.JWK.from_pem(oauth2_settings.OIDC_RSA_PRIVATE_KEY.encode())
+    token = jwt.encode(claims, oauth2_settings.OIDC_RSA_PRIVATE_KEY, algorithm="RS256",
+                       headers={"kid": key.thumbprint()})
+    return JsonResponse({"logout_token": token})
 
 
 @csrf_exempt

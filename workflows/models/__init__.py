@@ -16,7 +16,7 @@ from .checkpoints import Checkpoint, CheckpointQuerySet
 from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
-from .identities import SignInIdentity
+from .identities import SignInIdentity, SignInSession
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
@@ -35,7 +35,7 @@ __all__ = [
     "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",
     "OperatorProfile", "SLAPolicy", "Terms", "BreachReason",
     # teams and their routing rules
-    "RoutingRule", "SignInIdentity", "Team",
+    "RoutingRule", "SignInIdentity", "SignInSession", "Team",
     # daily rollups of the recovery figures
     "DailyRollup", "RollupState",
     # whether the broker takes messages

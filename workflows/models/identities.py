@@ -26,3 +26,16 @@ class SignInIdentity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"
+
+
+class SignInSession(models.Model):
+    """A console session opened through the provider: what its back-channel logout ends (by the
+    provider's session id ``sid``, or every session of the subject)."""
+
+    identity = models.ForeignKey(SignInIdentity, on_delete=models.CASCADE, related_name="sessions")
+    session_key = models.CharField(max_length=40, unique=True)
+    sid = models.CharField(max_length=255, blank=True, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"session of {self.identity}"
