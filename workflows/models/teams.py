@@ -96,6 +96,11 @@ class Team(models.Model):
         return ranked[0] if ranked else None
 
 
+    def takes_handoff(self, at: datetime) -> Operator | None:
+        """Who a handoff to the team goes to: its least-loaded member working now (None: nobody is)."""
+        return self.least_loaded(at)
+
+
 class RoutingRule(models.Model):
     """Checkpoints of this agent and/or workflow kind belong to the team (both empty: every checkpoint)."""
 
