@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
@@ -219,8 +220,18 @@ class RoutingRuleInline(admin.TabularInline[Any, Any]):
     extra = 1
 
 
+class TeamForm(forms.ModelForm[Team]):
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        lead, members = data.get("lead"), data.get("members")
+        if lead is not None and members is not None and lead not in members:
+            self.add_error("lead", "The lead must be one of the team's members.")
+        return data
+
+
 @admin.register(Team)
 class TeamAdmin(AuditedAdmin[Team]):
+    form = TeamForm
     list_display = ("name", "slug", "lead", "policy", "calendar", "watchers")
     prepopulated_fields = {"slug": ("name",)}
     filter_horizontal = ("members",)

@@ -4,6 +4,7 @@ priority), keeps it whatever the rules become, and moves only by an audited tran
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 
 from tests.helpers import make_agent, make_checkpoint, make_policy, make_runbook, make_user, make_workflow
 from workflows import tasks
@@ -155,3 +156,35 @@ def test_the_team_watchers_hear_of_a_breach_when_the_policy_names_none(db):
     tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=1))
     assert Notification.objects.filter(recipient=wendy, kind="sla_breached").exists()
     assert Notification.objects.filter(group=desk, kind="sla_breached").exists()
+
+
+def test_a_team_change_in_the_admin_is_audited_with_members_and_rules(client, adam, alice, bob):
+    billing = make_team("Billing", alice)
+    client.force_login(adam)
+    url = reverse("admin:workflows_team_change", args=[billing.pk])
+    prefix = client.get(url).context["inline_admin_formsets"][0].formset.prefix
+    response = client.post(url, {
+        "name": "Billing", "slug": "billing", "members": [alice.pk, bob.pk], "lead": bob.pk, "policy": "",
+        "calendar": "", "watchers": "", f"{prefix}-TOTAL_FORMS": "1", f"{prefix}-INITIAL_FORMS": "0",
+        f"{prefix}-0-workflow_kind": "refund", f"{prefix}-0-priority": "3", f"{prefix}-0-agent": "",
+        "_save": "Save"})
+    assert response.status_code == 302, response.context["errors"] if response.context else response
+    event = Event.objects.get(verb=Event.Verb.ADMIN_CHANGED, subject=f"team:{billing.pk}")
+    assert event.actor_user == adam
+    assert event.data["before"] == {"members": ["alice"], "lead": None}
+    assert event.data["after"] == {"members": ["alice", "bob"], "lead": "bob"}
+    assert event.data["inlines"] == ["added kind refund → Billing"]
+    assert RoutingRule.route("refund", None) == billing
+
+
+def test_a_lead_who_is_not_a_member_is_refused(client, adam, alice, bob):
+    billing = make_team("Billing", alice)
+    client.force_login(adam)
+    url = reverse("admin:workflows_team_change", args=[billing.pk])
+    prefix = client.get(url).context["inline_admin_formsets"][0].formset.prefix
+    response = client.post(url, {"name": "Billing", "slug": "billing", "members": [alice.pk], "lead": bob.pk,
+                                 f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0", "_save": "Save"})
+    assert response.status_code == 200
+    assert "The lead must be one of the team&#x27;s members." in response.content.decode()
+    billing.refresh_from_db()
+    assert billing.lead is None

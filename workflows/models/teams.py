@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Count, Q
 
@@ -67,10 +66,6 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-    def clean(self) -> None:
-        if self.lead_id and self.pk and not self.members.filter(pk=self.lead_id).exists():
-            raise ValidationError({"lead": "The lead must be one of the team's members."})
 
     def operators(self) -> list[Operator]:
         """Its members who may take work (active, in an acting role), by name."""
