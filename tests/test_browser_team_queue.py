@@ -46,6 +46,7 @@ def test_an_operator_lands_on_my_team_and_moves_rows_to_another_team(page, alice
     page.get_by_test_id("bulk-transfer").click()
     expect(page.get_by_test_id("flash")).to_contain_text("Transferred 2 to Trust.")
     expect(page.get_by_test_id("queue-row")).to_have_count(1)
+    expect(page.get_by_test_id("team-count-billing")).to_have_text("1")  # the team's count follows
     assert page.evaluate("window.__sameDocument") is True  # swapped by htmx, not reloaded
     assert Checkpoint.objects.filter(team=trust).count() == 4
 
