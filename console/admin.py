@@ -50,14 +50,17 @@ from workflows.models import (
     Holiday,
     OperatorProfile,
     ReplayRun,
+    RoutingRule,
     Runbook,
     RunbookVersion,
+    SignInIdentity,
     SlackLink,
     SlackMessage,
     SlackRoute,
     SlackWorkspace,
     SLAPolicy,
     Step,
+    Team,
     Workflow,
 )
 from workflows.models.events import plain
@@ -216,6 +219,36 @@ class SLAPolicyAdmin(AuditedAdmin[SLAPolicy]):
     )
 
 
+class RoutingRuleInline(admin.TabularInline[Any, Any]):
+    model = RoutingRule
+    extra = 1
+
+
+class TeamForm(forms.ModelForm[Team]):
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        lead, members = data.get("lead"), data.get("members")
+        if lead is not None and members is not None and lead not in members:
+            self.add_error("lead", "The lead must be one of the team's members.")
+        return data
+
+
+@admin.register(Team)
+class TeamAdmin(AuditedAdmin[Team]):
+    form = TeamForm
+    list_display = ("name", "slug", "lead", "policy", "calendar", "watchers")
+    prepopulated_fields = {"slug": ("name",)}
+    filter_horizontal = ("members",)
+    inlines = (RoutingRuleInline,)
+    fieldsets = (
+        (None, {"fields": ("name", "slug", "members", "lead"),
+                "description": "Routing rules send checkpoints to a team when they open (the most specific rule "
+                               "wins, then the priority); editing them routes new checkpoints only. A checkpoint "
+                               "moves to another team by a transfer on its workbench."}),
+        ("SLA and people", {"fields": ("policy", "calendar", "watchers")}),
+    )
+
+
 @admin.register(BreachReason)
 class BreachReasonAdmin(AuditedAdmin[BreachReason]):
     list_display = ("name", "description", "is_active")
@@ -371,6 +404,14 @@ class WorkflowAdmin(AuditedAdmin[Workflow]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+@admin.register(SignInIdentity)
+class SignInIdentityAdmin(ReadOnlyAdmin[SignInIdentity]):
+    """Who signs in through the provider as whom (issuer and subject): written by single sign-on only."""
+
+    list_display = ("user", "issuer", "subject", "created_at", "last_sign_in_at")
+    search_fields = ("user__username", "subject")
 
 
 @admin.register(Checkpoint)

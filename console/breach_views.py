@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows import metrics
-from workflows.models import Agent, BreachReason, Checkpoint, Runbook
+from workflows.models import Agent, BreachReason, Checkpoint, Runbook, Team
 
 from . import charts
 from .csv_export import stream_csv
@@ -42,6 +42,7 @@ class BreachFilterForm(forms.Form):
     agent = forms.CharField(max_length=64, required=False)
     kind = forms.CharField(max_length=100, required=False)
     assignee = forms.CharField(max_length=150, required=False)
+    team = forms.CharField(max_length=60, required=False, help_text="A team's slug.")
     before = forms.CharField(max_length=40, required=False)
 
     def values(self) -> dict[str, Any]:
@@ -63,7 +64,8 @@ class BreachFilterForm(forms.Form):
         since, until = self.span(data)
         qs = Checkpoint.objects.filter(breached_at__isnull=False, breached_at__gte=since, breached_at__lt=until)
         for field, lookup in (("runbook", "runbook__slug"), ("agent", "workflow__agent__name"),
-                              ("kind", "workflow__kind"), ("assignee", "assignee__username")):
+                              ("kind", "workflow__kind"), ("assignee", "assignee__username"),
+                              ("team", "team__slug")):
             if data.get(field):
                 qs = qs.filter(**{lookup: data[field]})
         if data.get("reason") == "none":
@@ -121,6 +123,7 @@ def breach_review(request: HttpRequest) -> HttpResponseBase:
         "all_reasons": BreachReason.objects.all(),
         "runbooks": Runbook.objects.order_by("slug").values_list("slug", flat=True)[:200],
         "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
+        "teams": Team.objects.all(),
         "csv_url": "?" + _with(query, format="csv"),
         **_figures(data, form.rows(), query),
     }
@@ -136,6 +139,7 @@ BY = {  # chart title, the lookup on a breached checkpoint, and the review filte
     "reason": ("Breaches by recorded reason", "breach_reason__name", "reason"),
     "agent": ("Breaches by agent", "workflow__agent__name", "agent"),
     "kind": ("Breaches by workflow kind", "workflow__kind", "kind"),
+    "team": ("Breaches by team", "team__slug", "team"),
 }
 
 
@@ -176,7 +180,7 @@ def _seconds(value: float | None) -> str:
 def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) -> dict[str, Any]:
     """The cards against the previous period of the same length, and the charts of the filtered breaches."""
     period = metrics.Filters(start=data["start"], end=data["end"], agent=data.get("agent", ""),
-                             kind=data.get("kind", ""), runbook=data.get("runbook", ""))
+                             kind=data.get("kind", ""), runbook=data.get("runbook", ""), team=data.get("team", ""))
     before = period.previous()
     activity, activity_before = metrics.sla_activity(period), metrics.sla_activity(before)
     cards = [

@@ -21,5 +21,22 @@ def shared_cache(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     return []
 
 
+def single_sign_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A single sign-on configuration that cannot work is an error at start, not at someone's sign-in."""
+    from workflows.directory import parse_mapping
+
+    if not settings.OIDC_RP_CLIENT_ID:
+        return []
+    errors: list[checks.CheckMessage] = [checks.Error(f"Single sign-on needs {name} (OIDC_RP_CLIENT_ID is set).", id="console.E002")
+              for name in ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT",
+                           "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT") if not getattr(settings, name)]
+    try:
+        parse_mapping(settings.OIDC_GROUP_MAP)
+    except ValueError as exc:
+        errors.append(checks.Error(str(exc), id="console.E003"))
+    return errors
+
+
 def register() -> None:
     checks.register(shared_cache, checks.Tags.security, deploy=True)
+    checks.register(single_sign_on, checks.Tags.security)

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from workflows import metrics, rollups, staffing
 from workflows import readiness as readiness_review
-from workflows.models import Checkpoint, Workflow
+from workflows.models import Checkpoint, Team, Workflow
 
 from . import charts
 from .csv_export import stream_csv
@@ -291,7 +291,8 @@ class Heatmap:
 @require_GET
 def staffing_budget(request: HttpRequest) -> HttpResponse:
     """Operators needed per hour of the week (Erlang C) against the operators who worked."""
-    filters = metrics.Filters.from_query(request.GET)
+    team = Team.objects.filter(slug=str(request.GET.get("team", ""))[:60]).first()  # per team: Erlang C of its own
+    filters = metrics.Filters.from_query(request.GET).only(team=team.slug if team else "")
     try:
         level = min(max(float(request.GET.get("level", "0.8")), 0.5), 0.99)
     except ValueError:
@@ -303,6 +304,7 @@ def staffing_budget(request: HttpRequest) -> HttpResponse:
              for row in budget.cells]
     context = {
         "filters": filters, "budget": budget, "level": level, "choices": rollups.choices(),
+        "teams": Team.objects.all(), "team": team,
         "heatmaps": [Heatmap(testid, title, charts.heatmap(title, staffing.DAYS, hours, values, **options))
                      for testid, title, values, options in (
             ("staffing-heatmap", "Operators needed per hour of the week (UTC)",

@@ -9,9 +9,10 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Model, QuerySet
+from django.utils import timezone
 
 from workflows.api_json import BodyRejected, load_json
-from workflows.models import Action, Agent, Checkpoint, Confirmation, Reason
+from workflows.models import Action, Agent, Checkpoint, Confirmation, Reason, Team
 from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.people import operators
 
@@ -56,6 +57,9 @@ class DecisionForm(forms.Form):
     new_owner = forms.ModelChoiceField(queryset=get_user_model().objects.none(), to_field_name="username",
                                        required=False)
     handoff_to = forms.CharField(max_length=200, required=False, strip=True)
+    # A handoff to a team goes to its least-loaded member working now (Team.takes_handoff).
+    new_team = forms.ModelChoiceField(queryset=Team.objects.all(), to_field_name="slug", required=False,
+                                      error_messages={"invalid_choice": "That team does not exist (any more)."})
     money_confirmed = forms.BooleanField(required=False)
     standby = forms.ModelChoiceField(queryset=Agent.objects.none(), to_field_name="name", required=False)
     repeat = forms.TypedMultipleChoiceField(coerce=int, required=False)
@@ -98,7 +102,18 @@ class DecisionForm(forms.Form):
             self.add_error("instructions", "Say why the workflow is aborted.")
         if data.get("action") == Action.FAILOVER and not data.get("standby"):
             self.add_error("standby", "Choose the standby agent that takes the workflow over.")
+        if data.get("action") == Action.HANDOFF and (team := data.get("new_team")) is not None:
+            self._hand_to_team(team, data)
         return data
+
+    def _hand_to_team(self, team: Team, data: dict[str, Any]) -> None:
+        if data.get("new_owner"):
+            self.add_error("new_team", "Hand off to an operator or to a team, not both.")
+        elif (member := team.takes_handoff(timezone.now())) is None:
+            self.add_error("new_team", f"Nobody in {team.name} is working now: choose an operator.")
+        else:
+            data["new_owner"] = member
+            data["handoff_to"] = data.get("handoff_to") or f"team {team.name}"
 
     def _answers(self) -> tuple[dict[str, str], dict[str, str]]:
         """The confirmations and references given, by idempotency key."""

@@ -79,7 +79,8 @@ MIDDLEWARE = [
 ]
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out username or address
-    "django.contrib.auth.backends.ModelBackend",
+    "console.sso.PasswordBackend",  # Django's ModelBackend, off for all but BREAK_GLASS_USERS with PASSWORD_LOGIN=false
+    "console.sso.OIDCBackend",  # single sign-on; answers nothing until OIDC_RP_CLIENT_ID is set
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -128,6 +129,30 @@ AUTH_PASSWORD_VALIDATORS = [
      "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=12)}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Single sign-on through an OpenID Connect provider (console/sso.py): on when OIDC_RP_CLIENT_ID is set.
+# Authorisation code flow with PKCE; state and nonce checked; the ID token's RS256 signature (from the
+# JWKS), audience, issuer and expiry verified.
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
+OIDC_OP_ISSUER = env.str("OIDC_OP_ISSUER", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups")
+OIDC_PROVIDER_NAME = env.str("OIDC_PROVIDER_NAME", default="single sign-on")
+OIDC_GROUP_CLAIM = env.str("OIDC_GROUP_CLAIM", default="groups")
+OIDC_GROUP_MAP = env.json("OIDC_GROUP_MAP", default={})  # {"idp group": ["role:operator", "team:billing"]}
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_USE_NONCE = True
+OIDC_TIMEOUT = env.int("OIDC_TIMEOUT", default=10)
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_callback"
+OIDC_CREATE_USER = True
+# Local passwords: off leaves only the BREAK_GLASS_USERS (comma-separated user names) signing in with one.
+PASSWORD_LOGIN = env.bool("PASSWORD_LOGIN", default=True)
+BREAK_GLASS_USERS = env.list("BREAK_GLASS_USERS", default=[])
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "queue"
 LOGOUT_REDIRECT_URL = "login"

@@ -39,6 +39,7 @@ from workflows.models import (
     Event,
     Reason,
     Step,
+    Team,
     Workflow,
 )
 from workflows.models.checkpoints import CheckpointQuerySet
@@ -55,6 +56,7 @@ from .forms import (
     error_text,
 )
 from .roles import READERS, can_act, is_admin, operator_required, role_required, signed_in
+from .team_scope import TeamScope
 
 COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -150,6 +152,11 @@ class Login(LoginView):
     template_name = "registration/login.html"
     redirect_authenticated_user = True
 
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from .sso import login_context  # the single sign-on button; the password form or break-glass only
+
+        return {**super().get_context_data(**kwargs), **login_context()}
+
     def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if getattr(request, "htmx", False):
             # A poll whose session ended followed the redirect here: load the login
@@ -165,10 +172,12 @@ class Login(LoginView):
 def queue(request: HttpRequest) -> HttpResponse:
     filters = QueueFilterForm(request.GET)
     params = filters.values()  # bad values are dropped, not reported: a stale link still renders
-    base = filters.narrow(Checkpoint.objects.open())
+    teams = TeamScope.of(request)
+    everywhere = filters.narrow(Checkpoint.objects.open())
+    base = teams.narrow(everywhere)
     user = signed_in(request)
     rows, has_prev, has_next = _keyset_page(
-        filters.in_scope(filters.listed(user=user), user=user).for_queue().annotate(
+        teams.narrow(filters.in_scope(filters.listed(user=user), user=user)).for_queue().annotate(
             came_back=Exists(Decision.objects.sent_back().filter(checkpoint=OuterRef("pk"))),
         ).prefetch_related(
             Prefetch("events", Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
@@ -176,8 +185,11 @@ def queue(request: HttpRequest) -> HttpResponse:
             Prefetch("decisions", Decision.objects.filter(status=Decision.Status.PROPOSED).select_related("decided_by"),
                      to_attr="proposals")),
         params, params["per"])
-    tabs = _tabs(request, base, params, approvals=filters.narrow(Checkpoint.objects.awaiting_approval(by=user)))
+    tabs = _tabs(request, base, params,
+                 approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))))
     context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": tabs,
+               "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
+               "team": teams.current, "teams": list(Team.objects.all()) if can_act(user) and teams.visible else [],
                "can_act": can_act(user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
@@ -305,6 +317,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
         "can_decide": acting and checkpoint.may_be_decided_by(user),
         "form": form, "assign_form": AssignForm() if acting else None,
+        "transfer_teams": Team.objects.exclude(checkpoints=checkpoint) if acting else [],
         "actions": [a for a in Action if all(v.allows(a) for v in versions) and (a != Action.FAILOVER or form.standbys)],
         "lineage_effects": lineage_effects(checkpoint), "repeated": form.repeated, "bound_by": versions[1:],
         "four_eyes_on_money": any(v.requires_four_eyes or v.four_eyes_on_every_resume for v in versions),

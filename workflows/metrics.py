@@ -113,6 +113,9 @@ class Filters:
     kind: str = ""       # workflow kind
     reason: str = ""     # checkpoint reason
     runbook: str = ""    # runbook slug
+    # A team's slug: the staffing budget and the breach review narrow by it (from their own query
+    # field; Filters.from_query leaves it out, since the daily rollups hold no team).
+    team: str = ""
 
     DEFAULT_DAYS = 28
     MAX_DAYS = 731
@@ -143,7 +146,7 @@ class Filters:
 
     def as_query(self, **override: Any) -> dict[str, str]:
         values = {"start": self.start.isoformat(), "end": self.end.isoformat(), "agent": self.agent,
-                  "kind": self.kind, "reason": self.reason, "runbook": self.runbook, **override}
+                  "kind": self.kind, "reason": self.reason, "runbook": self.runbook, "team": self.team, **override}
         return {k: str(v) for k, v in values.items() if v not in ("", None)}
 
     @property
@@ -173,7 +176,7 @@ class Filters:
 
 # Where each filter dimension lives, seen from a checkpoint; a workflow holds the first two itself.
 CHECKPOINT_LOOKUPS = {"agent": "workflow__agent__name", "kind": "workflow__kind", "reason": "reason",
-                      "runbook": "runbook__slug"}
+                      "runbook": "runbook__slug", "team": "team__slug"}
 WORKFLOW_LOOKUPS = {"agent": "agent__name", "kind": "kind"}
 
 
@@ -843,6 +846,8 @@ def sla_activity(filters: Filters) -> dict[str, int]:
         qs = qs.filter(workflow__kind=filters.kind)
     if filters.runbook:
         qs = qs.filter(checkpoint__runbook__slug=filters.runbook)
+    if filters.team:
+        qs = qs.filter(checkpoint__team__slug=filters.team)
     counts: dict[str, int] = qs.aggregate(**{name: Count("pk", filter=q) for name, q in SLA_ACTIVITY.items()})
     return counts
 

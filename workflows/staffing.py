@@ -10,7 +10,9 @@ The model (as contact-centre workforce tools use it):
   (exponentially distributed, as Erlang C assumes). Checkpoints decided
   without a claim count from their opening.
 - One pooled team works every checkpoint first come, first served; nobody
-  abandons the queue (checkpoints wait until someone decides).
+  abandons the queue (checkpoints wait until someone decides). With a team
+  chosen (``Filters.team``), the budget is that team's alone: its checkpoints,
+  and its members as the operators who worked (teams do not share operators).
 - Each SLA policy, as frozen onto its checkpoints when they opened, is met
   when the chosen share of its checkpoints (the service level, 80 % by
   default) is picked up by an operator in time: within its time-to-claim
@@ -225,8 +227,11 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
                     need = agents_needed(traffic, handle, policy.pick_up_within(handle), level)
                     policy.peak_needed = max(policy.peak_needed, need)
                     cell.needed = max(cell.needed, need)
-    worked = (Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
-                                   at__lt=filters.until)
+    work = Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
+                                at__lt=filters.until)
+    if filters.team:
+        work = work.filter(actor_user__teams__slug=filters.team)
+    worked = (work
               .annotate(day=ExtractIsoWeekDay("at"), hour=ExtractHour("at"), date=F("at__date"))
               .values("day", "hour", "date").annotate(operators=Count("actor_user", distinct=True)).order_by())
     for row in worked:

@@ -445,6 +445,13 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.CLAIM_REMINDER: lambda d: f"reminded {d.get('to')}: claimed with no progress",
     V.BREACH_EXPLAINED: lambda d: f"recorded the breach reason: {d.get('reason') or 'none'}"
                                   + (f" ({d['note']})" if d.get("note") else ""),
+    V.TEAM_TRANSFERRED: lambda d: f"transferred the checkpoint from team {d.get('from') or '(none)'} to {d.get('to')}"
+                                  + (f": {d['note']}" if d.get("note") else ""),
+    V.SSO_ACCESS_CHANGED: lambda d: "sign-in changed access: " + "; ".join(
+        f"{k} {', '.join(str(x) for x in d[k])}" for k in ("granted", "revoked") if d.get(k))
+                                    + f" (claim {d.get('claim')}: {', '.join(str(g) for g in d.get('groups') or []) or 'none'})",
+    V.SSO_LOGGED_OUT: lambda d: f"signed out by the identity provider (back-channel logout): "
+                                f"{d.get('sessions', 0)} session(s) ended",
     V.COMMENTED: lambda d: f"commented: {d.get('excerpt', '')}"
                            + (f" (mentions {', '.join('@' + str(m) for m in d['mentions'])})" if d.get("mentions") else ""),
     V.SLACK_LINKED: lambda d: f"linked Slack user {d.get('slack_user', '')} to their account",

@@ -17,6 +17,7 @@ from .checkpoints import Checkpoint, CheckpointQuerySet
 from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
+from .identities import SignInIdentity, SignInSession
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
@@ -24,6 +25,7 @@ from .rollups import DailyRollup, RollupState
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
 from .slack import SlackLink, SlackMessage, SlackRoute, SlackWorkspace
+from .teams import RoutingRule, Team
 from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
@@ -34,6 +36,8 @@ __all__ = [
     # SLA policies and notifications
     "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",
     "OperatorProfile", "SLAPolicy", "Terms", "BreachReason",
+    # teams and their routing rules
+    "RoutingRule", "SignInIdentity", "SignInSession", "Team",
     # daily rollups of the recovery figures
     "DailyRollup", "RollupState",
     # whether the broker takes messages

@@ -24,6 +24,7 @@ from .events import Event
 from .people import can_take_work
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
+from .teams import RoutingRule
 from .workflows import MoneyTrail, Workflow
 
 if TYPE_CHECKING:
@@ -101,7 +102,8 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
         return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or database_now())
 
     def for_queue(self) -> CheckpointQuerySet:
-        return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook", "runbook_version")
+        return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook", "runbook_version",
+                                   "team")
 
     def for_workbench(self) -> CheckpointQuerySet:
         """The queue's joins, and the runbook's current version and owner (is there a newer one, is it stale)."""
@@ -165,6 +167,9 @@ class Checkpoint(Stateful):
     # A fork's checkpoint: the original's checkpoint it started from. Its runbook version binds this one too
     # (``runbook_versions``): a fork is never weaker than the checkpoint it comes from.
     origin = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The team it belongs to, routed when it opened (frozen); only teams.transfer moves it.
+    team = models.ForeignKey("workflows.Team", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="checkpoints")
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -241,7 +246,8 @@ class Checkpoint(Stateful):
             runbook = Runbook.match(workflow.kind, reason, workflow.agent_id)
             version = (runbook.current_version or runbook.snapshot()) if runbook else None
             now = now or timezone.now()
-            policy = runbook.policy if runbook else None
+            team = RoutingRule.route(workflow.kind, workflow.agent_id)
+            policy = (runbook.policy if runbook else None) or (team.policy if team else None)
             frozen = policy.freeze() if policy else SLAPolicy.fallback()
             try:
                 with transaction.atomic():
@@ -249,7 +255,7 @@ class Checkpoint(Stateful):
                         workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
                         resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
                         runbook=runbook, runbook_version=version, opened_at=now, policy=policy, sla=frozen,
-                        opened_by_console=by_console, origin=origin, **Terms(frozen).deadlines(now))
+                        opened_by_console=by_console, origin=origin, team=team, **Terms(frozen).deadlines(now))
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
             Event.record(checkpoint, Event.Verb.OPENED, actor=actor, at=now, data={

@@ -32,7 +32,7 @@ from ..roles import operators
 from .events import Event
 from .notifications import Notification
 from .people import can_take_work, is_working
-from .sla import Firing
+from .sla import Firing, TeamTarget
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -55,6 +55,9 @@ class SlaClock:
         """Who hears about a checkpoint nobody holds: the policy's watchers group and its operators
         (nobody when the policy names no group, or its group was deleted)."""
         watchers = self.checkpoint.terms.data.get("watchers")
+        if watchers is None and self.checkpoint.team_id is not None:  # else the team's watchers
+            watchers = type(self.checkpoint).objects.filter(pk=self.checkpoint.pk).values_list(
+                "team__watchers", flat=True).first()
         group = Group.objects.filter(pk=watchers).first() if watchers is not None else None
         if group is None:
             return [], None
@@ -169,6 +172,8 @@ class SlaClock:
         user = get_user_model().objects.filter(pk=spec["user"]).first() if spec["user"] else None
         group = Group.objects.filter(pk=spec["group"]).first() if spec["group"] else None
         reassigned_to, why_not = None, ""
+        if spec.get("team") and user is None and group is None:
+            user = self._team_target(spec["team"], now)
         if spec["reassign"]:
             candidate = user if user is not None else self._least_loaded(group, now) if group is not None else None
             ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")
@@ -189,6 +194,13 @@ class SlaClock:
         if reassigned_to is not None:
             self._tell(Notification.Kind.ASSIGNED, f"{title} assigned it to you", at=at, now=now,
                        key=key + ":assigned", users=[reassigned_to])
+
+    def _team_target(self, target: str, at: datetime) -> Operator | None:
+        """The checkpoint's team's lead, or its least-loaded member working now (no team: nobody)."""
+        team = self.checkpoint.team
+        if team is None:
+            return None
+        return team.lead if target == TeamTarget.LEAD else team.least_loaded(at)
 
     def _least_loaded(self, group: Group, at: datetime) -> Operator | None:
         """The group's active operator who is working now and holds the fewest open checkpoints."""

@@ -131,6 +131,11 @@ class Event(models.Model):
         BREACH_EXPLAINED = "breach_explained"
         COMMENTED = "commented"
         SLACK_LINKED = "slack_linked"  # a console user confirmed a Slack user is them
+        TEAM_TRANSFERRED = "team_transferred"
+        # A sign-in through the identity provider changed the user's roles or teams (the claim that did).
+        SSO_ACCESS_CHANGED = "sso_access_changed"
+        # The provider said the person signed out there (back-channel logout): their sessions here ended.
+        SSO_LOGGED_OUT = "sso_logged_out"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:

@@ -186,6 +186,13 @@ class SLAPolicy(models.Model):
         return terms.describe()
 
 
+class TeamTarget(models.TextChoices):
+    """An escalation target named by the checkpoint's team rather than by a person or a group."""
+
+    LEAD = "lead", "the team's lead"
+    LEAST_LOADED = "least_loaded", "the team's least-loaded operator working now"
+
+
 class EscalationLevel(models.Model):
     """One step of a policy's escalation chain: fires a delay after the breach, may repeat."""
 
@@ -196,6 +203,8 @@ class EscalationLevel(models.Model):
                                                             "least-loaded operator who is working now.")
     user = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    team_target = models.CharField(max_length=16, choices=TeamTarget.choices, blank=True,
+                                   help_text="Or someone of the checkpoint's team (it has none: nobody).")
     stop_once_claimed = models.BooleanField(default=True, help_text="Skip this level when someone holds "
                                                                     "the checkpoint by then.")
     repeat_every_minutes = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
@@ -205,7 +214,7 @@ class EscalationLevel(models.Model):
     class Meta:
         ordering = ["delay_minutes", "pk"]
         constraints = [
-            models.CheckConstraint(condition=Q(user__isnull=False) | Q(group__isnull=False),
+            models.CheckConstraint(condition=Q(user__isnull=False) | Q(group__isnull=False) | ~Q(team_target=""),
                                    name="escalation_level_has_a_target"),
         ]
 
@@ -216,11 +225,13 @@ class EscalationLevel(models.Model):
     def target_name(self) -> str:
         if self.user is not None:
             return self.user.get_username()
+        if self.team_target:
+            return TeamTarget(self.team_target).label
         return f"group {self.group.name}" if self.group is not None else "nobody"  # the constraint forbids nobody
 
     def clean(self) -> None:
-        if not self.user_id and not self.group_id:
-            raise ValidationError("Escalate to a user or a group.")
+        if not self.user_id and not self.group_id and not self.team_target:
+            raise ValidationError("Escalate to a user, a group or someone of the checkpoint's team.")
         if not (self.notify or self.reassign):
             raise ValidationError("A level must notify, reassign, or both.")
         if self.max_repeats and not self.repeat_every_minutes:
@@ -228,7 +239,8 @@ class EscalationLevel(models.Model):
 
     def freeze(self) -> dict[str, Any]:
         return {"delay": self.delay_minutes * 60, "notify": self.notify, "reassign": self.reassign,
-                "user": self.user_id, "group": self.group_id, "target": self.target_name,
+                "user": self.user_id, "group": self.group_id, "team": self.team_target or None,
+                "target": self.target_name,
                 "stop_once_claimed": self.stop_once_claimed,
                 "every": (self.repeat_every_minutes or 0) * 60, "repeats": self.max_repeats}
 
