@@ -16,6 +16,7 @@ from .checkpoints import Checkpoint, CheckpointQuerySet
 from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
+from .incidents import Hold, Incident
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
@@ -36,4 +37,6 @@ __all__ = [
     "DailyRollup", "RollupState",
     # whether the broker takes messages
     "BrokerStatus",
+    # many checkpoints with one cause, and agents on hold
+    "Hold", "Incident",
 ]

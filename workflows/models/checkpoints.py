@@ -165,6 +165,10 @@ class Checkpoint(Stateful):
     # A fork's checkpoint: the original's checkpoint it started from. Its runbook version binds this one too
     # (``runbook_versions``): a fork is never weaker than the checkpoint it comes from.
     origin = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Incidents (models/incidents.py): its failure signature, and the incident it belongs to, if any.
+    signature = models.CharField(max_length=32, blank=True, db_default="")
+    incident = models.ForeignKey("workflows.Incident", null=True, blank=True, on_delete=models.SET_NULL,
+                                 related_name="members")
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -212,6 +216,9 @@ class Checkpoint(Stateful):
             models.Index(fields=["id"], condition=Q(status=CheckpointStatus.DECIDED), name="checkpoint_decided"),
             # The figures of a period (breach review, resume dashboard) read the checkpoints opened in it;
             # on PostgreSQL the clocks they count ride in the index, so they never visit the table.
+            # Grouping counts the recent checkpoints of one failure signature.
+            models.Index(fields=["signature", "opened_at"], name="checkpoint_signature",
+                         condition=~Q(signature="")),
             models.Index(fields=["opened_at"], name="checkpoint_opened",
                          include=["id", "first_claimed_at", "first_decision_at", "clock_stopped_at", "breached_at",
                                   "claim_due_at", "claim_breached_at"]),
@@ -257,6 +264,9 @@ class Checkpoint(Stateful):
                 # Who the workflow goes back to on resume, as it was when it was interrupted.
                 "owner": workflow.owner.get_username() if workflow.owner else None})
             workflow.move(Workflow.Status.PAUSED, actor=actor, verb=Event.Verb.PAUSED, at=now, last_activity_at=now)
+            checkpoint.signature = signature_of(checkpoint)
+            Checkpoint.objects.filter(pk=checkpoint.pk).update(signature=checkpoint.signature)
+            Incident.gather(checkpoint, now=now)
         return checkpoint
 
     def get_absolute_url(self) -> str:
@@ -606,3 +616,4 @@ class Checkpoint(Stateful):
 # Decisions refer to checkpoints; importing them last lets each module name the other.
 from .decisions import Confirmation, Decision  # noqa: E402
 from .lineage import repeated_money  # noqa: E402
+from .incidents import Incident, signature_of  # noqa: E402

@@ -129,6 +129,17 @@ class Event(models.Model):
         CLAIM_REMINDER = "claim_reminder"
         BREACH_EXPLAINED = "breach_explained"
         COMMENTED = "commented"
+        # Incidents and holds (models/incidents.py): on the incident's trail, and on each member's.
+        INCIDENT_OPENED = "incident_opened"
+        INCIDENT_JOINED = "incident_joined"
+        INCIDENT_REMOVED = "incident_removed"
+        INCIDENT_MERGED = "incident_merged"
+        INCIDENT_STATUS = "incident_status"
+        INCIDENT_COMMANDER = "incident_commander"
+        INCIDENT_NOTE = "incident_note"
+        HOLD_PLACED = "hold_placed"
+        HOLD_LIFTED = "hold_lifted"
+        WORKFLOW_REFUSED_ON_HOLD = "workflow_refused_on_hold"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:
