@@ -306,6 +306,9 @@ class Incident(Stateful):
         return bool(won)
 
     def set_status(self, to: str, *, by: Operator) -> bool:
+        """A step along the transition table; False when it is not one from the status it has now."""
+        if to not in self.TRANSITIONS.get(self.status, set()):
+            return False
         fields: dict[str, Any] = {"resolved_at": timezone.now()} if to == self.Status.RESOLVED else {}
         return self.move(to, actor=by, verb=Event.Verb.INCIDENT_STATUS, **fields)
 
@@ -408,7 +411,7 @@ class Hold(Stateful):
 
     def lift(self, *, by: Operator) -> bool:
         with transaction.atomic():
-            won = self.move(self.Status.LIFTED, actor=by, verb=Event.Verb.HOLD_LIFTED,
+            won = self.move(self.Status.LIFTED, from_=[self.Status.ACTIVE], actor=by, verb=Event.Verb.HOLD_LIFTED,
                             data={"hold": self.pk, "agent": self.agent.name, "kind": self.kind},
                             lifted_by=by, lifted_at=timezone.now())
             if won and self.incident_id is not None:
@@ -422,9 +425,16 @@ class Hold(Stateful):
                           "message": f"{self.scope} is on hold: stop here and wait for the checkpoint's decision."}}
 
     @classmethod
-    def refusing(cls, agent: Agent, kind: str) -> Hold | None:
-        """The active hold that refuses new workflows of this kind, if any."""
-        return cls.objects.covering(agent, kind).filter(new_workflows=cls.NewWorkflows.REFUSE).first()
+    def refuse_new(cls, agent: Agent, *, kind: str, external_id: str) -> None:
+        """Conflict (``agent_on_hold``, the API's 409) when an active hold refuses new workflows of this
+        kind; the refusal is on the agent's trail."""
+        hold = cls.objects.covering(agent, kind).filter(new_workflows=cls.NewWorkflows.REFUSE).first()
+        if hold is None:
+            return
+        Event.record(agent, Event.Verb.WORKFLOW_REFUSED_ON_HOLD, actor=agent,
+                     data={"hold": hold.pk, "kind": kind[:100], "external_id": external_id[:200]})
+        raise Conflict(f"{hold.scope} is on hold during an incident: no new workflows until an operator "
+                       "lifts it.", code="agent_on_hold", field="kind")
 
     @classmethod
     def pause_if_held(cls, workflow: Workflow, *, at_seq: int | None) -> dict[str, Any] | None:

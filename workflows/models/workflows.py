@@ -20,6 +20,7 @@ from ..roles import owner_candidates
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
 from .events import Event
+from .incidents import Hold
 
 User = settings.AUTH_USER_MODEL
 
@@ -50,6 +51,7 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
         external_id = normalized(external_id)  # one spelling per id: compatibility forms fold (NFKC)
         workflow = agent.workflows.filter(external_id=external_id).first()
         if workflow is None:
+            Hold.refuse_new(agent, kind=kind, external_id=external_id)  # Conflict under a hold that refuses
             owner = agent.owner if owner_name is None else eligible_owner(owner_name)
             try:
                 with transaction.atomic():
