@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, runbook_views, security, views, workflow_views
+from . import breach_views, dashboards, incident_views, notification_views, runbook_views, security, views, workflow_views
 from .roles import READERS, public, role_required
 
 urlpatterns = [
@@ -42,4 +42,16 @@ urlpatterns = [
     path("resumes/export/<slug:table>.csv", dashboards.resume_export, name="resume_export"),
     path("readiness/", dashboards.readiness, name="readiness"),
     path("staffing/", dashboards.staffing_budget, name="staffing"),
+    path("incidents/", incident_views.incidents, name="incidents"),
+    path("incidents/queue-rows/", incident_views.incident_rows, name="incident_rows"),
+    path("incidents/open/", incident_views.open_incident, name="open_incident"),
+    path("incidents/<int:pk>/", incident_views.incident, name="incident"),
+    path("incidents/<int:pk>/merge/", incident_views.merge, name="merge_incident"),
+    path("incidents/<int:pk>/status/", incident_views.set_status, name="incident_status"),
+    path("incidents/<int:pk>/commander/", incident_views.command, name="incident_commander"),
+    path("incidents/<int:pk>/note/", incident_views.note, name="incident_note"),
+    path("incidents/<int:pk>/hold/", incident_views.hold, name="hold"),
+    path("incidents/<int:pk>/members/<int:checkpoint_pk>/remove/", incident_views.remove_member,
+         name="remove_from_incident"),
+    path("holds/<int:pk>/lift/", incident_views.lift_hold, name="lift_hold"),
 ]

@@ -386,6 +386,10 @@ class Hold(Stateful):
         return f"Hold on {self.agent.name}" + (f" · {self.kind}" if self.kind else "")
 
     @property
+    def is_active(self) -> bool:
+        return self.status == self.Status.ACTIVE
+
+    @property
     def scope(self) -> str:
         return f"{self.agent.name}" + (f" ({self.kind} workflows)" if self.kind else " (every kind)")
 
