@@ -46,7 +46,9 @@ from workflows.models import (
     DriftIgnoreRule,
     EscalationLevel,
     Event,
+    Hold,
     Holiday,
+    Incident,
     OperatorProfile,
     ReplayRun,
     Runbook,
@@ -257,7 +259,8 @@ class AgentAdmin(AuditedAdmin[Agent]):
     list_filter = ("is_active",)
     search_fields = ("name", "description")
     fields = ("name", "description", "resume_url", "replay_url", "allow_plain_http", "capabilities", "kinds",
-              "owner", "silence_seconds", "is_active", "token_prefix", "runtime_version", "created_at")
+              "owner", "silence_seconds", "incident_window_minutes", "incident_threshold", "is_active", "token_prefix",
+              "runtime_version", "created_at")
     readonly_fields = ("token_prefix", "runtime_version", "created_at")
     actions = ("rotate_token", "rotate_signing_secret")
 
@@ -267,6 +270,9 @@ class AgentAdmin(AuditedAdmin[Agent]):
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        for name in ("incident_window_minutes", "incident_threshold"):  # left empty: the default
+            if getattr(obj, name) is None:
+                setattr(obj, name, Agent._meta.get_field(name).get_default())
         if not change:
             obj.signing_secret = secrets.token_hex(32)
             request._new_credentials = [(obj, obj.set_new_token(), obj.signing_secret)]  # type: ignore[attr-defined]
@@ -375,6 +381,25 @@ class CheckpointAdmin(ReadOnlyAdmin[Checkpoint]):
     list_select_related = ("workflow", "assignee")
     search_fields = ("workflow__title", "workflow__external_id")
     show_full_result_count = False
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin[Incident]):
+    """Read-only: incidents change on their page (/incidents/<id>/), where every change is an event."""
+
+    list_display = ("pk", "title", "agent", "status", "commander", "opened_at", "resolved_at")
+    list_filter = ("status",)
+    list_select_related = ("agent", "commander")
+    search_fields = ("title", "agent__name", "kind")
+
+
+@admin.register(Hold)
+class HoldAdmin(ReadOnlyAdmin[Hold]):
+    """Read-only: holds are placed and lifted from the incident page, audited there."""
+
+    list_display = ("pk", "agent", "kind", "status", "new_workflows", "placed_by", "placed_at", "lifted_at")
+    list_filter = ("status",)
+    list_select_related = ("agent", "placed_by")
 
 
 @admin.register(Decision)

@@ -76,6 +76,10 @@ class Money:
         return [{"currency": c, **{stage: self.sums.get((c, stage)) for stage in STAGES}} for c in currencies]
 
     @property
+    def unreadable_by_stage(self) -> list[tuple[str, int]]:
+        return sorted(self.unreadable.items())
+
+    @property
     def at_stake(self) -> list[str]:
         """What a resume can still move (pending and planned), per currency, as the queue row shows it."""
         totals: dict[str, Decimal] = defaultdict(Decimal)

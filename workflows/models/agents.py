@@ -87,9 +87,11 @@ class Agent(models.Model):
                              help_text="Workflow kinds this runtime runs, for standby matching; empty: any kind.")
     # Incidents (models/incidents.py): this many checkpoints sharing a failure signature within the window.
     incident_window_minutes = models.PositiveIntegerField(
-        default=15, db_default=15, help_text="Checkpoints with one failure signature within this many minutes…")
+        default=15, db_default=15, blank=True,
+        help_text="Checkpoints with one failure signature within this many minutes… (empty: 15)")
     incident_threshold = models.PositiveIntegerField(
-        default=5, db_default=5, help_text="…become one incident once there are this many (0: never group).")
+        default=5, db_default=5, blank=True,
+        help_text="…become one incident once there are this many (0: never group; empty: 5).")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
