@@ -1,7 +1,16 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, incident_views, notification_views, runbook_views, security, views, workflow_views
+from . import (
+    breach_views,
+    dashboards,
+    incident_views,
+    notification_views,
+    runbook_views,
+    security,
+    views,
+    workflow_views,
+)
 from .roles import READERS, public, role_required
 
 urlpatterns = [

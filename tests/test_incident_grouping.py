@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.helpers import make_agent, make_checkpoint, make_step, make_workflow, make_worked_example
+from tests.helpers import make_agent, make_checkpoint, make_step, make_worked_example, make_workflow
 from workflows.models import Checkpoint, Event, Incident
 from workflows.models.incidents import fingerprint, normalised_detail
 

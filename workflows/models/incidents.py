@@ -220,8 +220,8 @@ class Incident(Stateful):
     def _create_for(cls, checkpoint: Checkpoint, now: datetime) -> Incident:
         workflow = checkpoint.workflow
         name, _ = stopped_at(checkpoint)
-        title = f"{checkpoint.get_reason_display()} on {workflow.agent.name} · {workflow.kind}" + (
-            f" at {name}" if name else "")
+        where = f" {name}" if name.startswith("after ") else f" at {name}" if name else ""
+        title = f"{checkpoint.get_reason_display()} on {workflow.agent.name} · {workflow.kind}{where}"
         try:
             with transaction.atomic():
                 incident = cls.objects.create(
