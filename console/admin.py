@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
@@ -252,6 +253,14 @@ class DeliveryAdmin(AuditedAdmin[Delivery]):
         return False
 
 
+class KeepWhenEmptyField(forms.IntegerField):
+    """A number an admin may leave empty: empty keeps the stored value (or the default), and is no change
+    for the audit trail (an older form that does not send the field changes nothing)."""
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return data not in self.empty_values and super().has_changed(initial, data)
+
+
 @admin.register(Agent)
 class AgentAdmin(AuditedAdmin[Agent]):
     formfield_overrides = URL_FIELDS
@@ -269,10 +278,19 @@ class AgentAdmin(AuditedAdmin[Agent]):
             kwargs["queryset"] = owner_candidates()
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name in ("incident_window_minutes", "incident_threshold"):
+            return KeepWhenEmptyField(min_value=0, required=False, label=db_field.verbose_name.capitalize(),
+                                      help_text=db_field.help_text)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
-        for name in ("incident_window_minutes", "incident_threshold"):  # left empty: the default
+        for name in ("incident_window_minutes", "incident_threshold"):  # left empty: as it was, else the default
             if getattr(obj, name) is None:
-                setattr(obj, name, Agent._meta.get_field(name).get_default())
+                stored = Agent.objects.filter(pk=obj.pk).values_list(name, flat=True).first() if change else None
+                field = Agent._meta.get_field(name)
+                assert isinstance(field, models.Field)
+                setattr(obj, name, stored if stored is not None else field.get_default())
         if not change:
             obj.signing_secret = secrets.token_hex(32)
             request._new_credentials = [(obj, obj.set_new_token(), obj.signing_secret)]  # type: ignore[attr-defined]

@@ -80,7 +80,7 @@ def incidents(request: HttpRequest) -> HttpResponse:
 
 def _timeline(incident: Incident) -> list[dict[str, Any]]:
     """The incident's own trail, the first and last member, and its members' decisions, by time."""
-    entries = [{"at": e.at, "actor": e.actor, "event": e} for e in
+    entries: list[dict[str, Any]] = [{"at": e.at, "actor": e.actor, "event": e} for e in
                incident.events().select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:TIMELINE_SHOWN]]
     for d in (Decision.objects.filter(checkpoint__incident=incident).select_related("decided_by", "checkpoint__workflow")
               .order_by("-decided_at")[:TIMELINE_SHOWN]):

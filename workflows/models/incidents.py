@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from ..identifiers import normalized
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
@@ -192,8 +193,6 @@ class Incident(Stateful):
     def gather(cls, checkpoint: Checkpoint, *, now: datetime | None = None) -> Incident | None:
         """Join the checkpoint to the unresolved incident of its signature, or open one when enough of its
         peers opened within the agent's window. Call inside the transaction that opens it."""
-        from .checkpoints import Checkpoint
-
         signature = checkpoint.signature
         if not signature:
             return None
@@ -204,14 +203,15 @@ class Incident(Stateful):
             incident = cls.objects.unresolved().filter(signature=signature).first()
             if incident is None:
                 since = now - timedelta(minutes=agent.incident_window_minutes)
-                peers = (Checkpoint.objects.unresolved().filter(signature=signature, incident__isnull=True,
-                                                               opened_at__gte=since))
+                # Through the checkpoint's own class: this module sits below checkpoints and imports none.
+                peers = type(checkpoint).objects.unresolved().filter(signature=signature, incident__isnull=True,
+                                                                     opened_at__gte=since)
                 if agent.incident_threshold < 1 or peers.count() < agent.incident_threshold:
                     return None
                 incident = cls._create_for(checkpoint, now)
-                members = list(peers.exclude(pk=checkpoint.pk).values_list("pk", flat=True)) + [checkpoint.pk]
+                members = peers | type(checkpoint).objects.filter(pk=checkpoint.pk)
             else:
-                members = [checkpoint.pk]
+                members = type(checkpoint).objects.filter(pk=checkpoint.pk)
             incident._take(members, actor=None, verb=Event.Verb.INCIDENT_JOINED)
         checkpoint.incident = incident
         return incident
@@ -259,19 +259,18 @@ class Incident(Stateful):
                 detail_pattern=normalised_detail(first.detail) if signature else "", opened_by=by)
             Event.record(incident, Event.Verb.INCIDENT_OPENED, actor=by,
                          data={"title": incident.title, "by_hand": True})
-            incident._take([c.pk for c in chosen], actor=by, verb=Event.Verb.INCIDENT_JOINED)
+            incident._take(type(first).objects.filter(pk__in=[c.pk for c in chosen]), actor=by,
+                           verb=Event.Verb.INCIDENT_JOINED)
         return incident
 
-    def _take(self, pks: list[int], *, actor: Operator | None, verb: Event.Verb) -> None:
+    def _take(self, checkpoints: models.QuerySet[Checkpoint], *, actor: Operator | None, verb: Event.Verb) -> None:
         """Make these checkpoints members, taking them from any other incident (recorded on both)."""
-        from .checkpoints import Checkpoint
-
-        rows = list(Checkpoint.objects.filter(pk__in=pks).exclude(incident=self).select_related("workflow"))
+        rows = list(checkpoints.exclude(incident=self).select_related("workflow"))
         previous: dict[int, list[int]] = {}
         for c in rows:
             if c.incident_id is not None:
                 previous.setdefault(c.incident_id, []).append(c.pk)
-        Checkpoint.objects.filter(pk__in=[c.pk for c in rows]).update(incident=self)
+        checkpoints.filter(pk__in=[c.pk for c in rows]).update(incident=self)
         for incident_id, moved in previous.items():
             Event.record(Incident(pk=incident_id), Event.Verb.INCIDENT_REMOVED, actor=actor,
                          data={"checkpoints": moved, "to_incident": self.pk})
@@ -284,21 +283,20 @@ class Incident(Stateful):
             return False
         with transaction.atomic():
             pks = list(other.members.values_list("pk", flat=True))
+            moving = other.members.filter(pk__in=pks)  # read before the move: the members as they were
             won = other.move(self.Status.RESOLVED, from_=UNRESOLVED, actor=by, verb=Event.Verb.INCIDENT_MERGED,
                              data={"into": self.pk, "members": len(pks)}, merged_into=self,
                              resolved_at=timezone.now())
             if not won:
                 return False
-            self._take(pks, actor=by, verb=Event.Verb.INCIDENT_JOINED)
+            self._take(moving, actor=by, verb=Event.Verb.INCIDENT_JOINED)
             Event.record(self, Event.Verb.INCIDENT_MERGED, actor=by, data={"from": other.pk, "members": len(pks)})
         return True
 
     def remove(self, checkpoint: Checkpoint, *, by: Operator) -> bool:
         """Take one checkpoint out of the incident (it goes on alone). False when it is not a member."""
-        from .checkpoints import Checkpoint
-
         with transaction.atomic():
-            won = Checkpoint.objects.filter(pk=checkpoint.pk, incident=self).update(incident=None)
+            won = self.members.filter(pk=checkpoint.pk).update(incident=None)
             if won:
                 Event.record(self, Event.Verb.INCIDENT_REMOVED, actor=by, data={"checkpoints": [checkpoint.pk]})
                 Event.record(checkpoint, Event.Verb.INCIDENT_REMOVED, actor=by, data={"incident": self.pk})
@@ -433,8 +431,8 @@ class Hold(Stateful):
         """Conflict (``agent_on_hold``, the API's 409) when an active hold refuses new workflows of this
         kind; the refusal is on the agent's trail."""
         hold = cls.objects.covering(agent, kind).filter(new_workflows=cls.NewWorkflows.REFUSE).first()
-        if hold is None:
-            return
+        if hold is None or agent.workflows.filter(external_id=normalized(external_id)).exists():
+            return  # not held, or a resend of a workflow it already has (answered 200 as always)
         Event.record(agent, Event.Verb.WORKFLOW_REFUSED_ON_HOLD, actor=agent,
                      data={"hold": hold.pk, "kind": kind[:100], "external_id": external_id[:200]})
         raise Conflict(f"{hold.scope} is on hold during an incident: no new workflows until an operator "
@@ -445,18 +443,9 @@ class Hold(Stateful):
         """After a step report: open a ``held`` checkpoint on a running workflow under an active hold and
         answer the instruction; the same instruction again while that checkpoint is unresolved (a resent
         report whose answer was lost). None when no hold covers it."""
-        from .checkpoints import Checkpoint
-        from .runbooks import Reason
-
         hold = cls.objects.covering(workflow.agent_id, workflow.kind).select_related("agent").first()
         if hold is None:
             return None
-        held = workflow.checkpoints.unresolved().filter(reason=Reason.HELD).first()
-        if held is None:
-            try:
-                held = Checkpoint.open_for(workflow, reason=Reason.HELD, at_seq=at_seq, by_console=True,
-                                           detail=f"Held by the console: {hold.scope} is on hold."
-                                                  + (f" {hold.note[:300]}" if hold.note else ""))
-            except Conflict:  # paused already for another reason, or finished meanwhile: nothing to pause
-                return None
-        return hold.instruction(held)
+        held = workflow.hold_here(at_seq=at_seq, detail=f"Held by the console: {hold.scope} is on hold."
+                                  + (f" {hold.note[:300]}" if hold.note else ""))
+        return hold.instruction(held) if held is not None else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -20,7 +20,10 @@ from ..roles import owner_candidates
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
 from .events import Event
-from .incidents import Hold
+from .runbooks import Reason
+
+if TYPE_CHECKING:
+    from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
 
@@ -51,7 +54,6 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
         external_id = normalized(external_id)  # one spelling per id: compatibility forms fold (NFKC)
         workflow = agent.workflows.filter(external_id=external_id).first()
         if workflow is None:
-            Hold.refuse_new(agent, kind=kind, external_id=external_id)  # Conflict under a hold that refuses
             owner = agent.owner if owner_name is None else eligible_owner(owner_name)
             try:
                 with transaction.atomic():
@@ -318,6 +320,20 @@ class Workflow(Stateful):
                                              origin=latest)
             return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed,
                                      repeats_confirmed=repeats_confirmed)
+
+    def hold_here(self, *, at_seq: int | None, detail: str) -> Checkpoint | None:
+        """Its agent is on hold (models/incidents.py): the unresolved ``held`` checkpoint, opened now by the
+        console with the full resume state if there is none yet. None when it cannot pause (already paused
+        for another reason, or finished)."""
+        from .checkpoints import Checkpoint  # noqa: F811  checkpoints sit above workflows
+
+        held = self.checkpoints.unresolved().filter(reason=Reason.HELD).first()
+        if held is not None:
+            return held
+        try:
+            return Checkpoint.open_for(self, reason=Reason.HELD, at_seq=at_seq, by_console=True, detail=detail)
+        except Conflict:
+            return None
 
     def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None,
                      plan: list[dict[str, Any]] | None = None) -> dict[str, Any]:
