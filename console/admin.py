@@ -52,6 +52,7 @@ from workflows.models import (
     Incident,
     OperatorProfile,
     ReplayRun,
+    Rollout,
     Runbook,
     RunbookVersion,
     SLAPolicy,
@@ -418,6 +419,14 @@ class HoldAdmin(ReadOnlyAdmin[Hold]):
     list_display = ("pk", "agent", "kind", "status", "new_workflows", "placed_by", "placed_at", "lifted_at")
     list_filter = ("status",)
     list_select_related = ("agent", "placed_by")
+
+
+@admin.register(Rollout)
+class RolloutAdmin(ReadOnlyAdmin[Rollout]):
+    """Read-only: rollouts start, halt and stop on the incident page and in the sweep, audited there."""
+
+    list_display = ("pk", "incident", "action", "status", "started_by", "started_at")
+    list_filter = ("status",)
 
 
 @admin.register(Decision)

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows import blast_radius
-from workflows.models import Checkpoint, Conflict, Decision, Hold, Incident
+from workflows.models import Action, Checkpoint, Conflict, Decision, Hold, Incident, Rollout
 from workflows.models.people import operators
 
 from .charts import Line, column_chart
@@ -52,6 +52,14 @@ class NoteForm(forms.Form):
 
 class MergeForm(forms.Form):
     other = forms.IntegerField(min_value=1, max_value=2_147_483_647, label="Incident number to merge into this one")
+
+
+class RolloutForm(forms.Form):
+    action = forms.ChoiceField(choices=[(a.value, a.label) for a in (Action.RESUME, Action.RETRY_STEP, Action.ABORT)])
+    instructions = forms.CharField(max_length=10_000, required=False, strip=True)
+    money_confirmed = forms.BooleanField(required=False)
+    canary_percent = forms.IntegerField(min_value=1, max_value=100, initial=5)
+    per_minute = forms.IntegerField(min_value=1, max_value=10_000, initial=30)
 
 
 def _incident(pk: int) -> Incident:
@@ -111,6 +119,7 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
         "can_act": can_act(user), "hold_form": HoldForm(initial={"kind": item.kind}),
         "next_statuses": [s for s in Incident.Status if s in item.TRANSITIONS.get(item.status, set())],
         "operators": operators() if can_act(user) else [], "members_shown": MEMBERS_SHOWN,
+        "rollouts": item.rollouts.select_related("started_by")[:5], "rollout_form": RolloutForm(),
     }
     return _render(request, "console/incident.html", context)
 
@@ -237,3 +246,34 @@ def lift_hold(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, "That hold was already lifted.")
     return _back(request, _to(placed.incident) if placed.incident else reverse("incidents"))
 
+
+@operator_required
+@require_POST
+def start_rollout(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    form = RolloutForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, error_text(form))
+        return redirect(_to(item))
+    try:
+        Rollout.start(item, by=signed_in(request), **form.cleaned_data)
+    except (Conflict, ValueError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Rollout started: the canary goes out with the next sweep.")
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def steer_rollout(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel a rollout, or let a halted one carry on (``do``: cancel | continue)."""
+    rollout = get_object_or_404(Rollout.objects.select_related("incident"), pk=pk)
+    do = request.POST.get("do")
+    done = (rollout.cancel(by=signed_in(request)) if do == "cancel"
+            else rollout.carry_on(by=signed_in(request)) if do == "continue" else False)
+    if done:
+        messages.success(request, f"Rollout {rollout.status}.")
+    else:
+        messages.error(request, f"The rollout is {rollout.status}: nothing to {do or 'do'}.")
+    return redirect(_to(rollout.incident))

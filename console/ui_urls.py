@@ -63,4 +63,6 @@ urlpatterns = [
     path("incidents/<int:pk>/members/<int:checkpoint_pk>/remove/", incident_views.remove_member,
          name="remove_from_incident"),
     path("holds/<int:pk>/lift/", incident_views.lift_hold, name="lift_hold"),
+    path("incidents/<int:pk>/rollout/", incident_views.start_rollout, name="start_rollout"),
+    path("rollouts/<int:pk>/", incident_views.steer_rollout, name="steer_rollout"),
 ]

@@ -173,3 +173,31 @@ def test_an_admin_may_leave_the_grouping_settings_empty_for_their_defaults(clien
 
     agent = Agent.objects.get(name="grouped-bot")
     assert (agent.incident_window_minutes, agent.incident_threshold) == (15, 3)
+
+
+def test_a_rollout_is_started_steered_and_shown_on_the_incident_page(client, alice, tess):
+    from workflows.models import Rollout
+
+    incident = _incident()
+    client.force_login(tess)
+    assert client.post(reverse("start_rollout", args=[incident.pk]), {"action": "resume"}).status_code == 403
+    client.force_login(alice)
+    client.post(reverse("start_rollout", args=[incident.pk]), {"action": "handoff", "canary_percent": 5,
+                                                               "per_minute": 30})
+    client.post(reverse("start_rollout", args=[incident.pk]), {"action": "resume", "canary_percent": "lots"})
+    assert not Rollout.objects.exists()
+    client.post(reverse("start_rollout", args=[incident.pk]), {"action": "resume", "canary_percent": 20,
+                                                               "per_minute": 30, "instructions": "provider is back"})
+    rollout = Rollout.objects.get()
+    assert (rollout.action, rollout.canary_percent, rollout.started_by) == ("resume", 20, alice)
+    Rollout.advance_due(timezone.now() + timedelta(seconds=1))
+    page = squeezed(client.get(reverse("incident", args=[incident.pk])).content.decode())
+    assert "wave 1: 1 decisions" in page and "rollout wave 1 sent: 1 decisions" in page
+    assert client.post(reverse("steer_rollout", args=[rollout.pk]), {"do": "continue"}).status_code == 302
+    rollout.refresh_from_db()
+    assert rollout.status == "running"  # only a halted rollout continues
+    client.post(reverse("steer_rollout", args=[rollout.pk]), {"do": "cancel"})
+    rollout.refresh_from_db()
+    assert rollout.status == "cancelled"
+    assert Event.objects.filter(subject=f"rollout:{rollout.pk}", verb=Event.Verb.ROLLOUT_CANCELLED,
+                                actor_user=alice).exists()

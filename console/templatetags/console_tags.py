@@ -461,6 +461,12 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
                              + _note(d),
     V.HOLD_LIFTED: lambda d: f"lifted the hold on {d.get('agent', '')}{' · ' + d['kind'] if d.get('kind') else ''}",
     V.WORKFLOW_REFUSED_ON_HOLD: lambda d: f"was refused a new {d.get('kind', '')} workflow: on hold",
+    V.ROLLOUT_STARTED: lambda d: f"started a rollout: {d.get('action', '')} in waves, canary "
+                                 f"{d.get('canary_percent', '')} %",
+    V.ROLLOUT_WAVE: lambda d: f"rollout wave {d.get('wave', '')} sent: {d.get('members', 0)} decisions",
+    V.ROLLOUT_HALTED: lambda d: f"halted the rollout: {d.get('why', '')}",
+    V.ROLLOUT_COMPLETED: lambda d: "completed the rollout: every member decided",
+    V.ROLLOUT_CANCELLED: lambda d: "cancelled the rollout",
 }
 
 

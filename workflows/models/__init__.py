@@ -20,6 +20,7 @@ from .incidents import Hold, Incident
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
+from .rollouts import Rollout
 from .rollups import DailyRollup, RollupState
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
@@ -38,5 +39,5 @@ __all__ = [
     # whether the broker takes messages
     "BrokerStatus",
     # many checkpoints with one cause, and agents on hold
-    "Hold", "Incident",
+    "Hold", "Incident", "Rollout",
 ]

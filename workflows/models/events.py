@@ -140,6 +140,11 @@ class Event(models.Model):
         HOLD_PLACED = "hold_placed"
         HOLD_LIFTED = "hold_lifted"
         WORKFLOW_REFUSED_ON_HOLD = "workflow_refused_on_hold"
+        ROLLOUT_STARTED = "rollout_started"
+        ROLLOUT_WAVE = "rollout_wave"
+        ROLLOUT_HALTED = "rollout_halted"
+        ROLLOUT_COMPLETED = "rollout_completed"
+        ROLLOUT_CANCELLED = "rollout_cancelled"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:
