@@ -1,11 +1,11 @@
 """What an incident puts at stake, in one place: the incident page, the queue's incident rows and (later)
 the postmortem read these figures and compute none of their own.
 
-Money is read with the checkpoints' own rule (``models.checkpoints._at_stake``, behind
-``Checkpoint.money_at_stake``): this module only sorts what that rule finds into committed (effects
-already done), pending (unknown or pending effects) and planned (the agent's plan), and adds up the
-amounts of each currency. An amount the rule shows but cannot be read as a number is counted as
-"amount unknown" for its stage, never dropped.
+Money is read by ``workflows.money``'s rule (the one behind ``Checkpoint.money_at_stake``, which fails
+safe): this module only sorts what that rule finds into committed (effects already done), pending
+(unknown, pending or re-run effects) and planned (the agent's plan), and adds up the amounts of each
+currency. An amount the rule finds but cannot read is counted as "amount unknown" for its stage,
+never dropped.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from .models import Checkpoint, Incident, Runbook
-from .models.checkpoints import _at_stake
+from .money import PLANNED, Amount, MoneyAtStake, amounts_in
 
 STAGES = ("committed", "pending", "planned")
 _DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
@@ -39,18 +39,17 @@ def promise_due(promise: str, made_at: datetime) -> datetime | None:
     return made_at + int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
-def money_by_stage(checkpoint: Checkpoint) -> dict[str, list[str]]:
-    """The amounts a checkpoint's resume state shows, as ``Checkpoint.money_at_stake`` reads them, by stage."""
+def money_by_stage(checkpoint: Checkpoint) -> dict[str, list[Amount]]:
+    """The amounts of a checkpoint's resume state by stage, as ``workflows.money`` reads them."""
     state = checkpoint.resume_state or {}
-    pending = state.get("pending")
-    staged: dict[str, list[Any]] = {
-        "committed": [e.get("input") for e in state.get("committed") or [] if isinstance(e, dict)],
-        "pending": [e.get("input") for e in checkpoint.unknown_effects
-                    + ([pending] if isinstance(pending, dict) else []) if isinstance(e, dict)],
-        "planned": [s for s in checkpoint.plan or [] if isinstance(s, dict) and s.get("moves_money")],
-    }
-    return {stage: [_at_stake(e).removeprefix(": ") for e in items if _at_stake(e)]
-            for stage, items in staged.items()}
+    staged: dict[str, list[Amount]] = {stage: [] for stage in STAGES}
+    for step in state.get("committed") or []:
+        if isinstance(step, dict):
+            staged["committed"] += amounts_in(step.get("input"))
+    for effect in MoneyAtStake.of(state, kind=checkpoint.workflow.kind).effects:
+        stage = "planned" if effect.where == PLANNED else "pending"
+        staged[stage] += effect.amounts or (Amount(None),)
+    return staged
 
 
 @dataclass
@@ -60,15 +59,12 @@ class Money:
     sums: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     unreadable: Counter[str] = field(default_factory=Counter)
 
-    def add(self, stage: str, shown: str) -> None:
-        number, _, currency = shown.partition(" ")
-        try:
-            value = Decimal(number.replace(",", ""))
-        except InvalidOperation:
+    def add(self, stage: str, amount: Amount) -> None:
+        if amount.value is None:
             self.unreadable[stage] += 1
             return
-        key = (currency or "?", stage)
-        self.sums[key] = self.sums.get(key, Decimal(0)) + value
+        key = (amount.currency or "?", stage)
+        self.sums[key] = self.sums.get(key, Decimal(0)) + amount.value
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per currency: its committed, pending and planned sums (None where nothing is at stake)."""
@@ -134,8 +130,8 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
         if c.runbook_id is not None:
             radius.runbook_ids.add(c.runbook_id)
         for stage, amounts in money_by_stage(c).items():
-            for shown in amounts:
-                radius.money.add(stage, shown)
+            for amount in amounts:
+                radius.money.add(stage, amount)
         unknown = len(c.unknown_effects)
         radius.unknown_effects += unknown
         radius.members_with_unknown_effects += bool(unknown)
