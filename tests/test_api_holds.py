@@ -6,6 +6,7 @@ hold is audited. Every answer an agent that ignores holds relies on stays as it 
 import pytest
 
 from tests.apitools import DECIDE_REFUND, READ_TICKET, assert_error, expect, issue_refund
+from tests.helpers import make_checkpoint, make_worked_example
 from workflows.models import Checkpoint, Event, Hold, Workflow
 
 pytestmark = pytest.mark.django_db
@@ -105,3 +106,29 @@ def test_a_batch_report_carries_the_instruction_too(bot, workflow_id, alice):
     body = expect(bot.post(f"/workflows/{workflow_id}/steps/batch", {"steps": [READ_TICKET, DECIDE_REFUND]}), 201)
     assert body["instruction"]["pause"]["reason"] == "held"
     assert Checkpoint.objects.get().at_seq == 3
+
+
+def test_held_checkpoints_join_the_incident_whose_hold_paused_them_and_form_none_of_their_own(bot, alice):
+    from workflows.models import Incident
+
+    bot.agent.incident_threshold = 2
+    bot.agent.save()
+    incident = Incident.open_from([make_checkpoint(make_worked_example(agent=bot.agent))], by=alice)
+    incident.hold(by=alice, new_workflows="pause")
+    for i in range(4):
+        workflow_id = bot.create_workflow(f"T-{i}")["id"]
+        expect(bot.post(f"/workflows/{workflow_id}/steps", READ_TICKET), 201)
+    assert Incident.objects.count() == 1
+    assert incident.members.filter(reason="held").count() == 4
+
+
+def test_held_checkpoints_are_no_failure_and_never_group_by_themselves(bot, alice):
+    from workflows.models import Incident
+
+    bot.agent.incident_threshold = 2
+    bot.agent.save()
+    Hold.place(bot.agent, by=alice, new_workflows="pause")
+    for i in range(3):
+        workflow_id = bot.create_workflow(f"T-{i}")["id"]
+        expect(bot.post(f"/workflows/{workflow_id}/steps", READ_TICKET), 201)
+    assert Checkpoint.objects.filter(reason="held").count() == 3 and not Incident.objects.exists()

@@ -615,5 +615,5 @@ class Checkpoint(Stateful):
 
 # Decisions refer to checkpoints; importing them last lets each module name the other.
 from .decisions import Confirmation, Decision  # noqa: E402
-from .lineage import repeated_money  # noqa: E402
 from .incidents import Incident, signature_of  # noqa: E402
+from .lineage import repeated_money  # noqa: E402

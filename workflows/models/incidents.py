@@ -33,6 +33,7 @@ from ..identifiers import normalized
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
+from .runbooks import Reason
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -194,8 +195,8 @@ class Incident(Stateful):
         """Join the checkpoint to the unresolved incident of its signature, or open one when enough of its
         peers opened within the agent's window. Call inside the transaction that opens it."""
         signature = checkpoint.signature
-        if not signature:
-            return None
+        if not signature or checkpoint.reason == Reason.HELD:
+            return None  # a held checkpoint belongs to the incident whose hold paused it (Hold.pause_if_held)
         now = now or timezone.now()
         agent = checkpoint.workflow.agent
         with transaction.atomic():
@@ -448,4 +449,9 @@ class Hold(Stateful):
             return None
         held = workflow.hold_here(at_seq=at_seq, detail=f"Held by the console: {hold.scope} is on hold."
                                   + (f" {hold.note[:300]}" if hold.note else ""))
-        return hold.instruction(held) if held is not None else None
+        if held is None:
+            return None
+        incident = hold.incident
+        if held.incident_id is None and incident is not None and not incident.is_resolved:
+            incident._take(type(held).objects.filter(pk=held.pk), actor=None, verb=Event.Verb.INCIDENT_JOINED)
+        return hold.instruction(held)

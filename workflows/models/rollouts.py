@@ -122,7 +122,7 @@ class Rollout(Stateful):
     def outcome(self, wave: dict[str, Any]) -> WaveOutcome:
         """How a wave's members fared since it went out: failed (decision failed, workflow failed, or paused
         again at a new checkpoint) and settled (those, or the workflow completed)."""
-        from .checkpoints import Checkpoint  # noqa: F811  checkpoints sit above rollouts
+        from .checkpoints import Checkpoint
 
         at = datetime.fromisoformat(wave["at"])
         failed = settled = 0

@@ -325,7 +325,7 @@ class Workflow(Stateful):
         """Its agent is on hold (models/incidents.py): the unresolved ``held`` checkpoint, opened now by the
         console with the full resume state if there is none yet. None when it cannot pause (already paused
         for another reason, or finished)."""
-        from .checkpoints import Checkpoint  # noqa: F811  checkpoints sit above workflows
+        from .checkpoints import Checkpoint
 
         held = self.checkpoints.unresolved().filter(reason=Reason.HELD).first()
         if held is not None:
