@@ -31,8 +31,10 @@ def test_five_failures_form_an_incident_the_operator_opens_it_and_holds_the_agen
     row = page.get_by_test_id("incident-queue-row")
     expect(row).to_have_count(1, timeout=15_000)  # polled in, no reload
     expect(row).to_contain_text("5 checkpoints")
-    expect(row.get_by_test_id("incident-unknown")).to_contain_text("1 outcomes unknown")
+    expect(row.get_by_test_id("incident-unknown")).to_contain_text("1 outcome unknown")
     expect(page.get_by_test_id("badge-incident")).to_have_count(5)
+    if os.environ.get("SCREENSHOTS"):
+        page.screenshot(path=os.environ["SCREENSHOTS"] + "/queue.png", full_page=True)
 
     row.get_by_test_id("incident-link").click()
     expect(page.get_by_test_id("incident-title")).to_contain_text(f"Incident #{incident.pk}")

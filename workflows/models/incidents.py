@@ -156,7 +156,7 @@ class Incident(Stateful):
     signature = models.CharField(max_length=32, blank=True, db_index=True)
     agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="incidents")
     kind = models.CharField(max_length=100, blank=True)
-    reason = models.CharField(max_length=32, blank=True)
+    reason = models.CharField(max_length=32, choices=Reason.choices, blank=True)
     step_name = models.CharField(max_length=200, blank=True)
     detail_pattern = models.CharField(max_length=FINGERPRINT_TEXT_MAX, blank=True,
                                       help_text="The agent's detail with its variable parts normalised away.")
