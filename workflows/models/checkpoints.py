@@ -214,11 +214,11 @@ class Checkpoint(Stateful):
             # "Awaiting approval" (a tab's count on every queue page, the on-clock figures): only the
             # checkpoints whose decision is in flight, not a scan of every resolved one (160 ms at 1M, now 16 ms).
             models.Index(fields=["id"], condition=Q(status=CheckpointStatus.DECIDED), name="checkpoint_decided"),
-            # The figures of a period (breach review, resume dashboard) read the checkpoints opened in it;
-            # on PostgreSQL the clocks they count ride in the index, so they never visit the table.
             # Grouping counts the recent checkpoints of one failure signature.
             models.Index(fields=["signature", "opened_at"], name="checkpoint_signature",
                          condition=~Q(signature="")),
+            # The figures of a period (breach review, resume dashboard) read the checkpoints opened in it;
+            # on PostgreSQL the clocks they count ride in the index, so they never visit the table.
             models.Index(fields=["opened_at"], name="checkpoint_opened",
                          include=["id", "first_claimed_at", "first_decision_at", "clock_stopped_at", "breached_at",
                                   "claim_due_at", "claim_breached_at"]),
