@@ -47,10 +47,13 @@ from workflows.models import (
     DriftIgnoreRule,
     EscalationLevel,
     Event,
+    Hold,
     Holiday,
+    Incident,
     OperatorProfile,
     ReplayRun,
     RoutingRule,
+    Rollout,
     Runbook,
     RunbookVersion,
     SignInIdentity,
@@ -288,6 +291,14 @@ class DeliveryAdmin(AuditedAdmin[Delivery]):
         return False
 
 
+class KeepWhenEmptyField(forms.IntegerField):
+    """A number an admin may leave empty: empty keeps the stored value (or the default), and is no change
+    for the audit trail (an older form that does not send the field changes nothing)."""
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        return data not in self.empty_values and super().has_changed(initial, data)
+
+
 @admin.register(Agent)
 class AgentAdmin(AuditedAdmin[Agent]):
     formfield_overrides = URL_FIELDS
@@ -295,7 +306,8 @@ class AgentAdmin(AuditedAdmin[Agent]):
     list_filter = ("is_active",)
     search_fields = ("name", "description")
     fields = ("name", "description", "resume_url", "replay_url", "allow_plain_http", "capabilities", "kinds",
-              "owner", "silence_seconds", "is_active", "token_prefix", "runtime_version", "created_at")
+              "owner", "silence_seconds", "incident_window_minutes", "incident_threshold", "is_active", "token_prefix",
+              "runtime_version", "created_at")
     readonly_fields = ("token_prefix", "runtime_version", "created_at")
     actions = ("rotate_token", "rotate_signing_secret")
 
@@ -304,7 +316,19 @@ class AgentAdmin(AuditedAdmin[Agent]):
             kwargs["queryset"] = owner_candidates()
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name in ("incident_window_minutes", "incident_threshold"):
+            return KeepWhenEmptyField(min_value=0, required=False, label=db_field.verbose_name.capitalize(),
+                                      help_text=db_field.help_text)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+        for name in ("incident_window_minutes", "incident_threshold"):  # left empty: as it was, else the default
+            if getattr(obj, name) is None:
+                stored = Agent.objects.filter(pk=obj.pk).values_list(name, flat=True).first() if change else None
+                field = Agent._meta.get_field(name)
+                assert isinstance(field, models.Field)
+                setattr(obj, name, stored if stored is not None else field.get_default())
         if not change:
             obj.signing_secret = secrets.token_hex(32)
             request._new_credentials = [(obj, obj.set_new_token(), obj.signing_secret)]  # type: ignore[attr-defined]
@@ -421,6 +445,33 @@ class CheckpointAdmin(ReadOnlyAdmin[Checkpoint]):
     list_select_related = ("workflow", "assignee")
     search_fields = ("workflow__title", "workflow__external_id")
     show_full_result_count = False
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin[Incident]):
+    """Read-only: incidents change on their page (/incidents/<id>/), where every change is an event."""
+
+    list_display = ("pk", "title", "agent", "status", "commander", "opened_at", "resolved_at")
+    list_filter = ("status",)
+    list_select_related = ("agent", "commander")
+    search_fields = ("title", "agent__name", "kind")
+
+
+@admin.register(Hold)
+class HoldAdmin(ReadOnlyAdmin[Hold]):
+    """Read-only: holds are placed and lifted from the incident page, audited there."""
+
+    list_display = ("pk", "agent", "kind", "status", "new_workflows", "placed_by", "placed_at", "lifted_at")
+    list_filter = ("status",)
+    list_select_related = ("agent", "placed_by")
+
+
+@admin.register(Rollout)
+class RolloutAdmin(ReadOnlyAdmin[Rollout]):
+    """Read-only: rollouts start, halt and stop on the incident page and in the sweep, audited there."""
+
+    list_display = ("pk", "incident", "action", "status", "started_by", "started_at")
+    list_filter = ("status",)
 
 
 @admin.register(Decision)

@@ -159,12 +159,13 @@ class QueueFilterForm(forms.Form):
     reason = forms.ChoiceField(choices=[("", "Any reason"), *Reason.choices], required=False)
     agent = forms.CharField(max_length=64, required=False)
     kind = forms.CharField(max_length=100, required=False)
+    incident = forms.IntegerField(min_value=1, max_value=2_147_483_647, required=False)  # an incident's members
     breached = forms.BooleanField(required=False)
     per = forms.TypedChoiceField(choices=[(n, n) for n in PAGE_SIZES], coerce=int, required=False)
     after = forms.CharField(max_length=40, required=False)
     before = forms.CharField(max_length=40, required=False)
 
-    DEFAULTS = {"scope": "all", "reason": "", "agent": "", "kind": "", "breached": False, "per": 50,
+    DEFAULTS = {"scope": "all", "reason": "", "agent": "", "kind": "", "incident": None, "breached": False, "per": 50,
                 "after": "", "before": ""}
 
     def values(self) -> dict[str, Any]:
@@ -181,6 +182,8 @@ class QueueFilterForm(forms.Form):
             queryset = queryset.filter(workflow__agent__name=data["agent"])
         if data["kind"]:
             queryset = queryset.filter(workflow__kind=data["kind"])
+        if data["incident"]:
+            queryset = queryset.filter(incident_id=data["incident"])
         return queryset
 
     def listed(self, *, user: Operator) -> CheckpointQuerySet:

@@ -28,6 +28,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
+from workflows.blast_radius import queue_rows as incident_queue_rows
 from workflows.models import (
     RESUMING_ACTIONS,
     Action,
@@ -190,6 +191,10 @@ def queue(request: HttpRequest) -> HttpResponse:
     context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": tabs,
                "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
                "team": teams.current, "teams": list(Team.objects.all()) if can_act(user) and teams.visible else [],
+               # Each unresolved incident as one row above the first page (its members keep their own rows);
+               # the page's poll leaves them out (incident_views.incident_rows polls them).
+               "incident_rows": incident_queue_rows() if not has_prev and not params["incident"]
+               and not _htmx(request) else [],
                "can_act": can_act(user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],

@@ -14,7 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from workflows.models import Agent, Checkpoint, Conflict, Decision, ReplayRun, Workflow
+from workflows.models import Agent, Checkpoint, Conflict, Decision, Incident, ReplayRun, Workflow
 from workflows.models.lineage import committed_before_fork
 from workflows.models.workflows import workflow_id_in
 
@@ -66,10 +66,14 @@ def search(request: HttpRequest) -> HttpResponse:
     by_id = [w for w in results if w.pk == workflow_id_in(text)]
     only = (by_external_id if len(by_external_id) == 1 else [] if by_external_id
             else by_id or (results if len(results) == 1 else []))
-    if only:  # the ticket a customer quotes names one workflow: go straight to it
+    incidents = list(Incident.objects.matching(text)[:SEARCH_RESULTS])
+    if len(incidents) == 1 and text.lower().startswith("incident") and not by_external_id:
+        return redirect("incident", pk=incidents[0].pk)  # "incident 12": the one asked for by name
+    if only and not incidents:  # the ticket a customer quotes names one workflow: go straight to it
         return redirect("workflow", pk=only[0].pk)
     return _render(request, "console/search.html", {
-        "q": text, "search_query": text, "results": results[:SEARCH_RESULTS], "more": len(results) > SEARCH_RESULTS})
+        "q": text, "search_query": text, "results": results[:SEARCH_RESULTS], "more": len(results) > SEARCH_RESULTS,
+        "incidents": incidents})
 
 
 # --- replays -------------------------------------------------------------------------------

@@ -81,6 +81,6 @@ def test_the_api_enums_match_the_model_choices():
 
     assert literal(api.StepIn, "kind") == list(Step.Kind.values)
     assert literal(api.StepIn, "status") == list(Step.Status.values)
-    assert literal(api.CheckpointIn, "reason") == list(Reason.values)
+    assert literal(api.CheckpointIn, "reason") == [r for r in Reason.values if r != Reason.HELD]  # console's own
     assert literal(api.DecisionOut, "action") == list(Action.values)
     assert literal(api.WorkflowOut, "status") == list(Workflow.Status.values)

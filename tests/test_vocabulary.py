@@ -87,10 +87,12 @@ def test_the_new_owner_is_named_once_for_the_payload_the_api_and_the_handoff(ali
 
 def test_every_api_enum_is_generated_from_the_model_choices():
     from workflows.models import Reason, Step
+    from workflows.models.runbooks import AGENT_REASONS
 
     assert literal(StepIn, "kind") == Step.Kind.values
     assert literal(StepIn, "status") == Step.Status.values
-    assert literal(CheckpointIn, "reason") == Reason.values
+    # Every reason but the console's own ("held"): agents report the others.
+    assert literal(CheckpointIn, "reason") == list(AGENT_REASONS) == [r for r in Reason.values if r != Reason.HELD]
     assert literal(FinishIn, "status") == list(Workflow.FINISHED_BY_AGENT)
     assert literal(CheckpointSummaryOut, "status") == Checkpoint.Status.values
     assert literal(WorkflowOut, "status") == Workflow.Status.values

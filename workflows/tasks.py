@@ -30,6 +30,7 @@ from .models import (
     Event,
     Reason,
     ReplayRun,
+    Rollout,
     Runbook,
     Workflow,
 )
@@ -258,7 +259,7 @@ def sweep() -> dict[str, Any]:
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
               "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),
               "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications(),
-              "slack": relay_slack_messages()}
+              "slack": relay_slack_messages(), "rollouts": Rollout.advance_due()}
     refresh_sqlite_statistics()
     return result
 

@@ -455,6 +455,29 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.COMMENTED: lambda d: f"commented: {d.get('excerpt', '')}"
                            + (f" (mentions {', '.join('@' + str(m) for m in d['mentions'])})" if d.get("mentions") else ""),
     V.SLACK_LINKED: lambda d: f"linked Slack user {d.get('slack_user', '')} to their account",
+    V.INCIDENT_OPENED: lambda d: f"opened the incident “{d.get('title', '')}”" + (" by hand" if d.get("by_hand") else ""),
+    V.INCIDENT_JOINED: lambda d: f"joined incident {d.get('incident', '')}",
+    V.INCIDENT_REMOVED: lambda d: (f"took checkpoint {', '.join(str(c) for c in d['checkpoints'])} out of the incident"
+                                   if d.get("checkpoints") else f"took it out of incident {d.get('incident', '')}")
+                                  + (f" (moved to incident {d['to_incident']})" if d.get("to_incident") else ""),
+    V.INCIDENT_MERGED: lambda d: (f"merged this incident into incident {d['into']}" if d.get("into")
+                                  else f"merged incident {d.get('from', '')} into this one")
+                                 + f" ({d.get('members', 0)} members)",
+    V.INCIDENT_STATUS: lambda d: "changed the incident's status" + _change(d),
+    V.INCIDENT_COMMANDER: lambda d: f"made {d['to']} the incident commander" if d.get("to")
+                                    else "left the incident without a commander",
+    V.INCIDENT_NOTE: lambda d: f"noted: {d.get('note', '')}",
+    V.HOLD_PLACED: lambda d: f"put {d.get('agent', '')}{' · ' + d['kind'] if d.get('kind') else ''} on hold"
+                             + (f" (new workflows: {d['new_workflows']})" if d.get("new_workflows") else "")
+                             + _note(d),
+    V.HOLD_LIFTED: lambda d: f"lifted the hold on {d.get('agent', '')}{' · ' + d['kind'] if d.get('kind') else ''}",
+    V.WORKFLOW_REFUSED_ON_HOLD: lambda d: f"was refused a new {d.get('kind', '')} workflow: on hold",
+    V.ROLLOUT_STARTED: lambda d: f"started a rollout: {d.get('action', '')} in waves, canary "
+                                 f"{d.get('canary_percent', '')} %",
+    V.ROLLOUT_WAVE: lambda d: f"rollout wave {d.get('wave', '')} sent: {d.get('members', 0)} decisions",
+    V.ROLLOUT_HALTED: lambda d: f"halted the rollout: {d.get('why', '')}",
+    V.ROLLOUT_COMPLETED: lambda d: "completed the rollout: every member decided",
+    V.ROLLOUT_CANCELLED: lambda d: "cancelled the rollout",
 }
 
 

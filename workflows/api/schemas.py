@@ -21,7 +21,8 @@ from pydantic import (
 from pydantic.config import JsonDict
 from pydantic_core import PydanticCustomError
 
-from ..models import Action, Checkpoint, Decision, Reason, Step, Workflow
+from ..models import Action, Checkpoint, Decision, Step, Workflow
+from ..models.runbooks import AGENT_REASONS
 
 # PositiveIntegerField is a 32-bit column on PostgreSQL; larger values would be a DB error.
 MAX_SEQ = 2_147_483_647
@@ -45,7 +46,7 @@ if TYPE_CHECKING:  # a Literal built at runtime is a plain str to a type checker
 else:
     StepKind = one_of(Step.Kind.values)
     StepStatus = one_of(Step.Status.values)
-    ReasonValue = one_of(Reason.values)
+    ReasonValue = one_of(AGENT_REASONS)
     FinishStatus = one_of(Workflow.FINISHED_BY_AGENT)
     CheckpointStatus = one_of(Checkpoint.Status.values)
     WorkflowStatus = one_of(Workflow.Status.values)

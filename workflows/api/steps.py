@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 
-from ..models import Conflict, Invalid
+from ..models import Conflict, Hold, Invalid, Step, Workflow
 from .errors import ApiError
 from .schemas import ERRORS, StepBatchIn, StepIn, StepOut
 from .shaping import calling_agent, own_workflow
@@ -15,20 +15,42 @@ from .shaping import calling_agent, own_workflow
 router = Router()
 
 
-@router.post("/workflows/{workflow_id}/steps", response={200: StepOut, 201: StepOut, **ERRORS})
+class StepReportOut(StepOut):
+    # docs/API.md, "Holds": present (not null) when the agent must stop here; agents that ignore it still
+    # get every field and status code they always did.
+    instruction: dict[str, Any] | None = None
+
+
+def _instruction(workflow: Workflow, steps: list[Step]) -> dict[str, Any]:
+    """The hold's pause instruction, when one covers the workflow: at a report that finished a step
+    (committed or failed), never while one is pending (pausing then would leave its outcome unknown)."""
+    last = max(steps, key=lambda s: s.seq)
+    if any(s.status == Step.Status.PENDING for s in steps):
+        return {}
+    workflow.refresh_from_db()
+    instruction = Hold.pause_if_held(workflow, at_seq=last.seq + 1)
+    return {"instruction": instruction} if instruction else {}
+
+
+@router.post("/workflows/{workflow_id}/steps", response={200: StepReportOut, 201: StepReportOut, **ERRORS},
+             exclude_unset=True)  # no "instruction" key at all unless a hold gives one
 def report_step(request: HttpRequest, workflow_id: str, payload: StepIn) -> Status[dict[str, Any]]:
-    """Record a step: 201 new, 200 identical resend or pending -> committed|failed, 409 otherwise."""
+    """Record a step: 201 new, 200 identical resend or pending -> committed|failed, 409 otherwise.
+
+    Under a hold, the answer carries ``instruction.pause`` and the workflow is paused at a ``held`` checkpoint."""
     workflow = own_workflow(request, workflow_id, touch=False)  # touched in the step's own transaction
     step, created = workflow.record_step(payload.model_dump(), actor=calling_agent(request))
-    return Status(201 if created else 200, step.as_dict())
+    return Status(201 if created else 200, {**step.as_dict(), **_instruction(workflow, [step])})
 
 
 class StepBatchOut(Schema):
     created: list[int]
     steps: list[StepOut]
+    instruction: dict[str, Any] | None = None
 
 
-@router.post("/workflows/{workflow_id}/steps/batch", response={200: StepBatchOut, 201: StepBatchOut, **ERRORS})
+@router.post("/workflows/{workflow_id}/steps/batch", response={200: StepBatchOut, 201: StepBatchOut, **ERRORS},
+             exclude_unset=True)
 def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -> Status[dict[str, Any]]:
     """Record up to 500 steps of one workflow in one transaction: all of them or none.
 
@@ -47,4 +69,5 @@ def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -
                                          "Nothing in this batch was recorded.",
                        f"steps.{index}" + (f".{exc.field}" if exc.field else "")) from None
     created = [step.seq for step, new in results if new]
-    return Status(201 if created else 200, {"created": created, "steps": [step.as_dict() for step, _ in results]})
+    return Status(201 if created else 200, {"created": created, "steps": [step.as_dict() for step, _ in results],
+                                            **_instruction(workflow, [step for step, _ in results])})

@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from ..models import Agent, Conflict, Workflow
+from ..models import Agent, Conflict, Hold, Workflow
 from .checkpoints import checkpoint_conflict
 from .errors import ApiError
 from .schemas import ERRORS, FinishIn, WorkflowIn, WorkflowOut
@@ -18,7 +18,9 @@ router = Router()
 
 @router.post("/workflows", response={200: WorkflowOut, 201: WorkflowOut, **ERRORS})
 def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status[Any]:
-    """Start a workflow. The same external_id again answers 200 with the existing one."""
+    """Start a workflow. The same external_id again answers 200 with the existing one; a new one under a
+    hold that refuses new workflows answers 409 agent_on_hold (docs/API.md, "Holds")."""
+    Hold.refuse_new(calling_agent(request), kind=payload.kind, external_id=payload.external_id)
     workflow, created = Workflow.objects.start(
         calling_agent(request), external_id=payload.external_id, kind=payload.kind, title=payload.title,
         owner_name=payload.owner, context=payload.context)

@@ -18,9 +18,11 @@ from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .events import Event
 from .identities import SignInIdentity, SignInSession
+from .incidents import Hold, Incident
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
+from .rollouts import Rollout
 from .rollups import DailyRollup, RollupState
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
@@ -46,4 +48,6 @@ __all__ = [
     "SlackLink", "SlackMessage", "SlackRoute", "SlackWorkspace",
     # email action links
     "ActionLinkUse",
+    # many checkpoints with one cause, and agents on hold
+    "Hold", "Incident", "Rollout",
 ]

@@ -85,6 +85,13 @@ class Agent(models.Model):
                   "(advertised with its capabilities); an edit of any other kind is refused.")
     kinds = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
                              help_text="Workflow kinds this runtime runs, for standby matching; empty: any kind.")
+    # Incidents (models/incidents.py): this many checkpoints sharing a failure signature within the window.
+    incident_window_minutes = models.PositiveIntegerField(
+        default=15, db_default=15, blank=True,
+        help_text="Checkpoints with one failure signature within this many minutes… (empty: 15)")
+    incident_threshold = models.PositiveIntegerField(
+        default=5, db_default=5, blank=True,
+        help_text="…become one incident once there are this many (0: never group; empty: 5).")
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -136,6 +136,22 @@ class Event(models.Model):
         SSO_ACCESS_CHANGED = "sso_access_changed"
         # The provider said the person signed out there (back-channel logout): their sessions here ended.
         SSO_LOGGED_OUT = "sso_logged_out"
+        # Incidents and holds (models/incidents.py): on the incident's trail, and on each member's.
+        INCIDENT_OPENED = "incident_opened"
+        INCIDENT_JOINED = "incident_joined"
+        INCIDENT_REMOVED = "incident_removed"
+        INCIDENT_MERGED = "incident_merged"
+        INCIDENT_STATUS = "incident_status"
+        INCIDENT_COMMANDER = "incident_commander"
+        INCIDENT_NOTE = "incident_note"
+        HOLD_PLACED = "hold_placed"
+        HOLD_LIFTED = "hold_lifted"
+        WORKFLOW_REFUSED_ON_HOLD = "workflow_refused_on_hold"
+        ROLLOUT_STARTED = "rollout_started"
+        ROLLOUT_WAVE = "rollout_wave"
+        ROLLOUT_HALTED = "rollout_halted"
+        ROLLOUT_COMPLETED = "rollout_completed"
+        ROLLOUT_CANCELLED = "rollout_cancelled"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:

@@ -52,6 +52,12 @@ class Reason(models.TextChoices):
     UNTRUSTED_OUTPUT = "untrusted_output", "Untrusted output"
     MANUAL = "manual", "Manual"
     OTHER = "other", "Other"
+    # Opened by the console, not an agent: the agent's incident put it on hold (models/incidents.py).
+    HELD = "held", "Held"
+
+
+# What an agent may report as a checkpoint's reason: every reason but the console's own.
+AGENT_REASONS = tuple(r for r in Reason.values if r != Reason.HELD)
 
 
 def all_actions() -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -20,6 +20,10 @@ from ..roles import owner_candidates
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
 from .events import Event
+from .runbooks import Reason
+
+if TYPE_CHECKING:
+    from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
 
@@ -316,6 +320,20 @@ class Workflow(Stateful):
                                              origin=latest)
             return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed,
                                      repeats_confirmed=repeats_confirmed)
+
+    def hold_here(self, *, at_seq: int | None, detail: str) -> Checkpoint | None:
+        """Its agent is on hold (models/incidents.py): the unresolved ``held`` checkpoint, opened now by the
+        console with the full resume state if there is none yet. None when it cannot pause (already paused
+        for another reason, or finished)."""
+        from .checkpoints import Checkpoint
+
+        held = self.checkpoints.unresolved().filter(reason=Reason.HELD).first()
+        if held is not None:
+            return held
+        try:
+            return Checkpoint.open_for(self, reason=Reason.HELD, at_seq=at_seq, by_console=True, detail=detail)
+        except Conflict:
+            return None
 
     def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None,
                      plan: list[dict[str, Any]] | None = None) -> dict[str, Any]:

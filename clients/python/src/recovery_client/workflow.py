@@ -6,7 +6,9 @@ A run is plain Python code inside ``with client.workflow(...) as wf``. Each
 raises, the step is marked ``failed`` (an effect stays ``pending``: its outcome
 is unknown, so the console asks an operator to confirm it), a checkpoint opens
 with the reason the exception stands for (``reasons.reason_for``) and the
-agent's ``wf.state``, and ``Paused`` is raised in place of the exception.
+agent's ``wf.state``, and ``Paused`` is raised in place of the exception. When an operator puts
+the agent on hold during an incident, the console answers a step report with a pause instruction
+and ``Paused`` (reason ``held``) is raised after that step: the run stops there, as at any checkpoint.
 
 Running the same code again after the operator's decision resumes it: the
 workflow is found by its ``external_id``, steps committed earlier are matched
@@ -221,9 +223,19 @@ class Workflow:
         if "output" in fields:
             fields["output"] = jsonable(fields["output"])
         body = self.client.report_step(self.id, seq, name, kind, status, **fields)
+        instruction = body.pop("instruction", None)
         self.recorded = [s for s in self.recorded if int(s["seq"]) != seq] + [body]
         self.recorded.sort(key=lambda s: int(s["seq"]))
+        self._follow(instruction)
         return body
+
+    def _follow(self, instruction: Any) -> None:
+        """An operator put this agent on hold (an incident): the console paused the workflow at a ``held``
+        checkpoint after the step just reported. Stop here, as at any checkpoint: raise ``Paused``."""
+        pause = instruction.get("pause") if isinstance(instruction, dict) else None
+        if isinstance(pause, dict) and pause.get("checkpoint_id"):
+            self.status = "paused"
+            raise Paused(self, self.client.get_checkpoint(str(pause["checkpoint_id"])), str(pause.get("reason", "held")))
 
     # --- checkpoints and decisions ----------------------------------------------------------
     def checkpoint(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,

@@ -1,0 +1,279 @@
+"""Incidents: the list, the incident page (blast radius, timeline, members, hold), and the operator's
+actions on them (open from a queue selection, merge, take a member out, status, commander, note,
+hold and lift). The rules live on the models (workflows/models/incidents.py); the figures in
+workflows/blast_radius.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from workflows import blast_radius
+from workflows.models import Action, Checkpoint, Conflict, Decision, Hold, Incident, Rollout
+from workflows.models.people import operators
+
+from .charts import Line, column_chart
+from .forms import choose_from, error_text
+from .roles import READERS, can_act, operator_required, role_required, signed_in
+from .views import BULK_LIMIT, _back, _render
+
+MEMBERS_SHOWN = 200
+TIMELINE_SHOWN = 300
+
+
+class HoldForm(forms.Form):
+    kind = forms.CharField(required=False, max_length=100, help_text="Empty: every kind of the agent.")
+    new_workflows = forms.ChoiceField(choices=Hold.NewWorkflows.choices, initial=Hold.NewWorkflows.REFUSE)
+    note = forms.CharField(required=False, max_length=2000)
+
+
+class StatusForm(forms.Form):
+    status = forms.ChoiceField(choices=Incident.Status.choices)
+
+
+class CommanderForm(forms.Form):
+    commander = forms.ModelChoiceField(queryset=operators(), required=False, to_field_name="username")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choose_from(self, "commander", operators())  # who may act now, not when the module was imported
+
+
+class NoteForm(forms.Form):
+    note = forms.CharField(max_length=2000, strip=True)
+
+
+class MergeForm(forms.Form):
+    other = forms.IntegerField(min_value=1, max_value=2_147_483_647, label="Incident number to merge into this one")
+
+
+class RolloutForm(forms.Form):
+    action = forms.ChoiceField(choices=[(a.value, a.label) for a in (Action.RESUME, Action.RETRY_STEP, Action.ABORT)])
+    instructions = forms.CharField(max_length=10_000, required=False, strip=True)
+    money_confirmed = forms.BooleanField(required=False)
+    canary_percent = forms.IntegerField(min_value=1, max_value=100, initial=5)
+    per_minute = forms.IntegerField(min_value=1, max_value=10_000, initial=30)
+
+
+def _incident(pk: int) -> Incident:
+    return get_object_or_404(Incident.objects.select_related("agent", "commander", "opened_by", "merged_into"), pk=pk)
+
+
+@role_required(*READERS)
+@require_GET
+def incident_rows(request: HttpRequest) -> HttpResponse:
+    """The queue's incident rows, polled on their own."""
+    return _render(request, "console/queue.html#incident-rows", {"incident_rows": blast_radius.queue_rows()})
+
+
+@role_required(*READERS)
+@require_GET
+def incidents(request: HttpRequest) -> HttpResponse:
+    shown = request.GET.get("status", "unresolved")
+    rows = Incident.objects.select_related("agent", "commander").annotate(member_count=Count("members"))
+    if shown == "unresolved":
+        rows = rows.unresolved()
+    elif shown in Incident.Status.values:
+        rows = rows.filter(status=shown)
+    return _render(request, "console/incidents.html", {
+        "incidents": rows[:200], "shown": shown, "statuses": Incident.Status.choices})
+
+
+def _timeline(incident: Incident) -> list[dict[str, Any]]:
+    """The incident's own trail, the first and last member, and its members' decisions, by time."""
+    entries: list[dict[str, Any]] = [{"at": e.at, "actor": e.actor, "event": e} for e in
+               incident.events().select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:TIMELINE_SHOWN]]
+    for d in (Decision.objects.filter(checkpoint__incident=incident).select_related("decided_by", "checkpoint__workflow")
+              .order_by("-decided_at")[:TIMELINE_SHOWN]):
+        entries.append({"at": d.decided_at, "actor": d.decided_by.get_username(), "decision": d})
+    ends = incident.members.order_by("opened_at").select_related("workflow")
+    if first := ends.first():
+        entries.append({"at": first.opened_at, "actor": "", "arrival": first, "which": "first"})
+        last = ends.last()
+        if last is not None and last.pk != first.pk:
+            entries.append({"at": last.opened_at, "actor": "", "arrival": last, "which": "last"})
+    return sorted(entries, key=lambda e: e["at"])[-TIMELINE_SHOWN:]
+
+
+@role_required(*READERS)
+@require_GET
+def incident(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    radius = blast_radius.for_incident(item)
+    labels, counts = blast_radius.arrivals_per_minute(list(item.members.values_list("opened_at", flat=True)))
+    user = signed_in(request)
+    context = {
+        "incident": item, "radius": radius, "timeline": _timeline(item),
+        "chart": column_chart("Arrivals per minute", labels, [Line("checkpoints", counts)]) if labels else "",
+        "members": item.members.select_related("workflow", "assignee").order_by("due_at", "pk")[:MEMBERS_SHOWN],
+        "holds": Hold.objects.filter(Q(incident=item) | Q(agent=item.agent, status=Hold.Status.ACTIVE))
+                 .select_related("agent", "placed_by", "lifted_by").distinct() if item.agent else
+                 Hold.objects.filter(incident=item).select_related("agent", "placed_by", "lifted_by"),
+        "can_act": can_act(user), "hold_form": HoldForm(initial={"kind": item.kind}),
+        "next_statuses": [s for s in Incident.Status if s in item.TRANSITIONS.get(item.status, set())],
+        "operators": operators() if can_act(user) else [], "members_shown": MEMBERS_SHOWN,
+        "rollouts": item.rollouts.select_related("started_by")[:5], "rollout_form": RolloutForm(),
+    }
+    return _render(request, "console/incident.html", context)
+
+
+def _to(incident: Incident) -> str:
+    return reverse("incident", args=[incident.pk])
+
+
+@operator_required
+@require_POST
+def open_incident(request: HttpRequest) -> HttpResponse:
+    """From the queue's selection (``ids``): one incident holding the selected checkpoints."""
+    ids = [int(i) for i in request.POST.getlist("ids") if i.isdigit() and len(i) < 10][:BULK_LIMIT]
+    chosen = list(Checkpoint.objects.filter(pk__in=ids).select_related("workflow"))
+    if not chosen:
+        messages.error(request, "Select rows first: x selects the row under the cursor.")
+        return _back(request, reverse("queue"))
+    try:
+        item = Incident.open_from(chosen, by=signed_in(request), title=request.POST.get("title", "")[:300])
+    except Conflict as exc:
+        messages.error(request, str(exc))
+        return _back(request, reverse("queue"))
+    messages.success(request, f"Incident {item.pk} opened with {item.members.count()} checkpoints.")
+    if getattr(request, "htmx", False):  # from the queue's bulk bar: leave the queue for the incident page
+        return HttpResponse(status=204, headers={"HX-Redirect": _to(item)})
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def merge(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    form = MergeForm(request.POST)
+    other = Incident.objects.filter(pk=form.cleaned_data["other"]).first() if form.is_valid() else None
+    if not form.is_valid():
+        messages.error(request, error_text(form))
+    elif other is None:
+        messages.error(request, f"There is no incident {form.cleaned_data['other']}.")
+    elif item.merge(other, by=signed_in(request)):
+        messages.success(request, f"Incident {other.pk} merged into this one.")
+    else:
+        messages.error(request, "Not merged: both incidents must be unresolved and different.")
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def remove_member(request: HttpRequest, pk: int, checkpoint_pk: int) -> HttpResponse:
+    item = _incident(pk)
+    checkpoint = get_object_or_404(Checkpoint, pk=checkpoint_pk)
+    if item.remove(checkpoint, by=signed_in(request)):
+        messages.success(request, f"Checkpoint {checkpoint.pk} taken out of the incident.")
+    else:
+        messages.error(request, f"Checkpoint {checkpoint.pk} is not in this incident.")
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def set_status(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    form = StatusForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, error_text(form))
+    elif item.set_status(form.cleaned_data["status"], by=signed_in(request)):
+        messages.success(request, f"The incident is {item.status} now.")
+    else:
+        messages.error(request, f"The incident is {item.status}: it cannot become {form.cleaned_data['status']}.")
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def command(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    form = CommanderForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, error_text(form))
+    elif item.take_command(form.cleaned_data["commander"], by=signed_in(request)):
+        who = item.commander.get_username() if item.commander else "nobody"
+        messages.success(request, f"Incident commander: {who}.")
+    else:
+        messages.error(request, "Not changed: the incident is resolved or its commander changed meanwhile.")
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def note(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    form = NoteForm(request.POST)
+    if form.is_valid():
+        item.add_note(form.cleaned_data["note"], by=signed_in(request))
+        messages.success(request, "Note added to the timeline.")
+    else:
+        messages.error(request, error_text(form))
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def hold(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    form = HoldForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, error_text(form))
+        return redirect(_to(item))
+    try:
+        placed = item.hold(by=signed_in(request), **form.cleaned_data)
+    except Conflict as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{placed.scope} is on hold: running workflows pause at their next step.")
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def lift_hold(request: HttpRequest, pk: int) -> HttpResponse:
+    placed = get_object_or_404(Hold.objects.select_related("agent"), pk=pk)
+    if placed.lift(by=signed_in(request)):
+        messages.success(request, f"The hold on {placed.scope} is lifted.")
+    else:
+        messages.error(request, "That hold was already lifted.")
+    return _back(request, _to(placed.incident) if placed.incident else reverse("incidents"))
+
+
+@operator_required
+@require_POST
+def start_rollout(request: HttpRequest, pk: int) -> HttpResponse:
+    item = _incident(pk)
+    form = RolloutForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, error_text(form))
+        return redirect(_to(item))
+    try:
+        Rollout.start(item, by=signed_in(request), **form.cleaned_data)
+    except (Conflict, ValueError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Rollout started: the canary goes out with the next sweep.")
+    return redirect(_to(item))
+
+
+@operator_required
+@require_POST
+def steer_rollout(request: HttpRequest, pk: int) -> HttpResponse:
+    """Cancel a rollout, or let a halted one carry on (``do``: cancel | continue)."""
+    rollout = get_object_or_404(Rollout.objects.select_related("incident"), pk=pk)
+    do = request.POST.get("do")
+    done = (rollout.cancel(by=signed_in(request)) if do == "cancel"
+            else rollout.carry_on(by=signed_in(request)) if do == "continue" else False)
+    if done:
+        messages.success(request, f"Rollout {rollout.status}.")
+    else:
+        messages.error(request, f"The rollout is {rollout.status}: nothing to {do or 'do'}.")
+    return redirect(_to(rollout.incident))

@@ -1,0 +1,128 @@
+"""Rollouts: one decision for an incident applied in waves by the periodic sweep — a canary first, then
+growing waves at most ``per_minute`` a minute, halting by itself when a wave fails too often; each member's
+decision goes through the single-decision path (outbox, unknown effects wait, money needs its tick)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.helpers import make_agent, make_checkpoint, make_worked_example
+from workflows.models import Checkpoint, Conflict, Decision, Event, Incident, Rollout, Workflow
+
+pytestmark = pytest.mark.django_db
+
+
+def _incident(n, *, unknown=0):
+    agent, _ = make_agent()
+    agent.incident_threshold = n
+    agent.save()
+    for i in range(n):
+        make_checkpoint(make_worked_example(agent=agent, refund_status="pending" if i < unknown else "committed"),
+                        reason="tool_error", detail=f"provider answered 502 for T-{i}")
+    return Incident.objects.get()
+
+
+def _decided():
+    return Decision.objects.filter(checkpoint__incident__isnull=False)
+
+
+def _settle(rollout, *, fail=0):
+    """The last wave's workflows finish: ``fail`` of them fail, the rest complete."""
+    for i, pk in enumerate(rollout.waves[-1]["checkpoints"]):
+        checkpoint = Checkpoint.objects.get(pk=pk)
+        Decision.objects.filter(checkpoint=checkpoint).update(status=Decision.Status.SUCCEEDED)
+        Workflow.objects.filter(pk=checkpoint.workflow_id).update(
+            status=Workflow.Status.FAILED if i < fail else Workflow.Status.COMPLETED)
+
+
+def test_a_canary_first_then_growing_waves_each_through_the_outbox(alice):
+    incident = _incident(40)
+    rollout = Rollout.start(incident, action="resume", by=alice, per_minute=10)
+    now = timezone.now()
+    assert Rollout.advance_due(now) == 1
+    rollout.refresh_from_db()
+    assert [len(w["checkpoints"]) for w in rollout.waves] == [2]  # 5 % of 40
+    assert _decided().count() == 2 and set(_decided().values_list("status", flat=True)) == {"queued"}
+    assert Rollout.advance_due(now + timedelta(seconds=30)) == 0, "the next wave waits for its minute"
+    assert Rollout.advance_due(now + timedelta(minutes=1)) == 0, "and for the canary to settle"
+    _settle(rollout)
+    Rollout.advance_due(now + timedelta(minutes=2))
+    _settle(rollout.__class__.objects.get(pk=rollout.pk))
+    Rollout.advance_due(now + timedelta(minutes=3))
+    rollout.refresh_from_db()
+    assert [len(w["checkpoints"]) for w in rollout.waves] == [2, 4, 8]
+    assert _decided().count() == 14
+    Rollout.advance_due(now + timedelta(minutes=3) + timedelta(seconds=rollout.watch_seconds))
+    rollout.refresh_from_db()
+    assert len(rollout.waves[-1]["checkpoints"]) == 10, "never more than per_minute in a wave"
+    assert Event.objects.filter(subject=f"incident:{incident.pk}", verb=Event.Verb.ROLLOUT_WAVE).count() == 4
+
+
+def test_a_failing_canary_halts_the_rollout_with_no_more_than_the_canary_decided(alice):
+    incident = _incident(20)
+    rollout = Rollout.start(incident, action="resume", by=alice)
+    now = timezone.now()
+    Rollout.advance_due(now)
+    rollout.refresh_from_db()
+    _settle(rollout, fail=1)
+    Rollout.advance_due(now + timedelta(minutes=1))
+    rollout.refresh_from_db()
+    assert rollout.status == Rollout.Status.HALTED and "1 of 1 failed" in rollout.halt_reason
+    assert _decided().count() == 1
+    assert Rollout.advance_due(now + timedelta(hours=1)) == 0
+    assert Event.objects.filter(subject=f"incident:{incident.pk}", verb=Event.Verb.ROLLOUT_HALTED).exists()
+
+
+def test_members_with_unknown_effects_wait_and_the_rest_go(alice):
+    incident = _incident(6, unknown=3)
+    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=100)
+    Rollout.advance_due(timezone.now())
+    rollout.refresh_from_db()
+    decided = Checkpoint.objects.filter(pk__in=rollout.waves[0]["checkpoints"])
+    assert decided.count() == 3 and all(not c.unknown_effects for c in decided)
+
+
+def test_money_needs_the_rollouts_confirmation_like_a_single_decision(alice):
+    incident = _incident(3)
+    plan = [{"name": "refund_shipping", "kind": "effect", "amount": "5.00", "currency": "EUR", "moves_money": True}]
+    for c in incident.members.all():
+        Checkpoint.objects.filter(pk=c.pk).update(resume_state={**c.resume_state, "plan": plan})
+    unconfirmed = Rollout.start(incident, action="resume", by=alice, canary_percent=100)
+    Rollout.advance_due(timezone.now())
+    assert _decided().count() == 0
+    assert unconfirmed.cancel(by=alice)
+    Rollout.start(incident, action="resume", by=alice, canary_percent=100, money_confirmed=True)
+    Rollout.advance_due(timezone.now())
+    assert _decided().count() == 3
+
+
+def test_a_member_another_operator_holds_waits(alice, bob):
+    incident = _incident(2)
+    incident.members.first().claim(by=bob)
+    Rollout.start(incident, action="abort", by=alice, canary_percent=100)
+    Rollout.advance_due(timezone.now())
+    assert _decided().count() == 1 and _decided().get().checkpoint.assignee == alice
+
+
+def test_one_active_rollout_per_incident_and_no_handoff_in_bulk(alice):
+    incident = _incident(2)
+    Rollout.start(incident, action="resume", by=alice)
+    with pytest.raises(Conflict):
+        Rollout.start(incident, action="abort", by=alice)
+    with pytest.raises(ValueError):
+        Rollout.start(incident, action="handoff", by=alice)
+
+
+def test_the_rollout_completes_when_every_member_is_decided(alice):
+    incident = _incident(2)
+    rollout = Rollout.start(incident, action="abort", by=alice, canary_percent=100)
+    now = timezone.now()
+    Rollout.advance_due(now)
+    rollout.refresh_from_db()
+    _settle(rollout)
+    Rollout.advance_due(now + timedelta(minutes=1))
+    rollout.refresh_from_db()
+    assert rollout.status == Rollout.Status.COMPLETED

@@ -1,0 +1,204 @@
+"""What an incident puts at stake, in one place: the incident page, the queue's incident rows and (later)
+the postmortem read these figures and compute none of their own.
+
+Money is read by ``workflows.money``'s rule (the one behind ``Checkpoint.money_at_stake``, which fails
+safe): this module only sorts what that rule finds into committed (effects already done), pending
+(unknown, pending or re-run effects) and planned (the agent's plan), and adds up the amounts of each
+currency. An amount the rule finds but cannot read is counted as "amount unknown" for its stage,
+never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, Min, Q
+from django.utils import timezone
+
+from .models import Checkpoint, Incident, Runbook
+from .money import PLANNED, Amount, MoneyAtStake, amounts_in
+
+STAGES = ("committed", "pending", "planned")
+_DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
+_UNITS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
+          "week": timedelta(weeks=1)}
+
+
+def promise_due(promise: str, made_at: datetime) -> datetime | None:
+    """When a promise like "refund within 5 days" falls due, counted from when it was made; None when it
+    names no span the console can read."""
+    match = _DUE.search(promise)
+    if match is None:
+        return None
+    return made_at + int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+def money_by_stage(checkpoint: Checkpoint) -> dict[str, list[Amount]]:
+    """The amounts of a checkpoint's resume state by stage, as ``workflows.money`` reads them."""
+    state = checkpoint.resume_state or {}
+    staged: dict[str, list[Amount]] = {stage: [] for stage in STAGES}
+    for step in state.get("committed") or []:
+        if isinstance(step, dict):
+            staged["committed"] += amounts_in(step.get("input"))
+    for effect in MoneyAtStake.of(state, kind=checkpoint.workflow.kind).effects:
+        stage = "planned" if effect.where == PLANNED else "pending"
+        staged[stage] += effect.amounts or (Amount(None),)
+    return staged
+
+
+@dataclass
+class Money:
+    """Per currency and stage: the sum of the readable amounts, and how many could not be read."""
+
+    sums: dict[tuple[str, str], Decimal] = field(default_factory=dict)
+    unreadable: Counter[str] = field(default_factory=Counter)
+
+    def add(self, stage: str, amount: Amount) -> None:
+        if amount.value is None:
+            self.unreadable[stage] += 1
+            return
+        key = (amount.currency or "?", stage)
+        self.sums[key] = self.sums.get(key, Decimal(0)) + amount.value
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per currency: its committed, pending and planned sums (None where nothing is at stake)."""
+        currencies = sorted({currency for currency, _ in self.sums})
+        return [{"currency": c, **{stage: self.sums.get((c, stage)) for stage in STAGES}} for c in currencies]
+
+    @property
+    def unreadable_by_stage(self) -> list[tuple[str, int]]:
+        return sorted(self.unreadable.items())
+
+    @property
+    def at_stake(self) -> list[str]:
+        """What a resume can still move (pending and planned), per currency, as the queue row shows it."""
+        totals: dict[str, Decimal] = defaultdict(Decimal)
+        for (currency, stage), value in self.sums.items():
+            if stage != "committed":
+                totals[currency] += value
+        shown = [f"{value} {currency}" for currency, value in sorted(totals.items())]
+        unknown = self.unreadable["pending"] + self.unreadable["planned"]
+        return shown + ([f"{unknown} × amount unknown"] if unknown else [])
+
+
+@dataclass
+class BlastRadius:
+    members: int = 0
+    open_members: int = 0
+    workflows: int = 0
+    tickets: int = 0
+    customers: int = 0
+    money: Money = field(default_factory=Money)
+    unknown_effects: int = 0
+    members_with_unknown_effects: int = 0
+    promises: list[dict[str, Any]] = field(default_factory=list)
+    breached: int = 0
+    breaching_15: int = 0
+    breaching_60: int = 0
+    oldest_due_at: datetime | None = None
+    runbook_ids: set[int] = field(default_factory=set)
+    runbooks: list[Runbook] = field(default_factory=list)  # filled by for_incident
+
+
+def _customer(context: Any) -> str | None:
+    if not isinstance(context, dict):
+        return None
+    for key in ("customer", "customer_id", "customer_email"):
+        if isinstance(context.get(key), str | int):
+            return str(context[key])
+    return None
+
+
+def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) -> BlastRadius:
+    """The figures over an incident's members (``members`` with their workflows and runbooks joined)."""
+    now = now or timezone.now()
+    radius = BlastRadius()
+    workflows, tickets, customers = set(), set(), set()
+    promises: dict[str, dict[str, Any]] = {}
+    for c in members:
+        radius.members += 1
+        workflows.add(c.workflow_id)
+        tickets.add(c.workflow.external_id)
+        if (customer := _customer(c.workflow.context)) is not None:
+            customers.add(customer)
+        if c.runbook_id is not None:
+            radius.runbook_ids.add(c.runbook_id)
+        for stage, amounts in money_by_stage(c).items():
+            for amount in amounts:
+                radius.money.add(stage, amount)
+        unknown = len(c.unknown_effects)
+        radius.unknown_effects += unknown
+        radius.members_with_unknown_effects += bool(unknown)
+        for text in c.resume_state.get("promises") or []:
+            if not isinstance(text, str):
+                continue
+            entry = promises.setdefault(text, {"text": text, "count": 0, "due": None})
+            entry["count"] += 1
+            due = promise_due(text, c.opened_at)
+            if due is not None and (entry["due"] is None or due < entry["due"]):
+                entry["due"] = due
+        if c.clock_runs:
+            radius.open_members += 1
+            if radius.oldest_due_at is None or c.due_at < radius.oldest_due_at:
+                radius.oldest_due_at = c.due_at
+            if c.breached_at is not None or c.due_at <= now:
+                radius.breached += 1
+            elif c.due_at <= now + timedelta(minutes=15):
+                radius.breaching_15 += 1
+            if c.breached_at is None and now < c.due_at <= now + timedelta(minutes=60):
+                radius.breaching_60 += 1
+    radius.workflows, radius.tickets, radius.customers = len(workflows), len(tickets), len(customers)
+    radius.promises = sorted(promises.values(), key=lambda p: (p["due"] is None, p["due"] or now, p["text"]))
+    return radius
+
+
+def for_incident(incident: Incident, *, now: datetime | None = None) -> BlastRadius:
+    """The incident's figures, with the runbooks its members match."""
+    radius = blast_radius(incident.members.select_related("workflow"), now=now)
+    radius.runbooks = list(Runbook.objects.filter(pk__in=radius.runbook_ids).order_by("title"))
+    return radius
+
+
+def arrivals_per_minute(opened: list[datetime], *, max_buckets: int = 120) -> tuple[list[str], list[float]]:
+    """Member arrivals bucketed by minute from the first to the last (wider buckets past ``max_buckets``)."""
+    if not opened:
+        return [], []
+    first, last = min(opened), max(opened)
+    start = first.replace(second=0, microsecond=0)
+    minutes = int((last - start).total_seconds() // 60) + 1
+    width = max(1, -(-minutes // max_buckets))
+    counts = [0.0] * (-(-minutes // width))
+    for at in opened:
+        counts[int((at - start).total_seconds() // 60) // width] += 1
+    labels = [f"{(start + timedelta(minutes=i * width)):%H:%M}" for i in range(len(counts))]
+    return labels, counts
+
+
+def queue_rows(limit: int = 20) -> list[dict[str, Any]]:
+    """The queue's incident rows: each unresolved incident with members on the queue, as one row."""
+    incidents = list(Incident.objects.unresolved().annotate(
+        open_members=Count("members", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
+        oldest_due=Min("members__due_at", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
+    ).filter(open_members__gt=0).select_related("agent").order_by("oldest_due")[:limit])
+    if not incidents:
+        return []
+    members: dict[int, list[Checkpoint]] = {i.pk: [] for i in incidents}
+    for c in (Checkpoint.objects.open().filter(incident__in=incidents).select_related("workflow")
+              .only("pk", "incident_id", "resume_state", "due_at", "warn_at", "breached_at", "status", "opened_at",
+                    "runbook_id",
+                    "workflow__external_id", "workflow__context")[:5000]):
+        members[c.incident_id].append(c)  # type: ignore[index]
+    rows = []
+    for incident in incidents:
+        radius = blast_radius(members[incident.pk])
+        rows.append({"incident": incident, "members": incident.open_members,  # type: ignore[attr-defined]
+                     "oldest": min(members[incident.pk], key=lambda c: (c.due_at, c.pk), default=None),
+                     "oldest_due": incident.oldest_due, "money": radius.money.at_stake,  # type: ignore[attr-defined]
+                     "unknown_effects": radius.unknown_effects, "breached": radius.breached})
+    return rows
