@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, OuterRef, Q
 from django.http import HttpRequest
 
 from workflows.models import Team
@@ -28,6 +28,7 @@ COUNT_CAP = 10_000  # as the scope tabs: counting past this tells nobody anythin
 class TeamScope:
     """Which team's queue a request shows, and the team tabs a user gets."""
 
+    every: list[Team]
     mine: list[Team]
     visible: list[Team]
     sees_all: bool
@@ -36,14 +37,18 @@ class TeamScope:
     @classmethod
     def of(cls, request: HttpRequest) -> TeamScope:
         user = signed_in(request)
-        mine = list(Team.objects.of(user))
-        sees_all = can_review(user) or is_admin(user) or Team.objects.led_by(user).exists() or not mine
-        visible = list(Team.objects.all()) if sees_all else mine
+        # Every team once, marked with whether ``user`` is in it and leads it: one query on every queue poll.
+        every = list(Team.objects.annotate(
+            is_mine=Exists(Team.members.through.objects.filter(team=OuterRef("pk"), user=user.pk)),
+            is_led=ExpressionWrapper(Q(lead=user.pk), output_field=BooleanField())))
+        mine = [t for t in every if t.is_mine]
+        sees_all = can_review(user) or is_admin(user) or any(t.is_led for t in every) or not mine
+        visible = every if sees_all else mine
         asked = request.GET.get("team", "")
         current = next((t for t in visible if t.slug == asked), None)
         if current is None and not (asked == ALL and sees_all):
             current = mine[0] if mine else None  # the default: my (first) team; in none: everything
-        return cls(mine, visible, sees_all, current)
+        return cls(every, mine, visible, sees_all, current)
 
     def narrow(self, queryset: CheckpointQuerySet) -> CheckpointQuerySet:
         return queryset.filter(team=self.current) if self.current is not None else queryset

@@ -190,7 +190,7 @@ def queue(request: HttpRequest) -> HttpResponse:
                  approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))))
     context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": tabs,
                "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
-               "team": teams.current, "teams": list(Team.objects.all()) if can_act(user) and teams.visible else [],
+               "team": teams.current, "teams": teams.every if can_act(user) and teams.visible else [],
                # Each unresolved incident as one row above the first page (its members keep their own rows);
                # the page's poll leaves them out (incident_views.incident_rows polls them).
                "incident_rows": incident_queue_rows() if not has_prev and not params["incident"]
