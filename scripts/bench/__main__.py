@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each ingest run")
     parser.add_argument("--clients", default="1,2,4,8", help="client counts of the ingest and LangGraph lines")
+    parser.add_argument("--before", type=Path, help="another checkout of the console (e.g. `git worktree add "
+                        "/tmp/before main`): its step report measured beside this one's, in the same run")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--tiers", default="1000,10000,100000", help="volumes of the scaling figures")
     parser.add_argument("--batch-rows", type=int, default=10_000)

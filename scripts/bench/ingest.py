@@ -115,10 +115,11 @@ def ingest(bench: Bench) -> None:
     header("ingest, one step per request: console (gunicorn) vs the bare Django view and psycopg commit per row")
     seconds = bench.args.seconds
     for n in bench.args.client_counts:
-        http_jobs, bare_jobs, raw_jobs = [], [], []
+        http_jobs, bare_jobs, raw_jobs, before_jobs = [], [], [], []
         for i in range(n):
             agent, token = bench.agent(f"ingest{n}-{i}")
             http_jobs.append((bench.web_port, token, bench.workflow(agent, "http").pk, SEED + i))
+            before_jobs.append((bench.before_port, token, bench.workflow(agent, "before").pk, SEED + i))
             bare_jobs.append((bench.bare_port, bench.workflow(agent, "bare").pk, SEED + i))
             raw_jobs.append((libpq(bench.db_url), bench.workflow(agent, "raw").pk, SEED + i))
         connection.close()
@@ -126,6 +127,10 @@ def ingest(bench: Bench) -> None:
         console = run_clients(http_client, http_jobs, seconds)
         cpu_ms = (cpu_of(bench.web.pid) - cpu) * 1000 / max(1.0, console * seconds)
         bare = run_clients(bare_client, bare_jobs, seconds)
+        if bench.before_port:
+            before = run_clients(http_client, before_jobs, seconds)
+            line(f"ingest 1 step/request vs before, {n} cl.", console, before, "steps/s",
+                 note=f"before: {bench.args.before} ({before / bare:.0%} of the bare view)")
         raw = run_clients(psycopg_rows, raw_jobs, seconds)
         bench.single[n] = console
         line(f"ingest 1 step/request vs bare view, {n} cl.", console, bare, "steps/s", target=">= 67 %",
