@@ -70,3 +70,11 @@ def test_a_step_report_makes_no_session_or_user_query(bot, workflow_id):
     sql = " ".join(q["sql"] for q in queries.captured_queries)
 
     assert "django_session" not in sql and "auth_user" not in sql
+
+
+def test_a_host_outside_allowed_hosts_is_refused_on_the_api_too(bot, workflow_id):
+    response = bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", issue_refund(),
+                               content_type="application/json", headers={"Host": "evil.example"})
+
+    assert response.status_code == 400
+    assert not bot.agent.workflows.get(pk=workflow_id).steps.exists()

@@ -43,6 +43,7 @@ class LeanApiMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not request.path_info.startswith(API_PREFIX):
             return self.get_response(request)
+        request.get_host()  # ALLOWED_HOSTS, as CommonMiddleware checks it for the pages: DisallowedHost is a 400
         response = body_too_large(request) or self.call_view(request)
         patch_cache_control(response, no_store=True, private=True)
         response.headers.setdefault("X-Frame-Options", "DENY")
