@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import console.views
 from tests.helpers import make_agent, make_checkpoint, make_workflow
+from workflows.models import Event
 
 POLL = {"HX-Request": "true", "HX-Target": "queue-table", "HX-Trigger": "queue-table"}
 
@@ -119,3 +122,23 @@ def test_the_204_costs_the_same_few_queries_whatever_the_queue_holds(client, ali
 
     assert counts[0] == counts[1]
     assert counts[0] <= 4  # the session, the user, the role check, the version
+
+
+@pytest.mark.postgres
+def test_the_version_is_one_index_entry_away_however_many_steps_came_after(db):
+    """Agents write step events (no checkpoint) all the time; the latest checkpoint event must not be found by
+    walking back over them on every operator's poll."""
+    checkpoint = make_checkpoint()
+    agent = checkpoint.workflow.agent
+    Event.objects.bulk_create([Event(workflow=checkpoint.workflow, actor_type="agent", actor_agent=agent,
+                                     verb="step_committed", data={"seq": seq}) for seq in range(5, 3005)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE workflows_event")
+        latest = Event.objects.filter(checkpoint__isnull=False).order_by("-pk").values_list("pk", flat=True)[:1]
+        sql, params = latest.query.sql_with_params()
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+        plan = json.dumps(cursor.fetchone()[0])
+
+    assert "event_about_a_checkpoint" in plan
+    assert '"Rows Removed by Filter"' not in plan
+    assert console.views._queue_version().startswith(f"{checkpoint.events.order_by('-pk').first().pk}.")
