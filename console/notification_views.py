@@ -9,6 +9,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows.models import Notification
@@ -20,11 +21,16 @@ PAGE = 100
 
 
 def unread_notifications(request: HttpRequest) -> dict[str, Any]:
-    """The bell's unread count on every page, one indexed count query for a signed-in user."""
+    """The bell's unread count on every page, one indexed count query for a signed-in user, made only when a
+    template asks (base.html does; the polled partials do not)."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    return {"unread_notifications": Notification.objects.for_user(user).unread().count(),
+
+    def unread() -> int:
+        return Notification.objects.for_user(user).unread().count()
+
+    return {"unread_notifications": lazy(unread, int)(),
             "can_review_breaches": bool(roles_of(user) & {TPM, ADMIN, SUPERUSER})}
 
 

@@ -11,6 +11,7 @@ header that static/console.js turns into a toast.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -142,6 +143,7 @@ def _with_row_urls(rows: list[Checkpoint]) -> list[Checkpoint]:
 def _query(request: HttpRequest, **changes: Any) -> str:
     params = QueryDict(mutable=True)
     params.update(request.GET)
+    params.pop("v", None)  # a poll's version (_queue_version) belongs to the poll, never to a link
     for key, value in changes.items():
         params.pop(key, None)
         if value not in (None, "", False):
@@ -168,9 +170,24 @@ class Login(LoginView):
 
 # --- the queue -------------------------------------------------------------------------
 
+QUEUE_FRESHNESS_SECONDS = 60  # an unchanged queue still renders once a minute: ages and the undo window move
+
+
+def _queue_version() -> str:
+    """What every operator's queue shows changes only with an event about a checkpoint (opened, claimed,
+    assigned, released, proposed, approved, breached, resolved…): the latest one's id, with the minute for
+    what moves with time alone, is the version of the queue. A global stamp: one indexed lookup, and an
+    operator's poll renders again when any checkpoint changed, never less often than it must."""
+    latest = Event.objects.filter(checkpoint__isnull=False).order_by("-pk").values_list("pk", flat=True).first()
+    return f"{latest or 0}.{int(time.time() // QUEUE_FRESHNESS_SECONDS)}"
+
+
 @role_required(*READERS)
 @require_GET
 def queue(request: HttpRequest) -> HttpResponse:
+    version, htmx = _queue_version(), _htmx(request)
+    if htmx and htmx.trigger == "queue-table" and request.GET.get("v") == version:
+        return HttpResponse(status=204)  # the poll's answer while nothing changed: no render, no swap
     filters = QueueFilterForm(request.GET)
     params = filters.values()  # bad values are dropped, not reported: a stale link still renders
     teams = TeamScope.of(request)
@@ -199,6 +216,7 @@ def queue(request: HttpRequest) -> HttpResponse:
                "page_sizes": QueueFilterForm.PAGE_SIZES,
                "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
                "operators": operators() if can_act(user) else [],  # whom AssignForm offers
+               "version": version, "poll_url": request.path + _query(request).rstrip("?"),
                **_pager(request, rows, has_prev, has_next)}
     return _render(request, "console/queue.html", context, partials=("queue-table",))
 

@@ -59,3 +59,22 @@ def test_threads_sharing_the_client_count_every_increment(redis_cache):
     for thread in threads:
         thread.join(30)
     assert redis_cache.get("shared") == 800
+
+
+@pytest.mark.redis
+def test_incr_is_one_round_trip_and_never_creates_a_missing_key(redis_cache, monkeypatch):
+    client = redis_cache._cache.get_client(write=True)
+    redis_cache.set("counted", 5, 60)
+    redis_cache.incr("counted")  # the script is loaded on first use
+    sent = []
+    original = type(client).execute_command
+    monkeypatch.setattr(type(client), "execute_command", lambda self, *args, **kw: sent.append(args[0])
+                        or original(self, *args, **kw))
+
+    assert redis_cache.incr("counted") == 7
+    assert redis_cache.incr("counted", 3) == 10
+    assert len(sent) == 2  # one command per increment (Django's own sends EXISTS, then INCRBY)
+    with pytest.raises(ValueError, match="not found"):
+        redis_cache.incr("missing")
+    assert redis_cache.get("missing") is None
+    assert redis_cache.get("counted") == 10

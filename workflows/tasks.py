@@ -1,9 +1,10 @@
 """Celery tasks: thin, idempotent, take ids, re-read under a lock.
 
-Decisions are not sent to the broker by the web request: the decision row is
-its own outbox entry and ``relay_outbox`` (run by ``manage.py run_relay``, and
-by beat as a fallback) hands due rows to ``deliver_decision``. A database
-lease per attempt decides who may deliver; ``sweep`` reclaims expired leases.
+The approving request hands a decision to the broker when its transaction
+commits (``decisions.hand_to_broker``); the decision row stays its own outbox
+entry, and ``relay_outbox`` (run by ``manage.py run_relay``, and by beat as a
+fallback) sends again what the broker refused or lost. A database lease per
+attempt decides who may deliver; ``sweep`` reclaims expired leases.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ def deliver_decision(decision_id: int) -> str:
     decision = Decision.objects.select_related("checkpoint__workflow__agent").filter(pk=decision_id).first()
     if decision is None or decision.status != Decision.Status.QUEUED or decision.is_polled:
         return "skipped"  # an earlier delivery finished it, or the agent polls
+    checkpoint = decision.checkpoint  # with its workflow and agent: read once, before the lease
     if not decision.start_attempt():
         return "lost"  # another worker holds the lease
+    decision.checkpoint = checkpoint  # the lease's refresh dropped it; the same row, not read again
     # Outside any transaction: the runtime may be slow. The delivery id makes a repeat harmless.
     try:
         runtime.deliver(decision)

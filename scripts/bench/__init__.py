@@ -19,6 +19,9 @@ ratio of two things measured side by side is what counts. What each figure means
                                      threads, keep-alive) with N keep-alive clients, each posting ~250 B
                                      steps to its own workflow, vs the same rows inserted by psycopg with a
                                      commit per row by N connections.                      target >= 25 %
+  ingest 1 step/request vs bare view the same, vs a bare Django view under the same gunicorn settings
+                                     (bench/bare.py: no middleware, stdlib json, one INSERT … ON CONFLICT,
+                                     one commit): what Django and HTTP cost here.          target >= 67 %
   ingest batched                     steps/s through POST /steps/batch (500 per request) vs psycopg
                                      executemany and COPY of the same rows, 500 per commit. target >= 50 %
                                      of executemany

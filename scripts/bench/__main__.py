@@ -32,6 +32,9 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="the 1M tier, 10k deliveries and 10k renders")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated: {', '.join(SECTIONS)}")
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each ingest run")
+    parser.add_argument("--clients", default="1,2,4,8", help="client counts of the ingest and LangGraph lines")
+    parser.add_argument("--before", type=Path, help="another checkout of the console (e.g. `git worktree add "
+                        "/tmp/before main`): its step report measured beside this one's, in the same run")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--tiers", default="1000,10000,100000", help="volumes of the scaling figures")
     parser.add_argument("--batch-rows", type=int, default=10_000)
@@ -48,6 +51,7 @@ def main() -> None:
                              "checkpoints instead (1000000: about 6 minutes to generate)")
     parser.add_argument("--breach-days", type=int, default=365, help="the history those checkpoints span")
     args = parser.parse_args()
+    args.client_counts = [int(n) for n in args.clients.split(",")]
     args.deliveries = args.deliveries or (10_000 if args.full else 1_000)
     args.renders = args.renders or (10_000 if args.full else 200)
     args.due = args.due or (1_000 if args.full else 100)

@@ -22,6 +22,8 @@ class Bench:
         self.procs = Procs(env)
         self.web_port = 0
         self.web: subprocess.Popen | None = None  # start_web: gunicorn, whose CPU the ingest figures read
+        self.before_port = 0  # start_web with --before: the console from another checkout
+        self.bare_port = 0  # start_web: the bare Django view (bare.py) under the same gunicorn settings
         self.single: dict[int, float] = {}  # ingest: steps/s per client count, LangGraph's baseline
         self.curve: list[dict] = []  # tiers: one point per volume, for the pages figures and the chart
 
@@ -48,6 +50,15 @@ class Bench:
         self.procs.env = env
         self.web = self.procs.start([str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"],
                                     answers(self.web_port), "gunicorn")
+        self.bare_port = free_port()
+        self.procs.env = {**env, "GUNICORN_BIND": f"127.0.0.1:{self.bare_port}"}
+        self.procs.start([str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "scripts.bench.bare:application"],
+                         answers(self.bare_port), "gunicorn (bare Django view)")
+        if self.args.before:  # the same server from another checkout (say main's), for before/after in one run
+            self.before_port = free_port()
+            self.procs.env = {**env, "GUNICORN_BIND": f"127.0.0.1:{self.before_port}"}
+            self.procs.start([str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"],
+                             answers(self.before_port), f"gunicorn ({self.args.before})", cwd=self.args.before)
         self.procs.env = self.env
 
     def operator_client(self):

@@ -60,9 +60,10 @@ class Procs:
     def __init__(self, env: dict[str, str]) -> None:
         self.env, self.procs = env, []
 
-    def start(self, argv: list[str], ready: Callable[[], bool], what: str, timeout: float = 90) -> subprocess.Popen:
+    def start(self, argv: list[str], ready: Callable[[], bool], what: str, timeout: float = 90,
+              cwd: Path = ROOT) -> subprocess.Popen:
         log = tempfile.NamedTemporaryFile(prefix="rc-bench-", suffix=".log", delete=False)  # noqa: SIM115
-        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, cwd=cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.procs.append(proc)
         deadline = time.monotonic() + timeout

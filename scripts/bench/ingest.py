@@ -43,6 +43,11 @@ def http_client(port: int, token: str, workflow_id: int, seed: int) -> Callable[
     return step
 
 
+def bare_client(port: int, workflow_id: int, seed: int) -> Callable[[int], None]:
+    """The same bodies to the bare Django view (bare.py): no token, no middleware, one INSERT."""
+    return http_client(port, "", workflow_id, seed)
+
+
 def psycopg_rows(dsn: str, workflow_id: int, seed: int) -> Callable[[int], None]:
     """The same rows inserted with a commit per row."""
     import psycopg
@@ -107,20 +112,30 @@ def http_batches(port: int, token: str, workflow_id: int, reports: list[dict], s
 def ingest(bench: Bench) -> None:
     from django.db import connection
 
-    header("ingest, one step per request: console (gunicorn) vs psycopg commit per row")
+    header("ingest, one step per request: console (gunicorn) vs the bare Django view and psycopg commit per row")
     seconds = bench.args.seconds
-    for n in (1, 2, 4, 8):
-        http_jobs, raw_jobs = [], []
+    for n in bench.args.client_counts:
+        http_jobs, bare_jobs, raw_jobs, before_jobs = [], [], [], []
         for i in range(n):
             agent, token = bench.agent(f"ingest{n}-{i}")
             http_jobs.append((bench.web_port, token, bench.workflow(agent, "http").pk, SEED + i))
+            before_jobs.append((bench.before_port, token, bench.workflow(agent, "before").pk, SEED + i))
+            bare_jobs.append((bench.bare_port, bench.workflow(agent, "bare").pk, SEED + i))
             raw_jobs.append((libpq(bench.db_url), bench.workflow(agent, "raw").pk, SEED + i))
         connection.close()
         cpu = cpu_of(bench.web.pid)
         console = run_clients(http_client, http_jobs, seconds)
         cpu_ms = (cpu_of(bench.web.pid) - cpu) * 1000 / max(1.0, console * seconds)
+        bare = run_clients(bare_client, bare_jobs, seconds)
+        if bench.before_port:
+            before = run_clients(http_client, before_jobs, seconds)
+            line(f"ingest 1 step/request vs before, {n} cl.", console, before, "steps/s",
+                 note=f"before: {bench.args.before} ({before / bare:.0%} of the bare view)")
         raw = run_clients(psycopg_rows, raw_jobs, seconds)
         bench.single[n] = console
+        line(f"ingest 1 step/request vs bare view, {n} cl.", console, bare, "steps/s", target=">= 67 %",
+             holds=console / bare >= 2 / 3, note=f"{console / bare:.0%} of the bare Django view (bare.py), "
+                                                 f"which is {bare / raw:.0%} of psycopg")
         line(f"ingest 1 step/request, {n} client(s)", console, raw, "steps/s", target=">= 25 %",
              holds=console / raw >= 0.25, note=f"{console / raw:.0%} of psycopg; web CPU {cpu_ms:.1f} ms/step")
 
@@ -134,7 +149,7 @@ def langgraph(bench: Bench) -> None:
         return
     with PostgresSaver.from_conn_string(libpq(bench.db_url)) as saver:
         saver.setup()
-    for n in (1, 2, 4, 8):
+    for n in bench.args.client_counts:
         jobs = [(libpq(bench.db_url), f"bench-{n}-{i}-{bench.rng.getrandbits(32)}", SEED + i) for i in range(n)]
         peer = run_clients(langgraph_saves, jobs, bench.args.seconds)
         console = bench.single.get(n)

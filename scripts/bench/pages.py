@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 import tracemalloc
 
 from .context import Bench
@@ -38,6 +39,18 @@ def pages(bench: Bench) -> None:
         with CaptureQueriesContext(connection) as ctx:
             client.get(url)
         queries[key] = len(ctx.captured_queries)
+    # The live poll while nothing changed: the version it carries is current, so it answers 204 unrendered.
+    from console.views import _queue_version
+
+    poll_headers = {"HX-Request": "true", "HX-Target": "queue-table", "HX-Trigger": "queue-table"}
+    polls = []
+    for _ in range(bench.args.rounds):
+        begun = time.perf_counter()
+        if client.get(f"/?per=50&v={_queue_version()}", headers=poll_headers).status_code != 204:
+            raise RuntimeError("the queue's poll rendered although nothing changed")
+        polls.append((time.perf_counter() - begun) * 1000)
+    line("queue poll, nothing changed, vs trivial", statistics.median(polls), med["trivial"], "ms",
+         note=f"204, not rendered; the render it saves: {med['queue']:.1f} ms")
     small = bench.page_ms(client, "/?per=25")
     line(f"queue first page at {open_now:,} open vs trivial", med["queue"], med["trivial"], "ms",
          target="<= 3x", holds=med["queue"] <= 3 * med["trivial"],

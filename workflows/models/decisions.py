@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
@@ -296,8 +297,13 @@ class Decision(Stateful):
         The lease ends on the database's clock (``workflows.clock``): the worker that judges it
         expired (``stuck``) may run on another host with another clock, or a skewed one."""
         lease = timedelta(seconds=lease_seconds or settings.DELIVERY_LEASE_SECONDS)
+        # PostgreSQL: computed by the UPDATE itself (Now() is statement_timestamp(), database_now's clock), no
+        # round trip to read the clock on the way from the broker to the agent. SQLite's 'now' counts
+        # milliseconds: there database_now() rounds it up, as every other deadline there is.
+        ends = (models.ExpressionWrapper(Now() + models.Value(lease), output_field=models.DateTimeField())
+                if connection.vendor == "postgresql" else database_now() + lease)
         return self.move(self.Status.RUNNING, from_=[self.Status.QUEUED], verb=Event.Verb.DELIVERY_STARTED, data={"attempt": self.attempts + 1},
-                         attempts=models.F("attempts") + 1, lease_expires_at=database_now() + lease,
+                         attempts=models.F("attempts") + 1, lease_expires_at=ends,
                          next_attempt_at=None, dispatches=0)
 
     def mark_succeeded(self, *, now: datetime | None = None) -> bool:

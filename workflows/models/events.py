@@ -191,7 +191,11 @@ class Event(models.Model):
         ordering = ["at", "pk"]
         indexes = [models.Index(fields=["workflow", "at"], name="event_by_workflow"),
                    # Small: only the sweep's escalations, reminders and releases, by time.
-                   models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity")]
+                   models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity"),
+                   # The queue's version (console.views._queue_version): the latest event about a checkpoint,
+                   # one index entry away however many step events came after it.
+                   models.Index(fields=["id"], condition=models.Q(checkpoint__isnull=False),
+                                name="event_about_a_checkpoint")]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.verb}"

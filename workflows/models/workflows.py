@@ -194,6 +194,11 @@ class Workflow(Stateful):
         moved on to committed or failed. Conflict when the workflow is finished, the idempotency key
         belongs to another step, or the report would change what is recorded.
         """
+        if connection.vendor == "postgresql" and not self.is_terminal:
+            # The common case in one statement; a taken seq or key goes the usual way below.
+            step = Step.insert_one_touching(self, report, actor=actor)
+            if step is not None:
+                return step, True
         return self.record_steps([report], actor=actor)[0]
 
     def record_steps(self, reports: list[Mapping[str, Any]], *, actor: Agent) -> list[tuple[Step, bool]]:
@@ -519,23 +524,59 @@ class Step(Stateful):
         ``ON CONFLICT DO NOTHING`` settles a race with a concurrent report in the database: no lookup
         before, no IntegrityError and savepoint after.
         """
+        steps = cls._insertable(workflow, reports)
+        if not steps:
+            return {}
+        sql, params = cls._insert_sql(steps)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cls._inserted(steps, dict(cursor.fetchall()))
+
+    @classmethod
+    def insert_one_touching(cls, workflow: Workflow, report: Mapping[str, Any], *, actor: Agent) -> Step | None:
+        """PostgreSQL: a new step, its workflow's sign of life and its Event in one statement, so one round
+        trip and one commit (the step report is the API's hottest path). None when the seq or the key is
+        taken, or the report cannot be a new step: the caller then judges it by the usual rules."""
+        steps = cls._insertable(workflow, [report])
+        if not steps:
+            return None
+        insert, params = cls._insert_sql(steps, returning="seq, id, status, name, kind")
+        now = timezone.now()
+        event = Event._meta
+        sql = (f"WITH touched AS (UPDATE {Workflow._meta.db_table} SET last_activity_at = %s WHERE id = %s), "  # noqa: S608 - names are ours
+               f"new AS ({insert}), "
+               f"logged AS (INSERT INTO {event.db_table} (at, actor_type, actor_agent_id, actor_name, subject, verb, "
+               f"workflow_id, data) SELECT %s, %s, %s, %s, 'step:' || new.id, 'step_' || new.status, %s, "
+               f"jsonb_build_object('seq', new.seq, 'name', new.name, 'kind', new.kind) FROM new) "
+               f"SELECT seq, id FROM new")
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [now, workflow.pk, *params, now, Event.ActorType.AGENT, actor.pk, actor.name,
+                                 workflow.pk])
+            new = cls._inserted(steps, dict(cursor.fetchall()))
+        workflow.last_activity_at = now
+        return new.get(report["seq"])
+
+    @classmethod
+    def _insertable(cls, workflow: Workflow, reports: list[Mapping[str, Any]]) -> list[Step]:
         now = timezone.now()
         # An effect without its key can only be a later report of a recorded step (kept when null).
         steps = [cls(workflow=workflow, created_at=now, updated_at=now, **report) for report in reports
                  if report["kind"] != cls.Kind.EFFECT or report.get("idempotency_key") is not None]
-        if not steps:
-            return {}
         for step in steps:
             step.note_money()
+        return steps
+
+    @classmethod
+    def _insert_sql(cls, steps: list[Step], *, returning: str = "seq, id") -> tuple[str, list[Any]]:
         fields = [f for f in cls._meta.concrete_fields if not f.primary_key]  # defaults from the instances
         row = f"({', '.join(['%s'] * len(fields))})"
         columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # ours, values are parameters
         sql = (f"INSERT INTO {cls._meta.db_table} ({columns}) "  # noqa: S608
-               f"VALUES {', '.join([row] * len(steps))} ON CONFLICT DO NOTHING RETURNING seq, id")
-        params = [f.get_db_prep_save(getattr(step, f.attname), connection) for step in steps for f in fields]
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            inserted = dict(cursor.fetchall())
+               f"VALUES {', '.join([row] * len(steps))} ON CONFLICT DO NOTHING RETURNING {returning}")
+        return sql, [f.get_db_prep_save(getattr(step, f.attname), connection) for step in steps for f in fields]
+
+    @staticmethod
+    def _inserted(steps: list[Step], inserted: dict[int, int]) -> dict[int, Step]:
         new = {}
         for step in steps:
             if step.seq in inserted:
