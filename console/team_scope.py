@@ -7,9 +7,9 @@ no team sees the whole queue, as before teams existed, with every team's tab.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, OuterRef, Q
 from django.http import HttpRequest
@@ -21,6 +21,7 @@ from workflows.roles import can_review, is_admin
 from .roles import signed_in
 
 ALL = "all"
+
 COUNT_CAP = 10_000  # as the scope tabs: counting past this tells nobody anything
 
 
@@ -28,9 +29,9 @@ COUNT_CAP = 10_000  # as the scope tabs: counting past this tells nobody anythin
 class TeamScope:
     """Which team's queue a request shows, and the team tabs a user gets."""
 
-    every: list[Team]
-    mine: list[Team]
-    visible: list[Team]
+    every: Sequence[Team]
+    mine: Sequence[Team]
+    visible: Sequence[Team]
     sees_all: bool
     current: Team | None
 
@@ -41,8 +42,8 @@ class TeamScope:
         every = list(Team.objects.annotate(
             is_mine=Exists(Team.members.through.objects.filter(team=OuterRef("pk"), user=user.pk)),
             is_led=ExpressionWrapper(Q(lead=user.pk), output_field=BooleanField())))
-        mine = [t for t in every if t.is_mine]
-        sees_all = can_review(user) or is_admin(user) or any(t.is_led for t in every) or not mine
+        mine = [t for t in every if cast(Any, t).is_mine]
+        sees_all = can_review(user) or is_admin(user) or any(cast(Any, t).is_led for t in every) or not mine
         visible = every if sees_all else mine
         asked = request.GET.get("team", "")
         current = next((t for t in visible if t.slug == asked), None)
@@ -59,7 +60,7 @@ class TeamScope:
             return []
         counts = dict(base.order_by().filter(team__in=self.visible).values("team").annotate(
             n=Count("pk")).values_list("team", "n"))
-        ordered = self.mine + [t for t in self.visible if t not in self.mine]
+        ordered = [*self.mine, *(t for t in self.visible if t not in self.mine)]
         tabs = [{"key": t.slug, "label": ("My team: " if t in self.mine else "") + t.name, "active": t == self.current,
                  "url": link(t.slug), "count": counts.get(t.pk, 0)}
                 for t in ordered]

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0028_default_breach_reasons'),
+        ('workflows', '0031_incidents'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
