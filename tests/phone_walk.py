@@ -47,8 +47,10 @@ def _fill(route: str, values: dict[str, Any]) -> str:
 def _admin_values(view: Any, objects: Objects) -> dict[str, Any] | None:
     from django.contrib.contenttypes.models import ContentType
 
-    model_admin = getattr(view, "model_admin", None)
-    if model_admin is not None:
+    # A changelist or change view names its ModelAdmin; a ModelAdmin's own extra views (the user's
+    # password form) are its bound methods behind admin_view's wrapper.
+    model_admin = getattr(view, "model_admin", None) or getattr(getattr(view, "__wrapped__", None), "__self__", None)
+    if model_admin is not None and hasattr(model_admin, "model"):
         first = model_admin.model._default_manager.order_by("pk").first()
         return {"object_id": first.pk if first is not None else 1, "id": first.pk if first is not None else 1}
     checkpoint = objects["checkpoint"]

@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from console.templatetags.console_tags import label
 from tests.browser_fixtures import login
 from tests.phone_walk import BROKEN_WORDS, CULPRITS
 from tests.recovery_histories import build_history
 from workflows import metrics
+from workflows.models import Reason
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +45,9 @@ def test_the_dashboard_names_every_series_says_no_data_and_why_each_miss(browser
         bars = page.get_by_test_id("breakdown-reason").locator("svg.chart a").evaluate_all(
             "marks => Object.fromEntries(marks.map(m => [m.querySelector('.chart-label').textContent, "
             "m.querySelector('.chart-value').textContent]))")
-        assert bars["rate_limit"] == "no data" and bars["provider_change"] == "0 %", bars  # none settled; 0 of 1
+        # The bars name reasons in words (the label filter): "rate limit", not rate_limit.
+        assert bars[label(Reason.RATE_LIMIT)] == "no data", bars  # none settled
+        assert bars[label(Reason.PROVIDER_CHANGE)] == "0 %", bars  # 0 of 1
         why = page.get_by_test_id("why-missed-resumed_without_data_loss")
         expect(why).to_contain_text("1 aborted by an operator")
         expect(why).to_contain_text("1 handed off to people")

@@ -166,9 +166,10 @@ LABELS = {str(value): str(label).lower()
 
 @register.filter
 def label(value: object) -> str:
-    """A status, action or reason as people read it (``handed_off`` -> "handed off"), never the stored value."""
+    """A status, action or reason as people read it (``handed_off`` -> "handed off"), never the stored value.
+    Anything else (a workflow kind, an agent's name) is an identifier people search and filter by: as it is."""
     text = str(value or "")
-    return LABELS.get(text, text.replace("_", " "))
+    return LABELS.get(text, text)
 
 
 @register.filter

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Exists, OuterRef, Q
 from django.http import HttpRequest
 
-from ..models import Agent, Checkpoint, Decision, Event, Workflow
+from ..models import Agent, Checkpoint, Decision, Event, Hold, Workflow
 from .errors import ApiError, not_found
 
 
@@ -20,14 +21,22 @@ def parse_pk(raw: str) -> int | None:
     return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else None
 
 
-def own_workflow(request: HttpRequest, workflow_id: str, *, touch: bool = True) -> Workflow:
+def own_workflow(request: HttpRequest, workflow_id: str, *, touch: bool = True, holds: bool = False) -> Workflow:
     """The calling agent's workflow (404 for anyone else's), touched: any write is a sign of life.
 
     ``touch=False`` for reads (they touch with ``reading=True``: polling a paused workflow is not
-    activity) and for callers that touch it in their own transaction (recording steps).
+    activity) and for callers that touch it in their own transaction (recording steps). ``holds``: the
+    same read also says whether an active hold covers it (``under_hold``), so a step report under no hold
+    (nearly all of them) pays no query for holds.
     """
     pk = parse_pk(workflow_id)
-    workflow = calling_agent(request).workflows.filter(pk=pk).first() if pk else None
+    workflow = None
+    if pk:
+        mine = calling_agent(request).workflows.filter(pk=pk)
+        if holds:
+            mine = mine.annotate(under_hold=Exists(Hold.objects.active().filter(  # as Hold.objects.covering
+                Q(kind="") | Q(kind=OuterRef("kind")), agent_id=OuterRef("agent_id"))))
+        workflow = mine.first()
     if workflow is None:
         raise stood_down_or_not_found(request, pk, "workflow")
     if touch:

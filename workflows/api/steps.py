@@ -25,7 +25,7 @@ def _instruction(workflow: Workflow, steps: list[Step]) -> dict[str, Any]:
     """The hold's pause instruction, when one covers the workflow: at a report that finished a step
     (committed or failed), never while one is pending (pausing then would leave its outcome unknown)."""
     last = max(steps, key=lambda s: s.seq)
-    if any(s.status == Step.Status.PENDING for s in steps):
+    if not getattr(workflow, "under_hold", True) or any(s.status == Step.Status.PENDING for s in steps):
         return {}
     workflow.refresh_from_db()
     instruction = Hold.pause_if_held(workflow, at_seq=last.seq + 1)
@@ -38,7 +38,7 @@ def report_step(request: HttpRequest, workflow_id: str, payload: StepIn) -> Stat
     """Record a step: 201 new, 200 identical resend or pending -> committed|failed, 409 otherwise.
 
     Under a hold, the answer carries ``instruction.pause`` and the workflow is paused at a ``held`` checkpoint."""
-    workflow = own_workflow(request, workflow_id, touch=False)  # touched in the step's own transaction
+    workflow = own_workflow(request, workflow_id, touch=False, holds=True)  # touched in the step's own transaction
     step, created = workflow.record_step(payload.model_dump(), actor=calling_agent(request))
     return Status(201 if created else 200, {**step.as_dict(), **_instruction(workflow, [step])})
 
@@ -57,7 +57,7 @@ def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -
     Each step follows the rules of a single report; 201 when any step is new (their seqs in
     ``created``), 200 when the whole batch was already recorded (a resend).
     """
-    workflow = own_workflow(request, workflow_id, touch=False)  # touched in the batch's transaction
+    workflow = own_workflow(request, workflow_id, touch=False, holds=True)  # touched in the batch's transaction
     try:
         results = workflow.record_steps([step.model_dump() for step in payload.steps], actor=calling_agent(request))
     except (Conflict, Invalid) as exc:
