@@ -444,6 +444,11 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
                                   + (f" ({d['note']})" if d.get("note") else ""),
     V.COMMENTED: lambda d: f"commented: {d.get('excerpt', '')}"
                            + (f" (mentions {', '.join('@' + str(m) for m in d['mentions'])})" if d.get("mentions") else ""),
+    V.DRILL_SCHEDULED: lambda d: f"scheduled the drill for {d.get('at', '')}",
+    V.DRILL_STARTED: lambda d: f"started the drill {d.get('name', '')}",
+    V.DRILL_ENDED: lambda d: "ended the drill",
+    V.DRILL_REFUSED: lambda d: f"could not start the drill: {d.get('refused', '')}",
+    V.DRILL_ENLISTED: lambda d: f"picked for a drill ({d.get('fault', '')})",
 }
 
 

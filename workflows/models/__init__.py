@@ -15,6 +15,7 @@ from .broker import BrokerStatus
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
+from .drills import Drill, DrillQuerySet
 from .events import Event
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
@@ -36,4 +37,6 @@ __all__ = [
     "DailyRollup", "RollupState",
     # whether the broker takes messages
     "BrokerStatus",
+    # recovery drills
+    "Drill", "DrillQuerySet",
 ]
