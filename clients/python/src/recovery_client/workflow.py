@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from .client import ApiError, Json
+from .drills import GARBAGE, DrillCrash, DrillFault, GarbageAnswer
 from .reasons import InvalidOutput, Reason, ReasonMap, reason_for
 
 if TYPE_CHECKING:
@@ -124,6 +125,7 @@ class Workflow:
         self.recorded: list[Json] = []
         self._seq = 0
         self._occurrences: Counter[str] = Counter()
+        self.drill: DrillFault | None = None  # a recovery drill's fault, as a step report's answer told it
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> Workflow:
@@ -221,6 +223,7 @@ class Workflow:
         if "output" in fields:
             fields["output"] = jsonable(fields["output"])
         body = self.client.report_step(self.id, seq, name, kind, status, **fields)
+        self.drill = DrillFault.from_instruction(body.pop("instruction", None)) or self.drill
         self.recorded = [s for s in self.recorded if int(s["seq"]) != seq] + [body]
         self.recorded.sort(key=lambda s: int(s["seq"]))
         return body
@@ -282,6 +285,7 @@ class StepScope:
         self.output: Any = recorded.get("output") if self.done and recorded else None
         self.external_ref: str | None = recorded.get("external_ref") if self.done and recorded else None
         self.verified = False
+        self.garbled = False
 
     def record(self, output: Any = None, *, verified: bool | None = None, external_ref: str | None = None,
                promise: str | None = None) -> None:
@@ -300,6 +304,9 @@ class StepScope:
         A check that raises (a pydantic model, a JSON schema validator) counts as a refusal too;
         either way the checkpoint reason is ``tool_error``.
         """
+        if self.workflow.drill and self.workflow.drill.garbles(self.seq):
+            output = GARBAGE  # the drill's garbage answer meets the agent's own check
+            self.garbled = True
         try:
             accepted = check(output)
         except Exception as exc:
@@ -329,11 +336,17 @@ class StepScope:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         wf = self.workflow
+        if exc is None and not self.done and wf.drill and wf.drill.garbles(self.seq) and not self.garbled:
+            self.output = GARBAGE
+            exc = GarbageAnswer(f"{self.name}: a drill's garbage answer at step {self.seq}, and the step does not "
+                                "check its output")
         if exc is None:
             if not self.done:
                 wf.report(self.seq, self.name, self.kind, "committed", **self._fields(), output=self.output,
                           verified=self.verified, external_ref=self.external_ref)
                 self.done = True
+                if wf.drill and wf.drill.crashes_after(self.seq):
+                    raise DrillCrash(f"drill {wf.drill.drill_id}: crash after step {self.seq}")
             return
         if not isinstance(exc, Exception) or isinstance(exc, Paused | Stopped):
             return
