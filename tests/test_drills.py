@@ -199,3 +199,39 @@ def test_the_capabilities_endpoint_takes_drill_and_drill_sandbox():
     body = expect(bot.post("/agent/capabilities", {"capabilities": ["drill", "drill_sandbox", "replay"]}), 200)
     assert set(body["capabilities"]) == {"drill", "drill_sandbox", "replay"}
     assert Agent.objects.get(pk=bot.agent.pk).can("drill")
+
+
+# --- scheduling: a timer column the periodic sweep reads ------------------------------------------
+
+def test_the_sweep_starts_a_scheduled_drill_when_its_time_comes_and_once():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workflows.tasks import sweep
+
+    bot = drilling_agent()
+    drill = make_drill(bot.agent)
+    assert drill.schedule(timezone.now() + timedelta(hours=1))
+    assert sweep()["drills"] == 0
+    Drill.objects.filter(pk=drill.pk).update(next_run_at=timezone.now() - timedelta(seconds=1))
+    assert sweep()["drills"] == 1
+    assert sweep()["drills"] == 0
+    drill.refresh_from_db()
+    assert drill.status == Drill.Status.RUNNING and drill.next_run_at is None
+
+
+def test_a_scheduled_drill_whose_agent_stopped_supporting_drills_goes_back_to_draft_with_the_reason():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    bot = drilling_agent()
+    drill = make_drill(bot.agent)
+    drill.schedule(timezone.now() - timedelta(seconds=1))
+    bot.agent.advertise([])
+    assert Drill.start_due() == 0
+    drill.refresh_from_db()
+    assert drill.status == Drill.Status.DRAFT
+    refused = Event.objects.get(verb=Event.Verb.DRILL_REFUSED)
+    assert "does not advertise" in refused.data["refused"]

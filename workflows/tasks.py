@@ -27,6 +27,7 @@ from .models import (
     Conflict,
     Decision,
     Delivery,
+    Drill,
     Event,
     Reason,
     ReplayRun,
@@ -255,7 +256,8 @@ def sweep() -> dict[str, Any]:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
               "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),
-              "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications()}
+              "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications(),
+              "drills": Drill.start_due()}
     refresh_sqlite_statistics()
     return result
 
