@@ -43,6 +43,7 @@ class BreachFilterForm(forms.Form):
     kind = forms.CharField(max_length=100, required=False)
     assignee = forms.CharField(max_length=150, required=False)
     before = forms.CharField(max_length=40, required=False)
+    drills = forms.ChoiceField(choices=[("", "left out"), (metrics.DRILLS_INCLUDED, "included")], required=False)
 
     def values(self) -> dict[str, Any]:
         self.is_valid()
@@ -62,6 +63,7 @@ class BreachFilterForm(forms.Form):
         data = self.values()
         since, until = self.span(data)
         qs = Checkpoint.objects.filter(breached_at__isnull=False, breached_at__gte=since, breached_at__lt=until)
+        qs = metrics.in_scope(qs, data.get("drills", ""), to_workflow="workflow__")  # production by default
         for field, lookup in (("runbook", "runbook__slug"), ("agent", "workflow__agent__name"),
                               ("kind", "workflow__kind"), ("assignee", "assignee__username")):
             if data.get(field):
@@ -176,7 +178,8 @@ def _seconds(value: float | None) -> str:
 def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) -> dict[str, Any]:
     """The cards against the previous period of the same length, and the charts of the filtered breaches."""
     period = metrics.Filters(start=data["start"], end=data["end"], agent=data.get("agent", ""),
-                             kind=data.get("kind", ""), runbook=data.get("runbook", ""))
+                             kind=data.get("kind", ""), runbook=data.get("runbook", ""),
+                             drills=data.get("drills", ""))
     before = period.previous()
     activity, activity_before = metrics.sla_activity(period), metrics.sla_activity(before)
     cards = [
