@@ -511,3 +511,19 @@ def filters_query(filters: Any) -> str:
 @register.filter
 def seconds_text(value: float | None) -> str:
     return "—" if value is None else short_duration(timedelta(seconds=value))
+
+
+@register.inclusion_tag("console/_drill_badge.html", takes_context=True)
+def drill_badge(context: template.Context, workflow: Any, checkpoint: Any = None) -> dict[str, Any]:
+    """The drill badge of a drilled workflow (issue 26): TPMs and admins always see it; operators when the
+    drill is announced, or once the checkpoint (on a workflow page: any of its checkpoints) is decided."""
+    if getattr(workflow, "drill_id", None) is None:
+        return {"drill": None}
+    drill = workflow.drill
+    if checkpoint is not None:
+        decided = not checkpoint.is_open
+    else:
+        decided = workflow.checkpoints.exclude(status__in=Checkpoint.OPEN_STATUSES).exists()
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    return {"drill": drill if drill.shown_to(user, decided=decided) else None}
