@@ -1,7 +1,16 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from . import breach_views, dashboards, notification_views, runbook_views, security, views, workflow_views
+from . import (
+    breach_views,
+    dashboards,
+    drill_views,
+    notification_views,
+    runbook_views,
+    security,
+    views,
+    workflow_views,
+)
 from .roles import READERS, public, role_required
 
 urlpatterns = [
@@ -42,4 +51,8 @@ urlpatterns = [
     path("resumes/export/<slug:table>.csv", dashboards.resume_export, name="resume_export"),
     path("readiness/", dashboards.readiness, name="readiness"),
     path("staffing/", dashboards.staffing_budget, name="staffing"),
+    path("drills/", drill_views.drills, name="drills"),
+    path("drills/<int:pk>/start/", drill_views.start_drill, name="start_drill"),
+    path("drills/<int:pk>/end/", drill_views.end_drill, name="end_drill"),
+    path("drills/<int:pk>/report/", drill_views.drill_report, name="drill_report"),
 ]
