@@ -8,8 +8,8 @@ import io
 import pytest
 from django.test import Client
 
-from tests.recovery_histories import Fleet, build_history
 from tests.apitools import api_agent
+from tests.recovery_histories import Fleet, build_history
 from workflows import drill_report, metrics
 from workflows.models import Drill, Workflow
 
