@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0026_fork_lineage'),
+        ('workflows', '0028_default_breach_reasons'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
