@@ -228,6 +228,12 @@ class Workflow:
         self.recorded.sort(key=lambda s: int(s["seq"]))
         return body
 
+    def crash_if_drilled(self, seq: int) -> None:
+        """A drill's crash after step ``seq`` (just committed): ``DrillCrash``, which nothing turns into a
+        checkpoint. The adapters call it after each step they commit, as ``StepScope`` does."""
+        if self.drill and self.drill.crashes_after(seq):
+            raise DrillCrash(f"drill {self.drill.drill_id}: crash after step {seq}")
+
     # --- checkpoints and decisions ----------------------------------------------------------
     def checkpoint(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
                    state: Json | None = None) -> Json:
@@ -345,8 +351,7 @@ class StepScope:
                 wf.report(self.seq, self.name, self.kind, "committed", **self._fields(), output=self.output,
                           verified=self.verified, external_ref=self.external_ref)
                 self.done = True
-                if wf.drill and wf.drill.crashes_after(self.seq):
-                    raise DrillCrash(f"drill {wf.drill.drill_id}: crash after step {self.seq}")
+                wf.crash_if_drilled(self.seq)
             return
         if not isinstance(exc, Exception) or isinstance(exc, Paused | Stopped):
             return
