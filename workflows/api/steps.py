@@ -22,8 +22,8 @@ class StepReportOut(StepOut):
 
 
 def _instruction(workflow: Workflow) -> dict[str, Any]:
-    """What the answer tells the runtime beside the step: a drill's fault, until it was carried out."""
-    workflow.refresh_from_db(fields=["status", "drill"])
+    """What the answer tells the runtime beside the step: a drill's fault, until it was carried out. The
+    workflow as loaded for the request: a drill is set at creation, so an undrilled run costs no query."""
     instruction = Drill.instruction_for(workflow)
     return {"instruction": instruction} if instruction else {}
 
