@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -143,14 +144,15 @@ class Drill(Stateful):
     def _money_before_fault(self) -> str:
         """The name of an effect that has moved money in this agent's workflows of the kind at or before the
         fault (any step for faults not placed at a step), or ""."""
-        from .workflows import Step
-
-        moved = Step.objects.filter(workflow__agent=self.agent, kind=Step.Kind.EFFECT, carries_money=True)
+        # By the app registry: this module sits below workflows.py, which imports it.
+        step = apps.get_model("workflows", "Step")
+        where: dict[str, Any] = {"workflow__agent": self.agent, "kind": "effect", "carries_money": True}
         if self.kind:
-            moved = moved.filter(workflow__kind=self.kind)
+            where["workflow__kind"] = self.kind
         if self.fault in self.AT_STEP:
-            moved = moved.filter(seq__lte=self.at_seq)
-        return moved.values_list("name", flat=True).first() or ""
+            where["seq__lte"] = self.at_seq
+        name: str | None = step.objects.filter(**where).values_list("name", flat=True).first()
+        return name or ""
 
     # --- starting, by hand or on schedule ---------------------------------------------------
     def start(self, *, by: Operator | None = None) -> bool:
@@ -233,16 +235,14 @@ class Drill(Stateful):
         return drill.instruction() if drill is not None else {}
 
     @staticmethod
-    def refuse_money(workflow: Workflow, reports: Iterable[Mapping[str, Any]]) -> None:
+    def refuse_money(workflow: Workflow, reports: Iterable[Mapping[str, Any]], history: money.History) -> None:
         """Conflict (409 ``drill_refuses_money``) for an effect of a drilled workflow that moves money, unless
         its agent declares a drill sandbox. Fails safe like the money rule: an amount anywhere in the input,
-        or an effect of a name that has moved money before, counts."""
+        or an effect of a name that has moved money before (``history``: the recorded trail), counts."""
         if workflow.drill_id is None or workflow.agent.can(Agent.Capability.DRILL_SANDBOX):
             return
-        from .workflows import MoneyTrail
-
         effects = [(i, r) for i, r in enumerate(reports) if r.get("kind") == "effect"]
-        moved_before = MoneyTrail().names_that_moved_money(str(r.get("name", "")) for _i, r in effects)
+        moved_before = history.names_that_moved_money(str(r.get("name", "")) for _i, r in effects)
         for index, report in effects:
             if money.carries_money(report.get("input")) or report.get("name") in moved_before:
                 refused = Conflict(

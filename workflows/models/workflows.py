@@ -214,7 +214,7 @@ class Workflow(Stateful):
         try:
             with transaction.atomic():  # one commit: the sign of life, the steps and their events
                 self.touch()
-                Drill.refuse_money(self, reports)
+                Drill.refuse_money(self, reports, MoneyTrail())
                 new = Step.insert_new(self, reports)
                 Event.objects.bulk_create([
                     Event.about(new[seq], Event.Verb.step(new[seq].status), actor=actor,
