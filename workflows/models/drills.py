@@ -242,7 +242,7 @@ class Drill(Stateful):
         if workflow.drill_id is None or workflow.agent.can(Agent.Capability.DRILL_SANDBOX):
             return
         effects = [(i, r) for i, r in enumerate(reports) if r.get("kind") == "effect"]
-        moved_before = history.names_that_moved_money(str(r.get("name", "")) for _i, r in effects)
+        moved_before = history.names_that_moved_money([str(r.get("name", "")) for _i, r in effects])
         for index, report in effects:
             if money.carries_money(report.get("input")) or report.get("name") in moved_before:
                 refused = Conflict(
