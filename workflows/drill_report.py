@@ -87,7 +87,7 @@ class DrillReport:
 
 def _fault_at(drill: Drill, workflow: Workflow, steps: dict[tuple[int, int], Step]) -> datetime:
     """When the fault came: after step k was recorded for a fault placed at a step, else the run's start."""
-    if drill.fault in Drill.AT_STEP and (step := steps.get((workflow.pk, drill.at_seq))) is not None:
+    if drill.at_step and (step := steps.get((workflow.pk, drill.at_seq))) is not None:
         return step.updated_at
     return workflow.created_at
 
@@ -209,7 +209,7 @@ def markdown(report: DrillReport) -> str:
     drill = report.drill
     lines = [f"# Drill report: {_md(drill.name)}", "",
              f"- Agent: {_md(drill.agent.name)}" + (f", kind {_md(drill.kind)}" if drill.kind else ""),
-             f"- Fault: {drill.get_fault_display()}" + (f" (k = {drill.at_seq})" if drill.fault in Drill.AT_STEP
+             f"- Fault: {drill.get_fault_display()}" + (f" (k = {drill.at_seq})" if drill.at_step
                                                           else ""),
              f"- {'Announced' if drill.announced else 'Unannounced'}; started {_stamp(drill.started_at) or 'not yet'}",
              f"- **Verdict: {report.verdict}**", ""]

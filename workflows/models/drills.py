@@ -111,6 +111,23 @@ class Drill(Stateful):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def can_start(self) -> bool:
+        return self.status in (self.Status.DRAFT, self.Status.SCHEDULED)
+
+    @property
+    def is_ended(self) -> bool:
+        return self.status == self.Status.ENDED
+
+    @property
+    def at_step(self) -> bool:
+        """The fault is placed at a step (k matters)."""
+        return self.fault in self.AT_STEP
+
+    @property
+    def goes_silent(self) -> bool:
+        return self.fault == self.Fault.GO_SILENT
+
     # --- definition -------------------------------------------------------------------------
     def clean(self) -> None:
         """The form's and the admin's checks: which runs take part, and whether this drill may run at all."""
