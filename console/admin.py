@@ -45,6 +45,7 @@ from workflows.models import (
     Decision,
     Delivery,
     DriftIgnoreRule,
+    Drill,
     EscalationLevel,
     Event,
     Hold,
@@ -411,6 +412,17 @@ class ReplayRunAdmin(AuditedAdmin[ReplayRun]):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # replays are asked for from the workflow page, where the bounds are checked
+
+
+@admin.register(Drill)
+class DrillAdmin(AuditedAdmin[Drill]):
+    """Recovery drills (workflows/models/drills.py); TPMs define and start them on the console's Drills page."""
+
+    list_display = ("name", "agent", "kind", "fault", "at_seq", "runs", "share_percent", "announced", "status",
+                    "picked", "next_run_at")
+    list_filter = ("status", "fault", "announced")
+    search_fields = ("name", "kind")
+    readonly_fields = ("status", "picked", "started_at", "ends_at", "created_at")
 
 
 @admin.register(Workflow)

@@ -44,6 +44,7 @@ class BreachFilterForm(forms.Form):
     assignee = forms.CharField(max_length=150, required=False)
     team = forms.CharField(max_length=60, required=False, help_text="A team's slug.")
     before = forms.CharField(max_length=40, required=False)
+    drills = forms.ChoiceField(choices=[("", "left out"), (metrics.DRILLS_INCLUDED, "included")], required=False)
 
     def values(self) -> dict[str, Any]:
         self.is_valid()
@@ -63,6 +64,7 @@ class BreachFilterForm(forms.Form):
         data = self.values()
         since, until = self.span(data)
         qs = Checkpoint.objects.filter(breached_at__isnull=False, breached_at__gte=since, breached_at__lt=until)
+        qs = metrics.in_scope(qs, data.get("drills", ""), to_workflow="workflow__")  # production by default
         for field, lookup in (("runbook", "runbook__slug"), ("agent", "workflow__agent__name"),
                               ("kind", "workflow__kind"), ("assignee", "assignee__username"),
                               ("team", "team__slug")):
@@ -180,7 +182,8 @@ def _seconds(value: float | None) -> str:
 def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) -> dict[str, Any]:
     """The cards against the previous period of the same length, and the charts of the filtered breaches."""
     period = metrics.Filters(start=data["start"], end=data["end"], agent=data.get("agent", ""),
-                             kind=data.get("kind", ""), runbook=data.get("runbook", ""), team=data.get("team", ""))
+                             kind=data.get("kind", ""), runbook=data.get("runbook", ""), team=data.get("team", ""),
+                             drills=data.get("drills", ""))
     before = period.previous()
     activity, activity_before = metrics.sla_activity(period), metrics.sla_activity(before)
     cards = [

@@ -5,6 +5,7 @@ from . import (
     action_link_views,
     breach_views,
     dashboards,
+    drill_views,
     incident_views,
     notification_views,
     runbook_views,
@@ -77,4 +78,8 @@ urlpatterns = [
     path("holds/<int:pk>/lift/", incident_views.lift_hold, name="lift_hold"),
     path("incidents/<int:pk>/rollout/", incident_views.start_rollout, name="start_rollout"),
     path("rollouts/<int:pk>/", incident_views.steer_rollout, name="steer_rollout"),
+    path("drills/", drill_views.drills, name="drills"),
+    path("drills/<int:pk>/start/", drill_views.start_drill, name="start_drill"),
+    path("drills/<int:pk>/end/", drill_views.end_drill, name="end_drill"),
+    path("drills/<int:pk>/report/", drill_views.drill_report, name="drill_report"),
 ]

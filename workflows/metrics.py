@@ -54,6 +54,12 @@ report. The definitions (also in the README, and on the dashboard):
 - **SLA breach rate**: checkpoints opened in the period with a recorded
   breach of their time-to-claim or time-to-decision target, over checkpoints
   opened in the period.
+
+Every figure counts production only: a workflow a recovery drill picked
+(``Workflow.drill``, issue 26) is left out unless ``Filters.drills`` includes
+the drills (``"include"``) or names one drill (its id: that drill's runs only,
+which is how the drill report reads the same definitions). ``in_scope`` is the
+one place that rule is written; pages that query beside these functions use it.
 """
 
 from __future__ import annotations
@@ -116,6 +122,7 @@ class Filters:
     # A team's slug: the staffing budget and the breach review narrow by it (from their own query
     # field; Filters.from_query leaves it out, since the daily rollups hold no team).
     team: str = ""
+    drills: str = ""     # "" production only; "include": drilled workflows too; a drill's id: its runs only
 
     DEFAULT_DAYS = 28
     MAX_DAYS = 731
@@ -142,11 +149,12 @@ class Filters:
             start, end = end, start
         start = max(start, end - timedelta(days=cls.MAX_DAYS - 1))
         text = {name: str(query.get(name) or "").strip()[:200] for name in ("agent", "kind", "reason", "runbook")}
-        return cls(start=start, end=end, **text)
+        return cls(start=start, end=end, drills=drills_param(query.get("drills")), **text)
 
     def as_query(self, **override: Any) -> dict[str, str]:
         values = {"start": self.start.isoformat(), "end": self.end.isoformat(), "agent": self.agent,
-                  "kind": self.kind, "reason": self.reason, "runbook": self.runbook, "team": self.team, **override}
+                  "kind": self.kind, "reason": self.reason, "runbook": self.runbook, "team": self.team,
+                  "drills": self.drills, **override}
         return {k: str(v) for k, v in values.items() if v not in ("", None)}
 
     @property
@@ -189,12 +197,34 @@ def _narrowed(qs: _QS, filters: Filters, lookups: Mapping[str, str], prefix: str
     return qs
 
 
+DRILLS_INCLUDED = "include"
+
+
+def drills_param(value: Any) -> str:
+    """The ``drills`` filter as a URL carries it: "include", a drill's id, or "" (production only)."""
+    text = str(value or "").strip()
+    if text == DRILLS_INCLUDED or (text.isdigit() and len(text) <= 10):
+        return text
+    return ""
+
+
+def in_scope(qs: _QS, drills: str = "", *, to_workflow: str = "") -> _QS:
+    """``qs`` without drilled workflows (production figures), unless ``drills`` includes them ("include") or
+    names one drill (only its runs). ``to_workflow`` is the path from the queryset's model to the workflow."""
+    if drills == DRILLS_INCLUDED:
+        return qs
+    if drills.isdigit():
+        return qs.filter(**{f"{to_workflow}drill_id": int(drills)})
+    return qs.filter(**{f"{to_workflow}drill__isnull": True})
+
+
 def _workflows(filters: Filters) -> QuerySet[Any]:
-    return _narrowed(Workflow.objects.all(), filters, WORKFLOW_LOOKUPS)
+    return in_scope(_narrowed(Workflow.objects.all(), filters, WORKFLOW_LOOKUPS), filters.drills)
 
 
 def _checkpoints(filters: Filters) -> QuerySet[Any]:
-    return _narrowed(Checkpoint.objects.all(), filters, CHECKPOINT_LOOKUPS)
+    return in_scope(_narrowed(Checkpoint.objects.all(), filters, CHECKPOINT_LOOKUPS), filters.drills,
+                    to_workflow="workflow__")
 
 
 # --- per-workflow predicates, as SQL -----------------------------------------------------------
@@ -436,7 +466,8 @@ def resumes(filters: Filters) -> QuerySet[Any]:
     """Resume and retry-step decisions that reached the agent in the period."""
     qs = Decision.objects.filter(action__in=RESUMING, status=Decision.Status.SUCCEEDED,
                                  finished_at__gte=filters.since, finished_at__lt=filters.until)
-    return _narrowed(qs, filters, CHECKPOINT_LOOKUPS, "checkpoint__")
+    return in_scope(_narrowed(qs, filters, CHECKPOINT_LOOKUPS, "checkpoint__"), filters.drills,
+                    to_workflow="checkpoint__workflow__")
 
 
 def resumed_in(filters: Filters) -> QuerySet[Any]:
@@ -779,7 +810,7 @@ def breach_rate(filters: Filters) -> BreachRate:
 def duplicate_effect_attempts(filters: Filters) -> QuerySet[Any]:
     """The refused duplicate effects themselves (events), in the period."""
     qs = Event.objects.filter(verb=DUPLICATE_EFFECT_VERB, at__gte=filters.since, at__lt=filters.until)
-    return _narrowed(qs, filters, WORKFLOW_LOOKUPS, "workflow__")
+    return in_scope(_narrowed(qs, filters, WORKFLOW_LOOKUPS, "workflow__"), filters.drills, to_workflow="workflow__")
 
 
 def choices(kinds: list[str] | None = None) -> dict[str, list[str]]:
@@ -848,6 +879,7 @@ def sla_activity(filters: Filters) -> dict[str, int]:
         qs = qs.filter(checkpoint__runbook__slug=filters.runbook)
     if filters.team:
         qs = qs.filter(checkpoint__team__slug=filters.team)
+    qs = in_scope(qs, filters.drills, to_workflow="workflow__")
     counts: dict[str, int] = qs.aggregate(**{name: Count("pk", filter=q) for name, q in SLA_ACTIVITY.items()})
     return counts
 

@@ -26,12 +26,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from . import metrics, rollups
+from .metrics import in_scope
 from .models import BrokerStatus, Checkpoint, Decision, Event, Reason, Workflow
 from .via import Via
 
 V = Event.Verb
 CACHE_KEY = "recovery:prometheus:exposition"
 FINISHED = (Decision.Status.SUCCEEDED, Decision.Status.FAILED, Decision.Status.REJECTED)
+# Production figures only: drilled workflows (issue 26) are left out by metrics.in_scope. A workflow is
+# drilled from its creation on, so the counters stay monotonic.
+CHECKPOINT, DECISION, EVENT = ({"to_workflow": "workflow__"}, {"to_workflow": "checkpoint__workflow__"},
+                               {"to_workflow": "workflow__"})
 
 
 class RecoveryCollector(Collector):
@@ -47,17 +52,17 @@ class RecoveryCollector(Collector):
     def _checkpoints(self) -> Iterator[Metric]:
         open_now = GaugeMetricFamily("recovery_open_checkpoints", "Checkpoints on the queue (open or claimed).",
                                      labels=["reason"])
-        counts = dict(Checkpoint.objects.open().values_list("reason").annotate(n=Count("pk")).order_by())
+        counts = dict(in_scope(Checkpoint.objects.open(), **CHECKPOINT).values_list("reason").annotate(n=Count("pk")).order_by())
         for reason in Reason.values:
             open_now.add_metric([reason], counts.get(reason, 0))
         yield open_now
         opened = CounterMetricFamily("recovery_checkpoints_opened", "Checkpoints opened (degradations that "
                                      "reached the pause surface).", labels=["reason"])
-        counts = dict(Checkpoint.objects.values_list("reason").annotate(n=Count("pk")).order_by())
+        counts = dict(in_scope(Checkpoint.objects.all(), **CHECKPOINT).values_list("reason").annotate(n=Count("pk")).order_by())
         for reason in Reason.values:
             opened.add_metric([reason], counts.get(reason, 0))
         yield opened
-        sla = Checkpoint.objects.aggregate(warned=Count("pk", filter=Q(warned_at__isnull=False)),
+        sla = in_scope(Checkpoint.objects.all(), **CHECKPOINT).aggregate(warned=Count("pk", filter=Q(warned_at__isnull=False)),
                                            breached=Count("pk", filter=Q(breached_at__isnull=False)))
         yield CounterMetricFamily("recovery_sla_warnings", "SLA warnings recorded.", value=sla["warned"])
         yield CounterMetricFamily("recovery_sla_breaches", "SLA breaches recorded.", value=sla["breached"])
@@ -67,15 +72,16 @@ class RecoveryCollector(Collector):
                                        labels=["action", "outcome"])
         pending = GaugeMetricFamily("recovery_decisions_in_flight", "Decisions not finished yet, by state.",
                                     labels=["action", "state"])
-        for row in Decision.objects.values("action", "status").annotate(n=Count("pk")).order_by():
+        for row in in_scope(Decision.objects.all(), **DECISION).values("action", "status").annotate(n=Count("pk")).order_by():
             target = finished if row["status"] in FINISHED else pending
             target.add_metric([row["action"], row["status"]], row["n"])
         yield finished
         yield pending
-        attempts = Decision.objects.aggregate(n=Sum("attempts"))["n"] or 0
+        attempts = in_scope(Decision.objects.all(), **DECISION).aggregate(n=Sum("attempts"))["n"] or 0
         yield CounterMetricFamily("recovery_delivery_attempts", "Delivery attempts to resume endpoints.",
                                   value=attempts)
-        events = dict(Event.objects.filter(verb__in=[V.DELIVERY_RETRY, V.DELIVERY_FAILED, V.EFFECT_DUPLICATE_REFUSED])
+        events = dict(in_scope(Event.objects.filter(verb__in=[V.DELIVERY_RETRY, V.DELIVERY_FAILED,
+                                                              V.EFFECT_DUPLICATE_REFUSED]), **EVENT)
                       .values_list("verb").annotate(n=Count("pk")).order_by())
         yield CounterMetricFamily("recovery_delivery_retries", "Delivery attempts that failed and were retried.",
                                   value=events.get(V.DELIVERY_RETRY, 0))
@@ -90,13 +96,13 @@ class RecoveryCollector(Collector):
 
     def _workflows(self) -> Iterator[Metric]:
         status = GaugeMetricFamily("recovery_workflows", "Workflows by status.", labels=["status"])
-        counts = dict(Workflow.objects.values_list("status").annotate(n=Count("pk")).order_by())
+        counts = dict(in_scope(Workflow.objects.all()).values_list("status").annotate(n=Count("pk")).order_by())
         for value in Workflow.Status.values:
             status.add_metric([value], counts.get(value, 0))
         yield status
         yield CounterMetricFamily("recovery_launches", "Workflows launched.", value=sum(counts.values()))
-        blank = Event.objects.filter(verb=V.FINISHED_FAILED,
-                                     data__from=Workflow.Status.RUNNING).count()
+        blank = in_scope(Event.objects.filter(verb=V.FINISHED_FAILED, data__from=Workflow.Status.RUNNING),
+                         **EVENT).count()
         yield CounterMetricFamily("recovery_blank_state_failures", "Workflows reported failed while running "
                                   "(no checkpoint: a blank state).", value=blank)
 

@@ -233,9 +233,12 @@ def _checkpoints(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None
                        reason, runbook)].counts[metric] += r["n"]
 
 
-def compute(start: date, end: date) -> dict[Key, Cell]:
-    """Every rollup cell of the days ``start``..``end`` (UTC, both included), from the live definitions."""
-    period = metrics.Filters(start=start, end=end)
+def compute(start: date, end: date, *, drills: str = "") -> dict[Key, Cell]:
+    """Every rollup cell of the days ``start``..``end`` (UTC, both included), from the live definitions.
+
+    The stored rollups are production figures (``drills`` ""); with drilled workflows included, or one
+    drill's runs, the cells are computed live."""
+    period = metrics.Filters(start=start, end=end, drills=drills)
     cells: defaultdict[Key, Cell] = defaultdict(Cell)
     _degraded(cells, period)
     _launches_and_steps(cells, period)
@@ -395,9 +398,10 @@ def live_days(start: date, end: date) -> set[date]:
     return live | (touched_days(state.rolled_since) & days)
 
 
-def rows(start: date, end: date, *, agent: str = "", kind: str = "") -> list[Row]:
-    """Every rollup row of the range (narrowed to an agent and a kind), rolled or computed live."""
-    live = live_days(start, end)
+def rows(start: date, end: date, *, agent: str = "", kind: str = "", drills: str = "") -> list[Row]:
+    """Every rollup row of the range (narrowed to an agent and a kind), rolled or computed live (all of it
+    when ``drills`` asks for drilled workflows: the rollups hold production figures only)."""
+    live = set(_days(start, end)) if drills else live_days(start, end)
     stored = DailyRollup.objects.filter(day__gte=start, day__lte=end).exclude(day__in=live)
     if agent:
         stored = stored.filter(agent=agent)
@@ -407,7 +411,7 @@ def rows(start: date, end: date, *, agent: str = "", kind: str = "") -> list[Row
                {name: {int(b): n for b, n in hist.items()} for name, hist in r.timings.items()})
            for r in stored.order_by()]
     for first, last in _runs(live):
-        for (day, a, k, reason, runbook), cell in compute(first, last).items():
+        for (day, a, k, reason, runbook), cell in compute(first, last, drills=drills).items():
             if (not agent or a == agent) and (not kind or k == kind):
                 out.append(Row(day, a, k, reason, runbook, dict(cell.counts),
                                {name: dict(hist) for name, hist in cell.timings.items()}))
@@ -423,7 +427,7 @@ class Figures:
 
     def __init__(self, filters: metrics.Filters) -> None:
         self.filters = filters
-        self.rows = rows(filters.start, filters.end, agent=filters.agent, kind=filters.kind)
+        self.rows = rows(filters.start, filters.end, agent=filters.agent, kind=filters.kind, drills=filters.drills)
 
     def picked(self, *, reason: str | None = None, runbook: str | None = None, **where: str) -> Iterator[Row]:
         """Rows of one reason × runbook key (the filters' by default), optionally of one agent or kind."""

@@ -28,6 +28,7 @@ from .models import (
     Conflict,
     Decision,
     Delivery,
+    Drill,
     Event,
     Reason,
     ReplayRun,
@@ -262,7 +263,7 @@ def sweep() -> dict[str, Any]:
     result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
               "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),
               "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications(),
-              "slack": relay_slack_messages(), "rollouts": Rollout.advance_due()}
+              "slack": relay_slack_messages(), "rollouts": Rollout.advance_due(), "drills": Drill.start_due()}
     refresh_sqlite_statistics()
     return result
 

@@ -479,6 +479,11 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.ROLLOUT_HALTED: lambda d: f"halted the rollout: {d.get('why', '')}",
     V.ROLLOUT_COMPLETED: lambda d: "completed the rollout: every member decided",
     V.ROLLOUT_CANCELLED: lambda d: "cancelled the rollout",
+    V.DRILL_SCHEDULED: lambda d: f"scheduled the drill for {d.get('at', '')}",
+    V.DRILL_STARTED: lambda d: f"started the drill {d.get('name', '')}",
+    V.DRILL_ENDED: lambda d: "ended the drill",
+    V.DRILL_REFUSED: lambda d: f"could not start the drill: {d.get('refused', '')}",
+    V.DRILL_ENLISTED: lambda d: f"picked for a drill ({d.get('fault', '')})",
 }
 
 
@@ -541,3 +546,19 @@ def filters_query(filters: Any) -> str:
 @register.filter
 def seconds_text(value: float | None) -> str:
     return "—" if value is None else short_duration(timedelta(seconds=value))
+
+
+@register.inclusion_tag("console/_drill_badge.html", takes_context=True)
+def drill_badge(context: template.Context, workflow: Any, checkpoint: Any = None) -> dict[str, Any]:
+    """The drill badge of a drilled workflow (issue 26): TPMs and admins always see it; operators when the
+    drill is announced, or once the checkpoint (on a workflow page: any of its checkpoints) is decided."""
+    if getattr(workflow, "drill_id", None) is None:
+        return {"drill": None}
+    drill = workflow.drill
+    if checkpoint is not None:
+        decided = not checkpoint.is_open
+    else:
+        decided = workflow.checkpoints.exclude(status__in=Checkpoint.OPEN_STATUSES).exists()
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    return {"drill": drill if drill.shown_to(user, decided=decided) else None}

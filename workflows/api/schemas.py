@@ -318,7 +318,7 @@ ERRORS = {frozenset({400, 401, 404, 405, 409, 413, 422, 429, 500, 503}): ErrorOu
 # --- Replays and capabilities (issue 11: additions to v1, nothing above changes) ---------------
 
 class CapabilitiesIn(Strict):
-    capabilities: list[Literal["replay", "fork", "failover"]]
+    capabilities: list[Literal["replay", "fork", "failover", "drill", "drill_sandbox"]]
     runtime_version: Annotated[str, StringConstraints(max_length=200)] | None = None
     kinds: list[Text100] | None = None
     # Which step kinds' edited input the runtime applies in a fork (kept when absent; none: edits refused).

@@ -7,7 +7,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
 
-from ..models import Conflict, Hold, Invalid, Step, Workflow
+from ..models import Conflict, Drill, Hold, Invalid, Step, Workflow
 from .errors import ApiError
 from .schemas import ERRORS, StepBatchIn, StepIn, StepOut
 from .shaping import calling_agent, own_workflow
@@ -16,28 +16,31 @@ router = Router()
 
 
 class StepReportOut(StepOut):
-    # docs/API.md, "Holds": present (not null) when the agent must stop here; agents that ignore it still
-    # get every field and status code they always did.
+    # docs/API.md, "Holds" and "Drills": present (not null) when the console has something for the
+    # runtime to do; agents that ignore it still get every field and status code they always did.
     instruction: dict[str, Any] | None = None
 
 
 def _instruction(workflow: Workflow, steps: list[Step]) -> dict[str, Any]:
-    """The hold's pause instruction, when one covers the workflow: at a report that finished a step
-    (committed or failed), never while one is pending (pausing then would leave its outcome unknown)."""
+    """What the answer tells the runtime beside the steps: a hold's pause (at a report that finished a step,
+    never while one is pending: pausing then would leave its outcome unknown) and a drill's fault, until it
+    was carried out. The workflow as loaded for the request says whether a hold covers it and whether a
+    drill picked it, so a report under neither pays no query for them."""
+    instruction = Drill.instruction_for(workflow)
     last = max(steps, key=lambda s: s.seq)
-    if not getattr(workflow, "under_hold", True) or any(s.status == Step.Status.PENDING for s in steps):
-        return {}
-    workflow.refresh_from_db()
-    instruction = Hold.pause_if_held(workflow, at_seq=last.seq + 1)
+    if getattr(workflow, "under_hold", True) and not any(s.status == Step.Status.PENDING for s in steps):
+        workflow.refresh_from_db()
+        instruction = {**instruction, **(Hold.pause_if_held(workflow, at_seq=last.seq + 1) or {})}
     return {"instruction": instruction} if instruction else {}
 
 
 @router.post("/workflows/{workflow_id}/steps", response={200: StepReportOut, 201: StepReportOut, **ERRORS},
-             exclude_unset=True)  # no "instruction" key at all unless a hold gives one
+             exclude_unset=True)  # no "instruction" key at all unless there is one
 def report_step(request: HttpRequest, workflow_id: str, payload: StepIn) -> Status[dict[str, Any]]:
     """Record a step: 201 new, 200 identical resend or pending -> committed|failed, 409 otherwise.
 
-    Under a hold, the answer carries ``instruction.pause`` and the workflow is paused at a ``held`` checkpoint."""
+    Under a hold, the answer carries ``instruction.pause`` and the workflow is paused at a ``held``
+    checkpoint; a drilled workflow's answer carries ``instruction.drill`` until its fault was carried out."""
     workflow = own_workflow(request, workflow_id, touch=False, holds=True)  # touched in the step's own transaction
     step, created = workflow.record_step(payload.model_dump(), actor=calling_agent(request))
     return Status(201 if created else 200, {**step.as_dict(), **_instruction(workflow, [step])})

@@ -16,6 +16,7 @@ from .broker import BrokerStatus
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
+from .drills import Drill, DrillQuerySet
 from .events import Event
 from .identities import SignInIdentity, SignInSession
 from .incidents import Hold, Incident
@@ -50,4 +51,6 @@ __all__ = [
     "ActionLinkUse",
     # many checkpoints with one cause, and agents on hold
     "Hold", "Incident", "Rollout",
+    # recovery drills
+    "Drill", "DrillQuerySet",
 ]

@@ -56,6 +56,9 @@ class Agent(models.Model):
         REPLAY = "replay", "Replay a step range without side effects"
         FORK = "fork", "Restart from a step as a new workflow"
         FAILOVER = "failover", "Take over another agent's workflows as a standby"
+        # Recovery drills (models/drills.py): the runtime carries out drill faults; a sandbox takes its money.
+        DRILL = "drill", "Carry out recovery drill faults"
+        DRILL_SANDBOX = "drill_sandbox", "Run drilled money effects against a sandbox"
 
     name = models.SlugField(max_length=64, unique=True)
     description = models.CharField(max_length=200, blank=True)

@@ -152,6 +152,12 @@ class Event(models.Model):
         ROLLOUT_HALTED = "rollout_halted"
         ROLLOUT_COMPLETED = "rollout_completed"
         ROLLOUT_CANCELLED = "rollout_cancelled"
+        # Recovery drills (models/drills.py): the drill is the subject; a picked workflow records its enlisting.
+        DRILL_SCHEDULED = "drill_scheduled"
+        DRILL_STARTED = "drill_started"
+        DRILL_ENDED = "drill_ended"
+        DRILL_REFUSED = "drill_refused"
+        DRILL_ENLISTED = "drill_enlisted"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:

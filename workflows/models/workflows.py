@@ -19,6 +19,7 @@ from ..identifiers import normalized
 from ..roles import owner_candidates
 from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical
+from .drills import Drill
 from .events import Event
 from .runbooks import Reason
 
@@ -60,6 +61,7 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
                     workflow = self.create(agent=agent, external_id=external_id, kind=kind, title=title,
                                            owner=owner, context=context or {})
                     Event.record(workflow, Event.Verb.CREATED, actor=agent, data={"external_id": external_id})
+                    Drill.enlist(workflow)
                 return workflow, True
             except IntegrityError:  # a concurrent start with the same external_id won
                 workflow = agent.workflows.filter(external_id=external_id).first()
@@ -140,6 +142,9 @@ class Workflow(Stateful):
     created_at = models.DateTimeField(default=timezone.now)
     last_activity_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Recovery drills (models/drills.py): the drill that picked this run; kept out of production figures.
+    drill = models.ForeignKey("workflows.Drill", null=True, blank=True, on_delete=models.PROTECT,
+                              related_name="workflows")
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks",
                                     help_text="The workflow this one was forked from.")
     forked_at_seq = models.PositiveIntegerField(null=True, blank=True,
@@ -218,6 +223,7 @@ class Workflow(Stateful):
         try:
             with transaction.atomic():  # one commit: the sign of life, the steps and their events
                 self.touch()
+                Drill.refuse_money(self, reports, MoneyTrail())
                 new = Step.insert_new(self, reports)
                 Event.objects.bulk_create([
                     Event.about(new[seq], Event.Verb.step(new[seq].status), actor=actor,

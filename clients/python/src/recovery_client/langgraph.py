@@ -242,6 +242,7 @@ class _GraphRun:
             return
         result = event.get("result")
         self.wf.report(seq, name, kind, "committed", **fields, output=result, external_ref=_ref(result))
+        self.wf.crash_if_drilled(seq)
 
     def key(self, name: str, superstep: int) -> str:
         return f"{self.wf.external_id}:{name}:{superstep}"

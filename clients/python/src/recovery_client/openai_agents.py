@@ -234,6 +234,7 @@ class _AgentRun:
         with self.lock:
             seq, name, kind, input = self.open.pop(handle)
             self.wf.report(seq, name, kind, "committed", input=input, output=output)
+        self.wf.crash_if_drilled(seq)  # a drill's crash after this step: the run stops here, silently
 
     def fail_open_steps(self, exc: Exception) -> None:
         with self.lock:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Final, Literal
+from typing import Final, Literal, cast
 
 Reason = Literal["model_timeout", "tool_error", "rate_limit", "provider_change", "untrusted_output", "manual",
                  "other"]
@@ -46,6 +46,9 @@ def reason_for(exc: BaseException, mapping: ReasonMap | None = None) -> Reason:
     for cls in type(exc).__mro__:
         if mapping and cls in mapping:
             return mapping[cls]
+    own = getattr(exc, "recovery_reason", None)  # an exception that names its reason (drills.GarbageAnswer)
+    if isinstance(own, str) and own in REASONS:
+        return cast(Reason, own)
     if _status(exc) == 429 or _named(exc, "RateLimit"):
         return "rate_limit"
     if isinstance(exc, TimeoutError) or _named(exc, "Timeout"):

@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from .client import ApiError, Json
+from .drills import GARBAGE, DrillCrash, DrillFault, GarbageAnswer
 from .reasons import InvalidOutput, Reason, ReasonMap, reason_for
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class Workflow:
         self.recorded: list[Json] = []
         self._seq = 0
         self._occurrences: Counter[str] = Counter()
+        self.drill: DrillFault | None = None  # a recovery drill's fault, as a step report's answer told it
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> Workflow:
@@ -224,6 +226,7 @@ class Workflow:
             fields["output"] = jsonable(fields["output"])
         body = self.client.report_step(self.id, seq, name, kind, status, **fields)
         instruction = body.pop("instruction", None)
+        self.drill = DrillFault.from_instruction(instruction) or self.drill
         self.recorded = [s for s in self.recorded if int(s["seq"]) != seq] + [body]
         self.recorded.sort(key=lambda s: int(s["seq"]))
         self._follow(instruction)
@@ -236,6 +239,12 @@ class Workflow:
         if isinstance(pause, dict) and pause.get("checkpoint_id"):
             self.status = "paused"
             raise Paused(self, self.client.get_checkpoint(str(pause["checkpoint_id"])), str(pause.get("reason", "held")))
+
+    def crash_if_drilled(self, seq: int) -> None:
+        """A drill's crash after step ``seq`` (just committed): ``DrillCrash``, which nothing turns into a
+        checkpoint. The adapters call it after each step they commit, as ``StepScope`` does."""
+        if self.drill and self.drill.crashes_after(seq):
+            raise DrillCrash(f"drill {self.drill.drill_id}: crash after step {seq}")
 
     # --- checkpoints and decisions ----------------------------------------------------------
     def checkpoint(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
@@ -294,6 +303,7 @@ class StepScope:
         self.output: Any = recorded.get("output") if self.done and recorded else None
         self.external_ref: str | None = recorded.get("external_ref") if self.done and recorded else None
         self.verified = False
+        self.garbled = False
 
     def record(self, output: Any = None, *, verified: bool | None = None, external_ref: str | None = None,
                promise: str | None = None) -> None:
@@ -312,6 +322,9 @@ class StepScope:
         A check that raises (a pydantic model, a JSON schema validator) counts as a refusal too;
         either way the checkpoint reason is ``tool_error``.
         """
+        if self.workflow.drill and self.workflow.drill.garbles(self.seq):
+            output = GARBAGE  # the drill's garbage answer meets the agent's own check
+            self.garbled = True
         try:
             accepted = check(output)
         except Exception as exc:
@@ -341,11 +354,16 @@ class StepScope:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         wf = self.workflow
+        if exc is None and not self.done and wf.drill and wf.drill.garbles(self.seq) and not self.garbled:
+            self.output = GARBAGE
+            exc = GarbageAnswer(f"{self.name}: a drill's garbage answer at step {self.seq}, and the step does not "
+                                "check its output")
         if exc is None:
             if not self.done:
                 wf.report(self.seq, self.name, self.kind, "committed", **self._fields(), output=self.output,
                           verified=self.verified, external_ref=self.external_ref)
                 self.done = True
+                wf.crash_if_drilled(self.seq)
             return
         if not isinstance(exc, Exception) or isinstance(exc, Paused | Stopped):
             return
