@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from workflows.models import Checkpoint, Decision
+from workflows.models import Checkpoint, Decider, Decision
 from workflows.models.action_links import APPROVE, CLAIM, REJECT, ActionLink, ActionLinkUse
 from workflows.via import Via, acting_via
 
@@ -53,7 +53,7 @@ def action_link(request: HttpRequest, token: str) -> HttpResponse:
 def _carry_out(link: ActionLink, checkpoint: Checkpoint, user: Any) -> str:
     """The same calls as the workbench's buttons; what happened, in words."""
     if link.action == CLAIM:
-        return "Claimed: it is yours." if checkpoint.claim(by=user) else f"Not claimed: {checkpoint.conflict_message()}"
+        return "Claimed: it is yours." if checkpoint.claim(by=user) else f"Not claimed: {Decider(checkpoint).conflict_message()}"
     decision = Decision.objects.filter(pk=link.decision_id or 0, checkpoint=checkpoint).first()
     if decision is None:
         return "That proposal no longer exists."

@@ -12,7 +12,7 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from workflows.api_json import BodyRejected, load_json
-from workflows.models import Action, Agent, Checkpoint, Confirmation, Reason, Team
+from workflows.models import Action, Agent, Checkpoint, Confirmation, Decider, Reason, Team
 from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.people import operators
 
@@ -68,10 +68,10 @@ class DecisionForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.checkpoint = checkpoint
         choose_from(self, "new_owner", operators())
-        self.standbys = checkpoint.standbys()
+        self.standbys = Decider(checkpoint).standbys()
         choose_from(self, "standby", Agent.objects.filter(pk__in=[a.pk for a in self.standbys]))
         # A fork's resume that runs effects the lineage committed already: one tick per effect, by name.
-        self.repeated = checkpoint.repeated_effects()
+        self.repeated = Decider(checkpoint).repeated_effects()
         repeat = self.fields["repeat"]
         assert isinstance(repeat, forms.TypedMultipleChoiceField)
         repeat.choices = [(str(e.step_id), e.sentence()) for e in self.repeated]

@@ -37,6 +37,7 @@ from workflows.models import (
     Checkpoint,
     Comment,
     Conflict,
+    Decider,
     Decision,
     Event,
     Reason,
@@ -377,7 +378,7 @@ def _holder_message(checkpoint: Checkpoint, user: Any) -> str:
         if checkpoint.assignee_id == user.pk:
             return "You already hold this checkpoint."
         return f"{checkpoint.assignee.get_username()} has already claimed this checkpoint."
-    return checkpoint.conflict_message()
+    return Decider(checkpoint).conflict_message()
 
 
 @operator_required
@@ -447,7 +448,7 @@ def release(request: HttpRequest, pk: int) -> HttpResponse:
     elif checkpoint.release(by=request.user):
         messages.success(request, "Released: the checkpoint is back on the queue, unassigned.")
     else:
-        messages.error(request, checkpoint.conflict_message())
+        messages.error(request, Decider(checkpoint).conflict_message())
     return _back(request, _workbench_url(checkpoint))
 
 
@@ -465,7 +466,7 @@ def assign(request: HttpRequest, pk: int) -> HttpResponse:
     elif checkpoint.assign(to=form.cleaned_data["to"], by=request.user, note=form.cleaned_data["note"]):
         messages.success(request, f"Assigned to {form.cleaned_data['to'].get_username()}.")
     else:
-        messages.error(request, checkpoint.conflict_message())
+        messages.error(request, Decider(checkpoint).conflict_message())
     return _back(request, _workbench_url(checkpoint))
 
 
@@ -479,7 +480,7 @@ def decide(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _workbench(request, checkpoint, form=form, status=422)
     try:
-        decision = checkpoint.decide(by=request.user, **form.decision_kwargs())
+        decision = Decider(checkpoint).decide(by=request.user, **form.decision_kwargs())
     except Conflict as exc:
         return _workbench(request, checkpoint, form=form, error=str(exc), status=409)
     except ValueError as exc:

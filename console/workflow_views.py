@@ -14,7 +14,16 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_GET, require_POST
 
-from workflows.models import Agent, Checkpoint, Conflict, Decision, Incident, ReplayRun, Workflow
+from workflows.models import (
+    Agent,
+    Checkpoint,
+    Conflict,
+    Decision,
+    Incident,
+    ReplayRun,
+    Workflow,
+    fork_workflow,
+)
 from workflows.models.lineage import committed_before_fork
 from workflows.models.workflows import workflow_id_in
 
@@ -142,7 +151,7 @@ def fork(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("workflow", pk=pk)
     data = form.cleaned_data
     try:
-        decision = workflow.fork(from_seq=data["from_seq"], by=request.user, reason=data["reason"],
+        decision = fork_workflow(workflow, from_seq=data["from_seq"], by=request.user, reason=data["reason"],
                                  edited_input=data["edited_input"], money_confirmed=data["money_confirmed"],
                                  repeats_confirmed=data["repeat"])
     except (ValueError, Conflict) as exc:

@@ -26,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from workflows.models import Agent, Checkpoint, Decision, Workflow
+from workflows.models import Agent, Checkpoint, Decider, Decision, Workflow
 
 from .agent import DemoAgent
 from .fleet import AgentConfig, Fleet
@@ -134,7 +134,7 @@ class FailoverDrill:
         checkpoint.claim(by=operator)
         note = self.key("note")
         ref = self.ledgers.lookup(note)
-        return checkpoint.decide(
+        return Decider(checkpoint).decide(
             by=operator, action="failover", standby=Agent.objects.get(name=self.names["standby"]),
             confirmations={note: "happened" if ref else "did_not_happen"}, confirmation_refs={note: ref} if ref else {},
             instructions=f"{self.names['original']} has been silent for ten minutes; the note is in the ticket "

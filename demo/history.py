@@ -25,7 +25,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows import rollups
-from workflows.models import Agent, BreachReason, Checkpoint, Decision, Notification, Reason, Workflow
+from workflows.models import (
+    Agent,
+    BreachReason,
+    Checkpoint,
+    Decider,
+    Decision,
+    Notification,
+    Reason,
+    Workflow,
+)
 from workflows.tasks import sweep_clocks
 
 PREFIX = "HIST-"
@@ -127,7 +136,7 @@ class Desk:
         action = self.rng.choices(["resume", "handoff", "abort"], weights=[80, 11, 9])[0]
         action = action if action in allowed else allowed[0]
         extra: dict[str, Any] = {"handoff_to": "Finance desk"} if action == "handoff" else {}
-        decision = checkpoint.decide(by=by, action=action, money_confirmed=True,
+        decision = Decider(checkpoint).decide(by=by, action=action, money_confirmed=True,
                                      instructions="Carry on from the recorded state." if action != "abort"
                                      else "The customer withdrew the request.", **extra)
         if decision.status == Decision.Status.PROPOSED:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from tests.apitools import AgentApi
 from tests.helpers import make_agent, make_runbook
 from workflows import tasks
-from workflows.models import Checkpoint
+from workflows.models import Checkpoint, Decider
 
 KINDS = {  # agent name -> (kind, the effect that moves money, its promise)
     "refunds-bot": ("refund", "issue_refund", "refund within 5 days"),
@@ -89,7 +89,7 @@ def _one(rng: random.Random, api: AgentApi, name: str, ext: str, at: datetime, o
             action = rng.choices(("resume", "handoff", "abort"), weights=(85, 10, 5))[0]
             confirmations = {e["idempotency_key"]: "happened" for e in checkpoint.unknown_effects}
             other = rng.choice([o for o in operators if o != operator] or operators)
-            checkpoint.decide(by=operator, action=action, confirmations=confirmations, money_confirmed=True,
+            Decider(checkpoint).decide(by=operator, action=action, confirmations=confirmations, money_confirmed=True,
                               confirmation_refs={key: f"R-{ext}" for key in confirmations},
                               new_owner=other if action == "handoff" else None, instructions="carry on")
             later(0.2)

@@ -37,7 +37,7 @@ from django.test.testcases import LiveServerThread  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from tests.helpers import make_agent, make_runbook, make_step, make_user, make_worked_example  # noqa: E402
-from workflows.models import Checkpoint, Comment, Workflow  # noqa: E402
+from workflows.models import Checkpoint, Comment, Decider, Workflow  # noqa: E402
 
 PASSWORD = "pw-" + "x" * 12
 
@@ -111,13 +111,13 @@ def seed() -> Checkpoint:
     Checkpoint.objects.filter(pk=proposal.pk).update(due_at=now + timedelta(minutes=14),
                                                      warn_at=now + timedelta(minutes=4))
     proposal.refresh_from_db()
-    proposal.decide(by=bob, action="resume", money_confirmed=True, instructions="Ticket checked: refund 120.60.")
+    Decider(proposal).decide(by=bob, action="resume", money_confirmed=True, instructions="Ticket checked: refund 120.60.")
     # Work bob handed off to alice, for "My workflows".
     handed = Workflow.objects.create(agent=billing, external_id="INV-5391", kind="invoice_dispute",
                                      title="Dispute on invoice INV-5391", owner=bob)
     make_step(handed, 1, "read_invoice", "tool", output={"total": "310.00"}, verified=True)
     paused = Checkpoint.open_for(handed, reason="untrusted_output", detail="credit note amount looks wrong", at_seq=2)
-    decision = paused.decide(by=bob, action="handoff", new_owner=alice,
+    decision = Decider(paused).decide(by=bob, action="handoff", new_owner=alice,
                              instructions="The customer was credited twice in March. Check with finance, "
                                           "then close the dispute by hand.")
     decision.start_attempt()

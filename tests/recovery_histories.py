@@ -16,7 +16,7 @@ from django.utils import timezone
 from tests.apitools import AgentApi, api_agent
 from tests.helpers import make_runbook
 from workflows import tasks
-from workflows.models import Checkpoint, Workflow
+from workflows.models import Checkpoint, Decider, Workflow
 
 
 def notify(seq: int, key: str) -> dict:
@@ -54,7 +54,7 @@ class Fleet:
     def decide(self, checkpoint: Checkpoint, action: str = "resume", **kwargs: Any) -> None:
         """An operator claims and decides; the agent polls and so receives the decision."""
         assert checkpoint.claim(by=self.operator)
-        checkpoint.decide(by=self.operator, action=action, money_confirmed=True, **kwargs)
+        Decider(checkpoint).decide(by=self.operator, action=action, money_confirmed=True, **kwargs)
         assert self.api.checkpoint(str(checkpoint.pk))["decision"]["state"] == "succeeded"
 
     def complete(self, wf: str, *, from_seq: int = 4, message: bool = True) -> None:

@@ -7,7 +7,7 @@ from django.test import override_settings
 
 from tests.apitools import DECIDE_REFUND, READ_TICKET, api_agent, assert_error, issue_refund
 from tests.helpers import make_runbook, make_user
-from workflows.models import Checkpoint, Decision, Event, Workflow
+from workflows.models import Checkpoint, Decider, Decision, Event, Workflow
 from workflows.models.clocks import SlaClock
 
 CHECKPOINT_KEYS = {"id", "status", "reason", "due_at", "warn_at", "runbook", "resume_state"}
@@ -117,7 +117,7 @@ def test_a_finished_workflow_cannot_pause(bot, status):
 
 def test_a_resolved_checkpoint_does_not_block_the_next_one(bot, alice):
     workflow_id, checkpoint_id = paused(bot)
-    checkpoint_of(checkpoint_id).decide(by=alice, action="resume")
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume")
     bot.checkpoint(checkpoint_id)  # the polling agent fetches its decision
     second = bot.open_checkpoint(workflow_id, reason="rate_limit")
     assert second["id"] != checkpoint_id
@@ -147,7 +147,7 @@ def test_a_breach_is_visible_to_the_agent(bot):
 
 def test_fetching_a_queued_decision_is_its_delivery_to_a_polling_agent(bot, alice):
     workflow_id, checkpoint_id = paused(bot)
-    checkpoint_of(checkpoint_id).decide(by=alice, action="resume", instructions="Write the note, then notify.")
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume", instructions="Write the note, then notify.")
     assert Workflow.objects.get(pk=workflow_id).status == "resuming"
     body = bot.checkpoint(checkpoint_id)
     decision = body["decision"]
@@ -165,7 +165,7 @@ def test_fetching_a_queued_decision_is_its_delivery_to_a_polling_agent(bot, alic
 
 def test_fetching_again_does_not_deliver_twice(bot, alice):
     _, checkpoint_id = paused(bot)
-    checkpoint_of(checkpoint_id).decide(by=alice, action="resume")
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume")
     first = bot.checkpoint(checkpoint_id)["decision"]
     again = bot.checkpoint(checkpoint_id)["decision"]
     assert again == first
@@ -175,7 +175,7 @@ def test_fetching_again_does_not_deliver_twice(bot, alice):
 
 def test_an_agent_with_a_resume_endpoint_sees_the_delivery_state_without_changing_it(pusher, alice):
     workflow_id, checkpoint_id = paused(pusher)
-    checkpoint_of(checkpoint_id).decide(by=alice, action="resume")
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume")
     body = pusher.checkpoint(checkpoint_id)
     assert body["decision"]["state"] == "queued"
     assert body["status"] == "decided"
@@ -185,7 +185,7 @@ def test_an_agent_with_a_resume_endpoint_sees_the_delivery_state_without_changin
 
 def test_a_running_delivery_shows_as_running(pusher, alice):
     _, checkpoint_id = paused(pusher)
-    decision = checkpoint_of(checkpoint_id).decide(by=alice, action="resume")
+    decision = Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume")
     assert decision.start_attempt()
     assert pusher.checkpoint(checkpoint_id)["decision"]["state"] == "running"
 
@@ -193,7 +193,7 @@ def test_a_running_delivery_shows_as_running(pusher, alice):
 @override_settings(DELIVERY_MAX_ATTEMPTS=1)
 def test_a_failed_delivery_is_no_decision_the_checkpoint_is_back_on_the_queue(pusher, alice):
     _, checkpoint_id = paused(pusher)
-    decision = checkpoint_of(checkpoint_id).decide(by=alice, action="resume")
+    decision = Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume")
     decision.start_attempt()
     assert decision.mark_attempt_failed("connection refused")
     body = pusher.checkpoint(checkpoint_id)
@@ -203,7 +203,7 @@ def test_a_failed_delivery_is_no_decision_the_checkpoint_is_back_on_the_queue(pu
 def test_a_handoff_names_the_new_owner(bot, alice):
     bob = make_user("bob")
     workflow_id, checkpoint_id = paused(bot)
-    checkpoint_of(checkpoint_id).decide(by=alice, action="handoff", new_owner=bob, instructions="Call them.")
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="handoff", new_owner=bob, instructions="Call them.")
     decision = bot.checkpoint(checkpoint_id)["decision"]
     assert (decision["action"], decision["new_owner"], decision["state"]) == ("handoff", "bob", "succeeded")
     assert Workflow.objects.get(pk=workflow_id).status == "handed_off"
@@ -211,20 +211,20 @@ def test_a_handoff_names_the_new_owner(bot, alice):
 
 def test_a_handoff_to_a_human_process_names_the_process(bot, alice):
     _, checkpoint_id = paused(bot)
-    checkpoint_of(checkpoint_id).decide(by=alice, action="handoff", handoff_to="Payments desk")
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="handoff", handoff_to="Payments desk")
     assert bot.checkpoint(checkpoint_id)["decision"]["new_owner"] == "Payments desk"
 
 
 def test_an_abort_reaches_the_agent_and_ends_the_workflow(bot, alice):
     workflow_id, checkpoint_id = paused(bot)
-    checkpoint_of(checkpoint_id).decide(by=alice, action="abort", instructions="Customer withdrew.")
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="abort", instructions="Customer withdrew.")
     assert bot.checkpoint(checkpoint_id)["decision"]["action"] == "abort"
     assert Workflow.objects.get(pk=workflow_id).status == "aborted"
 
 
 def test_confirmations_of_unknown_effects_reach_the_agent(bot, alice):
     _, checkpoint_id = paused(bot, refund="pending")
-    checkpoint_of(checkpoint_id).decide(by=alice, action="resume", confirmations={"T-1042:refund": "happened"},
+    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume", confirmations={"T-1042:refund": "happened"},
                                         confirmation_refs={"T-1042:refund": "R-88"}, money_confirmed=True)
     decision = bot.checkpoint(checkpoint_id)["decision"]
     assert decision["confirmations"] == {"T-1042:refund": "happened"}
@@ -233,7 +233,7 @@ def test_confirmations_of_unknown_effects_reach_the_agent(bot, alice):
 def test_a_decision_awaiting_a_second_approval_is_not_shown_until_approved(bot, alice, bob):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     workflow_id, checkpoint_id = paused(bot, refund="pending")
-    decision = checkpoint_of(checkpoint_id).decide(by=alice, action="resume", money_confirmed=True,
+    decision = Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume", money_confirmed=True,
                                                    confirmations={"T-1042:refund": "did_not_happen"})
     assert decision.status == "proposed"
     body = bot.checkpoint(checkpoint_id)

@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 
 from tests.apitools import api_agent, assert_error, issue_refund
-from workflows.models import Checkpoint, Event, Step, Workflow
+from workflows.models import Checkpoint, Decider, Event, Step, Workflow
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_the_same_external_id_is_a_separate_workflow_for_another_agent(alpha, be
 def test_a_polling_agent_cannot_collect_another_agents_decision(beta, alphas, alice):
     _, checkpoint_id = alphas
     # The refund kind has moved money and the agent sent no plan: the resume needs the money tick (issue 8).
-    Checkpoint.objects.get(pk=checkpoint_id).decide(by=alice, action="resume", money_confirmed=True)
+    Decider(Checkpoint.objects.get(pk=checkpoint_id)).decide(by=alice, action="resume", money_confirmed=True)
     assert_error(beta.get(f"/checkpoints/{checkpoint_id}"), 404, "not_found")
     assert Checkpoint.objects.get(pk=checkpoint_id).decisions.get().status == "queued"
 

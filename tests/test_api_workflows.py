@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from tests.apitools import api_agent, assert_error, expect
 from tests.helpers import make_checkpoint, make_user
-from workflows.models import Checkpoint, Event, Workflow
+from workflows.models import Checkpoint, Decider, Event, Workflow
 
 
 def test_creating_a_workflow_answers_201_with_the_workflow(db):
@@ -128,7 +128,7 @@ def test_finishing_with_a_decided_but_undelivered_checkpoint_is_409(alice):
     bot = api_agent(resume_url="https://agent.example/resume")
     workflow = Workflow.objects.get(pk=bot.create_workflow()["id"])
     checkpoint = make_checkpoint(workflow)
-    checkpoint.decide(by=alice, action="resume")
+    Decider(checkpoint).decide(by=alice, action="resume")
     assert_error(bot.post(f"/workflows/{workflow.pk}/finish", {"status": "completed", "summary": ""}),
                  409, "checkpoint_open")
 
@@ -163,7 +163,7 @@ def test_a_workflow_resumed_by_a_polling_agent_can_finish(alice):
     bot = api_agent()
     workflow_id = bot.create_workflow()["id"]
     checkpoint_id = bot.open_checkpoint(workflow_id)["id"]
-    Checkpoint.objects.get(pk=checkpoint_id).decide(by=alice, action="resume")
+    Decider(Checkpoint.objects.get(pk=checkpoint_id)).decide(by=alice, action="resume")
     assert bot.checkpoint(checkpoint_id)["decision"]["state"] == "succeeded"
     assert bot.finish(workflow_id, "completed")["status"] == "completed"
 

@@ -19,7 +19,7 @@ from django.db.models import ProtectedError
 from django.urls import reverse
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
-from workflows.models import Event, IllegalTransition
+from workflows.models import Decider, Event, IllegalTransition
 
 
 @pytest.mark.postgres
@@ -100,7 +100,7 @@ def test_a_decisions_event_holds_its_instructions_confirmations_and_references(a
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     checkpoint.claim(by=alice)
     key = checkpoint.workflow.steps.get(seq=3).idempotency_key
-    checkpoint.decide(by=alice, action="resume", instructions="Write the note, then notify.",
+    Decider(checkpoint).decide(by=alice, action="resume", instructions="Write the note, then notify.",
                       confirmations={key: "happened"}, confirmation_refs={key: "R-88"}, money_confirmed=True)
     decided = Event.objects.get(checkpoint=checkpoint, verb=Event.Verb.DECIDED)
     assert decided.data["instructions"] == "Write the note, then notify."
@@ -110,7 +110,7 @@ def test_a_decisions_event_holds_its_instructions_confirmations_and_references(a
 
 def test_what_a_polling_agent_does_is_attributed_to_the_agent(alice):
     checkpoint = make_checkpoint()  # no resume URL: the agent polls
-    decision = checkpoint.decide(by=alice, action="resume")
+    decision = Decider(checkpoint).decide(by=alice, action="resume")
     assert decision.mark_fetched()
     for verb in (Event.Verb.FETCHED_BY_AGENT, Event.Verb.RESOLVED, Event.Verb.RESUMED):
         event = Event.objects.get(workflow=checkpoint.workflow, verb=verb)

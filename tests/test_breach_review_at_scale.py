@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
 from workflows import metrics, tasks
-from workflows.models import BreachReason, Checkpoint, Decision, EscalationLevel
+from workflows.models import BreachReason, Checkpoint, Decider, Decision, EscalationLevel
 
 SEED = 9031
 
@@ -45,7 +45,7 @@ def test_timings_computed_by_the_database_equal_the_python_definition(decided, a
                 assert checkpoint.claim(by=alice)
         if i < decided:
             with time_machine.travel(claimed + timedelta(microseconds=rng.randrange(1, 3 * 10**9)), tick=False):
-                checkpoint.decide(by=alice, action="abort", instructions="seeded")
+                Decider(checkpoint).decide(by=alice, action="abort", instructions="seeded")
         checkpoints.append(checkpoint)
     decided_at = {d.checkpoint_id: d.decided_at for d in Decision.objects.all()}
     assert {c.pk: c.first_decision_at for c in Checkpoint.objects.filter(pk__in=decided_at)} == decided_at
@@ -64,7 +64,7 @@ def test_an_even_count_has_its_median_halfway_between_the_middle_two_and_p90_is_
         with time_machine.travel(opened, tick=False):
             checkpoint = make_checkpoint(make_workflow())
         with time_machine.travel(opened + timedelta(seconds=seconds), tick=False):
-            checkpoint.decide(by=alice, action="abort", instructions="timed")
+            Decider(checkpoint).decide(by=alice, action="abort", instructions="timed")
     decision = metrics.time_to_decision(metrics.Filters.last())
     assert (decision.count, decision.median, decision.p90) == (4, 150.0, 300.0)
     assert metrics.time_to_decision(metrics.Filters.last().previous()) == metrics.Timing(

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example, squeezed
 from tests.stack import Stack, tmpfs, wait_until
-from workflows.models import BrokerStatus, Decision
+from workflows.models import BrokerStatus, Decider, Decision
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -78,7 +78,7 @@ def test_a_full_broker_disk_is_said_on_every_page_and_the_decision_goes_out_once
     try:
         relay = stack.relay()
         checkpoint = make_checkpoint(make_worked_example(agent=agent))
-        decision = checkpoint.decide(by=operator, action="resume", instructions="go on", money_confirmed=True)
+        decision = Decider(checkpoint).decide(by=operator, action="resume", instructions="go on", money_confirmed=True)
         wait_until(lambda: relay.output().count("relay tick failed") >= 2, timeout=60,
                    what="the relay to find the broker's disk full twice")
         decision.refresh_from_db()
@@ -125,13 +125,13 @@ def test_workers_beside_a_broker_disk_that_fills_keep_running_and_deliver_once_t
     try:
         workers = [stack.worker("w1"), stack.worker("w2")]
         relay = stack.relay()
-        first = make_checkpoint(make_worked_example(agent=agent)).decide(
+        first = Decider(make_checkpoint(make_worked_example(agent=agent))).decide(
             by=operator, action="resume", instructions="go on", money_confirmed=True)
         wait_until(lambda: receiver.delivery_ids() == [str(first.delivery_id)], timeout=60,
                    what="a delivery while the disk has room (the exchange table written)")
         filler = broker_disk / "broker" / "filler"
         fill(filler)
-        second = make_checkpoint(make_worked_example(agent=agent)).decide(
+        second = Decider(make_checkpoint(make_worked_example(agent=agent))).decide(
             by=operator, action="resume", instructions="go on", money_confirmed=True)
         wait_until(lambda: relay.output().count("relay tick failed") >= 3, timeout=60,
                    what="the relay to find the broker's disk full three times")

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.browser_fixtures import login
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_workflow
-from workflows.models import Decision
+from workflows.models import Decider, Decision
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,7 +24,7 @@ def _propose(alice):
               input={"order": "O-9", "amount_cents": 42000, "currency": "EUR"}, promise="refund within 5 days")
     checkpoint = make_checkpoint(workflow, at_seq=2, plan=[])
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    return checkpoint.decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True,
+    return Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True,
                              instructions="The ledger has no refund for O-9: issue it once.")
 
 

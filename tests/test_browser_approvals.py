@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from tests.browser_fixtures import login
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
-from workflows.models import Decision
+from workflows.models import Decider, Decision
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -17,7 +17,7 @@ def _propose(alice):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    return checkpoint.decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    return Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
 
 
 def test_bob_approves_alices_proposal_from_the_awaiting_approval_tab(new_page, alice, bob):

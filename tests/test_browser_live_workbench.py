@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from tests.browser_fixtures import login
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
-from workflows.models import Decision, Workflow
+from workflows.models import Decider, Decision, Workflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -60,7 +60,7 @@ def test_the_loser_of_a_race_sees_who_won_and_the_message_stays_until_dismissed(
     expect(alices.get_by_test_id("decide-resume")).to_be_enabled()
     # Alice's page has not heard of bob's decision yet when she clicks (its polls are held back).
     alices.route("**/checkpoints/*/?v=*", lambda route: route.abort())
-    checkpoint.decide(by=bob, action="resume", instructions="Go.")
+    Decider(checkpoint).decide(by=bob, action="resume", instructions="Go.")
     alices.get_by_test_id("decide-resume").click()
 
     conflict = alices.get_by_test_id("decide-conflict")
@@ -95,7 +95,7 @@ def test_a_resolved_checkpoint_shows_the_interruption_beside_what_happened_after
     make_runbook(workflow_kind="refund")
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = checkpoint.decide(by=alice, action="resume", confirmations={key: "happened"},
+    decision = Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "happened"},
                                  confirmation_refs={key: "R-88"}, money_confirmed=True)
     decision.start_attempt()
     decision.mark_succeeded()

@@ -16,7 +16,7 @@ from tests.browser_fixtures import login
 from tests.fleet_fixtures import Fleet
 from tests.helpers import make_user
 from workflows import metrics
-from workflows.models import Checkpoint
+from workflows.models import Checkpoint, Decider
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -42,7 +42,7 @@ def demo_history(live_server, tmp_path, settings):
         confirmations = {e["idempotency_key"]: "happened" for e in checkpoint.unknown_effects}
         refs = {key: fleet.ledgers.lookup(key) for key in confirmations}
         assert checkpoint.claim(by=alice)
-        checkpoint.decide(by=alice, action=action, confirmations=confirmations, confirmation_refs=refs,
+        Decider(checkpoint).decide(by=alice, action=action, confirmations=confirmations, confirmation_refs=refs,
                           money_confirmed=True, **decision)
         return agent.drive(work, waiting=True)
 

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from tests.apitools import api_agent
 from tests.browser_fixtures import login
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
-from workflows.models import Decision, Workflow
+from workflows.models import Decider, Decision, Workflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -40,7 +40,7 @@ def test_an_empty_rejection_is_not_sent(new_page, alice, bob):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = checkpoint.decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    decision = Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
     page = new_page()
     login(page, bob)
     page.goto(f"/checkpoints/{checkpoint.pk}/")

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import make_checkpoint, make_worked_example
 from workflows import metrics
-from workflows.models import Checkpoint, Decision
+from workflows.models import Checkpoint, Decider, Decision
 from workflows.via import Via, acting_via
 
 
@@ -21,7 +21,7 @@ def decided(by, *, via: Via, after_minutes: float) -> Decision:
     Checkpoint.objects.filter(pk=checkpoint.pk).update(opened_at=opened)
     checkpoint.refresh_from_db()
     with acting_via(via):
-        return checkpoint.decide(by=by, action="abort")
+        return Decider(checkpoint).decide(by=by, action="abort")
 
 
 def test_time_to_decision_is_measured_by_the_channel_of_the_first_decision(alice):

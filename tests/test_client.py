@@ -8,7 +8,7 @@ from tests.helpers import make_agent, make_user
 from workflows import api as api_module
 from workflows.api import steps as steps_api
 from workflows.api import workflows as workflows_api
-from workflows.models import Checkpoint, Step, Workflow
+from workflows.models import Checkpoint, Decider, Step, Workflow
 
 # The live server runs in another thread: it must see committed rows.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,7 +59,7 @@ def test_the_client_drives_the_worked_example_through_every_endpoint(client, ali
     assert client.get_checkpoint(checkpoint["id"])["decision"] is None
     assert client.get_workflow(workflow_id)["status"] == "paused"
 
-    Checkpoint.objects.get(pk=checkpoint["id"]).decide(by=alice, action="resume", instructions="Carry on.")
+    Decider(Checkpoint.objects.get(pk=checkpoint["id"])).decide(by=alice, action="resume", instructions="Carry on.")
     decision = client.wait_for_decision(checkpoint["id"], interval=0.01, timeout=30)
     assert (decision["action"], decision["state"], decision["decided_by"]) == ("resume", "succeeded", "alice")
 

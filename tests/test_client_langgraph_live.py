@@ -10,6 +10,7 @@ from refund_systems import Systems
 
 from tests.adapter_live import AgentThread, open_checkpoint, workflow
 from tests.helpers import make_agent, make_user
+from workflows.models import Decider
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -34,7 +35,7 @@ def test_a_graph_that_crashes_mid_run_resumes_from_the_console_without_repeating
     assert [step["name"] for step in seen["resume_state"]["plan"]] == ["draft_note", "write_ticket_note", "notify_customer"]
     assert workflow("T-LG-1").status == "paused"
 
-    checkpoint.decide(by=alice, action="resume", instructions="Carry on.", money_confirmed=True)
+    Decider(checkpoint).decide(by=alice, action="resume", instructions="Carry on.", money_confirmed=True)
     values = agent.outcome()
 
     assert values["refund_ref"] == "R-88" and values["notified"]

@@ -13,6 +13,7 @@ from refund_systems import Systems
 
 from tests.adapter_live import AgentThread, open_checkpoint, workflow
 from tests.helpers import make_agent
+from workflows.models import Decider
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -33,13 +34,13 @@ def test_an_approval_and_a_crash_mid_run_resume_from_the_console_without_repeati
     refund_ahead = seen["resume_state"]["plan"][0]
     assert (refund_ahead["name"], refund_ahead["moves_money"]) == ("issue_refund", True)  # money ahead
     assert systems.refunds == {}
-    approval.decide(by=alice, action="resume", instructions="Approved.", money_confirmed=True)
+    Decider(approval).decide(by=alice, action="resume", instructions="Approved.", money_confirmed=True)
 
     crash = open_checkpoint("T-OA-1", after=approval.pk, agent=agent)
     seen = client.get_checkpoint(str(crash.pk))
     assert seen["reason"] == "model_timeout"
     assert [s["name"] for s in seen["resume_state"]["committed"] if s["kind"] == "effect"] == ["issue_refund"]
-    crash.decide(by=alice, action="resume", money_confirmed=True)
+    Decider(crash).decide(by=alice, action="resume", money_confirmed=True)
 
     assert agent.outcome() == "Refunded 420.00 EUR (R-88); the customer is told."
     assert systems.calls == {"read_ticket": 1, "refund": 1, "write_note": 1, "message": 1}

@@ -11,7 +11,7 @@ from recovery_client import Delivery, Paused, RecoveryClient, ResumeReceiver
 
 from tests.helpers import make_agent
 from workflows import runtime, tasks
-from workflows.models import Checkpoint, Workflow
+from workflows.models import Checkpoint, Decider, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +53,7 @@ def test_the_receiver_verifies_the_consoles_delivery_resumes_once_and_dedupes_a_
         with pytest.raises(Paused) as paused:
             refund(client, refunds, crash=True)
         checkpoint = Checkpoint.objects.get(pk=paused.value.checkpoint_id)
-        decision = checkpoint.decide(by=alice, action="resume", instructions="Carry on.", money_confirmed=True)
+        decision = Decider(checkpoint).decide(by=alice, action="resume", instructions="Carry on.", money_confirmed=True)
 
         assert tasks.deliver_decision(decision.pk) == "delivered"  # the worker's POST, signed by the console
         assert receiver.join(60)

@@ -4,7 +4,7 @@ and answers False when the row changed; IllegalTransition is only for a move tha
 import pytest
 
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
-from workflows.models import Checkpoint, Conflict, Decision, Event, IllegalTransition
+from workflows.models import Checkpoint, Conflict, Decider, Decision, Event, IllegalTransition
 
 
 def stale(checkpoint):
@@ -38,7 +38,7 @@ def test_a_decision_loses_when_someone_claimed_the_checkpoint_since_it_was_read(
     assert checkpoint.claim(by=bob)
 
     with pytest.raises(Conflict, match="bob has claimed this checkpoint"):
-        alices_view.decide(by=alice, action="abort", instructions="duplicate")
+        Decider(alices_view).decide(by=alice, action="abort", instructions="duplicate")
     assert not Decision.objects.exists()
     assert stale(checkpoint).status == Checkpoint.Status.CLAIMED and stale(checkpoint).assignee == bob
 
@@ -46,7 +46,7 @@ def test_a_decision_loses_when_someone_claimed_the_checkpoint_since_it_was_read(
 @pytest.mark.parametrize("action", ["claim", "release", "assign"])
 def test_acting_on_a_decided_checkpoint_answers_false_not_an_exception(alice, bob, action):
     checkpoint = make_checkpoint()
-    checkpoint.decide(by=alice, action="abort", instructions="duplicate")
+    Decider(checkpoint).decide(by=alice, action="abort", instructions="duplicate")
     kwargs = {"to": bob} if action == "assign" else {}
 
     assert getattr(checkpoint, action)(by=alice, **kwargs) is False
@@ -57,7 +57,7 @@ def test_approving_an_answered_proposal_or_ones_own_answers_false_and_says_why(a
     make_runbook(is_default=True, requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    proposal = checkpoint.decide(by=alice, action="resume", money_confirmed=True,
+    proposal = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
                                  confirmations={key: "did_not_happen"})
     adams_view = Decision.objects.get(pk=proposal.pk)
 

@@ -16,7 +16,7 @@ from django.db import connection
 
 from tests.apitools import AgentApi, api_agent, issue_refund
 from tests.helpers import run_together
-from workflows.models import Checkpoint, Decision, Event, Step, Workflow
+from workflows.models import Checkpoint, Decider, Decision, Event, Step, Workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -151,7 +151,7 @@ def test_a_finish_racing_a_checkpoint_never_both_win(bot, workflow_id):
 
 def test_concurrent_polls_deliver_a_decision_once(bot, workflow_id, alice):
     checkpoint_id = bot.open_checkpoint(workflow_id)["id"]
-    Checkpoint.objects.get(pk=checkpoint_id).decide(by=alice, action="resume")
+    Decider(Checkpoint.objects.get(pk=checkpoint_id)).decide(by=alice, action="resume")
     responses = race([lambda c=c: c.get(f"/checkpoints/{checkpoint_id}") for c in clients(bot)])
     assert statuses(responses) == {200: WRITERS}
     assert {r.json()["decision"]["state"] for r in responses} == {"succeeded"}

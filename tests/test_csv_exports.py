@@ -20,7 +20,7 @@ from console.csv_export import FORMULA_STARTS, safe_cell
 from console.dashboards import TABLES
 from tests.helpers import make_agent, make_checkpoint, make_runbook, make_user, make_workflow
 from workflows import tasks
-from workflows.models import BreachReason, Checkpoint, Event
+from workflows.models import BreachReason, Checkpoint, Decider, Event
 
 ROOT = Path(__file__).resolve().parent.parent
 LEADS = ("=", "+", "-", "@", "\t", "\r")
@@ -51,7 +51,7 @@ def poisoned(db, adam):
     tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=20))
     reason = BreachReason.objects.create(name="-2+3")
     Checkpoint.objects.filter(pk=checkpoint.pk).update(breach_reason=reason, breach_note="\r=2+2")
-    checkpoint.decide(by=holder, action="abort", instructions="=1+1")
+    Decider(checkpoint).decide(by=holder, action="abort", instructions="=1+1")
     return checkpoint
 
 

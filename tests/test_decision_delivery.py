@@ -11,7 +11,7 @@ from django.utils import timezone
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
 from workflows import runtime, tasks
 from workflows.clock import database_now
-from workflows.models import Checkpoint, Decision, Event, Workflow
+from workflows.models import Checkpoint, Decider, Decision, Event, Workflow
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def paused(db, receiver, alice):
 
 def decide(checkpoint, by, action="resume", **kwargs):
     kwargs.setdefault("money_confirmed", True)
-    return checkpoint.decide(by=by, action=action, instructions="Write the note, then notify.", **kwargs)
+    return Decider(checkpoint).decide(by=by, action=action, instructions="Write the note, then notify.", **kwargs)
 
 
 def test_a_resume_is_posted_signed_and_the_workflow_runs_again_with_its_owner(paused, alice, receiver):

@@ -19,7 +19,7 @@ from django.urls import reverse
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
 from tests.stack import Receiver
 from workflows import runtime, tasks
-from workflows.models import Agent, Decision
+from workflows.models import Agent, Decider, Decision
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def _decision(resume_url: str, alice, **agent_fields) -> Decision:
     agent, _ = make_agent(resume_url=resume_url, **agent_fields)
     checkpoint = make_checkpoint(make_worked_example(agent=agent))
     checkpoint.claim(by=alice)
-    return checkpoint.decide(by=alice, action="resume", instructions="go", money_confirmed=True)
+    return Decider(checkpoint).decide(by=alice, action="resume", instructions="go", money_confirmed=True)
 
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])

@@ -10,7 +10,7 @@ from django.db import connection
 
 from demo.fleet import Fleet, load_agents
 from tests.stack import free_port, wait_until
-from workflows.models import Workflow
+from workflows.models import Decider, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,7 +140,7 @@ def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(liv
                    what="the polling agent to report the run it lost track of")
         wait_until(lambda: restarted.journal.run(runs["support-bot"].external_id)["status"] == "orphaned",
                    timeout=30, interval=0.05, what="the webhook agent's run to be left to the console")
-        polled.checkpoints.get().decide(by=alice, action="resume")
+        Decider(polled.checkpoints.get()).decide(by=alice, action="resume")
         wait_until(lambda: Workflow.objects.get(pk=polled.pk).status == "completed", timeout=30, interval=0.05,
                    what="the polling agent to find the decision and finish the run")
 
@@ -149,7 +149,7 @@ def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(liv
         assert tasks.pause_silent_workflows(now=timezone.now() + timezone.timedelta(hours=1)) == 1
         checkpoint = Checkpoint.objects.get(workflow=hooked)
         assert checkpoint.opened_by_console
-        decision = checkpoint.decide(by=alice, action="resume", money_confirmed=True)
+        decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True)
         assert tasks.deliver_decision(decision.pk) == "delivered"
         wait_until(lambda: Workflow.objects.get(pk=hooked.pk).status == "completed", timeout=30, interval=0.05,
                    what="the webhook agent to carry the delivered decision out")
@@ -182,14 +182,14 @@ def test_a_polling_agent_killed_after_fetching_its_decision_finds_the_checkpoint
     run = agent.create_run()
     assert agent.proceed(run) == "paused"
     alice = make_user("alice")
-    Checkpoint.objects.get(pk=run.checkpoint_id).decide(by=alice, action="resume")
+    Decider(Checkpoint.objects.get(pk=run.checkpoint_id)).decide(by=alice, action="resume")
     assert agent.client.wait_for_decision(run.checkpoint_id, timeout=0)["action"] == "resume"  # fetched...
     killed.server.httpd.server_close()  # ...and killed before acting on it
     workflow = Workflow.objects.get(external_id=run.external_id, agent__name="ticket-bot")
     assert workflow.status == "running"
     assert tasks.pause_silent_workflows(now=timezone.now() + timedelta(hours=1)) == 1
     later = workflow.checkpoints.get(status="open")
-    decision = later.decide(by=alice, action="resume")
+    decision = Decider(later).decide(by=alice, action="resume")
 
     assert_a_restarted_fleet_carries_the_decision_out_once(
         live_server, seeded, workflow, decision,
@@ -227,7 +227,7 @@ def test_a_workflow_paused_by_the_console_before_its_create_was_answered_is_pick
     assert run is not None and run.external_id != first[0]  # the launch goes on with a new number
     killed.server.httpd.server_close()
     workflow = Workflow.objects.get(external_id=first[0], agent__name="ticket-bot")
-    decision = workflow.checkpoints.get(status="open").decide(by=make_user("alice"), action="resume")
+    decision = Decider(workflow.checkpoints.get(status="open")).decide(by=make_user("alice"), action="resume")
 
     assert_a_restarted_fleet_carries_the_decision_out_once(
         live_server, seeded, workflow, decision,

@@ -15,7 +15,7 @@ from recovery_client import sign
 from demo.journal import Journal
 from demo.server import ResumeServer
 from workflows import runtime, tasks
-from workflows.models import Checkpoint, Decision, Workflow
+from workflows.models import Checkpoint, Decider, Decision, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +35,7 @@ def deliver(fleet, decision):
 
 
 def resume(fleet, checkpoint, by, **kwargs):
-    decision = checkpoint.decide(by=by, action="resume", instructions="Carry on.", **kwargs)
+    decision = Decider(checkpoint).decide(by=by, action="resume", instructions="Carry on.", **kwargs)
     deliver(fleet, decision)
     return decision
 
@@ -97,7 +97,7 @@ def test_a_refund_the_payment_system_refused_is_retried_under_its_key_and_commit
     assert failed.status == "failed" and checkpoint.unknown_effects == []  # refused: known not to have happened
     assert fleet.executed(workflow.external_id)["refund"] == 0
 
-    decision = checkpoint.decide(by=operator, action="retry_step", instructions="Try the refund again.",
+    decision = Decider(checkpoint).decide(by=operator, action="retry_step", instructions="Try the refund again.",
                                  money_confirmed=True)
     assert decision.payload()["retry"] == {"seq": failed.seq, "name": "issue_refund", "idempotency_key": key,
                                            "attempt": 2}
@@ -140,7 +140,7 @@ def post(url, body, headers):
 
 def test_a_delivery_with_a_bad_signature_gets_401_and_does_nothing(fleet, olivia, operator):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
-    decision = checkpoint.decide(by=operator, action="resume")
+    decision = Decider(checkpoint).decide(by=operator, action="resume")
     body = json.dumps(decision.payload()).encode()
     url = fleet.server.url(f"/agents/{agent.name}/resume")
     headers = {"Content-Type": "application/json", "X-Recovery-Delivery": str(decision.delivery_id)}
@@ -163,7 +163,7 @@ def test_a_polling_agent_finds_its_decision_and_resumes_without_a_second_refund(
         agent.client.wait_for_decision(run.checkpoint_id, timeout=0)  # nothing decided yet
 
     checkpoint = Checkpoint.objects.get(pk=run.checkpoint_id)
-    decision = checkpoint.decide(by=operator, action="resume")
+    decision = Decider(checkpoint).decide(by=operator, action="resume")
     assert tasks.deliver_decision(decision.pk) == "skipped"  # nothing to POST: the agent fetches it
     assert agent.drive(run, waiting=True) == "completed"
 
@@ -177,7 +177,7 @@ def test_a_polling_agent_finds_its_decision_and_resumes_without_a_second_refund(
 
 def test_a_handoff_stops_the_agent_and_nothing_more_is_executed(fleet, olivia, operator):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
-    decision = checkpoint.decide(by=operator, action="handoff", new_owner=operator,
+    decision = Decider(checkpoint).decide(by=operator, action="handoff", new_owner=operator,
                                  instructions="Write the note by hand.")
     deliver(fleet, decision)
 
@@ -192,7 +192,7 @@ def test_a_delivery_accepted_just_before_a_crash_is_carried_out_once_after_the_r
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     fleet.server.dispatch = lambda *args: None  # the process dies after answering 202, before acting
 
-    decision = checkpoint.decide(by=operator, action="resume")
+    decision = Decider(checkpoint).decide(by=operator, action="resume")
     assert tasks.deliver_decision(decision.pk) == "delivered"
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
 
@@ -221,7 +221,7 @@ def test_a_delivery_overtaken_by_a_later_checkpoint_is_not_acted_on_after_a_rest
     with fleet.journal.connect() as conn:  # the process died before it marked the first delivery done
         conn.execute("UPDATE deliveries SET status = 'accepted' WHERE delivery_id = ?", (str(overtaken.delivery_id),))
     fleet.server.dispatch = lambda *args: None  # the second delivery is answered 202, then the process dies too
-    current = second.decide(by=operator, action="resume")
+    current = Decider(second).decide(by=operator, action="resume")
     assert tasks.deliver_decision(current.pk) == "delivered"  # the workflow runs again, by the second decision
 
     restarted = ResumeServer(fleet.agents, journal=Journal(fleet.journal.path), ledgers=fleet.ledgers, port=0)

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example, make_workflow
-from workflows.models import Checkpoint, Conflict, Decision, Event, Invalid, Step, Workflow
+from workflows.models import Checkpoint, Conflict, Decider, Decision, Event, Invalid, Step, Workflow
 
 
 def report(seq, name="read_ticket", kind="tool", status="committed", **fields):
@@ -71,7 +71,7 @@ def test_a_finished_workflow_takes_no_more_steps(db):
 
 def test_a_polled_decision_is_marked_fetched_explicitly_and_once(alice):
     checkpoint = make_checkpoint()  # the agent has no resume_url: it polls
-    decision = checkpoint.decide(by=alice, action="resume")
+    decision = Decider(checkpoint).decide(by=alice, action="resume")
     assert checkpoint.decision_for_agent() == decision and decision.awaits_fetch
     assert decision.status == Decision.Status.QUEUED  # reading it changed nothing
     assert decision.mark_fetched()
@@ -83,7 +83,7 @@ def test_a_polled_decision_is_marked_fetched_explicitly_and_once(alice):
 
 def test_a_decision_with_a_resume_endpoint_is_never_marked_fetched(alice):
     agent, _ = make_agent(resume_url="https://agent.example/resume")
-    decision = make_checkpoint(make_worked_example(agent=agent)).decide(by=alice, action="resume")
+    decision = Decider(make_checkpoint(make_worked_example(agent=agent))).decide(by=alice, action="resume")
     assert not decision.awaits_fetch and not decision.mark_fetched()
     assert decision.status == Decision.Status.QUEUED
 
@@ -94,8 +94,8 @@ def test_who_may_decide_is_the_models_predicate(alice, bob):
     checkpoint.claim(by=alice)
     assert checkpoint.may_be_decided_by(alice) and not checkpoint.may_be_decided_by(bob)
     with pytest.raises(Conflict, match="alice has claimed"):
-        checkpoint.decide(by=bob, action="abort", instructions="no")
-    checkpoint.decide(by=alice, action="abort", instructions="no")
+        Decider(checkpoint).decide(by=bob, action="abort", instructions="no")
+    Decider(checkpoint).decide(by=alice, action="abort", instructions="no")
     assert not checkpoint.may_be_decided_by(alice)
 
 
@@ -105,7 +105,7 @@ def test_who_may_approve_is_the_models_predicate(alice, bob):
     make_runbook(is_default=True, requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    proposal = checkpoint.decide(by=alice, action="resume", money_confirmed=True,
+    proposal = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
                                  confirmations={key: "did_not_happen"})
     assert proposal.status == Decision.Status.PROPOSED
     assert not proposal.may_be_approved_by(alice) and proposal.may_be_approved_by(bob)
@@ -115,11 +115,11 @@ def test_who_may_approve_is_the_models_predicate(alice, bob):
 
 def test_a_drafted_decision_is_validated_but_not_recorded(alice):
     checkpoint = make_checkpoint()
-    draft = checkpoint.draft_decision(action="handoff", handoff_to="  Payments desk ")
+    draft = Decider(checkpoint).draft(action="handoff", handoff_to="  Payments desk ")
     assert draft.pk is None and draft.handoff_to == "Payments desk" and not checkpoint.decisions.exists()
     checkpoint.refresh_from_db()
     assert checkpoint.status == Checkpoint.Status.OPEN
     with pytest.raises(ValueError, match="handoff needs a new owner"):
-        checkpoint.draft_decision(action="handoff")
-    recorded = checkpoint.record_decision(draft, by=alice)
+        Decider(checkpoint).draft(action="handoff")
+    recorded = Decider(checkpoint).record(draft, by=alice)
     assert recorded.pk and recorded.decided_by == alice and checkpoint.status == Checkpoint.Status.DECIDED

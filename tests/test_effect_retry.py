@@ -7,7 +7,7 @@ from django.db import connections
 
 from tests.apitools import api_agent, assert_error, issue_refund
 from tests.helpers import make_checkpoint, make_step, make_workflow, run_together
-from workflows.models import Event, IllegalTransition, Step
+from workflows.models import Decider, Event, IllegalTransition, Step
 
 
 def fail_refund(bot, workflow_id):
@@ -92,7 +92,7 @@ def test_a_retry_step_decision_names_the_failed_effect_and_its_next_attempt(alic
               output={"error": "payments: 500"})
     checkpoint = make_checkpoint(workflow, reason="tool_error", at_seq=2)
 
-    decision = checkpoint.decide(by=alice, action="retry_step", money_confirmed=True)
+    decision = Decider(checkpoint).decide(by=alice, action="retry_step", money_confirmed=True)
 
     assert decision.payload()["retry"] == {"seq": 2, "name": "issue_refund", "idempotency_key": "T-7:issue_refund",
                                            "attempt": 2}

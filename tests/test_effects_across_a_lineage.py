@@ -14,7 +14,7 @@ from tests.test_demo_resume import deliver
 from tests.test_fork_and_failover import able, finished_run
 from tests.test_no_path_weaker_than_its_checkpoint import MONEY_PLAN, refund_run
 from workflows import metrics, readiness
-from workflows.models import Agent, Checkpoint, Decision
+from workflows.models import Agent, Checkpoint, Decider, Decision, fork_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,10 +28,10 @@ def test_a_fork_that_refunds_again_is_named_before_and_counted_after_in_the_ledg
     assert metrics.workflows_behind(metrics.Filters.last(), "duplicate_attempt").count() == 0
 
     with pytest.raises(ValueError) as refused:
-        original.fork(from_seq=2, by=operator, reason="Decide the refund again.", money_confirmed=True)
+        fork_workflow(original, from_seq=2, by=operator, reason="Decide the refund again.", money_confirmed=True)
     assert f"the original committed issue_refund ({money}) at step 3, ref {refund.external_ref}" in str(
         refused.value)
-    decision = original.fork(from_seq=2, by=operator, reason="Decide the refund again.", money_confirmed=True,
+    decision = fork_workflow(original, from_seq=2, by=operator, reason="Decide the refund again.", money_confirmed=True,
                              repeats_confirmed=[refund.pk])
     assert decision.repeats_confirmed == [{"step_id": refund.pk, "workflow_id": original.pk, "seq": 3,
                                            "name": "issue_refund", "external_ref": refund.external_ref,
@@ -55,7 +55,7 @@ def test_a_fork_that_runs_no_earlier_effect_again_counts_no_duplicate(fleet, oli
     able(agent.name, "fork")
     Agent.objects.filter(name=agent.name).update(fork_edits=["effect"])
     # Forked from the customer message: the refund and the note are carried as copies, under their keys.
-    decision = original.fork(from_seq=5, by=operator, reason="Tell the customer again, politely.",
+    decision = fork_workflow(original, from_seq=5, by=operator, reason="Tell the customer again, politely.",
                              edited_input={"text": "Sorry for the wait."})
     assert not decision.checkpoint.touches_money() and decision.status == Decision.Status.QUEUED  # no tick asked
     deliver(fleet, decision)
@@ -77,7 +77,7 @@ def reopened_fork(settings, alice):
     original = refund_run(agent)
     make_checkpoint(original, at_seq=4, plan=MONEY_PLAN)
     refund = original.steps.get(name="issue_refund")
-    decision = original.fork(from_seq=2, by=alice, reason="decide again", money_confirmed=True,
+    decision = fork_workflow(original, from_seq=2, by=alice, reason="decide again", money_confirmed=True,
                              repeats_confirmed=[refund.pk])
     assert decision.start_attempt() and decision.mark_attempt_failed("unreachable")
     return Checkpoint.objects.get(pk=decision.checkpoint_id), refund
@@ -109,7 +109,7 @@ def test_a_repeated_refund_under_four_eyes_waits_for_a_second_operator_who_sees_
     Checkpoint.objects.filter(pk=checkpoint.pk).update(runbook_version=make_runbook(
         slug="strict", workflow_kind="other-kind", requires_four_eyes=True).current_version)
     checkpoint.refresh_from_db()
-    decision = checkpoint.decide(by=bob, action="resume", money_confirmed=True, repeats_confirmed=[refund.pk])
+    decision = Decider(checkpoint).decide(by=bob, action="resume", money_confirmed=True, repeats_confirmed=[refund.pk])
     assert decision.status == Decision.Status.PROPOSED
     client = Client()
     client.force_login(make_user("carol"))

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
 from workflows import tasks
-from workflows.models import Channel, Checkpoint, Decision, Delivery, Event, Notification
+from workflows.models import Channel, Checkpoint, Decider, Decision, Delivery, Event, Notification
 
 
 @pytest.fixture(autouse=True)
@@ -102,7 +102,7 @@ def test_a_four_eyes_proposal_is_approved_from_the_email_of_another_operator_nev
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = checkpoint.decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    decision = Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
     assert decision.status == Decision.Status.PROPOSED
 
     assert email_links(alice, checkpoint) == {}  # the proposer gets no approve link

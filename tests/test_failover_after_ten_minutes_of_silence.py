@@ -15,7 +15,7 @@ from recovery_client import ApiError
 from demo.failover_drill import FailoverDrill
 from tests.fleet_fixtures import HoldingServer
 from tests.helpers import make_user
-from workflows.models import Agent, Decision, Event, Step, Workflow
+from workflows.models import Agent, Decider, Decision, Event, Step, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -153,7 +153,7 @@ def test_a_stand_down_notice_the_replaced_agent_cannot_receive_is_retried_with_b
     standby, _ = make_agent("standby-bot")
     Agent.objects.filter(pk=standby.pk).update(capabilities=["failover"], kinds=["refund"])
     checkpoint = make_checkpoint(make_worked_example(agent=original))
-    decision = checkpoint.decide(by=make_user("alice"), action="failover", standby=Agent.objects.get(pk=standby.pk),
+    decision = Decider(checkpoint).decide(by=make_user("alice"), action="failover", standby=Agent.objects.get(pk=standby.pk),
                                  money_confirmed=True)
     retries = []
     monkeypatch.setattr(tasks.send_stand_down, "retry", lambda **kwargs: retries.append(kwargs) or Retry())

@@ -9,7 +9,7 @@ from django.urls import reverse
 from tests.helpers import make_runbook, make_user
 from tests.test_demo_resume import deliver, paused_run
 from workflows import tasks
-from workflows.models import Agent, Decision, Event
+from workflows.models import Agent, Decider, Decision, Event, fork_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,7 +21,7 @@ def able(name, *capabilities, kinds=("refund",)):
 def finished_run(fleet, owner):
     """The worked example, paused between the refund and the note, then resumed to completion."""
     agent, workflow, checkpoint = paused_run(fleet, owner, {"write_ticket_note": "model_timeout"})
-    deliver(fleet, checkpoint.decide(by=make_user("bob"), action="resume", money_confirmed=True))
+    deliver(fleet, Decider(checkpoint).decide(by=make_user("bob"), action="resume", money_confirmed=True))
     workflow.refresh_from_db()
     assert workflow.status == "completed"
     return agent, workflow
@@ -32,7 +32,7 @@ def test_a_fork_from_step_4_copies_steps_1_to_3_and_never_runs_them_again(fleet,
     able(agent.name, "fork")
     executed_before = fleet.executed(original.external_id)
 
-    decision = original.fork(from_seq=4, by=operator, reason="The note went to the wrong ticket.",
+    decision = fork_workflow(original, from_seq=4, by=operator, reason="The note went to the wrong ticket.",
                              money_confirmed=True)
     fork = decision.checkpoint.workflow
     deliver(fleet, decision)
@@ -61,15 +61,15 @@ def test_a_fork_goes_through_four_eyes_like_any_money_resume(fleet, olivia, oper
     Agent.objects.filter(name=agent.name).update(fork_edits=["effect"])  # it applies an edited effect input
 
     with pytest.raises(ValueError, match="touches money"):
-        original.fork(from_seq=3, by=operator, reason="redo")
+        fork_workflow(original, from_seq=3, by=operator, reason="redo")
     assert not original.forks.exists()  # refused: nothing half-created
     # The original refunded at step 3 already: running issue_refund again needs its own, named tick.
     refund = original.steps.get(seq=3)
     with pytest.raises(ValueError, match=f"issue_refund .* at step 3, ref {refund.external_ref}"):
-        original.fork(from_seq=3, by=operator, reason="Refund the corrected amount.",
+        fork_workflow(original, from_seq=3, by=operator, reason="Refund the corrected amount.",
                       edited_input={"amount": "20.00"}, money_confirmed=True)
     assert not original.forks.exists()
-    decision = original.fork(from_seq=3, by=operator, reason="Refund the corrected amount.",
+    decision = fork_workflow(original, from_seq=3, by=operator, reason="Refund the corrected amount.",
                              edited_input={"amount": "20.00"}, money_confirmed=True, repeats_confirmed=[refund.pk])
 
     assert decision.status == Decision.Status.PROPOSED
@@ -88,7 +88,7 @@ def test_an_agent_that_cannot_fork_is_refused_with_the_reason(db):
 
     workflow = make_worked_example()
     with pytest.raises(ValueError, match="does not advertise “restart from a step as a new workflow”"):
-        workflow.fork(from_seq=2, by=make_user("alice"), reason="x")
+        fork_workflow(workflow, from_seq=2, by=make_user("alice"), reason="x")
 
 
 def test_a_failover_completes_on_the_standby_with_no_duplicate_effect_and_the_original_stands_down(
@@ -101,7 +101,7 @@ def test_a_failover_completes_on_the_standby_with_no_duplicate_effect_and_the_or
     agent.on_delivery = lambda payload: stood_down.append(payload) or original_delivery(payload)
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
 
-    decision = checkpoint.decide(by=operator, action="failover", standby=Agent.objects.get(name="standby-bot"),
+    decision = Decider(checkpoint).decide(by=operator, action="failover", standby=Agent.objects.get(name="standby-bot"),
                                  instructions="support-bot is down; carry on from the note.", money_confirmed=True)
     workflow.refresh_from_db()
     assert workflow.agent.name == "standby-bot" and workflow.status == "resuming"
@@ -132,12 +132,12 @@ def test_a_standby_must_advertise_failover_and_run_the_kind(fleet, olivia, opera
     fleet.agent("triage-bot", kind="ticket_triage", owner=olivia)
     triage = Agent.objects.get(name="triage-bot")
     with pytest.raises(ValueError, match="does not advertise"):
-        checkpoint.decide(by=operator, action="failover", standby=triage, money_confirmed=True)
+        Decider(checkpoint).decide(by=operator, action="failover", standby=triage, money_confirmed=True)
     able("triage-bot", "failover", kinds=("ticket_triage",))
     triage.refresh_from_db()
     with pytest.raises(ValueError, match="does not run refund workflows"):
-        checkpoint.decide(by=operator, action="failover", standby=triage, money_confirmed=True)
-    assert checkpoint.standbys() == []
+        Decider(checkpoint).decide(by=operator, action="failover", standby=triage, money_confirmed=True)
+    assert Decider(checkpoint).standbys() == []
 
 
 def test_a_failover_the_standby_never_receives_goes_back_to_the_original_agent(fleet, olivia, operator, settings):
@@ -145,7 +145,7 @@ def test_a_failover_the_standby_never_receives_goes_back_to_the_original_agent(f
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     Agent.register("dead-standby", resume_url="http://127.0.0.1:9/agents/dead-standby/resume")
     able("dead-standby", "failover")
-    decision = checkpoint.decide(by=operator, action="failover", standby=Agent.objects.get(name="dead-standby"),
+    decision = Decider(checkpoint).decide(by=operator, action="failover", standby=Agent.objects.get(name="dead-standby"),
                                  money_confirmed=True)
 
     assert tasks.deliver_decision(decision.pk) == "retry"

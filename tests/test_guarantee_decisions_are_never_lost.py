@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
 from tests.stack import Stack, private_redis, wait_until
-from workflows.models import Checkpoint, Decision, Workflow
+from workflows.models import Checkpoint, Decider, Decision, Workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow,
               pytest.mark.django_db(transaction=True)]
@@ -38,7 +38,7 @@ def approve(receiver, n=1):
     decisions = []
     for _ in range(n):
         checkpoint = make_checkpoint(make_worked_example(agent=agent))
-        decisions.append(checkpoint.decide(by=operator, action="resume", instructions="go on", money_confirmed=True))
+        decisions.append(Decider(checkpoint).decide(by=operator, action="resume", instructions="go on", money_confirmed=True))
     return decisions
 
 

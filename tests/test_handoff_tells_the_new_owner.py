@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint
-from workflows.models import Channel, Delivery, Notification
+from workflows.models import Channel, Decider, Delivery, Notification
 
 
 def _hand_off(checkpoint, *, by, to, note="refund went out; call her"):
-    decision = checkpoint.decide(by=by, action="handoff", new_owner=to, instructions=note)
+    decision = Decider(checkpoint).decide(by=by, action="handoff", new_owner=to, instructions=note)
     decision.start_attempt()
     decision.mark_succeeded()
     return decision
@@ -48,7 +48,7 @@ def test_a_repeated_delivery_tells_them_once_and_a_self_handoff_not_at_all(alice
 
 def test_a_handoff_to_a_human_process_tells_nobody(alice):
     checkpoint = make_checkpoint()
-    decision = checkpoint.decide(by=alice, action="handoff", handoff_to="Finance desk", instructions="call")
+    decision = Decider(checkpoint).decide(by=alice, action="handoff", handoff_to="Finance desk", instructions="call")
     decision.start_attempt()
     decision.mark_succeeded()
     assert not Notification.objects.exists()

@@ -13,7 +13,7 @@ import pytest
 from tests.apitools import DECIDE_REFUND, READ_TICKET, api_agent, assert_error
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_example, make_workflow
 from tests.test_demo_resume import deliver
-from workflows.models import Checkpoint, Decision, Workflow
+from workflows.models import Checkpoint, Decider, Decision, Workflow
 
 REFUND_AHEAD = [{"name": "issue_refund", "kind": "effect", "amount": "120.60", "currency": "EUR",
                  "moves_money": True},
@@ -35,8 +35,8 @@ def test_a_planned_refund_asks_for_the_money_tick(alice):
 
     assert checkpoint.money_reasons() == ["issue_refund is planned: 120.60 EUR"]
     with pytest.raises(ValueError, match="tick the explicit confirmation"):
-        checkpoint.decide(by=alice, action="resume")
-    assert checkpoint.decide(by=alice, action="resume", money_confirmed=True).status == Decision.Status.QUEUED
+        Decider(checkpoint).decide(by=alice, action="resume")
+    assert Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True).status == Decision.Status.QUEUED
 
 
 @pytest.mark.django_db
@@ -44,7 +44,7 @@ def test_a_planned_refund_under_four_eyes_waits_for_a_second_operator(alice, bob
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(interrupted_before_the_refund(), at_seq=2, plan=REFUND_AHEAD)
 
-    decision = checkpoint.decide(by=alice, action="resume", money_confirmed=True)
+    decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True)
 
     assert decision.status == Decision.Status.PROPOSED
     assert checkpoint.workflow.status == Workflow.Status.PAUSED  # nothing goes out before bob approves
@@ -61,7 +61,7 @@ def test_no_plan_is_money_when_the_kind_has_moved_money_before(alice):
     assert checkpoint.money_reasons() == [
         "the agent did not report its plan, and refund workflows have moved money before"]
     with pytest.raises(ValueError, match="tick the explicit confirmation"):
-        checkpoint.decide(by=alice, action="resume")
+        Decider(checkpoint).decide(by=alice, action="resume")
 
 
 @pytest.mark.django_db
@@ -71,7 +71,7 @@ def test_no_plan_is_not_money_for_a_kind_that_never_moved_money(alice):
     checkpoint = make_checkpoint(workflow, at_seq=2, plan=None)
 
     assert not checkpoint.touches_money()
-    assert checkpoint.decide(by=alice, action="resume").status == Decision.Status.QUEUED
+    assert Decider(checkpoint).decide(by=alice, action="resume").status == Decision.Status.QUEUED
 
 
 @pytest.mark.django_db
@@ -79,7 +79,7 @@ def test_a_plan_without_money_needs_no_tick_even_after_a_refund(alice):
     checkpoint = make_checkpoint()  # refund committed; the plan: the note and the message
 
     assert not checkpoint.touches_money()
-    assert checkpoint.decide(by=alice, action="resume").status == Decision.Status.QUEUED
+    assert Decider(checkpoint).decide(by=alice, action="resume").status == Decision.Status.QUEUED
 
 
 @pytest.mark.django_db
@@ -87,7 +87,7 @@ def test_a_runbook_can_ask_four_eyes_on_every_resume(alice, bob):
     make_runbook(workflow_kind="refund", four_eyes_on_every_resume=True)
     checkpoint = make_checkpoint()  # no money ahead at all
 
-    decision = checkpoint.decide(by=alice, action="resume")
+    decision = Decider(checkpoint).decide(by=alice, action="resume")
 
     assert decision.status == Decision.Status.PROPOSED
     assert not decision.approve(by=alice)  # never the proposer
@@ -100,7 +100,7 @@ def test_four_eyes_on_every_resume_leaves_handoffs_alone(alice, bob):
     make_runbook(workflow_kind="refund", four_eyes_on_every_resume=True)
     checkpoint = make_checkpoint()
 
-    decision = checkpoint.decide(by=alice, action="handoff", new_owner=bob, instructions="Yours.")
+    decision = Decider(checkpoint).decide(by=alice, action="handoff", new_owner=bob, instructions="Yours.")
 
     assert decision.status == Decision.Status.QUEUED
 
@@ -189,8 +189,8 @@ def test_t1048_resumed_before_its_refund_asks_money_and_four_eyes_and_refunds_on
     assert checkpoint.unknown_effects == [] and checkpoint.resume_state["pending"]["name"] == "decide_refund"
 
     with pytest.raises(ValueError, match="tick the explicit confirmation"):
-        checkpoint.decide(by=operator, action="resume", instructions="Carry on.")
-    proposal = checkpoint.decide(by=operator, action="resume", instructions="Carry on.", money_confirmed=True)
+        Decider(checkpoint).decide(by=operator, action="resume", instructions="Carry on.")
+    proposal = Decider(checkpoint).decide(by=operator, action="resume", instructions="Carry on.", money_confirmed=True)
     assert proposal.status == Decision.Status.PROPOSED
     assert fleet.executed("T-1048")["refund"] == 0  # no money moved on one operator's say-so
 

@@ -17,7 +17,7 @@ import pytest
 from django.urls import reverse
 
 from tests.helpers import make_agent, make_checkpoint, make_runbook, make_step, make_workflow
-from workflows.models import Agent, Decision, Step
+from workflows.models import Agent, Decision, Step, fork_workflow
 from workflows.money import MoneyAtStake, amounts_in, carries_money
 
 pytestmark = pytest.mark.django_db
@@ -141,10 +141,10 @@ def test_a_fork_that_reruns_an_effect_with_an_edited_amount_asks_the_tick_even_f
     make_step(workflow, 2, "issue_gift", "effect", status="failed", input={"note": "a voucher"})
 
     with pytest.raises(ValueError, match="tick the explicit confirmation"):
-        workflow.fork(from_seq=2, by=alice, reason="send it again",
+        fork_workflow(workflow, from_seq=2, by=alice, reason="send it again",
                       edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}})
 
-    decision = workflow.fork(from_seq=2, by=alice, reason="send it again", money_confirmed=True,
+    decision = fork_workflow(workflow, from_seq=2, by=alice, reason="send it again", money_confirmed=True,
                              edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}})
     assert decision.checkpoint.money_reasons() == ["issue_gift (re-run by the fork): 99999.00 EUR"]
 

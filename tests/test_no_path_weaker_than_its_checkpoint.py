@@ -18,7 +18,16 @@ from django.urls import reverse
 from console.roles import url_rules
 from tests.helpers import make_agent, make_checkpoint, make_runbook, make_step, make_user, make_workflow
 from tests.test_access_rules import example_path
-from workflows.models import RESUMING_ACTIONS, Action, Agent, Checkpoint, Decision, Workflow
+from workflows.models import (
+    RESUMING_ACTIONS,
+    Action,
+    Agent,
+    Checkpoint,
+    Decider,
+    Decision,
+    Workflow,
+    fork_workflow,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +69,7 @@ def test_a_fork_of_a_pending_refund_edited_to_99999_waits_for_a_second_operator(
     origin = make_checkpoint(original, reason="tool_error", at_seq=3, plan=MONEY_PLAN)
     assert origin.runbook_version.requires_four_eyes
 
-    decision = original.fork(from_seq=3, by=alice, reason="pay it", edited_input={"amount": "99999.00",
+    decision = fork_workflow(original, from_seq=3, by=alice, reason="pay it", edited_input={"amount": "99999.00",
                                                                                   "currency": "EUR"},
                              money_confirmed=True)
 
@@ -87,7 +96,7 @@ def test_a_fork_may_not_take_a_decision_the_runbook_of_its_origin_does_not_allow
     make_checkpoint(original, reason="tool_error", at_seq=3, plan=MONEY_PLAN)
 
     with pytest.raises(ValueError, match="does not allow resume .*binds the checkpoint this fork comes from"):
-        original.fork(from_seq=3, by=alice, reason="resume it anyway", money_confirmed=True)
+        fork_workflow(original, from_seq=3, by=alice, reason="resume it anyway", money_confirmed=True)
 
     assert not original.forks.exists()  # refused: nothing half-created
 
@@ -99,7 +108,7 @@ def test_a_forks_later_pauses_stay_bound_by_the_checkpoint_it_was_forked_from(fo
     make_runbook(reason="rate_limit", title="Rate limits")  # lax
     original = refund_run(forkable, refund="failed")
     origin = make_checkpoint(original, reason="tool_error", at_seq=3, plan=MONEY_PLAN)
-    decision = original.fork(from_seq=3, by=alice, reason="pay it", money_confirmed=True)
+    decision = fork_workflow(original, from_seq=3, by=alice, reason="pay it", money_confirmed=True)
     assert decision.approve(by=make_user("carol"))
     assert decision.mark_succeeded()
     fork = decision.checkpoint.workflow
@@ -110,7 +119,7 @@ def test_a_forks_later_pauses_stay_bound_by_the_checkpoint_it_was_forked_from(fo
 
     assert again.runbook_version.title == "Rate limits" and again.origin == decision.checkpoint
     assert origin.runbook_version in again.runbook_versions()
-    assert again.decide(by=alice, action="resume", money_confirmed=True).status == Decision.Status.PROPOSED
+    assert Decider(again).decide(by=alice, action="resume", money_confirmed=True).status == Decision.Status.PROPOSED
 
 
 def test_the_fork_checkpoint_offers_only_what_both_runbooks_allow(forkable, alice, client, settings):
@@ -119,11 +128,11 @@ def test_the_fork_checkpoint_offers_only_what_both_runbooks_allow(forkable, alic
     make_runbook(reason="manual", title="Manual pauses", allowed_actions=["resume", "retry_step", "abort"])
     original = refund_run(forkable)
     make_checkpoint(original, at_seq=4, plan=[])
-    decision = original.fork(from_seq=4, by=alice, reason="tell the customer again")
+    decision = fork_workflow(original, from_seq=4, by=alice, reason="tell the customer again")
     assert decision.start_attempt() and decision.mark_attempt_failed("unreachable")  # back on the queue
     checkpoint = Checkpoint.objects.get(pk=decision.checkpoint_id)
 
-    assert {a for a in Action if checkpoint.refusing_runbook(a) is None} == {Action.RESUME, Action.ABORT}
+    assert {a for a in Action if Decider(checkpoint).refusing_runbook(a) is None} == {Action.RESUME, Action.ABORT}
     client.force_login(alice)
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
     assert 'value="abort"' in html and 'value="handoff"' not in html and 'value="retry_step"' not in html
@@ -136,11 +145,11 @@ def test_an_edited_input_the_agent_would_ignore_is_refused_up_front(forkable, al
     edit used to be accepted and silently ignored."""
     original = refund_run(forkable)
     with pytest.raises(ValueError, match="forker does not apply an edited input to a model step"):
-        original.fork(from_seq=2, by=alice, reason="decide again", edited_input={"prompt": "be generous"})
+        fork_workflow(original, from_seq=2, by=alice, reason="decide again", edited_input={"prompt": "be generous"})
     Agent.objects.filter(pk=forkable.pk).update(fork_edits=[])
     forkable.refresh_from_db()
     with pytest.raises(ValueError, match="says it edits: none"):
-        original.fork(from_seq=3, by=alice, reason="pay less", edited_input={"amount": "1.00"})
+        fork_workflow(original, from_seq=3, by=alice, reason="pay less", edited_input={"amount": "1.00"})
     assert not original.forks.exists()
 
 
@@ -194,7 +203,7 @@ def four_eyes_money(forkable, alice, bob, settings):
     checkpoint = make_checkpoint(paused, reason="tool_error", at_seq=3, plan=MONEY_PLAN)
     checkpoint.claim(by=alice)
     waiting = make_checkpoint(refund_run(forkable, refund="failed"), reason="tool_error", at_seq=3, plan=MONEY_PLAN)
-    proposal = waiting.decide(by=alice, action="resume", money_confirmed=True)
+    proposal = Decider(waiting).decide(by=alice, action="resume", money_confirmed=True)
     assert proposal.status == Decision.Status.PROPOSED
     done = refund_run(forkable)
     make_checkpoint(done, reason="tool_error", at_seq=4, plan=MONEY_PLAN)
@@ -240,7 +249,7 @@ def _delivered_alone() -> list[str]:
         if decision.is_in_delivery and decision.action in RESUMING_ACTIONS and checkpoint.touches_money() \
                 and (decision.approved_by is None or decision.approved_by == decision.decided_by):
             bad.append(f"{decision.action} on checkpoint {checkpoint.pk} went out without a second operator")
-        if checkpoint.refusing_runbook(decision.action) is not None:
+        if Decider(checkpoint).refusing_runbook(decision.action) is not None:
             bad.append(f"{decision.action} on checkpoint {checkpoint.pk} although its runbook forbids it")
     return bad
 
@@ -285,7 +294,7 @@ def test_a_failover_and_a_retry_keep_the_four_eyes_of_their_checkpoint(four_eyes
     checkpoint = Checkpoint.objects.get(pk=four_eyes_money["checkpoint"][0])
     standby = Agent.objects.get(name="standby")
     for action, extra in (("failover", {"standby": standby}), ("retry_step", {})):
-        decision = checkpoint.draft_decision(action=action, money_confirmed=True, **extra)
+        decision = Decider(checkpoint).draft(action=action, money_confirmed=True, **extra)
         assert decision.status == Decision.Status.PROPOSED, action
     with pytest.raises(ValueError, match="does not allow hand off"):
-        checkpoint.draft_decision(action="handoff", new_owner=make_user("carol"))
+        Decider(checkpoint).draft(action="handoff", new_owner=make_user("carol"))

@@ -13,7 +13,17 @@ import pytest
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_example
-from workflows.models import Action, Agent, Checkpoint, Decision, Notification, Reason, ReplayRun, Workflow
+from workflows.models import (
+    Action,
+    Agent,
+    Checkpoint,
+    Decider,
+    Decision,
+    Notification,
+    Reason,
+    ReplayRun,
+    Workflow,
+)
 from workflows.models.runbooks import Action as RunbookAction
 
 RAW_VALUES = sorted({str(v) for enum in (Workflow.Status, Checkpoint.Status, Decision.Status, ReplayRun.Status, Action,
@@ -50,7 +60,7 @@ def visible(html: str) -> str:
 def history(alice, bob):
     make_runbook(workflow_kind="refund")
     handed = make_checkpoint()
-    d = handed.decide(by=alice, action="handoff", new_owner=bob, instructions="call her")
+    d = Decider(handed).decide(by=alice, action="handoff", new_owner=bob, instructions="call her")
     d.start_attempt()
     d.mark_succeeded()
     retried = make_worked_example(refund_status="failed")
@@ -58,7 +68,7 @@ def history(alice, bob):
     open_one = make_checkpoint(retried, reason=Reason.TOOL_ERROR)
     open_one.claim(by=alice)
     failing = make_checkpoint()
-    f = failing.decide(by=alice, action="retry_step", instructions="again")
+    f = Decider(failing).decide(by=alice, action="retry_step", instructions="again")
     f.start_attempt()
     f.mark_attempt_failed("boom", now=None)
     make_step(handed.workflow, 4, "write_ticket_note", "effect", status="pending")

@@ -9,7 +9,7 @@ import pytest
 
 from tests.apitools import DECIDE_REFUND, READ_TICKET, api_agent, assert_error, issue_refund
 from tests.helpers import make_user
-from workflows.models import Checkpoint, Step, Workflow
+from workflows.models import Checkpoint, Decider, Step, Workflow
 
 REMAINING = {"remaining": ["write_ticket_note", "notify_customer"]}
 # The agent's own account of what a resume will do: the note and the message, no more money.
@@ -62,7 +62,7 @@ def test_the_checkpoint_says_refund_committed_note_and_message_not_done_promise_
 
 def test_after_the_resume_the_refund_is_not_issued_twice_and_the_same_owner_has_the_workflow(bot, alice):
     workflow_id, checkpoint = crash_between_refund_and_note(bot)
-    Checkpoint.objects.get(pk=checkpoint["id"]).decide(by=alice, action="resume",
+    Decider(Checkpoint.objects.get(pk=checkpoint["id"])).decide(by=alice, action="resume",
                                                        instructions="Write the note, then notify.")
     decision = bot.checkpoint(checkpoint["id"])["decision"]
     assert (decision["action"], decision["state"]) == ("resume", "succeeded")
@@ -102,10 +102,10 @@ def test_an_unknown_refund_must_be_confirmed_before_the_resume_reaches_the_agent
     workflow_id, checkpoint = crash_between_refund_and_note(bot, refund="pending")
     stored = Checkpoint.objects.get(pk=checkpoint["id"])
     with pytest.raises(ValueError, match="T-1042:refund"):
-        stored.decide(by=alice, action="resume", money_confirmed=True)
+        Decider(stored).decide(by=alice, action="resume", money_confirmed=True)
     assert bot.checkpoint(checkpoint["id"])["decision"] is None
 
-    stored.decide(by=alice, action="resume", money_confirmed=True, confirmations={"T-1042:refund": "happened"},
+    Decider(stored).decide(by=alice, action="resume", money_confirmed=True, confirmations={"T-1042:refund": "happened"},
                   confirmation_refs={"T-1042:refund": "R-88"})
     decision = bot.checkpoint(checkpoint["id"])["decision"]
     assert decision["confirmations"] == {"T-1042:refund": "happened"}

@@ -6,7 +6,7 @@ from django.db.models import ProtectedError
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example, squeezed
-from workflows.models import Action, Checkpoint, Decision, Runbook, RunbookVersion
+from workflows.models import Action, Checkpoint, Decider, Decision, Runbook, RunbookVersion
 
 
 def edit(client, runbook, **changes):
@@ -71,8 +71,8 @@ def test_four_eyes_follow_the_version_the_checkpoint_opened_with(db, alice):
     runbook.four_eyes_on_every_resume = True
     runbook.save()
     checkpoint.refresh_from_db()
-    assert not checkpoint.needs_second_operator(Action.RESUME, money=False)
-    assert make_checkpoint(make_worked_example()).needs_second_operator(Action.RESUME, money=False)
+    assert not Decider(checkpoint).needs_second_operator(Action.RESUME, money=False)
+    assert Decider(make_checkpoint(make_worked_example())).needs_second_operator(Action.RESUME, money=False)
 
 
 def test_saving_unchanged_in_the_console_says_so_and_writes_no_version(client, adam):
@@ -206,9 +206,9 @@ def test_deleting_a_runbook_in_the_admin_keeps_its_versions_and_four_eyes_on_ope
     checkpoint = Checkpoint.objects.get(pk=checkpoint.pk)
     assert checkpoint.runbook_version == version
     with pytest.raises(ValueError, match="does not allow"):
-        checkpoint.decide(by=alice, action="handoff", handoff_to="finance")
+        Decider(checkpoint).decide(by=alice, action="handoff", handoff_to="finance")
     unknown = {e["idempotency_key"]: "did_not_happen" for e in checkpoint.unknown_effects}
-    decision = checkpoint.decide(by=alice, action="resume", confirmations=unknown, money_confirmed=True)
+    decision = Decider(checkpoint).decide(by=alice, action="resume", confirmations=unknown, money_confirmed=True)
     assert decision.status == Decision.Status.PROPOSED  # still waits for a second operator
 
 

@@ -6,7 +6,7 @@ import time_machine
 
 from tests.helpers import make_checkpoint, make_policy, make_runbook
 from workflows import tasks
-from workflows.models import Event, Notification
+from workflows.models import Decider, Event, Notification
 
 
 def claimed_checkpoint(operator):
@@ -38,7 +38,7 @@ def test_a_stale_claim_is_reminded_then_released_to_the_queue(db, alice):
 
 def test_a_decision_stops_the_no_progress_timers(db, alice):
     checkpoint = claimed_checkpoint(alice)
-    checkpoint.decide(by=alice, action="abort", instructions="withdrawn")
+    Decider(checkpoint).decide(by=alice, action="abort", instructions="withdrawn")
     counts = tasks.sweep_clocks(checkpoint.claimed_at + timedelta(minutes=30))
     assert (counts["reminders"], counts["releases"]) == (0, 0)
 

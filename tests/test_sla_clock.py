@@ -16,7 +16,7 @@ from tests.helpers import (
     run_together,
 )
 from workflows import tasks
-from workflows.models import Checkpoint, Event
+from workflows.models import Checkpoint, Decider, Event
 
 
 def test_due_and_warning_times_come_from_the_matching_runbook(db):
@@ -55,7 +55,7 @@ def test_a_breach_is_recorded_once_and_escalates_to_the_escalation_target(db):
 
 def test_the_clock_does_not_breach_a_decided_checkpoint(db, alice):
     checkpoint = make_checkpoint(make_worked_example())
-    checkpoint.decide(by=alice, action="abort", instructions="customer withdrew")
+    Decider(checkpoint).decide(by=alice, action="abort", instructions="customer withdrew")
     assert tasks.record_sla(checkpoint.due_at + timedelta(hours=1)) == (0, 0)
 
 

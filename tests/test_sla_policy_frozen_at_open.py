@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from tests.helpers import make_checkpoint, make_policy, make_runbook
 from workflows import tasks
-from workflows.models import BusinessCalendar, Event, Holiday, SLAPolicy
+from workflows.models import BusinessCalendar, Decider, Event, Holiday, SLAPolicy
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -110,7 +110,7 @@ def test_the_breach_is_stamped_with_the_due_time_not_the_moment_a_sweep_noticed(
 def test_a_decision_after_the_due_time_records_the_breach_even_before_a_sweep(db, alice):
     checkpoint = make_checkpoint()
     with time_machine.travel(checkpoint.due_at + timedelta(minutes=4), tick=False):
-        checkpoint.decide(by=alice, action="abort", instructions="late")
+        Decider(checkpoint).decide(by=alice, action="abort", instructions="late")
     checkpoint.refresh_from_db()
     assert checkpoint.breached_at == checkpoint.due_at
     assert Event.objects.filter(checkpoint=checkpoint, verb="sla_breached").count() == 1

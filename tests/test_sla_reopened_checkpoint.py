@@ -9,7 +9,7 @@ from django.conf import settings
 
 from console.roles import set_role
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_worked_example
-from workflows.models import BusinessCalendar, Decision, Event, OperatorProfile
+from workflows.models import BusinessCalendar, Decider, Decision, Event, OperatorProfile
 
 
 def test_a_failed_delivery_reopens_the_checkpoint_with_the_clock_where_it_stopped(db, alice):
@@ -17,7 +17,7 @@ def test_a_failed_delivery_reopens_the_checkpoint_with_the_clock_where_it_stoppe
     checkpoint = make_checkpoint()
     opened = checkpoint.opened_at
     with time_machine.travel(opened + timedelta(minutes=12), tick=False):  # 18 minutes left
-        decision = checkpoint.decide(by=alice, action="abort", instructions="stop")
+        decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="stop")
     with time_machine.travel(opened + timedelta(minutes=50), tick=False):  # delivery failed for good
         Decision.objects.filter(pk=decision.pk).update(status="running", attempts=settings.DELIVERY_MAX_ATTEMPTS)
         decision.refresh_from_db()
@@ -32,7 +32,7 @@ def test_a_failed_delivery_reopens_the_checkpoint_with_the_clock_where_it_stoppe
 def test_a_checkpoint_breached_before_its_decision_keeps_its_breach_when_reopened(db, alice):
     checkpoint = make_checkpoint()
     with time_machine.travel(checkpoint.due_at + timedelta(minutes=5), tick=False):
-        decision = checkpoint.decide(by=alice, action="abort", instructions="stop")
+        decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="stop")
     Decision.objects.filter(pk=decision.pk).update(status="running", attempts=settings.DELIVERY_MAX_ATTEMPTS)
     decision.refresh_from_db()
     decision.mark_attempt_failed("agent down")
@@ -45,7 +45,7 @@ def four_eyes_rejected(proposer, reviewer):
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     checkpoint.claim(by=proposer)
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = checkpoint.decide(by=proposer, action="resume", confirmations={key: "happened"},
+    decision = Decider(checkpoint).decide(by=proposer, action="resume", confirmations={key: "happened"},
                                  confirmation_refs={key: "R-1"}, money_confirmed=True)
     assert decision.status == "proposed"
     return checkpoint, decision

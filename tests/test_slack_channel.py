@@ -21,7 +21,7 @@ from console.templatetags.console_tags import event_text
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example
 from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, button, signed, submission
 from workflows import tasks
-from workflows.models import Checkpoint, Decision, Event, SlackLink, SlackMessage, SlackWorkspace
+from workflows.models import Checkpoint, Decider, Decision, Event, SlackLink, SlackMessage, SlackWorkspace
 from workflows.slack import outbox
 from workflows.via import Via
 
@@ -88,7 +88,7 @@ def test_every_change_from_the_console_edits_the_message_in_place_and_a_resolved
     update = slack.called("chat.update")[-1]
     assert update["ts"] == ts and "Claimed by alice" in update["text"]
 
-    decision = checkpoint.decide(by=alice, action="abort", instructions="duplicate ticket")
+    decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="duplicate ticket")
     assert decision.mark_fetched()  # the agent polls: its fetch is the delivery, and resolves the checkpoint
     catch_up()
     update = slack.called("chat.update")[-1]
@@ -231,7 +231,7 @@ def test_a_button_on_a_stale_message_fails_closed_and_says_who_decided_what_and_
     catch_up()
     link(workspace, bob, "UBOB")
     stale = slack.called("chat.postMessage")[0]["blocks"]
-    checkpoint.decide(by=alice, action="abort")  # in the console, before Slack shows it
+    Decider(checkpoint).decide(by=alice, action="abort")  # in the console, before Slack shows it
 
     press("claim", value_of(stale, "claim"), user="UBOB")
     press("resume", value_of(stale, "resume"), user="UBOB")
@@ -253,7 +253,7 @@ def test_a_slack_outage_holds_up_nothing_and_the_message_catches_up(slack, works
     message = SlackMessage.objects.get()
     assert message.failures == 1 and "503" in message.last_error and message.next_attempt_at > timezone.now()
     assert checkpoint.claim(by=alice)  # the console works on
-    decision = checkpoint.decide(by=alice, action="abort")
+    decision = Decider(checkpoint).decide(by=alice, action="abort")
     assert decision.status == Decision.Status.QUEUED
 
     slack.down = False
@@ -284,7 +284,7 @@ def test_the_bot_token_and_signing_secret_are_sealed_at_rest(workspace):
 
 
 def test_a_decision_made_in_the_console_records_the_console_as_its_channel(alice):
-    decision = make_checkpoint().decide(by=alice, action="abort")
+    decision = Decider(make_checkpoint()).decide(by=alice, action="abort")
     assert decision.channel == Via.CONSOLE
     assert "via" not in Event.objects.get(verb=Event.Verb.DECIDED).data
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example, squeezed
-from workflows.models import Checkpoint, Decision
+from workflows.models import Checkpoint, Decider, Decision
 from workflows.tasks import sweep
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def proposal(alice):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
-    return checkpoint.decide(by=alice, action="resume", confirmations={checkpoint.unknown_effects[0][
+    return Decider(checkpoint).decide(by=alice, action="resume", confirmations={checkpoint.unknown_effects[0][
         "idempotency_key"]: "did_not_happen"}, money_confirmed=True, instructions="issue it once")
 
 

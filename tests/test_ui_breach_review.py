@@ -14,7 +14,7 @@ from django.utils import timezone
 from console import breach_views
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
 from workflows import tasks
-from workflows.models import BreachReason, EscalationLevel, Event
+from workflows.models import BreachReason, Decider, EscalationLevel, Event
 
 
 def breached(**workflow):
@@ -39,7 +39,7 @@ def test_a_breached_checkpoint_is_listed_with_its_overrun_and_escalations(client
     make_runbook(workflow_kind="refund", policy=policy, slug="refunds")
     checkpoint = breached()
     with time_machine.travel(checkpoint.due_at + timedelta(minutes=42), tick=False):
-        checkpoint.decide(by=alice, action="abort", instructions="late")
+        Decider(checkpoint).decide(by=alice, action="abort", instructions="late")
     on_time = make_checkpoint()
     client.force_login(tess)
     page = client.get(reverse("breach_review")).content.decode()
@@ -127,9 +127,9 @@ def test_the_cards_count_met_and_breached_decisions_against_the_previous_period(
         make_checkpoint()  # still open, not due: not settled, not counted
     with time_machine.travel(start + timedelta(minutes=4), tick=False):
         for checkpoint in in_time:  # decided three minutes after opening, well within the target
-            checkpoint.decide(by=alice, action="abort", instructions="in time")
+            Decider(checkpoint).decide(by=alice, action="abort", instructions="in time")
     with time_machine.travel(start - timedelta(days=30), tick=False):  # the period before: one, in time
-        make_checkpoint().decide(by=alice, action="abort", instructions="in time")
+        Decider(make_checkpoint()).decide(by=alice, action="abort", instructions="in time")
 
     with time_machine.travel(now, tick=False):
         client.force_login(tess)

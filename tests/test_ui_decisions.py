@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint, make_runbook, make_worked_example, squeezed
-from workflows.models import Checkpoint, Decision, Workflow
+from workflows.models import Checkpoint, Decider, Decision, Workflow
 
 
 @pytest.fixture
@@ -158,7 +158,7 @@ def test_a_concurrent_decision_by_another_operator_is_told_who_won(client, alice
     client.force_login(alice)
     form_seen_by_alice = client.get(reverse("workbench", args=[checkpoint.pk]))
     assert 'data-testid="decision-form"' in form_seen_by_alice.content.decode()
-    checkpoint.decide(by=bob, action="abort", instructions="duplicate ticket")
+    Decider(checkpoint).decide(by=bob, action="abort", instructions="duplicate ticket")
 
     response = _decide(client, checkpoint, action="abort", instructions="mine")
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint, make_worked_example
-from workflows.models import Event, Workflow
+from workflows.models import Decider, Event, Workflow
 
 
 def _handed_off_to(bob, by):
     checkpoint = make_checkpoint()
-    decision = checkpoint.decide(by=by, action="handoff", new_owner=bob, instructions="refund went out; call her")
+    decision = Decider(checkpoint).decide(by=by, action="handoff", new_owner=bob, instructions="refund went out; call her")
     decision.start_attempt()
     decision.mark_succeeded()
     return checkpoint.workflow
@@ -52,7 +52,7 @@ def test_my_workflows_lists_owned_held_and_recently_resumed(client, alice):
     held = make_checkpoint()
     held.claim(by=alice)
     resumed = make_checkpoint()
-    decision = resumed.decide(by=alice, action="resume", instructions="go on")
+    decision = Decider(resumed).decide(by=alice, action="resume", instructions="go on")
     decision.start_attempt()
     decision.mark_succeeded()
     client.force_login(alice)

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_example, make_workflow
-from workflows.models import Decision
+from workflows.models import Decider, Decision
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def test_a_triage_under_four_eyes_on_every_resume_does_not_say_it_touches_money(
     make_step(workflow, 1, "read_ticket", "tool")
     checkpoint = make_checkpoint(workflow, at_seq=2, plan=[
         {"name": "set_priority", "kind": "effect", "amount": None, "currency": None, "moves_money": False}])
-    assert checkpoint.decide(by=alice, action="resume").status == Decision.Status.PROPOSED
+    assert Decider(checkpoint).decide(by=alice, action="resume").status == Decision.Status.PROPOSED
 
     panel = _panel(client, bob, checkpoint)
 
@@ -37,7 +37,7 @@ def test_a_money_proposal_says_it_touches_money_and_how_much(client, alice, bob)
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    checkpoint.decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
 
     panel = _panel(client, bob, checkpoint)
 

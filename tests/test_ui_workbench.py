@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from console.templatetags.console_tags import resume_summary
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_user, make_worked_example, squeezed
+from workflows.models import Decider
 
 
 def test_the_summary_reads_the_worked_example_in_plain_language(db):
@@ -91,7 +92,7 @@ def test_an_idempotency_key_named_like_a_dict_method_still_renders(client, alice
     workflow = make_workflow()
     make_step(workflow, 1, "charge", "effect", status="pending", idempotency_key="items", input={"amount": "1"})
     checkpoint = make_checkpoint(workflow, at_seq=2)
-    checkpoint.decide(by=alice, action="resume", confirmations={"items": "happened"},
+    Decider(checkpoint).decide(by=alice, action="resume", confirmations={"items": "happened"},
                       confirmation_refs={"items": "CH-1"}, money_confirmed=True)
     client.force_login(alice)
 

@@ -8,14 +8,14 @@ from django.urls import reverse
 
 from console.workflow_views import STEPS_PER_PAGE
 from tests.helpers import make_checkpoint, make_step, make_user, make_worked_example, make_workflow, squeezed
-from workflows.models import Step
+from workflows.models import Decider, Step
 
 
 def test_the_page_shows_the_trajectory_checkpoints_decisions_and_events(client, alice):
     workflow = make_worked_example(owner=make_user("olga"))
     checkpoint = make_checkpoint(workflow)
     checkpoint.claim(by=alice)
-    decision = checkpoint.decide(by=alice, action="abort", instructions="customer withdrew")
+    decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="customer withdrew")
     client.force_login(alice)
 
     html = squeezed(client.get(reverse("workflow", args=[workflow.pk])).content.decode())

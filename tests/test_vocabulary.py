@@ -7,7 +7,16 @@ from console.templatetags.console_tags import _EVENT_TEXTS, event_text
 from tests.helpers import make_checkpoint, make_workflow
 from workflows.api import CheckpointIn, DecisionOut, StepIn, WorkflowOut
 from workflows.api.schemas import CheckpointSummaryOut, FinishIn
-from workflows.models import RESUMING_ACTIONS, Action, Checkpoint, Confirmation, Decision, Event, Workflow
+from workflows.models import (
+    RESUMING_ACTIONS,
+    Action,
+    Checkpoint,
+    Confirmation,
+    Decider,
+    Decision,
+    Event,
+    Workflow,
+)
 
 
 def literal(schema, field):
@@ -60,10 +69,10 @@ def test_the_model_refuses_an_effect_confirmed_as_happened_without_its_reference
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
     with pytest.raises(ValueError, match="external reference"):
-        checkpoint.decide(by=alice, action="resume", money_confirmed=True, confirmations={key: "happened"},
+        Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True, confirmations={key: "happened"},
                           confirmation_refs={key: "  "})
     assert not checkpoint.decisions.exists()
-    decision = checkpoint.decide(by=alice, action="resume", money_confirmed=True,
+    decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
                                  confirmations={key: "happened"}, confirmation_refs={key: "R-88"})
     assert decision.confirmation_refs == {key: "R-88"}
 
@@ -73,14 +82,14 @@ def test_a_reference_for_an_effect_that_did_not_happen_is_not_kept(alice):
 
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = checkpoint.decide(by=alice, action="resume", money_confirmed=True,
+    decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
                                  confirmations={key: "did_not_happen"}, confirmation_refs={key: "R-88"})
     assert decision.confirmations == {key: "did_not_happen"} and decision.confirmation_refs == {}
 
 
 def test_the_new_owner_is_named_once_for_the_payload_the_api_and_the_handoff(alice, bob):
-    by_person = make_checkpoint().decide(by=alice, action="handoff", new_owner=bob)
-    by_process = make_checkpoint().decide(by=alice, action="handoff", handoff_to="Payments desk")
+    by_person = Decider(make_checkpoint()).decide(by=alice, action="handoff", new_owner=bob)
+    by_process = Decider(make_checkpoint()).decide(by=alice, action="handoff", handoff_to="Payments desk")
     assert by_person.new_owner_name == "bob" and by_process.new_owner_name == "Payments desk"
     assert by_person.payload()["new_owner"] == "bob" and by_process.handoff_packet()["to"] == "Payments desk"
 

@@ -24,6 +24,7 @@ from workflows.clock import database_now
 from workflows.models import (
     Channel,
     Checkpoint,
+    Decider,
     Decision,
     Delivery,
     Notification,
@@ -57,7 +58,7 @@ def decision(db, receiver, alice, clocks):
     agent, _ = make_agent("support-bot", resume_url=receiver.url)
     checkpoint = make_checkpoint(make_worked_example(agent=agent))
     checkpoint.claim(by=alice)
-    return checkpoint.decide(by=alice, action="resume", instructions="Write the note.", money_confirmed=True)
+    return Decider(checkpoint).decide(by=alice, action="resume", instructions="Write the note.", money_confirmed=True)
 
 
 def seconds_after(start, seconds):

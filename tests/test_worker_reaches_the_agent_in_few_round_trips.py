@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.helpers import make_checkpoint
 from workflows import runtime, tasks
-from workflows.models import Decision
+from workflows.models import Decider, Decision
 
 
 def test_the_worker_reads_nothing_again_between_the_lease_and_the_post(alice, monkeypatch):
@@ -18,7 +18,7 @@ def test_the_worker_reads_nothing_again_between_the_lease_and_the_post(alice, mo
     agent = checkpoint.workflow.agent
     agent.resume_url, agent.allow_plain_http = "http://127.0.0.1:9/resume", True
     agent.save()
-    decision = checkpoint.decide(by=alice, action="abort", instructions="stop")
+    decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="stop")
     before_post: list[str] = []
 
     def deliver(d: Decision) -> int:
@@ -42,7 +42,7 @@ def test_the_worker_reads_nothing_again_between_the_lease_and_the_post(alice, mo
 
 def test_the_lease_ends_one_lease_after_the_database_s_now(alice, settings):
     checkpoint = make_checkpoint()
-    decision = checkpoint.decide(by=alice, action="abort", instructions="stop")
+    decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="stop")
     decision = Decision.objects.get(pk=decision.pk)
     started = timezone.now()
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from tests.stack import Receiver as RecordingReceiver  # the suite's resume endpoint
+from workflows.models import Decider
 
 from .context import Bench
 from .environment import BIN, ROOT, rss_of
@@ -86,7 +87,7 @@ def delivery(bench: Bench) -> None:
     latencies, rss = [], {}
     for i in range(n):
         checkpoint = Checkpoint.open_for(bench.workflow(agent, "deliver"), reason="model_timeout")
-        decision = checkpoint.decide(by=operator, action="abort", instructions="bench")
+        decision = Decider(checkpoint).decide(by=operator, action="abort", instructions="bench")
         t = time.time()  # decide() returned: the decision is committed
         latencies.append(receiver.wait(str(decision.delivery_id)) - t)
         if i + 1 in (n // 10, n):

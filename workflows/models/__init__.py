@@ -16,8 +16,10 @@ from .broker import BrokerStatus
 from .checkpoints import Checkpoint, CheckpointQuerySet
 from .comments import Comment
 from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
+from .drafting import Decider
 from .drills import Drill, DrillQuerySet
 from .events import Event
+from .forking import fork_workflow
 from .identities import SignInIdentity, SignInSession
 from .incidents import Hold, Incident
 from .notifications import Attempt, Channel, Delivery, Notification
@@ -33,9 +35,9 @@ from .workflows import Step, Workflow, WorkflowQuerySet
 
 __all__ = [
     "RESUMING_ACTIONS", "Action", "Agent", "Checkpoint", "CheckpointQuerySet", "Comment", "Confirmation", "Conflict",
-    "Decision", "DecisionQuerySet", "DriftIgnoreRule", "ReplayRun", "ReplayRunQuerySet",
+    "Decider", "Decision", "DecisionQuerySet", "DriftIgnoreRule", "ReplayRun", "ReplayRunQuerySet",
     "Event", "IllegalTransition", "Invalid", "Reason", "Runbook", "RunbookVersion", "Stateful", "Step", "Workflow", "WorkflowQuerySet",
-    "all_actions", "canonical", "hash_token", "wake_relay",
+    "all_actions", "canonical", "fork_workflow", "hash_token", "wake_relay",
     # SLA policies and notifications
     "Attempt", "BusinessCalendar", "Channel", "Delivery", "EscalationLevel", "Holiday", "Notification",
     "OperatorProfile", "SLAPolicy", "Terms", "BreachReason",

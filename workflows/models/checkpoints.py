@@ -1,11 +1,13 @@
-"""Checkpoints: the pause points on the operator queue, with their resume state and SLA clock."""
+"""Checkpoints: the pause points on the operator queue, their state and its transitions.
+
+Deciding one (drafting a decision, the runbook's and four eyes' checks, recording it) is
+``drafting.Decider``'s job: decisions sit above checkpoints, and this module never imports them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -17,12 +19,12 @@ from django.utils import timezone
 from ..clock import database_now
 from ..money import MoneyAtStake
 from ..roles import is_admin
-from .agents import Agent
 from .base import Conflict, Stateful
 from .clocks import SlaClock
 from .events import Event
+from .incidents import Incident, signature_of
 from .people import can_take_work
-from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion
+from .runbooks import Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
 from .teams import RoutingRule
 from .workflows import MoneyTrail, Workflow
@@ -30,7 +32,7 @@ from .workflows import MoneyTrail, Workflow
 if TYPE_CHECKING:
 
     from .base import Actor, Operator
-    from .lineage import EarlierEffect
+    from .decisions import Decision, DecisionQuerySet
 
 User = settings.AUTH_USER_MODEL
 
@@ -49,6 +51,12 @@ MAX_ORIGINS = 20
 
 
 class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
+    def _proposals(self) -> DecisionQuerySet:
+        """Four-eyes proposals waiting for a second operator. Decisions sit above checkpoints (a decision names
+        its checkpoint): their model is reached through the relation, never imported here."""
+        decisions = cast("type[Decision]", self.model._meta.get_field("decisions").related_model)
+        return decisions.objects.proposed()
+
     def unresolved(self) -> CheckpointQuerySet:
         return self.exclude(status=CheckpointStatus.RESOLVED)
 
@@ -59,14 +67,14 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
     def awaiting_approval(self, *, by: Any = None) -> CheckpointQuerySet:
         """Decided by one operator under four eyes, waiting for a second; ``by``: one who may approve it
         (never its proposer)."""
-        proposals = Decision.objects.filter(status=Decision.Status.PROPOSED)
+        proposals = self._proposals()
         if by is not None:
             proposals = proposals.exclude(decided_by=by)
         return self.filter(status=CheckpointStatus.DECIDED, pk__in=proposals.values("checkpoint_id"))
 
     def on_clock(self) -> CheckpointQuerySet:
         """The decision clock runs until a decision goes out: open, claimed, or a proposal waiting."""
-        proposals = Decision.objects.filter(status=Decision.Status.PROPOSED).values("checkpoint_id")
+        proposals = self._proposals().values("checkpoint_id")
         return self.filter(Q(status__in=OPEN_STATUSES) | Q(status=CheckpointStatus.DECIDED, pk__in=proposals))
 
     def breached(self) -> CheckpointQuerySet:
@@ -287,7 +295,7 @@ class Checkpoint(Stateful):
     @property
     def is_awaiting_approval(self) -> bool:
         """Four eyes: decided by one operator, waiting for a second."""
-        return self.status == self.Status.DECIDED and self.decisions.filter(status=Decision.Status.PROPOSED).exists()
+        return self.status == self.Status.DECIDED and self.decisions.proposed().exists()
 
     @property
     def clock_runs(self) -> bool:
@@ -454,14 +462,6 @@ class Checkpoint(Stateful):
     def touches_money(self) -> bool:
         return bool(self.money_check())
 
-    def needs_second_operator(self, action: str, *, money: bool) -> bool:
-        """Four eyes: on a money resume under a runbook that asks for it, or on every resume if it says so
-        (as the runbook's version read when the checkpoint opened, and that of every checkpoint it came from)."""
-        if action not in RESUMING_ACTIONS:
-            return False
-        return any(runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
-                   for runbook in self.runbook_versions())
-
     def runbook_versions(self) -> list[RunbookVersion]:
         """The runbook versions that bind a decision here: its own, and for a fork's checkpoint those of the
         checkpoints it came from (the stricter wins: any refusal refuses, any four eyes applies)."""
@@ -475,19 +475,6 @@ class Checkpoint(Stateful):
             checkpoint = checkpoint.origin
         return versions
 
-    def refusing_runbook(self, action: str) -> RunbookVersion | None:
-        """The first binding runbook version that does not allow ``action``; None when all allow it."""
-        return next((runbook for runbook in self.runbook_versions() if not runbook.allows(action)), None)
-
-    def repeated_effects(self) -> list[EarlierEffect]:
-        """Effects committed earlier in the workflow's lineage whose money a resume here moves again (a fork's):
-        each needs the operator's own tick, naming it, when the decision touches money."""
-        return repeated_money(self)
-
-    def missing_confirmations(self, confirmations: dict[str, Any]) -> list[str]:
-        return [e["idempotency_key"] for e in self.unknown_effects
-                if confirmations.get(e["idempotency_key"]) not in Confirmation.values]
-
     def current_decision(self) -> Decision | None:
         return self.decisions.active().select_related("decided_by", "new_owner").first()
 
@@ -495,107 +482,11 @@ class Checkpoint(Stateful):
         """The decision the agent may act on. A proposal awaiting four eyes is not one yet; a failed
         delivery is not one any more (the checkpoint went back to the operators)."""
         decision = self.current_decision()
-        return decision if decision is not None and decision.status in Decision.SHOWN_TO_AGENT else None
+        return decision if decision is not None and decision.is_in_delivery else None
 
     def may_be_decided_by(self, user: Any) -> bool:
         """On the queue, and not held by another operator."""
         return self.is_open and self.assignee_id in (None, user.pk)
-
-    def decide(self, *, by: Any, **proposal: Any) -> Decision:
-        """Record the operator's decision (``proposal``: draft_decision's arguments).
-
-        Raises ValueError when the decision itself is not acceptable, and Conflict
-        (naming the winner) when another decision got there first.
-        """
-        return self.record_decision(self.draft_decision(**proposal), by=by)
-
-    def draft_decision(self, *, action: str, instructions: str = "", confirmations: dict[str, Any] | None = None,
-                       confirmation_refs: dict[str, Any] | None = None, new_owner: Any = None, handoff_to: str = "",
-                       money_confirmed: bool = False, standby: Any = None,
-                       repeats_confirmed: Iterable[int] = ()) -> Decision:
-        """The decision as it would be recorded, unsaved. ValueError when it is not acceptable."""
-        confirmations = {k: v for k, v in (confirmations or {}).items() if v}
-        if action not in Action.values:
-            raise ValueError(f"Unknown action {action!r}.")
-        if refusing := self.refusing_runbook(action):
-            raise ValueError(f"The runbook “{refusing.title}” does not allow {Action(action).label.lower()}"
-                             + ("." if refusing == self.runbook_version else
-                                " (it binds the checkpoint this fork comes from)."))
-        unknown_keys = {e["idempotency_key"] for e in self.unknown_effects}
-        if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Confirmation.values]:
-            raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")
-        if unreferenced := Confirmation.unreferenced(confirmations, confirmation_refs or {}):
-            raise ValueError("Give the external reference you saw for every effect that happened: "
-                             + ", ".join(unreferenced))
-        if action in RESUMING_ACTIONS and (missing := self.missing_confirmations(confirmations)):
-            raise ValueError("Confirm what happened to every unknown effect before resuming: " + ", ".join(missing))
-        if action == Action.HANDOFF and not (new_owner or handoff_to.strip()):
-            raise ValueError("A handoff needs a new owner or the human process that takes it over.")
-        if action == Action.FAILOVER:
-            self.check_standby(standby)
-        money = action in RESUMING_ACTIONS and self.touches_money()
-        if money and not money_confirmed:
-            raise ValueError("This decision touches money: tick the explicit confirmation.")
-        # Money re-run in a fork: the lineage committed it already, under keys no idempotency check compares.
-        repeats = self.repeated_effects() if money else []
-        if unconfirmed := [e for e in repeats if e.step_id not in set(repeats_confirmed)]:
-            raise ValueError("This moves money again that the lineage already moved; tick each earlier effect "
-                             "it repeats: " + "; ".join(e.sentence() for e in unconfirmed) + ".")
-        four_eyes = self.needs_second_operator(action, money=money)
-        return Decision(checkpoint=self, action=action, instructions=instructions, confirmations=confirmations,
-                        confirmation_refs=Confirmation.references(confirmations, confirmation_refs or {}),
-                        new_owner=new_owner, handoff_to=handoff_to.strip(),
-                        standby=standby if action == Action.FAILOVER else None,
-                        replaced_agent=self.workflow.agent if action == Action.FAILOVER else None,
-                        repeats_confirmed=[e.as_dict() for e in repeats],
-                        status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
-
-    def standbys(self) -> list[Agent]:
-        """Agents that could take this workflow over: active, advertising failover, running its kind."""
-        workflow = self.workflow
-        taken = Workflow.objects.filter(external_id=workflow.external_id).values_list("agent_id", flat=True)
-        return [a for a in Agent.objects.filter(is_active=True).exclude(pk=workflow.agent_id).exclude(pk__in=taken)
-                if a.can(Agent.Capability.FAILOVER) and a.runs_kind(workflow.kind)]
-
-    def check_standby(self, standby: Any) -> None:
-        if standby is None:
-            raise ValueError("A failover needs the standby agent that takes the workflow over.")
-        if standby not in self.standbys():
-            why = standby.cannot(Agent.Capability.FAILOVER) or (
-                f"{standby.name} does not run {self.workflow.kind} workflows."
-                if not standby.runs_kind(self.workflow.kind) else f"{standby.name} cannot take this workflow over.")
-            raise ValueError(why)
-
-    def record_decision(self, decision: Decision, *, by: Any) -> Decision:
-        """OPEN|CLAIMED -> DECIDED, saving the drafted decision: the row is the outbox entry a worker
-        carries out. Conflict (naming the winner) when another decision got there first."""
-        if not self.may_be_decided_by(by):
-            raise Conflict(self.conflict_message())
-        four_eyes = decision.status == Decision.Status.PROPOSED
-        decision.decided_by = by
-        try:
-            with transaction.atomic():
-                decision.save(force_insert=True)
-                # Decided by whoever held it as read: a claim or reassignment meanwhile makes this lose.
-                now = timezone.now()
-                won = self.move(self.Status.DECIDED, from_=OPEN_STATUSES, expect={"assignee_id": self.assignee_id},
-                                actor=by, verb=Event.Verb.DECIDED,
-                                data={"action": decision.action, "four_eyes": four_eyes, **decision.audit_facts()},
-                                assignee=self.assignee or by, remind_at=None, release_at=None,
-                                first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
-                                first_decision_at=Coalesce(F("first_decision_at"), Value(decision.decided_at)),
-                                # A proposal waiting for four eyes keeps the decision clock running.
-                                clock_stopped_at=None if four_eyes else now)
-                if won:
-                    SlaClock(self).settle_late(now)
-                if won and not four_eyes:
-                    decision.enqueue()
-                transaction.set_rollback(not won)  # a lost move takes the decision row back with it
-        except IntegrityError as exc:  # another active decision won the partial unique index
-            raise Conflict(self.conflict_message()) from exc
-        if not won:
-            raise Conflict(self.conflict_message())  # asked after the rollback, so it names the winner
-        return decision
 
     def since_interruption(self) -> dict[str, Any]:
         """What happened after the interruption, beside the resume state frozen at it: the decision (with
@@ -607,19 +498,3 @@ class Checkpoint(Stateful):
         later = self.workflow.checkpoints.filter(opened_at__gt=self.opened_at).order_by("opened_at", "pk").first()
         return {"decision": self.current_decision(), "effects": effects, "next_checkpoint": later,
                 "workflow_status": self.workflow.get_status_display(), "summary": self.workflow.summary}
-
-    def conflict_message(self) -> str:
-        self.refresh_from_db()
-        decision = self.current_decision()
-        if decision:
-            return (f"Already decided: {decision.get_action_display().lower()} by "
-                    f"{decision.decided_by.get_username()} at {decision.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
-        if self.status == self.Status.CLAIMED and self.assignee:
-            return f"{self.assignee.get_username()} has claimed this checkpoint."
-        return f"The checkpoint is {self.status} now: someone else acted on it first."
-
-
-# Decisions refer to checkpoints; importing them last lets each module name the other.
-from .decisions import Confirmation, Decision  # noqa: E402
-from .incidents import Incident, signature_of  # noqa: E402
-from .lineage import repeated_money  # noqa: E402

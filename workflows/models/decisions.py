@@ -72,6 +72,10 @@ class DecisionQuerySet(models.QuerySet["Decision"]):
     def active(self) -> DecisionQuerySet:
         return self.exclude(status__in=INACTIVE_STATUSES)
 
+    def proposed(self) -> DecisionQuerySet:
+        """Four eyes: proposals waiting for a second operator."""
+        return self.filter(status=DecisionStatus.PROPOSED)
+
     def sent_back(self) -> DecisionQuerySet:
         """Decisions that gave their checkpoint back: a failed delivery, a rejected proposal."""
         return self.filter(status__in=INACTIVE_STATUSES)

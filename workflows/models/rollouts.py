@@ -26,6 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .base import Conflict, Stateful
+from .drafting import Decider
 from .events import Event
 from .incidents import Incident
 from .runbooks import Action
@@ -198,9 +199,9 @@ class Rollout(Stateful):
     def _decide(self, checkpoint: Checkpoint) -> bool:
         """This member's decision through the single-decision path; False when it must wait."""
         try:
-            draft = checkpoint.draft_decision(action=self.action, instructions=self.instructions,
+            draft = Decider(checkpoint).draft(action=self.action, instructions=self.instructions,
                                               money_confirmed=self.money_confirmed)
-            checkpoint.record_decision(draft, by=self.started_by)
+            Decider(checkpoint).record(draft, by=self.started_by)
         except (ValueError, Conflict):
             return False
         return True

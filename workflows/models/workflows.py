@@ -276,62 +276,6 @@ class Workflow(Stateful):
     def _key_holder(self, key: str | None) -> Step | None:
         return self.steps.filter(idempotency_key=key).first() if key else None
 
-    def fork(self, *, from_seq: int, by: Any, reason: str, edited_input: Any = None,
-             money_confirmed: bool = False, repeats_confirmed: Iterable[int] = ()) -> Any:
-        """Restart this workflow from step ``from_seq`` as a **new** workflow linked to it (``forked_from``).
-
-        Steps before ``from_seq`` are copied as recorded (never re-executed); the fork opens at a checkpoint
-        whose decision, a resume, goes through the same decision, four-eyes, delivery and audit path as
-        any resume, bound by the runbook of the checkpoint it comes from too (``Checkpoint.origin``) and
-        with the steps it will run as its plan (their amounts: the money check). Effects the lineage
-        committed that the fork runs again need ``repeats_confirmed`` (their step ids) when money is at
-        stake. Returns that decision; ValueError (nothing created) when the fork cannot be done.
-        """
-        from .checkpoints import Checkpoint  # checkpoints sit above workflows
-
-        if why := self.agent.cannot(Agent.Capability.FORK):
-            raise ValueError(why)
-        if not reason.strip():
-            raise ValueError("Say why the workflow is forked.")
-        steps = list(self.steps.order_by("seq"))
-        if not steps or not 1 <= from_seq <= steps[-1].seq:
-            raise ValueError(f"Fork from a recorded step (1..{steps[-1].seq if steps else 0}).")
-        copied = [s for s in steps if s.seq < from_seq]
-        if unsettled := [s.seq for s in copied if s.status == Step.Status.PENDING]:
-            raise ValueError(f"Step {unsettled[0]} is still pending (its outcome is unknown): settle it before "
-                             "forking after it.")
-        at = next(s for s in steps if s.seq >= from_seq)
-        if edited_input is not None and (why := self.agent.cannot_edit(at.kind)):
-            raise ValueError(why)  # an edit the runtime would silently ignore is no edit
-        with transaction.atomic():
-            number = self.forks.count() + 1
-            fork = Workflow.objects.create(
-                agent=self.agent, kind=self.kind, owner=self.owner, context=self.context,
-                external_id=f"{self.external_id[:180]}~fork{number}", title=f"{self.title[:260]} (fork {number})",
-                forked_from=self, forked_at_seq=from_seq)
-            Step.objects.bulk_create(Step(workflow=fork, **{f: getattr(s, f) for f in (
-                "seq", "name", "kind", "status", "input", "output", "verified", "promise", "idempotency_key",
-                "external_ref", "attempts", "history", "created_at", "updated_at")}) for s in copied)
-            Event.record(self, Event.Verb.FORKED, actor=by,
-                         data={"fork": fork.pk, "from_seq": from_seq, "reason": reason[:500]})
-            Event.record(fork, Event.Verb.FORKED_FROM, actor=by, data={"original": self.pk, "from_seq": from_seq})
-            latest = self.checkpoints.order_by("-opened_at").first()
-            agent_state = latest.state if latest and isinstance(latest.state, dict) else {}
-            state = {**agent_state, "remaining": list(dict.fromkeys(s.name for s in steps if s.seq >= from_seq)),
-                     "fork": {"from_workflow_id": str(self.pk), "from_external_id": self.external_id,
-                              "from_seq": from_seq, "step": at.name, "kind": at.kind,
-                              "input": at.input if edited_input is None else edited_input,
-                              "input_edited": edited_input is not None}}
-            state.setdefault("ticket_id", self.context.get("ticket") if isinstance(self.context, dict) else None)
-            plan = fork_plan([s for s in steps if s.seq >= from_seq], edited_seq=at.seq if edited_input is not None
-                             else None, edited_input=edited_input, then=latest.plan if latest else None)
-            # No path is weaker than the checkpoint it comes from: its runbook binds the fork's decisions too.
-            checkpoint = Checkpoint.open_for(fork, reason="manual", actor=by, at_seq=from_seq, state=state, plan=plan,
-                                             detail=f"Fork of workflow {self.pk} from step {from_seq}: {reason}"[:2000],
-                                             origin=latest)
-            return checkpoint.decide(by=by, action="resume", instructions=reason, money_confirmed=money_confirmed,
-                                     repeats_confirmed=repeats_confirmed)
-
     def hold_here(self, *, at_seq: int | None, detail: str) -> Checkpoint | None:
         """Its agent is on hold (models/incidents.py): the unresolved ``held`` checkpoint, opened now by the
         console with the full resume state if there is none yet. None when it cannot pause (already paused

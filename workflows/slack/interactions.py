@@ -20,6 +20,8 @@ from django.conf import settings
 from django.core import signing
 from django.urls import reverse
 
+from workflows.models import Decider
+
 from ..models import Action, Checkpoint, Conflict, Decision
 from ..models.slack import SlackLink, SlackMessage, SlackWorkspace
 from ..roles import can_act, operators
@@ -108,10 +110,10 @@ def _pressed(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
     elif action_id == blocks.CLAIM:
         with acting_via(Via.SLACK):
             if not checkpoint.claim(by=user):
-                _tell(workspace, payload, f"Not claimed: {checkpoint.conflict_message()}")
+                _tell(workspace, payload, f"Not claimed: {Decider(checkpoint).conflict_message()}")
     elif action_id in {a.value for a in blocks.DECISION_BUTTONS}:
         if not checkpoint.may_be_decided_by(user):
-            _tell(workspace, payload, f"Nothing was done: {checkpoint.conflict_message()}")
+            _tell(workspace, payload, f"Nothing was done: {Decider(checkpoint).conflict_message()}")
             return None
         try:
             web.call(workspace, "views.open", trigger_id=str(payload.get("trigger_id") or ""),
@@ -133,7 +135,7 @@ def _checkpoint(workspace: SlackWorkspace, value: str) -> tuple[Checkpoint | Non
 
 def _stale(workspace: SlackWorkspace, payload: dict[str, Any], checkpoint: Checkpoint) -> None:
     """Fail closed: do nothing, say what happened instead, and bring the message up to date."""
-    _tell(workspace, payload, f"This message was out of date, so nothing was done. {checkpoint.conflict_message()}")
+    _tell(workspace, payload, f"This message was out of date, so nothing was done. {Decider(checkpoint).conflict_message()}")
     refresh(checkpoint)
 
 
@@ -174,7 +176,7 @@ def _submitted(workspace: SlackWorkspace, payload: dict[str, Any], view: dict[st
         return _errors("instructions", "This checkpoint is not one this workspace shows.")
     if seen != blocks.stamp(checkpoint):
         refresh(checkpoint)
-        return _errors("instructions", f"Out of date, nothing was done: {checkpoint.conflict_message()}")
+        return _errors("instructions", f"Out of date, nothing was done: {Decider(checkpoint).conflict_message()}")
     form = _Values(view)
     unknown = checkpoint.unknown_effects
     confirmations = {e["idempotency_key"]: form.get(f"confirm:{i}") for i, e in enumerate(unknown)}
@@ -189,11 +191,11 @@ def _submitted(workspace: SlackWorkspace, payload: dict[str, Any], view: dict[st
     new_owner = operators().filter(username=owner).first() if owner else None
     with acting_via(Via.SLACK):
         try:
-            decision = checkpoint.draft_decision(
+            decision = Decider(checkpoint).draft(
                 action=action, instructions=form.get("instructions"), confirmations=confirmations,
                 confirmation_refs=refs, new_owner=new_owner, handoff_to=form.get("handoff_to"),
                 money_confirmed=money_confirmed)
-            checkpoint.record_decision(decision, by=user)
+            Decider(checkpoint).record(decision, by=user)
         except (ValueError, Conflict) as exc:
             return _errors("instructions", str(exc))
     return {"response_action": "clear"}
