@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Model, QuerySet
 from django.utils import timezone
 
-from workflows.api_json import BodyRejected, load_json
+from workflows.api.json_body import BodyRejected, load_json
 from workflows.models import Action, Agent, Checkpoint, Confirmation, Decider, Reason, Team
 from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.people import operators
@@ -205,7 +205,7 @@ class QueueFilterForm(forms.Form):
 
 
 class AgentJSONField(forms.CharField):
-    """JSON an operator writes for an agent to read: held to the agent API's own limits (workflows.api_json:
+    """JSON an operator writes for an agent to read: held to the agent API's own limits (workflows.api.json_body:
     size, nesting depth, NUL, lone surrogates, numbers too large), so it is refused here as it would be there.
     Empty: None."""
 

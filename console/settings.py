@@ -64,7 +64,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "workflows.api_middleware.LeanApiMiddleware",  # /api/ stops here: the agent API needs nothing below
+    "workflows.api.middleware.LeanApiMiddleware",  # /api/ stops here: the agent API needs nothing below
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -12,7 +12,7 @@ from django.utils.module_loading import import_string
 
 from tests.apitools import issue_refund
 
-LEAN = "workflows.api_middleware.LeanApiMiddleware"
+LEAN = "workflows.api.middleware.LeanApiMiddleware"
 BELOW = settings.MIDDLEWARE[settings.MIDDLEWARE.index(LEAN) + 1:]
 
 

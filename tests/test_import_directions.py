@@ -1,7 +1,7 @@
 """Imports point one way: the screens and the agent API above the access rules, those above the domain.
 
     console/  (the project, its pages, the Django admin)  may import everything below
-    workflows/api/ (+ api_json, api_middleware)           the API: access and the domain
+    workflows/api/ (its JSON parsing and body limit too)  the API: access and the domain
     access/   (URL access rules, the client's address)     the domain only
     workflows/ (models, roles, tasks, clocks, the demo)    nothing of ours above it
 
@@ -30,8 +30,6 @@ PACKAGES = ("access", "console", "workflows")
 LAYERS = {
     "console": "ui",
     "workflows.api": "api",
-    "workflows.api_json": "api",
-    "workflows.api_middleware": "api",
     "access": "access",
     "workflows": "domain",
 }

@@ -173,7 +173,7 @@ def test_an_agent_advertises_the_step_kinds_it_edits_in_a_fork():
 
 def test_the_fork_form_answers_a_form_error_not_a_500_on_deeply_nested_json(forkable, alice, client):
     """Finding 14: the form parsed the edited input with json.loads and died of RecursionError; it now holds
-    it to the agent API's limits (workflows.api_json) and says what is wrong."""
+    it to the agent API's limits (workflows.api.json_body) and says what is wrong."""
     original = refund_run(forkable)
     client.force_login(alice)
     for text, said in (("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),

@@ -21,10 +21,10 @@ from ninja import NinjaAPI
 
 from access.rules import AGENT, PUBLIC, declare, public
 
-from ..api_json import StrictJSONParser
 from . import checkpoints, replays, steps, workflows
 from .auth import AgentRateLimit, AgentToken
 from .errors import HANDLERS, error_response
+from .json_body import StrictJSONParser
 from .openapi import with_storage_rules
 from .schemas import CheckpointIn, CheckpointOut, DecisionOut, StepIn, WorkflowIn, WorkflowOut
 

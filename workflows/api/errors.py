@@ -11,9 +11,9 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 
-from ..api_json import BodyRejected, dotted
 from ..models import Conflict, IllegalTransition, Invalid
 from .auth import TooManyFailures
+from .json_body import BodyRejected, dotted
 
 logger = logging.getLogger(__name__)
 

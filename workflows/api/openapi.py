@@ -1,4 +1,4 @@
-"""The OpenAPI document states the rules the body parser enforces on every request (workflows/api_json.py).
+"""The OpenAPI document states the rules the body parser enforces on every request (workflows/api/json_body.py).
 
 Any string or object key anywhere in a request body is refused when it holds NUL (PostgreSQL cannot store
 it), whatever field it is in, unknown fields included. pydantic's schemas say nothing of that, so a client
