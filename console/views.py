@@ -480,7 +480,7 @@ def decide(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         return _workbench(request, checkpoint, form=form, status=422)
     try:
-        decision = Decider(checkpoint).decide(by=request.user, **form.decision_kwargs())
+        decision = Decider(checkpoint).decide(by=signed_in(request), **form.decision_kwargs())
     except Conflict as exc:
         return _workbench(request, checkpoint, form=form, error=str(exc), status=409)
     except ValueError as exc:

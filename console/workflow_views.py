@@ -28,7 +28,7 @@ from workflows.models.lineage import committed_before_fork
 from workflows.models.workflows import workflow_id_in
 
 from .forms import ForkForm, error_text
-from .roles import ACTORS, READERS, can_act, role_required
+from .roles import ACTORS, READERS, can_act, role_required, signed_in
 from .views import _render, replay_offer
 
 STEPS_PER_PAGE = 50
@@ -151,7 +151,7 @@ def fork(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect("workflow", pk=pk)
     data = form.cleaned_data
     try:
-        decision = fork_workflow(workflow, from_seq=data["from_seq"], by=request.user, reason=data["reason"],
+        decision = fork_workflow(workflow, from_seq=data["from_seq"], by=signed_in(request), reason=data["reason"],
                                  edited_input=data["edited_input"], money_confirmed=data["money_confirmed"],
                                  repeats_confirmed=data["repeat"])
     except (ValueError, Conflict) as exc:
