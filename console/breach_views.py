@@ -13,13 +13,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, QueryDict, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from console.keyset import KeysetPager
 from workflows import metrics
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook, Team
 
@@ -77,19 +78,9 @@ class BreachFilterForm(forms.Form):
         return qs.select_related("workflow__agent", "assignee", "runbook", "breach_reason")
 
 
-def _cursor(checkpoint: Checkpoint) -> str:
-    if checkpoint.breached_at is None:  # the review lists breached checkpoints only
-        raise ValueError(f"Checkpoint {checkpoint.pk} has not breached: it has no place in the review.")
-    return f"{checkpoint.breached_at.timestamp():.6f}.{checkpoint.pk}"
-
-
-def _before(qs: QuerySet[Any], cursor: str) -> QuerySet[Any]:
-    try:
-        stamp, pk = cursor.rsplit(".", 1)
-        at = datetime.fromtimestamp(float(stamp), tz=UTC)
-        return qs.filter(Q(breached_at__lt=at) | Q(breached_at=at, pk__lt=int(pk)))
-    except (ValueError, OverflowError):
-        return qs
+# The review's pages, newest breach first (the ``sla_breached`` index); its ``before`` parameter names the
+# last row seen, and the next page is what comes after it in this order (breached before it).
+BREACH_PAGES = KeysetPager("breached_at", descending=True)
 
 
 def overrun(checkpoint: Checkpoint, now: datetime | None = None) -> timedelta:
@@ -106,20 +97,19 @@ def breach_review(request: HttpRequest) -> HttpResponseBase:
     rows = form.rows().order_by("-breached_at", "-pk")
     if request.GET.get("format") == "csv":
         return _csv(rows, data)
-    if data.get("before"):
-        rows = _before(rows, data["before"])
-    page = list(rows[:PAGE + 1])
+    pager = BREACH_PAGES.page(rows, size=PAGE, after=data.get("before"))
+    page = pager.rows
     now = timezone.now()
     for c in page:
         c.overrun = overrun(c, now)
     query = request.GET.copy()
     query.pop("before", None)
     next_query = query.copy()
-    if len(page) > PAGE:
-        next_query["before"] = _cursor(page[PAGE - 1])
+    if pager.has_next:
+        next_query["before"] = BREACH_PAGES.cursor(page[-1])
     context = {
-        "rows": page[:PAGE], "filters": data, "query": query.urlencode(),
-        "next_url": "?" + next_query.urlencode() if len(page) > PAGE else "",
+        "rows": page, "filters": data, "query": query.urlencode(),
+        "next_url": "?" + next_query.urlencode() if pager.has_next else "",
         "first_url": "?" + query.urlencode() if data.get("before") else "",
         "reasons": BreachReason.objects.filter(is_active=True),
         "all_reasons": BreachReason.objects.all(),
