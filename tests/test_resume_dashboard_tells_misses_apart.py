@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tests.helpers import make_checkpoint, squeezed
 from tests.recovery_histories import build_history
-from workflows import metrics, rollups
+from workflows import metrics, rollups, sla_figures
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def test_the_timings_csv_puts_every_value_under_its_own_header(alice, bob, adam,
     header, rows = lines[0], [dict(zip(lines[0], line, strict=True)) for line in lines[1:]]
 
     assert all(len(line) == len(header) for line in lines)
-    rate = metrics.breach_rate(metrics.Filters.last())
+    rate = sla_figures.breach_rate(metrics.Filters.last())
     breaches = [r for r in rows if r["measure"].startswith("SLA breach")]
     assert breaches == [{"measure": "SLA breach rate (checkpoints opened)", "count": str(rate.opened),
                          "median_seconds": "", "p90_seconds": "", "breached": str(rate.breached),
