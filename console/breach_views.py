@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from console.keyset import KeysetPager
-from workflows import metrics
+from workflows import metrics, sla_figures, timings
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook, Team
 
 from . import charts
@@ -144,8 +144,8 @@ def _share_card(slug: str, now: metrics.Share, before: metrics.Share) -> dict[st
             "trend": None if trend is None else f"{trend:+.1f} pts", "better": None if not trend else trend > 0}
 
 
-def _timing_card(slug: str, now: metrics.Timing, before: metrics.Timing, definition: str) -> dict[str, Any]:
-    def text(t: metrics.Timing) -> str:
+def _timing_card(slug: str, now: timings.Timing, before: timings.Timing, definition: str) -> dict[str, Any]:
+    def text(t: timings.Timing) -> str:
         if t.median is None:
             return "—"
         return f"{_seconds(t.median)} · p90 {_seconds(t.p90)}"
@@ -175,14 +175,14 @@ def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) ->
                              kind=data.get("kind", ""), runbook=data.get("runbook", ""), team=data.get("team", ""),
                              drills=data.get("drills", ""))
     before = period.previous()
-    activity, activity_before = metrics.sla_activity(period), metrics.sla_activity(before)
+    activity, activity_before = sla_figures.sla_activity(period), sla_figures.sla_activity(before)
     cards = [
-        _share_card("decision-met", metrics.decision_target_met(period), metrics.decision_target_met(before)),
-        _share_card("claim-met", metrics.claim_target_met(period), metrics.claim_target_met(before)),
-        _timing_card("time-to-claim", metrics.time_to_claim(period), metrics.time_to_claim(before),
+        _share_card("decision-met", sla_figures.decision_target_met(period), sla_figures.decision_target_met(before)),
+        _share_card("claim-met", sla_figures.claim_target_met(period), sla_figures.claim_target_met(before)),
+        _timing_card("time-to-claim", timings.time_to_claim(period), timings.time_to_claim(before),
                      "From a checkpoint opening to its first claim or assignment: median and 90th percentile "
                      "of the checkpoints opened in the period."),
-        _timing_card("time-to-decision", metrics.time_to_decision(period), metrics.time_to_decision(before),
+        _timing_card("time-to-decision", timings.time_to_decision(period), timings.time_to_decision(before),
                      "From a checkpoint opening to its first decision: median and 90th percentile of the "
                      "checkpoints opened in the period."),
         _count_card("escalations", "Escalations fired", activity["escalations"], activity_before["escalations"],
@@ -192,18 +192,18 @@ def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) ->
         _count_card("releases", "Claims released", activity["releases"], activity_before["releases"],
                     "Claims the sweep released to the queue after no progress."),
     ]
-    days, met, breached = metrics.met_and_breached_by_day(period)
+    days, met, breached = sla_figures.met_and_breached_by_day(period)
     figures = {"over_time": charts.column_chart(
         "Decision target met vs breached, by day opened", [d.strftime("%d %b") for d in days],
         [charts.Line("met", met), charts.Line("breached", breached)], colours=(MET, BREACHED))}
     for name, (title, lookup, param) in BY.items():
         bars = [charts.Bar(value or ("(not recorded)" if name == "reason" else "(none)"), n,
                            href="?" + _with(query, **{param: value or "none"}) if value or name == "reason" else "")
-                for value, n in metrics.breaches_by(breaches, lookup)]
+                for value, n in sla_figures.breaches_by(breaches, lookup)]
         figures[f"by_{name}"] = charts.bar_chart(title, bars, width=640)
     figures["hour_of_week"] = charts.heatmap(
         "Breaches by hour of week (UTC)", WEEKDAYS, [f"{h:02d}" for h in range(24)],
-        metrics.breaches_by_hour_of_week(breaches), unit="breaches")
+        sla_figures.breaches_by_hour_of_week(breaches), unit="breaches")
     return {"cards": cards, "charts": figures,
             "previous": {"start": before.start, "end": before.end}}
 

@@ -19,7 +19,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from workflows import metrics, rollups, staffing
+from workflows import metrics, rollups, sla_figures, staffing, trends
 from workflows import readiness as readiness_review
 from workflows.models import Checkpoint, Team, Workflow
 
@@ -68,7 +68,7 @@ def _grain(request: HttpRequest) -> str:
     return grain if grain in metrics.GRANULARITIES else "day"
 
 
-def _bucket_labels(series: metrics.Series) -> list[str]:
+def _bucket_labels(series: trends.Series) -> list[str]:
     fmt = "%d %b" if series.granularity == "day" else "wk %d %b"
     return [d.strftime(fmt) for d in series.buckets]
 
@@ -84,7 +84,7 @@ def _trend_note(buckets: list[str], with_data: list[bool], grain: str) -> str:
     return ""
 
 
-def _charts(series: metrics.Series) -> dict[str, Any]:
+def _charts(series: trends.Series) -> dict[str, Any]:
     labels = _bucket_labels(series)
     moved = [bool(a or b or c) for a, b, c in zip(series.launches, series.resumes, series.degraded, strict=True)]
     shared = [any(series.shares[slug][i] is not None for slug in metrics.HEADLINES) for i in range(len(labels))]
@@ -101,7 +101,7 @@ def _charts(series: metrics.Series) -> dict[str, Any]:
     }
 
 
-def _breakdown_chart(dimension: str, rows: list[metrics.BreakdownRow], filters: metrics.Filters) -> Any:
+def _breakdown_chart(dimension: str, rows: list[trends.BreakdownRow], filters: metrics.Filters) -> Any:
     bars = [charts.Bar(label(row.value) or "(none)", row.shares["resumed_without_data_loss"].value,
                        href=_url("resume_workflows", row.filters, figure="resumed_without_data_loss:missed"),
                        note=f"{row.shares['resumed_without_data_loss'].part} of "
@@ -129,7 +129,7 @@ def resumes(request: HttpRequest) -> HttpResponse:
         "filters": filters, "grain": grain, "cards": cards, "now": now, "before": before,
         "choices": rollups.choices(), "charts": _charts(series), "breakdowns": breakdowns,
         "timings": figures.timings(), "breaches": figures.breach_rate(),
-        "channel_timings": metrics.decision_times_by_channel(filters),
+        "channel_timings": sla_figures.decision_times_by_channel(filters),
         "decisions": sorted(figures.decisions_by_action_and_outcome().items()),
         "figures": metrics.FIGURES, "sets": metrics.SETS,
         "query": urlencode(filters.as_query()), "previous": filters.previous(),

@@ -13,19 +13,19 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
-from workflows import metrics, tasks
+from workflows import metrics, tasks, timings
 from workflows.models import BreachReason, Checkpoint, Decider, Decision, EscalationLevel
 
 SEED = 9031
 
 
-def python_timings(filters: metrics.Filters) -> tuple[metrics.Timing, metrics.Timing]:
+def python_timings(filters: metrics.Filters) -> tuple[timings.Timing, timings.Timing]:
     """The definition as it was computed before the database did it: every pair read into Python."""
-    rows = list(metrics.with_clocks(metrics.opened_checkpoints(filters))
+    rows = list(timings.with_clocks(timings.opened_checkpoints(filters))
                 .values_list("opened_at", "claimed_first_at", "first_decided_at"))
     claim = [(c - o).total_seconds() for o, c, _ in rows if c is not None]
     decision = [(d - o).total_seconds() for o, _, d in rows if d is not None]
-    return metrics.Timing.of("Time to claim", claim), metrics.Timing.of("Time to decision", decision)
+    return timings.Timing.of("Time to claim", claim), timings.Timing.of("Time to decision", decision)
 
 
 @pytest.mark.parametrize("decided", [7, 8])  # odd and even counts of both clocks (one more is claimed)
@@ -53,7 +53,7 @@ def test_timings_computed_by_the_database_equal_the_python_definition(decided, a
     Checkpoint.objects.filter(pk=checkpoints[0].pk).update(first_claimed_at=None, first_decision_at=None)
 
     filters = metrics.Filters.last()
-    claim, decision = metrics.time_to_claim(filters), metrics.time_to_decision(filters)
+    claim, decision = timings.time_to_claim(filters), timings.time_to_decision(filters)
     assert (claim.count, decision.count) == (decided + 1, decided)
     assert (claim, decision) == python_timings(filters)
 
@@ -65,9 +65,9 @@ def test_an_even_count_has_its_median_halfway_between_the_middle_two_and_p90_is_
             checkpoint = make_checkpoint(make_workflow())
         with time_machine.travel(opened + timedelta(seconds=seconds), tick=False):
             Decider(checkpoint).decide(by=alice, action="abort", instructions="timed")
-    decision = metrics.time_to_decision(metrics.Filters.last())
+    decision = timings.time_to_decision(metrics.Filters.last())
     assert (decision.count, decision.median, decision.p90) == (4, 150.0, 300.0)
-    assert metrics.time_to_decision(metrics.Filters.last().previous()) == metrics.Timing(
+    assert timings.time_to_decision(metrics.Filters.last().previous()) == timings.Timing(
         "Time to decision", 0, None, None)
 
 
@@ -78,8 +78,8 @@ def test_the_python_median_is_the_mean_of_the_middle_two_to_the_last_bit_or_one(
     print(f"seed {SEED}")
     for _ in range(500):
         values = [rng.randrange(10**12) / 10**6 for _ in range(rng.randrange(1, 12))]
-        assert metrics.median(values) == pytest.approx(statistics.median(values), rel=1e-15, abs=1e-9)
-    assert metrics.median([]) is None and metrics.median([3.0, 1.0]) == 2.0
+        assert timings.median(values) == pytest.approx(statistics.median(values), rel=1e-15, abs=1e-9)
+    assert timings.median([]) is None and timings.median([3.0, 1.0]) == 2.0
 
 
 def breached_checkpoints(n: int, tess, *, kinds=("refund", "ticket_triage")) -> None:

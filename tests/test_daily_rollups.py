@@ -18,7 +18,7 @@ from django.test import Client
 from tests.apitools import api_agent
 from tests.helpers import squeezed
 from tests.recovery_histories import Fleet, build_history
-from workflows import metrics, readiness, rollups, tasks
+from workflows import metrics, readiness, rollups, sla_figures, tasks, timings, trends
 from workflows.models import DailyRollup, RollupState
 
 pytestmark = pytest.mark.django_db
@@ -60,16 +60,16 @@ def assert_same_figures(filters: metrics.Filters) -> None:
     assert {s: (v.part, v.whole) for s, v in mine.shares.items()} == \
         {s: (v.part, v.whole) for s, v in live.shares.items()}
     for grain in metrics.GRANULARITIES:
-        assert rolled.series(grain) == metrics.series(filters, grain), (filters, grain)
+        assert rolled.series(grain) == trends.series(filters, grain), (filters, grain)
     for dimension in metrics.DIMENSIONS:
         assert [(r.value, r.filters, r.degraded, {s: (v.part, v.whole) for s, v in r.shares.items()})
                 for r in rolled.breakdown(dimension)] == \
                [(r.value, r.filters, r.degraded, {s: (v.part, v.whole) for s, v in r.shares.items()})
-                for r in metrics.breakdown(filters, dimension)], (filters, dimension)
-    assert rolled.breach_rate() == metrics.breach_rate(filters)
-    assert rolled.decisions_by_action_and_outcome() == metrics.decisions_by_action_and_outcome(filters)
-    for approx, exact in zip(rolled.timings(), (metrics.time_to_claim(filters), metrics.time_to_decision(filters),
-                                                metrics.interruption_to_completion(filters)), strict=True):
+                for r in trends.breakdown(filters, dimension)], (filters, dimension)
+    assert rolled.breach_rate() == sla_figures.breach_rate(filters)
+    assert rolled.decisions_by_action_and_outcome() == sla_figures.decisions_by_action_and_outcome(filters)
+    for approx, exact in zip(rolled.timings(), (timings.time_to_claim(filters), timings.time_to_decision(filters),
+                                                timings.interruption_to_completion(filters)), strict=True):
         assert approx.label == exact.label and approx.count == exact.count
         assert close(approx.median, exact.median) and close(approx.p90, exact.p90), (approx, exact.seconds)
     # Drill-down: the rollups' count of each set is the number of workflows the live list holds.

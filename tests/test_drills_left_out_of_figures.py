@@ -11,7 +11,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import make_agent, make_checkpoint, make_worked_example
-from workflows import metrics, readiness, rollups, staffing
+from workflows import metrics, readiness, rollups, sla_figures, staffing, timings
 from workflows.models import Checkpoint, Drill, Workflow
 
 pytestmark = pytest.mark.django_db
@@ -44,8 +44,8 @@ def test_the_figures_count_production_only_unless_the_filter_includes_drills(fle
     assert metrics.summary(period(drills="include")).counts["degraded"] == 2
     assert metrics.summary(period(drills=str(drill.pk))).counts["degraded"] == 1
     assert metrics.launched(period()).count() == 1
-    assert metrics.opened_checkpoints(period()).count() == 1
-    assert metrics.breach_rate(period()).opened == 1
+    assert timings.opened_checkpoints(period()).count() == 1
+    assert sla_figures.breach_rate(period()).opened == 1
 
 
 def test_the_dashboards_rollups_and_drill_down_leave_drills_out(fleet, tess):

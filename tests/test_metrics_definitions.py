@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from tests.recovery_histories import build_history
-from workflows import metrics
+from workflows import metrics, sla_figures, timings, trends
 from workflows.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -77,14 +77,14 @@ def test_timings_decisions_and_breaches_come_from_the_recorded_clocks(history):
     started, _cases = history
     elapsed = (timezone.now() - started).total_seconds()
     filters = metrics.Filters.last()
-    claim, decision = metrics.time_to_claim(filters), metrics.time_to_decision(filters)
+    claim, decision = timings.time_to_claim(filters), timings.time_to_decision(filters)
     assert claim.count == 6 and decision.count == 6  # "waiting" is neither claimed nor decided
     assert 0 <= claim.median <= claim.p90 <= elapsed
     assert claim.median <= decision.median <= decision.p90 <= elapsed
-    assert metrics.interruption_to_completion(filters).count == 5
-    assert metrics.decisions_by_action_and_outcome(filters) == {
+    assert timings.interruption_to_completion(filters).count == 5
+    assert sla_figures.decisions_by_action_and_outcome(filters) == {
         ("abort", "succeeded"): 1, ("handoff", "succeeded"): 1, ("resume", "succeeded"): 4}
-    rate = metrics.breach_rate(filters)
+    rate = sla_figures.breach_rate(filters)
     assert (rate.breached, rate.opened) == (0, 7)  # "blank" never opened one
 
 
@@ -94,13 +94,13 @@ def test_filters_narrow_every_figure_and_the_previous_period_is_empty(history):
     assert metrics.summary(by_reason)["same_owner"].part == 0
     assert metrics.summary(metrics.Filters.last(agent="nobody")).counts["degraded"] == 0
     assert metrics.summary(metrics.Filters.last().previous()).counts["degraded"] == 0
-    rows = {row.value: row.degraded for row in metrics.breakdown(metrics.Filters.last(), "reason")}
+    rows = {row.value: row.degraded for row in trends.breakdown(metrics.Filters.last(), "reason")}
     assert rows == {"model_timeout": 3, "tool_error": 1, "other": 1, "provider_change": 1, "rate_limit": 1}
 
 
 def test_the_series_places_launches_resumes_and_degradations_on_their_day(history):
     filters = metrics.Filters.last(7)
-    series = metrics.series(filters, "day")
+    series = trends.series(filters, "day")
     assert len(series.buckets) == 7 and series.buckets[-1] == filters.end
     assert series.launches[-1] == 9 and sum(series.launches) == 9
     assert series.resumes[-1] == 4
@@ -110,10 +110,10 @@ def test_the_series_places_launches_resumes_and_degradations_on_their_day(histor
 
 
 def test_percentiles_are_nearest_rank():
-    assert metrics.percentile([], 90) is None
-    assert metrics.percentile([5.0], 90) == 5.0
-    assert metrics.percentile([float(n) for n in range(1, 11)], 90) == 9.0
-    assert metrics.percentile([float(n) for n in range(1, 101)], 50) == 50.0
+    assert timings.percentile([], 90) is None
+    assert timings.percentile([5.0], 90) == 5.0
+    assert timings.percentile([float(n) for n in range(1, 11)], 90) == 9.0
+    assert timings.percentile([float(n) for n in range(1, 101)], 50) == 50.0
 
 
 def test_filters_read_from_a_url_survive_bad_input():

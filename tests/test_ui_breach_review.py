@@ -118,7 +118,7 @@ def _card(page: str, slug: str) -> str:
 
 
 def test_the_cards_count_met_and_breached_decisions_against_the_previous_period(client, tess, alice):
-    from workflows import metrics
+    from workflows import metrics, sla_figures
 
     start = breached().opened_at  # breached, decided late
     now = start + timedelta(hours=2)
@@ -135,7 +135,7 @@ def test_the_cards_count_met_and_breached_decisions_against_the_previous_period(
         client.force_login(tess)
         page = client.get(reverse("breach_review")).content.decode()
         period = metrics.Filters.last(30, today=now.date())
-    met = metrics.decision_target_met(period)
+    met = sla_figures.decision_target_met(period)
     assert (met.part, met.whole) == (3, 4)
     card = _card(page, "decision-met")
     assert "Decision target met" in card and "75.0 %" in card and "3 of 4" in card
@@ -146,7 +146,7 @@ def test_the_cards_count_met_and_breached_decisions_against_the_previous_period(
 
 
 def test_escalations_reminders_and_releases_are_counted_from_the_sweeps_events(client, tess, adam):
-    from workflows import metrics
+    from workflows import metrics, sla_figures
 
     policy = make_policy(target=30, warning=10)
     EscalationLevel.objects.create(policy=policy, delay_minutes=5, notify=True, user=adam)
@@ -155,7 +155,7 @@ def test_escalations_reminders_and_releases_are_counted_from_the_sweeps_events(c
     # At noon, so that the sweep 20 minutes past due (50 minutes on) stamps the same day as the page's period.
     with time_machine.travel(timezone.now().replace(hour=12, minute=0), tick=False):
         checkpoint = breached()  # the sweep 20 minutes past due fires both levels
-        activity = metrics.sla_activity(metrics.Filters.last(30, today=checkpoint.due_at.date()))
+        activity = sla_figures.sla_activity(metrics.Filters.last(30, today=checkpoint.due_at.date()))
         assert activity == {"escalations": 2, "reminders": 0, "releases": 0}
         client.force_login(tess)
         page = client.get(reverse("breach_review")).content.decode()

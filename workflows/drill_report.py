@@ -24,7 +24,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from . import metrics
+from . import metrics, timings
 from .models import Checkpoint, Drill, Step, Workflow
 
 PASSED, GAPS, FAILED = "passed", "passed with gaps", "failed"
@@ -102,7 +102,7 @@ def score(drill: Drill, *, today: Any = None) -> DrillReport:
     lost = set(metrics.with_recovery(Workflow.objects.filter(pk__in=ids)).filter(metrics.LOST_EFFECT)
                .values_list("pk", flat=True))
     first: dict[int, Any] = {}
-    for checkpoint in metrics.with_clocks(Checkpoint.objects.filter(workflow_id__in=ids)).order_by("opened_at"):
+    for checkpoint in timings.with_clocks(Checkpoint.objects.filter(workflow_id__in=ids)).order_by("opened_at"):
         first.setdefault(checkpoint.workflow_id, checkpoint)
     steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(workflow_id__in=ids, seq=drill.at_seq)}
     runs = [_run(drill, w, first.get(w.pk), steps, lost) for w in workflows]

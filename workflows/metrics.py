@@ -1,4 +1,7 @@
-"""The one definition of every recovery figure.
+"""The one definition of every recovery figure: here the periods, the filters and the resume
+dashboard's figures; over time and by dimension in ``workflows.trends``, how long recovery takes in
+``workflows.timings``, the SLA figures (breach rate, targets met, the sweep's activity) in
+``workflows.sla_figures``.
 
 The resume dashboard, the readiness page, ``/metrics``, the TPM breach review,
 ``scripts/chaos/`` and the tests import these functions; nothing else
@@ -64,23 +67,19 @@ one place that rule is written; pages that query beside these functions use it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db import NotSupportedError, connection, transaction
 from django.db.models import (
-    Aggregate,
     Case,
     CharField,
     Count,
     DateTimeField,
     Exists,
     F,
-    FloatField,
     Func,
     OuterRef,
     Q,
@@ -90,13 +89,11 @@ from django.db.models import (
     When,
 )
 from django.db.models.fields.json import KT
-from django.db.models.functions import Coalesce, TruncDate, TruncWeek
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from .models import RESUMING_ACTIONS, Action, Checkpoint, Decision, Event, Runbook, Step, Workflow
-from .models.events import SWEEP_VERBS
 from .models.lineage import repeats_an_earlier_effect
-from .via import Via
 
 V = Event.Verb
 DUPLICATE_EFFECT_VERB = V.EFFECT_DUPLICATE_REFUSED
@@ -520,293 +517,6 @@ def summary(filters: Filters) -> Summary:
     return Summary(filters, counts, shares, launched(filters).count(), resumes(filters).count())
 
 
-# --- over time and by dimension ------------------------------------------------------------------
-
-def buckets(filters: Filters, granularity: str) -> list[date]:
-    """The first day of every bucket in the period (weeks start on Monday)."""
-    first = filters.start if granularity == "day" else filters.start - timedelta(days=filters.start.weekday())
-    step = timedelta(days=1 if granularity == "day" else 7)
-    days, current = [], first
-    while current <= filters.end:
-        days.append(current)
-        current += step
-    return days
-
-
-def _trunc(granularity: str, name: str) -> Any:
-    return (TruncDate if granularity == "day" else TruncWeek)(name, tzinfo=UTC)
-
-
-def _as_day(value: Any) -> date:
-    return value.date() if isinstance(value, datetime) else value
-
-
-@dataclass
-class Series:
-    buckets: list[date]
-    granularity: str
-    launches: list[int] = field(default_factory=list)
-    resumes: list[int] = field(default_factory=list)
-    degraded: list[int] = field(default_factory=list)
-    shares: dict[str, list[float | None]] = field(default_factory=dict)
-
-
-def series(filters: Filters, granularity: str = "day") -> Series:
-    """Launches, resumes, degraded workflows and the four shares per bucket (of first interruption)."""
-    if granularity not in GRANULARITIES:
-        raise ValueError(granularity)
-    days = buckets(filters, granularity)
-    index = {d: i for i, d in enumerate(days)}
-    out = Series(days, granularity, [0] * len(days), [0] * len(days), [0] * len(days),
-                 {slug: [None] * len(days) for slug in FIGURES})
-
-    def place(rows: Iterable[dict[str, Any]], target: list[int]) -> None:
-        for row in rows:
-            i = index.get(_as_day(row["bucket"]))
-            if i is not None:
-                target[i] += row["n"]
-
-    place(launched(filters).annotate(bucket=_trunc(granularity, "created_at")).values("bucket")
-          .annotate(n=Count("pk")).order_by(), out.launches)
-    place(resumes(filters).annotate(bucket=_trunc(granularity, "finished_at")).values("bucket")
-          .annotate(n=Count("pk")).order_by(), out.resumes)
-    aggregates: dict[str, Any] = {"n": Count("pk")}
-    for slug, figure in FIGURES.items():
-        aggregates[f"n:{slug}:met"] = Count("pk", filter=figure.denominator & figure.numerator)
-        aggregates[f"n:{slug}:whole"] = Count("pk", filter=figure.denominator) if figure.denominator else Count("pk")
-    rows = degraded(filters).annotate(bucket=_trunc(granularity, "interrupted_at")).values("bucket") \
-        .annotate(**aggregates).order_by()
-    for row in rows:
-        i = index.get(_as_day(row["bucket"]))
-        if i is None:
-            continue
-        out.degraded[i] += row["n"]
-        for slug in FIGURES:
-            whole = row[f"n:{slug}:whole"]
-            out.shares[slug][i] = row[f"n:{slug}:met"] / whole if whole else None
-    return out
-
-
-def _dimension_values(filters: Filters, dimension: str) -> list[str]:
-    if dimension == "agent":
-        return list(degraded(filters).values_list("agent__name", flat=True).distinct().order_by("agent__name"))
-    if dimension == "kind":
-        return list(degraded(filters).values_list("kind", flat=True).distinct().order_by("kind"))
-    column = "reason" if dimension == "reason" else "runbook__slug"
-    interrupted = degraded(filters).values("pk")
-    values = _checkpoints(filters).filter(workflow__in=interrupted).values_list(column, flat=True)
-    return sorted({v or "" for v in values.distinct().order_by()})
-
-
-@dataclass(frozen=True)
-class BreakdownRow:
-    value: str
-    filters: Filters
-    degraded: int
-    shares: dict[str, Share]
-
-
-def breakdown(filters: Filters, dimension: str) -> list[BreakdownRow]:
-    """The four shares per agent, kind, reason or runbook (a workflow counts under each reason it paused for)."""
-    if dimension not in DIMENSIONS:
-        raise ValueError(dimension)
-    rows = []
-    for value in _dimension_values(filters, dimension):
-        if dimension == "runbook" and not value:
-            continue  # no runbook matched: nothing to filter on
-        narrowed = filters.only(**{dimension: value})
-        counts = _share_counts(degraded(narrowed))
-        rows.append(BreakdownRow(value, narrowed, counts["degraded"], {
-            slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
-            for slug, f in FIGURES.items()}))
-    return sorted(rows, key=lambda r: (-r.degraded, r.value))
-
-
-# --- timings, decisions, breaches ------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Timing:
-    """A duration over a set of rows: how many have both ends, their median and their 90th percentile
-    (seconds). The database computes it (``_timing``); ``Timing.of`` is the same definition over
-    durations already in Python, which the tests hold the SQL to."""
-
-    label: str
-    count: int
-    median: float | None
-    p90: float | None
-
-    @classmethod
-    def of(cls, label: str, seconds: Iterable[float]) -> Timing:
-        values = sorted(seconds)
-        return cls(label, len(values), median(values), percentile(values, 90))
-
-
-def median(values: list[float]) -> float | None:
-    """The middle value; of an even count, halfway between the two middle ones, as ``lo + (hi - lo) * 0.5``
-    (PostgreSQL's ``percentile_cont(0.5)`` to the last bit, where ``(lo + hi) / 2`` may differ in it)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    n = len(ordered)
-    return _halfway(ordered[(n - 1) // 2], ordered[n // 2])
-
-
-def _halfway(lo: float, hi: float) -> float:
-    return lo + 0.5 * (hi - lo)  # float8_lerp in PostgreSQL's orderedsetaggs.c
-
-
-def percentile(values: list[float], pct: float) -> float | None:
-    """The nearest-rank percentile: the smallest value with ``pct`` % of the values at or below it."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[_nearest_rank(len(ordered), pct) - 1]
-
-
-def _nearest_rank(n: int, pct: float) -> int:
-    # The same float arithmetic as percentile_disc: ceil(fraction * n), at least the first row.
-    return max(1, math.ceil(pct / 100 * n))
-
-
-class Seconds(Func):
-    """``end - start`` in seconds (PostgreSQL): ``EXTRACT(EPOCH …)`` is exact, its cast to float rounds like
-    ``timedelta.total_seconds()``, so the database orders and interpolates the values Python would."""
-
-    output_field = FloatField()
-
-    def __init__(self, end: Any, start: Any) -> None:
-        super().__init__(end, start)
-
-    def as_sql(self, compiler: Any, connection: Any, function: str | None = None, template: str | None = None,
-               arg_joiner: str | None = None, **extra_context: Any) -> Any:
-        raise NotSupportedError("Seconds is PostgreSQL's; other databases order the durations themselves.")
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        (end, end_params), (start, start_params) = (compiler.compile(e) for e in self.source_expressions)
-        return f"EXTRACT(EPOCH FROM ({end} - {start}))::double precision", (*end_params, *start_params)
-
-
-class _OrderedSet(Aggregate):
-    """``function(fraction) WITHIN GROUP (ORDER BY expression)``: an ordered-set aggregate of PostgreSQL,
-    over the rows where the expression is not null."""
-
-    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
-    output_field = FloatField()
-
-    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
-        super().__init__(expression, fraction=repr(float(fraction)), **extra)
-
-
-class PercentileCont(_OrderedSet):
-    function = "percentile_cont"  # interpolated: the median of an even count is halfway between the middle two
-
-
-class PercentileDisc(_OrderedSet):
-    function = "percentile_disc"  # the first value at or past the fraction: the nearest rank
-
-
-def _timing(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
-    """``end - start`` over the rows of ``qs`` that have both, computed where the rows are: a million
-    checkpoints never travel to Python for a median."""
-    if connection.vendor == "postgresql":
-        with transaction.atomic():
-            with connection.cursor() as cursor:
-                # The planner prices the fallback subqueries (rows from before the stamps) as if each row ran
-                # them, which wakes the JIT compiler: at 80k rows compiling took 0.75 s of a 1.2 s query, the
-                # sort itself 0.2 s. This transaction's queries are small: no JIT for them.
-                cursor.execute("SET LOCAL jit = off")
-            row = qs.annotate(timing_seconds=Seconds(F(end), F(start))).aggregate(
-                n=Count("timing_seconds"), median=PercentileCont("timing_seconds", 0.5),
-                p90=PercentileDisc("timing_seconds", 0.9))
-        return Timing(label, row["n"], row["median"], row["p90"])
-    return _timing_by_rank(label, qs, start, end)
-
-
-def _timing_by_rank(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
-    """Elsewhere (SQLite): count, then read only the middle row or two and the p90 row, in the order of
-    the durations. The database sorts; Python interpolates exactly as ``median`` does."""
-    durations = (qs.annotate(timing=F(end) - F(start)).filter(timing__isnull=False)
-                 .order_by("timing").values_list("timing", flat=True))
-    n = durations.count()
-    if not n:
-        return Timing(label, 0, None, None)
-    middle = [d.total_seconds() for d in durations[(n - 1) // 2:n // 2 + 1]]
-    rank = _nearest_rank(n, 90)
-    [p90] = [d.total_seconds() for d in durations[rank - 1:rank]]
-    return Timing(label, n, _halfway(middle[0], middle[-1]), p90)
-
-
-def opened_checkpoints(filters: Filters) -> QuerySet[Any]:
-    return _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
-
-
-def with_clocks(qs: QuerySet[Any]) -> QuerySet[Any]:
-    """Checkpoints annotated with their first claim (or assignment) and their first decision."""
-    first_claim = Event.objects.filter(checkpoint=OuterRef("pk"), verb__in=[V.CLAIMED, V.ASSIGNED]).order_by("at")
-    first_decision = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("decided_at")
-    annotated: QuerySet[Any] = qs.annotate(
-        # The checkpoint stamps its first claim (first_claimed_at); rows from before it did: the events.
-        claimed_first_at=Coalesce("first_claimed_at", Subquery(first_claim.values("at")[:1]),
-                                  output_field=DateTimeField()),
-        # Likewise its first decision (first_decision_at); rows from before it did, or loaded in bulk: the decisions.
-        first_decided_at=Coalesce("first_decision_at", Subquery(first_decision.values("decided_at")[:1]),
-                                  output_field=DateTimeField()),
-    )
-    return annotated
-
-
-def time_to_claim(filters: Filters) -> Timing:
-    return _timing("Time to claim", with_clocks(opened_checkpoints(filters)), "opened_at", "claimed_first_at")
-
-
-def time_to_decision(filters: Filters) -> Timing:
-    return _timing("Time to decision", with_clocks(opened_checkpoints(filters)), "opened_at", "first_decided_at")
-
-
-def decision_times_by_channel(filters: Filters) -> list[Timing]:
-    """Time to decision by the channel its first decision (or four-eyes proposal) came through: the console,
-    Slack, an email link (``Decision.channel``). Over the checkpoints opened in the period, from the opening
-    to that decision, like ``time_to_decision``; a checkpoint with no decision row (rows loaded in bulk) is
-    in no channel."""
-    firsts = decisions(filters).filter(decided_at=F("checkpoint__first_decision_at"))
-    return [_timing(f"Time to decision via {label}", firsts.filter(channel=value), "checkpoint__opened_at",
-                    "decided_at") for value, label in Via.choices]
-
-
-def interruption_to_completion(filters: Filters) -> Timing:
-    return _timing("Interruption to completion", degraded(filters).filter(COMPLETED), "interrupted_at",
-                   "finished_at")
-
-
-def decisions(filters: Filters) -> QuerySet[Any]:
-    """Decisions on checkpoints opened in the period (every one: failed and rejected ones too)."""
-    return Decision.objects.filter(checkpoint__in=opened_checkpoints(filters).values("pk"))
-
-
-def decisions_by_action_and_outcome(filters: Filters) -> dict[tuple[str, str], int]:
-    rows = decisions(filters).values("action", "status").annotate(n=Count("pk")).order_by("action", "status")
-    return {(r["action"], r["status"]): r["n"] for r in rows}
-
-
-@dataclass(frozen=True)
-class BreachRate:
-    breached: int
-    opened: int
-
-    @property
-    def value(self) -> float | None:
-        return self.breached / self.opened if self.opened else None
-
-
-# A checkpoint that breached its time-to-claim or time-to-decision target.
-BREACHED = Q(breached_at__isnull=False) | Q(claim_breached_at__isnull=False)
-
-
-def breach_rate(filters: Filters) -> BreachRate:
-    counts = opened_checkpoints(filters).aggregate(opened=Count("pk"), breached=Count("pk", filter=BREACHED))
-    return BreachRate(counts["breached"], counts["opened"])
-
-
 def duplicate_effect_attempts(filters: Filters) -> QuerySet[Any]:
     """The refused duplicate effects themselves (events), in the period."""
     qs = Event.objects.filter(verb=DUPLICATE_EFFECT_VERB, at__gte=filters.since, at__lt=filters.until)
@@ -835,81 +545,16 @@ def trend(now: Share, before: Share) -> float | None:
     return now.percent - before.percent
 
 
-# --- the SLA breach review (TPMs) ---------------------------------------------------------------------
-# Computed from the clocks stamped on checkpoints (opened, first claim, decision, breach) and from the
-# sweep's events; nothing here is a number written for the report.
-
-def decision_target_met(filters: Filters) -> Share:
-    """Of the checkpoints opened in the period whose decision target is settled, the share that met it."""
-    counts = opened_checkpoints(filters).aggregate(
-        settled=Count("pk", filter=Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False)),
-        met=Count("pk", filter=Q(breached_at__isnull=True, clock_stopped_at__isnull=False)))
-    return Share("decision_target_met", "Decision target met", counts["met"], counts["settled"],
-                 "Of the checkpoints opened in the period that are decided or past their decision target, the "
-                 "share decided by their due time.")
 
 
-def claim_target_met(filters: Filters) -> Share:
-    """Of the checkpoints opened in the period with a claim target that is settled, the share that met it."""
-    counts = opened_checkpoints(filters).filter(claim_due_at__isnull=False).aggregate(
-        settled=Count("pk", filter=Q(claim_breached_at__isnull=False) | Q(first_claimed_at__isnull=False)),
-        met=Count("pk", filter=Q(claim_breached_at__isnull=True, first_claimed_at__isnull=False)))
-    return Share("claim_target_met", "Claim target met", counts["met"], counts["settled"],
-                 "Of the checkpoints opened in the period with a time-to-claim target that are claimed or past it, "
-                 "the share claimed in time.")
 
 
-SLA_ACTIVITY = {  # what the sweep did, counted from its events
-    "escalations": Q(verb=V.ESCALATED),
-    "reminders": Q(verb=V.CLAIM_REMINDER),
-    "releases": Q(verb=V.RELEASED, actor_type=Event.ActorType.SYSTEM),
-}
 
 
-def sla_activity(filters: Filters) -> dict[str, int]:
-    """Escalation levels fired, claim reminders sent and claims released by the sweep in the period."""
-    # Through the small partial index of the sweep's verbs, not every event of the period.
-    qs = Event.objects.filter(verb__in=SWEEP_VERBS, at__gte=filters.since, at__lt=filters.until,
-                              checkpoint__isnull=False)
-    if filters.agent:
-        qs = qs.filter(workflow__agent__name=filters.agent)
-    if filters.kind:
-        qs = qs.filter(workflow__kind=filters.kind)
-    if filters.runbook:
-        qs = qs.filter(checkpoint__runbook__slug=filters.runbook)
-    if filters.team:
-        qs = qs.filter(checkpoint__team__slug=filters.team)
-    qs = in_scope(qs, filters.drills, to_workflow="workflow__")
-    counts: dict[str, int] = qs.aggregate(**{name: Count("pk", filter=q) for name, q in SLA_ACTIVITY.items()})
-    return counts
 
 
-def met_and_breached_by_day(filters: Filters) -> tuple[list[date], list[int], list[int]]:
-    """Per day opened: the settled checkpoints that met their decision target and those that breached it."""
-    rows = (opened_checkpoints(filters)
-            .filter(Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False))
-            .annotate(day=TruncDate("opened_at", tzinfo=UTC)).values("day")
-            .annotate(met=Count("pk", filter=Q(breached_at__isnull=True)),
-                      breached=Count("pk", filter=Q(breached_at__isnull=False))))
-    by_day = {_as_day(r["day"]): (r["met"], r["breached"]) for r in rows}
-    days = [filters.start + timedelta(days=i) for i in range(filters.days)]
-    return days, [by_day.get(d, (0, 0))[0] for d in days], [by_day.get(d, (0, 0))[1] for d in days]
 
 
-def breaches_by(breaches: QuerySet[Any], lookup: str, limit: int = 10) -> list[tuple[str, int]]:
-    """The most frequent values of ``lookup`` among ``breaches`` (checkpoints), most first."""
-    rows = breaches.order_by().values(lookup).annotate(n=Count("pk")).order_by("-n", lookup)[:limit]
-    return [(str(r[lookup]) if r[lookup] is not None else "", r["n"]) for r in rows]
 
 
-def breaches_by_hour_of_week(breaches: QuerySet[Any]) -> list[list[int]]:
-    """7 rows (Monday first) of 24 hours (UTC): how many breaches fell in each hour of the week."""
-    from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
 
-    grid = [[0] * 24 for _ in range(7)]
-    rows = (breaches.order_by().annotate(dow=ExtractIsoWeekDay("breached_at", tzinfo=UTC),
-                                         hour=ExtractHour("breached_at", tzinfo=UTC))
-            .values("dow", "hour").annotate(n=Count("pk")))
-    for r in rows:
-        grid[r["dow"] - 1][r["hour"]] += r["n"]
-    return grid

@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from . import metrics, rollups
+from . import metrics, rollups, sla_figures
 from .metrics import in_scope
 from .models import BrokerStatus, Checkpoint, Decision, Event, Reason, Workflow
 from .via import Via
@@ -137,7 +137,7 @@ class RecoveryCollector(Collector):
         took = GaugeMetricFamily("recovery_time_to_decision_by_channel_seconds", f"Time from a checkpoint's "
                                  f"opening to its first decision, by that decision's channel, over the last {days} "
                                  "days (absent when none).", labels=["channel", "stat"])
-        for channel, timing in zip(Via.values, metrics.decision_times_by_channel(metrics.Filters.last(days)),
+        for channel, timing in zip(Via.values, sla_figures.decision_times_by_channel(metrics.Filters.last(days)),
                                    strict=True):
             for stat, value in (("median", timing.median), ("p90", timing.p90)):
                 if value is not None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, QuerySet
 
-from . import metrics, rollups
+from . import metrics, rollups, timings
 from .models import Reason, Runbook, SLAPolicy, Step
 from .models.rollups import ANY
 from .readiness_figures import STEP_COUNTS, effect_aggregates, interruption_label, with_interruption_steps
@@ -121,7 +121,7 @@ class KindReadiness:
 
 
 def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:
-    rows = with_interruption_steps(metrics.opened_checkpoints(filters)).values("at_name", "before_name") \
+    rows = with_interruption_steps(timings.opened_checkpoints(filters)).values("at_name", "before_name") \
         .annotate(n=Count("pk")).order_by()
     counts: Counter[str] = Counter()
     for row in rows:
@@ -139,7 +139,7 @@ def _effects(filters: metrics.Filters) -> list[EffectState]:
 
 
 def _reasons(filters: metrics.Filters, kind: str, match: Matcher) -> list[ReasonSeen]:
-    rows = metrics.opened_checkpoints(filters).values("reason").annotate(n=Count("pk")).order_by("-n", "reason")
+    rows = timings.opened_checkpoints(filters).values("reason").annotate(n=Count("pk")).order_by("-n", "reason")
     return [ReasonSeen(r["reason"], r["n"], match(kind, r["reason"])) for r in rows]
 
 
@@ -200,7 +200,7 @@ def review_kind(filters: metrics.Filters, kind: str, match: Matcher | None = Non
     """One kind's review computed live from every row of the period: the definition the rollups follow."""
     scoped = filters.only(kind=kind)
     tools = _steps(scoped).aggregate(**{name: Count("pk", filter=q) for name, q in STEP_COUNTS.items()})
-    decision = metrics.time_to_decision(scoped)
+    decision = timings.time_to_decision(scoped)
     summary = metrics.summary(scoped)
     readiness = KindReadiness(
         kind=kind, filters=scoped, launched=summary.launches, degraded=summary.counts["degraded"],
@@ -253,7 +253,7 @@ def review(filters: metrics.Filters, *, live: bool = False) -> list[KindReadines
             kinds = [filters.kind]
         else:
             kinds = sorted(set(metrics.launched(filters).values_list("kind", flat=True).distinct())
-                           | set(metrics.opened_checkpoints(filters).values_list("workflow__kind", flat=True)
+                           | set(timings.opened_checkpoints(filters).values_list("workflow__kind", flat=True)
                                  .distinct()))
         reviews = [review_kind(filters, kind, match) for kind in kinds]
     else:

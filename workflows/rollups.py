@@ -50,7 +50,7 @@ from django.db.models import BooleanField, Case, Count, Q, Value, When
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from . import metrics, readiness_figures
+from . import metrics, readiness_figures, sla_figures, timings, trends
 from .clock import database_now
 from .models import Checkpoint, DailyRollup, Decision, Event, RollupState, Step, Workflow
 from .models.rollups import ANY
@@ -81,7 +81,7 @@ def bucket_value(bucket: int) -> float:
 
 @dataclass(frozen=True)
 class ApproxTiming:
-    """``metrics.Timing`` read from a histogram: the count exact, median and p90 within 1 %."""
+    """``timings.Timing`` read from a histogram: the count exact, median and p90 within 1 %."""
 
     label: str
     histogram: dict[int, int]
@@ -110,7 +110,7 @@ class ApproxTiming:
     @property
     def p90(self) -> float | None:
         n = self.count
-        return self._at_rank(max(1, math.ceil(0.9 * n))) if n else None  # nearest rank, as metrics.percentile
+        return self._at_rank(max(1, math.ceil(0.9 * n))) if n else None  # nearest rank, as timings.percentile
 
 
 # --- computing a range of days with the live definitions -------------------------------------------
@@ -203,8 +203,8 @@ def _launches_and_steps(cells: defaultdict[Key, Cell], period: metrics.Filters) 
 
 
 def _checkpoints(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
-    opened = readiness_figures.with_interruption_steps(metrics.with_clocks(metrics.opened_checkpoints(period)))
-    rows = opened.annotate(breached=Case(When(metrics.BREACHED, then=Value(True)), default=Value(False),
+    opened = readiness_figures.with_interruption_steps(timings.with_clocks(timings.opened_checkpoints(period)))
+    rows = opened.annotate(breached=Case(When(sla_figures.BREACHED, then=Value(True)), default=Value(False),
                                          output_field=BooleanField())).values(
         "pk", "opened_at", "claimed_first_at", "first_decided_at", "breached", "reason", "runbook__slug",
         "workflow__agent__name", "workflow__kind", "at_name", "before_name")
@@ -219,7 +219,7 @@ def _checkpoints(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None
             cell.counts.update(names)
             for name, seconds in clocks.items():
                 cell.timings[name][bucket_of(seconds)] += 1
-    decisions = metrics.decisions(period).annotate(day=TruncDate("checkpoint__opened_at", tzinfo=UTC)).values(
+    decisions = sla_figures.decisions(period).annotate(day=TruncDate("checkpoint__opened_at", tzinfo=UTC)).values(
         "day", "checkpoint__workflow__agent__name", "checkpoint__workflow__kind", "checkpoint__reason",
         "checkpoint__runbook__slug", "action", "status").annotate(n=Count("pk")).order_by()
     resumes = metrics.resumes(period).annotate(day=TruncDate("finished_at", tzinfo=UTC)).values(
@@ -463,11 +463,11 @@ class Figures:
         launches = self.totals(reason=ANY, runbook=ANY)["launches"]  # launches know no reason nor runbook
         return metrics.Summary(self.filters, counts, shares, launches, counted["resumes"])
 
-    def series(self, granularity: str = "day") -> metrics.Series:
+    def series(self, granularity: str = "day") -> trends.Series:
         if granularity not in metrics.GRANULARITIES:
             raise ValueError(granularity)
-        days = metrics.buckets(self.filters, granularity)
-        out = metrics.Series(days, granularity, [0] * len(days), [0] * len(days), [0] * len(days),
+        days = trends.buckets(self.filters, granularity)
+        out = trends.Series(days, granularity, [0] * len(days), [0] * len(days), [0] * len(days),
                              {slug: [None] * len(days) for slug in metrics.FIGURES})
         per: defaultdict[int, Counter[str]] = defaultdict(Counter)
         for row in self.picked():
@@ -483,8 +483,8 @@ class Figures:
                 out.shares[slug][i] = counts[f"{slug}:met"] / whole if whole else None
         return out
 
-    def breakdown(self, dimension: str) -> list[metrics.BreakdownRow]:
-        """As ``metrics.breakdown``: the four shares per agent, kind, reason or runbook."""
+    def breakdown(self, dimension: str) -> list[trends.BreakdownRow]:
+        """As ``trends.breakdown``: the four shares per agent, kind, reason or runbook."""
         if dimension not in metrics.DIMENSIONS:
             raise ValueError(dimension)
         f = self.filters
@@ -503,7 +503,7 @@ class Figures:
         for value, counts in grouped.items():
             if not counts["degraded"]:
                 continue
-            out.append(metrics.BreakdownRow(value, f.only(**{dimension: value}), counts["degraded"], {
+            out.append(trends.BreakdownRow(value, f.only(**{dimension: value}), counts["degraded"], {
                 slug: metrics.Share(slug, fig.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], fig.definition)
                 for slug, fig in metrics.FIGURES.items()}))
         return sorted(out, key=lambda r: (-r.degraded, r.value))
@@ -517,9 +517,9 @@ class Figures:
     def timings(self) -> list[ApproxTiming]:
         return [self.timing(name) for name in TIMINGS]
 
-    def breach_rate(self) -> metrics.BreachRate:
+    def breach_rate(self) -> sla_figures.BreachRate:
         counts = self._sum(self.picked())
-        return metrics.BreachRate(counts["breached"], counts["opened"])
+        return sla_figures.BreachRate(counts["breached"], counts["opened"])
 
     def decisions_by_action_and_outcome(self) -> dict[tuple[str, str], int]:
         found = {}

@@ -47,7 +47,7 @@ from django.db.models import Count, F
 from django.db.models.fields.json import KT
 from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
 
-from . import metrics
+from . import metrics, timings
 from .business_time import Hours
 from .models import Event
 
@@ -137,7 +137,7 @@ def _hours_per_cell(filters: metrics.Filters) -> list[list[int]]:
 
 def handling_seconds(filters: metrics.Filters) -> tuple[float | None, int]:
     """Mean recorded handling time (first claim, or opening, to first decision) and how many were decided."""
-    rows = metrics.with_clocks(metrics.opened_checkpoints(filters)).filter(
+    rows = timings.with_clocks(timings.opened_checkpoints(filters)).filter(
         first_decided_at__isnull=False).values_list("opened_at", "claimed_first_at", "first_decided_at")
     spans = [(decided - (claimed if claimed and claimed <= decided else opened)).total_seconds()
              for opened, claimed, decided in rows]
@@ -178,7 +178,7 @@ def _seconds(value: str | None) -> float | None:
 def _read_calendar(policy: Policy, filters: metrics.Filters) -> None:
     """The calendar the policy's latest checkpoint of the period froze, as the hours of the week it is open."""
     name = None if policy.name == DEFAULT_POLICY else policy.name
-    terms = (metrics.opened_checkpoints(filters).filter(sla__policy=name or DEFAULT_POLICY)
+    terms = (timings.opened_checkpoints(filters).filter(sla__policy=name or DEFAULT_POLICY)
              .order_by("-opened_at").values_list("sla", flat=True).first()) or {}
     policy.hours = Hours.from_dict(terms.get("hours"))
     policy.calendar = terms.get("calendar") or ""
@@ -196,7 +196,7 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
     hours = _hours_per_cell(filters)
     cells = [[Cell() for _ in range(24)] for _ in range(7)]
     handle, handled = handling_seconds(filters)
-    arrivals = (metrics.opened_checkpoints(filters)
+    arrivals = (timings.opened_checkpoints(filters)
                 .annotate(day=ExtractIsoWeekDay("opened_at"), hour=ExtractHour("opened_at"),
                           policy_name=KT("sla__policy"), claim=KT("sla__claim_target"),
                           decision=KT("sla__decision_target"))

@@ -8,7 +8,7 @@ decision, approve, reject); a channel only says so around its call::
 
 Every event recorded meanwhile carries ``"via": "slack"`` in its data (the audit trail
 says "via Slack"), and a decision drafted meanwhile records its channel (``Decision.channel``),
-from which ``metrics.decision_times_by_channel`` measures the channels. A context variable,
+from which ``sla_figures.decision_times_by_channel`` measures the channels. A context variable,
 not an argument threaded through every method: the methods stay the workbench's own, and
 a channel cannot act around them. This module imports nothing of ours (events use it).
 """

@@ -38,7 +38,7 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     from demo.journal import Journal
     from demo.plans import PLANS
     from demo.systems import Ledgers
-    from workflows import metrics
+    from workflows import metrics, sla_figures
     from workflows.models import Checkpoint, Decision, Step, Workflow
 
     ledgers = Ledgers(world.var_dir / "demo" / "ledgers.sqlite3")
@@ -121,7 +121,7 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "decisions_unfinished": unfinished, "decisions_awaiting_approval": proposed,
         "decisions_lost": len(unrecorded) + len(unfinished),
         "decisions_by_action_state": {f"{a}/{s}": n for (a, s), n in sorted(
-            metrics.decisions_by_action_and_outcome(period).items())},
+            sla_figures.decisions_by_action_and_outcome(period).items())},
         "checkpoints": checkpoints.count(),
         "checkpoints_by_reason": dict(Counter(checkpoints.values_list("reason", flat=True))),
         "checkpoints_opened_by_console": checkpoints.filter(opened_by_console=True).count(),
