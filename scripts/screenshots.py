@@ -138,7 +138,7 @@ def seed_breach_history() -> None:
     rng = random.Random(BREACH_SEED)
     print(f"breach history seed {BREACH_SEED}")
     tess = make_user("tess-history", role="tpm")
-    reasons = [BreachReason.objects.create(name=name) for name in
+    reasons = [BreachReason.objects.get_or_create(name=name)[0] for name in
                ("Understaffed shift", "Waiting on finance", "Runbook unclear")]
     agents = {a.name: a for a in Agent.objects.all()}
     kinds = [("refund", "support-agent"), ("address_change", "support-agent"), ("invoice_dispute", "billing-agent"),
@@ -172,6 +172,7 @@ def seed_replay() -> tuple[Workflow, Checkpoint, object]:
     from workflows.models import Agent, ReplayRun
 
     runtime = ReplayRuntime(Path(tempfile.mkdtemp(prefix="rc-replay-")), capabilities=("replay", "fork"))
+    Agent.objects.filter(pk=runtime.record.pk).update(fork_edits=["effect"])  # as the demo runtime advertises
     standby, _ = Agent.register("support-bot-standby", resume_url=runtime.server.url("/agents/standby/resume"))
     Agent.objects.filter(pk=standby.pk).update(capabilities=["failover"], kinds=["refund"],
                                                runtime_version="demo-agent/1.1")
@@ -247,6 +248,8 @@ def main() -> None:
         page.get_by_test_id("fork-reason").fill("The refund went out in cents: refund again with the corrected amount.")
         page.get_by_test_id("fork-input").fill('{"amount": "195.66"}')
         page.get_by_test_id("fork-money-confirmed").check()
+        for repeat in page.locator('input[name="repeat"]').all():  # the refund the original already issued
+            repeat.check()
         page.get_by_test_id("fork-submit").click()
         page.get_by_test_id("workflow-link").first.click()
         page.wait_for_selector('[data-testid="forked-from"]')
