@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,7 +61,32 @@ class InFlight:
     """
 
     def __init__(self) -> None:
-        self.count, self.changed = 0, threading.Condition()
+        self.count, self.connections, self.changed = 0, 0, threading.Condition()
+
+    def watch(self, live_server: Any) -> None:
+        """Count the live server's connections from accept to close too: a request the browser had sent
+        before its context closed can sit accepted (or in the listen queue) before Django's
+        ``request_started`` fires, and a wait on the request count alone then let the flush in first."""
+        httpd = live_server.thread.httpd
+        if getattr(httpd, "in_flight_watched", False):
+            return
+        process, shutdown = httpd.process_request, httpd.shutdown_request
+
+        def counted_process(request: Any, client_address: Any) -> None:
+            with self.changed:
+                self.connections += 1
+            process(request, client_address)
+
+        def counted_shutdown(request: Any) -> None:
+            try:
+                shutdown(request)
+            finally:
+                with self.changed:
+                    self.connections -= 1
+                    self.changed.notify_all()
+
+        httpd.process_request, httpd.shutdown_request = counted_process, counted_shutdown
+        httpd.in_flight_watched = True
 
     @staticmethod
     def served(sender: Any) -> bool:
@@ -82,14 +108,23 @@ class InFlight:
             self.count -= 1
             self.changed.notify_all()
 
-    def wait_until_idle(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
+    def _drain(self, deadline: float) -> None:
         with self.changed:
-            while self.count > 0:
+            while self.count > 0 or self.connections > 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"the live server still handles {self.count} request(s) after {timeout:.0f} s")
+                    raise AssertionError(f"the live server still handles {self.count} request(s) on "
+                                         f"{self.connections} connection(s) after the teardown's wait")
                 self.changed.wait(left)
+
+    def wait_until_idle(self, live_server: Any, timeout: float = 30.0) -> None:
+        """Every connection the browser opened is closed and its request finished. Then one request of our
+        own: the server accepts in order, so once it is answered nothing queued before it is left unseen."""
+        deadline = time.monotonic() + timeout
+        self._drain(deadline)
+        with urllib.request.urlopen(f"{live_server.url}/healthz", timeout=timeout) as answer:
+            answer.read()
+        self._drain(deadline)
 
 
 @pytest.fixture(scope="session")
@@ -108,6 +143,7 @@ def _in_flight() -> Iterator[InFlight]:
 def new_page(browser: Any, live_server: Any, _in_flight: InFlight) -> Iterator[Any]:
     """A factory of pages, each in its own browser context (its own session cookie)."""
     contexts = []
+    _in_flight.watch(live_server)
 
     def make() -> Any:
         context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
@@ -118,7 +154,7 @@ def new_page(browser: Any, live_server: Any, _in_flight: InFlight) -> Iterator[A
     yield make
     for context in contexts:
         context.close()
-    _in_flight.wait_until_idle()  # before the flush: nothing of this test's still writes
+    _in_flight.wait_until_idle(live_server)  # before the flush: nothing of this test's still writes
 
 
 @pytest.fixture
