@@ -64,12 +64,14 @@ def _next_ids(*tables: str) -> dict[str, int]:
 
 
 def _copy(table: str, columns: Iterable[str], rows: Iterator[tuple[Any, ...]]) -> int:
-    """COPY rows into a table; returns how many. Columns not given get their field's default."""
+    """COPY rows into a table; returns how many. Columns not given get their field's default, and a column
+    with a database default (``db_default``) is left to the database."""
     from django.apps import apps
 
     columns = list(columns)
     model = next(m for m in apps.get_app_config("workflows").get_models() if m._meta.db_table == table)
-    rest = [f for f in model._meta.concrete_fields if f.column not in columns and not f.primary_key]
+    rest = [f for f in model._meta.concrete_fields
+            if f.column not in columns and not f.primary_key and not f.has_db_default()]
     defaults = tuple(f.get_db_prep_save(f.get_default(), connection) for f in rest)
     n = 0
     with connection.cursor() as cursor:

@@ -16,7 +16,7 @@ from typing import Any
 
 from access.rules import ADMIN_SITE, url_rules
 
-Objects = dict[str, Any]  # "checkpoint", "workflow", "replay", "runbook", "decision", "notification"
+Objects = dict[str, Any]  # "checkpoint", "workflow", "replay", "runbook", "incident", "drill"
 
 FILL: dict[str, Callable[[Objects], dict[str, Any]]] = {
     "workbench": lambda o: {"pk": o["checkpoint"].pk},
@@ -28,10 +28,13 @@ FILL: dict[str, Callable[[Objects], dict[str, Any]]] = {
     "runbook_version": lambda o: {"pk": o["runbook"].pk,
                                   "number": o["runbook"].versions.order_by("-number").first().number},
     "resume_export": lambda o: {"table": "headline"},  # a CSV: measured only if it ever answers HTML
+    "incident": lambda o: {"pk": o["incident"].pk},
+    "drill_report": lambda o: {"pk": o["drill"].pk},
 }
 # logout: POST only (405) anyway, and a GET that signed out would end the walk. The single sign-on URLs are
-# redirects to the identity provider and back (404 while it is not configured), not pages.
-SKIPPED = ("logout", "oidc_authentication_init", "oidc_callback", "oidc_backchannel_logout")
+# redirects to the identity provider and back (404 while it is not configured), not pages. incident_rows is
+# the queue's polled fragment (bare table rows): the walk measures it where it is shown, on the queue.
+SKIPPED = ("logout", "oidc_authentication_init", "oidc_callback", "oidc_backchannel_logout", "incident_rows")
 
 
 def _fill(route: str, values: dict[str, Any]) -> str:

@@ -31,6 +31,8 @@ from workflows.models import (
     Checkpoint,
     Comment,
     DriftIgnoreRule,
+    Drill,
+    Incident,
     Notification,
     OperatorProfile,
     ReplayRun,
@@ -72,7 +74,15 @@ def _every_kind_of_page(runtime, alice, bob, tess, adam):
     DriftIgnoreRule.objects.create(path="output.*_at", note="timestamps differ on every run")
     Notification.send(kind=Notification.Kind.SLA_BREACHED, title="Decision target breached: Refund for T-1042",
                       checkpoint=breached, users=[alice, tess, adam], key="phone-walk")
-    return {"checkpoint": checkpoint, "workflow": workflow, "replay": replay, "runbook": runbook}
+    incident = Incident.open_from([checkpoint, breached], by=alice, title="Refunds stopped at the model step")
+    drilled = workflow.agent
+    drilled.advertise(["replay", "drill"])
+    drill = Drill(agent=drilled, name="crash after the ticket is read", fault=Drill.Fault.CRASH_AFTER_STEP,
+                  at_seq=1, runs=2)
+    drill.full_clean()
+    drill.save()
+    return {"checkpoint": checkpoint, "workflow": workflow, "replay": replay, "runbook": runbook,
+            "incident": incident, "drill": drill}
 
 
 @pytest.fixture

@@ -199,8 +199,9 @@ class Workflow(Stateful):
         moved on to committed or failed. Conflict when the workflow is finished, the idempotency key
         belongs to another step, or the report would change what is recorded.
         """
-        if connection.vendor == "postgresql" and not self.is_terminal:
-            # The common case in one statement; a taken seq or key goes the usual way below.
+        if connection.vendor == "postgresql" and not self.is_terminal and self.drill_id is None:
+            # The common case in one statement; a taken seq or key, and a drilled run (its money effects are
+            # refused: Drill.refuse_money), go the usual way below.
             step = Step.insert_one_touching(self, report, actor=actor)
             if step is not None:
                 return step, True
