@@ -24,6 +24,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
+from django.db.models import NOT_PROVIDED
 from django.utils import timezone
 
 from workflows.models import Agent, Checkpoint, Reason, SLAPolicy, Step
@@ -71,7 +72,7 @@ def _copy(table: str, columns: Iterable[str], rows: Iterator[tuple[Any, ...]]) -
     columns = list(columns)
     model = next(m for m in apps.get_app_config("workflows").get_models() if m._meta.db_table == table)
     rest = [f for f in model._meta.concrete_fields
-            if f.column not in columns and not f.primary_key and not f.has_db_default()]
+            if f.column not in columns and not f.primary_key and f.db_default is NOT_PROVIDED]
     defaults = tuple(f.get_db_prep_save(f.get_default(), connection) for f in rest)
     n = 0
     with connection.cursor() as cursor:
