@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 
 from tests.stack import Receiver as RecordingReceiver  # the suite's resume endpoint
-from workflows.models import Decider
 
 from .context import Bench
 from .environment import BIN, ROOT, rss_of
@@ -56,7 +55,7 @@ class Receiver(RecordingReceiver):
 def delivery(bench: Bench) -> None:
     from django.contrib.auth import get_user_model
 
-    from workflows.models import Checkpoint, Decision
+    from workflows.models import Checkpoint, Decider, Decision
 
     header("approve -> delivery (relay woken by NOTIFY, Celery worker over Redis) vs bare Celery task")
     n = bench.args.deliveries
