@@ -98,7 +98,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "console.notification_views.unread_notifications",
+                "console.views.notifications.unread_notifications",
                 "console.context.demo",
                 "console.context.broker",
             ],

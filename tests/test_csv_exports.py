@@ -17,7 +17,7 @@ import pytest
 from django.urls import reverse
 
 from console.csv_export import FORMULA_STARTS, safe_cell
-from console.dashboards import TABLES
+from console.views.dashboards import TABLES
 from tests.helpers import make_agent, make_checkpoint, make_runbook, make_user, make_workflow
 from workflows import tasks
 from workflows.models import BreachReason, Checkpoint, Decider, Event

@@ -11,7 +11,7 @@ import time_machine
 from django.urls import reverse
 from django.utils import timezone
 
-from console import breach_views
+from console.views import breaches as breach_views
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
 from workflows import tasks
 from workflows.models import BreachReason, Decider, EscalationLevel, Event

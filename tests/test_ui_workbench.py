@@ -119,7 +119,7 @@ def test_a_thousand_step_trajectory_shows_the_window_around_the_stop_at_the_cost
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from console.views import AFTER_THE_STOP, WORKBENCH_EVENTS, WORKBENCH_STEPS
+    from console.views.checkpoints import AFTER_THE_STOP, WORKBENCH_EVENTS, WORKBENCH_STEPS
 
     client.force_login(alice)
     counts, pages = [], []
@@ -146,7 +146,7 @@ def test_a_thousand_step_trajectory_shows_the_window_around_the_stop_at_the_cost
 
 
 def test_a_stop_near_the_start_of_a_long_trajectory_fills_the_window_with_what_came_after(client, alice):
-    from console.views import WORKBENCH_STEPS
+    from console.views.checkpoints import WORKBENCH_STEPS
 
     checkpoint = make_checkpoint(_long_workflow(300), at_seq=3)
     client.force_login(alice)

@@ -6,7 +6,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from console.workflow_views import STEPS_PER_PAGE
+from console.views.workflows import STEPS_PER_PAGE
 from tests.helpers import make_checkpoint, make_step, make_user, make_worked_example, make_workflow, squeezed
 from workflows.models import Decider, Step
 

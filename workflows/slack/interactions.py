@@ -1,6 +1,6 @@
 """A button pressed or a modal submitted in Slack, carried out by the domain's own methods.
 
-The request was verified before it got here (``console/slack_views.py``: Slack's signature, at
+The request was verified before it got here (``console/views/slack.py``: Slack's signature, at
 most five minutes old). Then, in order: the Slack user must be linked to an active console user
 whose role may act (the console's roles, ``workflows.roles``); the button must not be stale (the
 checkpoint moved on since the message was rendered: it fails closed and says who decided what,

@@ -27,9 +27,9 @@ from workflows.models import (
 from workflows.models.lineage import committed_before_fork
 from workflows.models.workflows import workflow_id_in
 
-from .forms import ForkForm, error_text
-from .roles import ACTORS, READERS, can_act, role_required, signed_in
-from .views import _render, replay_offer
+from ..forms import ForkForm, error_text
+from ..roles import ACTORS, READERS, can_act, role_required, signed_in
+from .checkpoints import _render, replay_offer
 
 STEPS_PER_PAGE = 50
 EVENTS_SHOWN = 200

@@ -22,7 +22,7 @@ from slack_sdk.signature import SignatureVerifier
 from workflows.models import Event, SlackLink, SlackWorkspace
 from workflows.slack import interactions
 
-from .roles import READERS, public, role_required, signed_in
+from ..roles import READERS, public, role_required, signed_in
 
 
 def verified_workspace(request: HttpRequest) -> SlackWorkspace | None:

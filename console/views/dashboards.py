@@ -23,10 +23,10 @@ from workflows import metrics, rollups, sla_figures, staffing, trends
 from workflows import readiness as readiness_review
 from workflows.models import Checkpoint, Team, Workflow
 
-from . import charts
-from .csv_export import stream_csv
-from .roles import REVIEWERS, role_required
-from .templatetags.console_tags import label
+from .. import charts
+from ..csv_export import stream_csv
+from ..roles import REVIEWERS, role_required
+from ..templatetags.console_tags import label
 
 reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")
 TABLES = ("headline", "series", "timings", "decisions", "agent", "kind", "reason", "runbook", "workflows")

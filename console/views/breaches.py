@@ -24,10 +24,10 @@ from console.keyset import KeysetPager
 from workflows import metrics, sla_figures, timings
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook, Team
 
-from . import charts
-from .csv_export import stream_csv
-from .forms import error_text
-from .roles import REVIEWERS, role_required, signed_in
+from .. import charts
+from ..csv_export import stream_csv
+from ..forms import error_text
+from ..roles import REVIEWERS, role_required, signed_in
 
 PAGE = 50
 DEFAULT_DAYS = 30
@@ -164,7 +164,7 @@ def _count_card(slug: str, label: str, now: int, before: int, definition: str) -
 
 
 def _seconds(value: float | None) -> str:
-    from .templatetags.console_tags import seconds_text
+    from ..templatetags.console_tags import seconds_text
 
     return seconds_text(value)
 

@@ -19,10 +19,10 @@ from workflows import blast_radius
 from workflows.models import Action, Checkpoint, Conflict, Decision, Hold, Incident, Rollout
 from workflows.models.people import operators
 
-from .charts import Line, column_chart
-from .forms import choose_from, error_text
-from .roles import READERS, can_act, operator_required, role_required, signed_in
-from .views import BULK_LIMIT, _back, _render
+from ..charts import Line, column_chart
+from ..forms import choose_from, error_text
+from ..roles import READERS, can_act, operator_required, role_required, signed_in
+from .checkpoints import BULK_LIMIT, _back, _render
 
 MEMBERS_SHOWN = 200
 TIMELINE_SHOWN = 300

@@ -50,7 +50,7 @@ from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.lineage import lineage_effects
 from workflows.models.people import operators
 
-from .forms import (
+from ..forms import (
     AssignForm,
     CommentForm,
     CompleteForm,
@@ -59,8 +59,8 @@ from .forms import (
     RejectForm,
     error_text,
 )
-from .roles import READERS, can_act, is_admin, operator_required, role_required, signed_in
-from .team_scope import TeamScope
+from ..roles import READERS, can_act, is_admin, operator_required, role_required, signed_in
+from ..team_scope import TeamScope
 
 COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
 
@@ -133,7 +133,7 @@ class Login(LoginView):
     redirect_authenticated_user = True
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        from .sso import login_context  # the single sign-on button; the password form or break-glass only
+        from ..sso import login_context  # the single sign-on button; the password form or break-glass only
 
         return {**super().get_context_data(**kwargs), **login_context()}
 
@@ -187,7 +187,7 @@ def queue(request: HttpRequest) -> HttpResponse:
                "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
                "team": teams.current, "teams": teams.every if can_act(user) and teams.visible else [],
                # Each unresolved incident as one row above the first page (its members keep their own rows);
-               # the page's poll leaves them out (incident_views.incident_rows polls them).
+               # the page's poll leaves them out (views/incidents.py: incident_rows polls them).
                "incident_rows": incident_queue_rows() if not page.has_prev and not params["incident"]
                and not _htmx(request) else [],
                "can_act": can_act(user), "reasons": Reason.choices, "count_cap": COUNT_CAP,

@@ -17,8 +17,8 @@ from django.views.decorators.http import require_POST
 from workflows.models import Checkpoint, Team
 from workflows.models.teams import transfer as transfer_checkpoint
 
-from .roles import operator_required, signed_in
-from .views import BULK_LIMIT, _back, _workbench_url
+from ..roles import operator_required, signed_in
+from .checkpoints import BULK_LIMIT, _back, _workbench_url
 
 
 class TransferForm(forms.Form):

@@ -15,7 +15,7 @@ from workflows.models import Checkpoint, Decider, Decision
 from workflows.models.action_links import APPROVE, CLAIM, REJECT, ActionLink, ActionLinkUse
 from workflows.via import Via, acting_via
 
-from .roles import operator_required, signed_in
+from ..roles import operator_required, signed_in
 
 WHAT = {CLAIM: "Claim this checkpoint", APPROVE: "Approve the proposal", REJECT: "Reject the proposal"}
 

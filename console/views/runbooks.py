@@ -24,8 +24,8 @@ from workflows.models import Agent, Checkpoint, Event, Reason, Runbook, RunbookV
 from workflows.models.people import ADMIN
 from workflows.models.runbooks import ONE_DEFAULT
 
-from .roles import READERS, role_required, signed_in
-from .runbook_forms import RunbookForm
+from ..roles import READERS, role_required, signed_in
+from ..runbook_forms import RunbookForm
 
 
 class PreviewForm(forms.Form):

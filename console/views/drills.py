@@ -17,8 +17,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from workflows import drill_report as scoring
 from workflows.models import Agent, Conflict, Drill
 
-from .csv_export import stream_csv
-from .roles import REVIEWERS, role_required, signed_in
+from ..csv_export import stream_csv
+from ..roles import REVIEWERS, role_required, signed_in
 
 
 class DrillForm(forms.ModelForm):  # type: ignore[type-arg]

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from workflows.models import Notification
 from workflows.models.people import ADMIN, TPM
 
-from .roles import READERS, SUPERUSER, role_required, roles_of, signed_in
+from ..roles import READERS, SUPERUSER, role_required, roles_of, signed_in
 
 PAGE = 100
 
