@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from . import security, sso
+from .roles import READERS, public, role_required
 from .views import (
     action_links,
     breaches,
@@ -15,7 +16,6 @@ from .views import (
     teams,
     workflows,
 )
-from .roles import READERS, public, role_required
 
 urlpatterns = [
     path("", checkpoints.queue, name="queue"),
