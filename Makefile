@@ -77,7 +77,7 @@ chaos: install
 failover-drill: install
 	$(BIN)/python scripts/failover_drill.py $(DRILL_ARGS)
 
-## lint: ruff, then mypy (strict on workflows/ and console/, with django-stubs; see pyproject.toml)
+## lint: ruff, then mypy (strict on the app, relaxed for tests/ and scripts/, with django-stubs; see pyproject.toml)
 lint: install
 	$(BIN)/ruff check .
 	SECRET_KEY=$${SECRET_KEY:-lint-only-secret-key} $(BIN)/mypy

@@ -28,6 +28,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse, urlunparse
 
 import requests
@@ -160,7 +161,7 @@ class Version:
         return elapsed
 
     def step_report(self, rng: random.Random) -> float:
-        body = {"seq": self.next_seq, "name": "note", "kind": "tool", "status": "committed",
+        body: dict[str, Any] = {"seq": self.next_seq, "name": "note", "kind": "tool", "status": "committed",
                 "input": {"text": "x" * rng.randrange(50, 250)}, "output": {"ok": True}}
         self.next_seq += 1
         start = time.perf_counter()

@@ -37,7 +37,7 @@ from django.test.testcases import LiveServerThread  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from tests.helpers import make_agent, make_runbook, make_step, make_user, make_worked_example  # noqa: E402
-from workflows.models import Checkpoint, Comment, Decider, Workflow  # noqa: E402
+from workflows.models import Checkpoint, Comment, Decider, ReplayRun, Workflow  # noqa: E402
 
 PASSWORD = "pw-" + "x" * 12
 
@@ -165,11 +165,11 @@ def seed_breach_history() -> None:
             Checkpoint.objects.get(pk=checkpoint.pk).explain_breach(reason=rng.choice(reasons), note="", by=tess)
 
 
-def seed_replay() -> tuple[Workflow, Checkpoint, object]:
+def seed_replay() -> tuple[Workflow, Checkpoint, ReplayRun]:
     """A recorded refund the demo runtime replays with its provider changed: drift at step 5."""
     from tests.replaytools import ReplayRuntime
     from workflows import tasks
-    from workflows.models import Agent, ReplayRun
+    from workflows.models import Agent
 
     runtime = ReplayRuntime(Path(tempfile.mkdtemp(prefix="rc-replay-")), capabilities=("replay", "fork"))
     Agent.objects.filter(pk=runtime.record.pk).update(fork_edits=["effect"])  # as the demo runtime advertises

@@ -17,7 +17,8 @@ class AgentThread(threading.Thread):
 
     def __init__(self, target: Callable[[], Any]) -> None:
         super().__init__(daemon=True)
-        self.target, self.result, self.error = target, None, None
+        self.target, self.result = target, None
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         try:

@@ -24,6 +24,7 @@ class AgentApi:
     def __init__(self, agent: Agent, token: str) -> None:
         self.agent, self.token = agent, token
         self.client = Client(headers={"Authorization": f"Bearer {token}"})
+        self.workflow_id = ""  # the one workflow a test keeps, when it keeps one
 
     def get(self, path: str) -> Any:
         return self.client.get("/api/v1" + path)

@@ -5,6 +5,7 @@ Registered for the whole suite through ``pytest_plugins`` in conftest.py: the ``
 """
 
 import threading
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -46,7 +47,7 @@ class Fleet:
         self.console_url = console_url
         self.ledgers = Ledgers(tmp_path / "ledgers.sqlite3")
         self.journal = Journal(tmp_path / "runtime.sqlite3")
-        self.agents = {}
+        self.agents: dict[str, Any] = {}
         self.stop = threading.Event()
         self.server = HoldingServer(self.agents, journal=self.journal, ledgers=self.ledgers, port=0,
                                     hold=connection.vendor == "sqlite")

@@ -188,9 +188,10 @@ def test_the_trail_stores_lazy_strings_dates_decimals_and_rows_as_json(adam: Any
 
     from django.utils.translation import gettext_lazy
 
-    event = Event.record(adam, Event.Verb.ADMIN_CHANGED, actor=adam, data={
+    data: dict[Any, Any] = {
         "model": gettext_lazy("user"), "at": datetime.time(9, 30), "amount": decimal.Decimal("1.50"),
-        "who": adam, "tags": {"b", "a"}, gettext_lazy("key"): (1, 2)})
+        "who": adam, "tags": {"b", "a"}, gettext_lazy("key"): (1, 2)}
+    event = Event.record(adam, Event.Verb.ADMIN_CHANGED, actor=adam, data=data)
 
     event.refresh_from_db()
     assert event.data == {"model": "user", "at": "09:30:00", "amount": "1.50", "who": adam.get_username(),

@@ -6,6 +6,7 @@ runtime with its simulated payment, ticket and messaging systems.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
@@ -47,7 +48,7 @@ def olivia(transactional_db):
 
 def start_in_background(agent):
     """The agent runs on its own, as a runtime would; it pauses at the checkpoint and waits."""
-    result = {}
+    result: dict[str, Any] = {}
     thread = threading.Thread(target=lambda: result.setdefault("outcome", agent.start()), daemon=True)
     thread.start()
     return result

@@ -14,8 +14,8 @@ OFFICE = Hours(tz="Europe/Berlin", weekdays=frozenset(range(5)), start=9 * 60, e
                holidays=frozenset({date(2026, 12, 24), date(2026, 12, 25)}))
 
 
-def berlin(*args: int) -> datetime:
-    return datetime(*args, tzinfo=BERLIN)
+def berlin(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=BERLIN)
 
 
 def test_round_the_clock_business_time_is_wall_time():

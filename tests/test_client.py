@@ -164,7 +164,7 @@ def test_an_unreachable_console_is_unavailable_after_the_retries():
 
 def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(live_server, monkeypatch):
     _, token = make_agent("patient-bot")
-    slept = []
+    slept: list[float] = []
     monkeypatch.setattr("recovery_client.client.time.sleep", slept.append)
     monkeypatch.setattr(api_module.AgentRateLimit, "allow_request", lambda self, request: False)
     monkeypatch.setattr(api_module.AgentRateLimit, "wait", lambda self: 5.0)  # Retry-After: 5
@@ -182,9 +182,9 @@ def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(live_server
 
 
 def test_a_truncated_answer_is_retried(client, monkeypatch):
-    from recovery_client import client as client_module
+    import urllib.request  # the module recovery_client.client calls urlopen through
 
-    real = client_module.urllib.request.urlopen
+    real = urllib.request.urlopen
     calls = []
 
     class Cut:
@@ -205,7 +205,7 @@ def test_a_truncated_answer_is_retried(client, monkeypatch):
         response = real(request, timeout=timeout)
         return Cut(response) if len(calls) == 1 else response
 
-    monkeypatch.setattr(client_module.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     workflow = client.create_workflow("T-9", "refund", "t")
     assert len(calls) == 2 and workflow["external_id"] == "T-9"
     assert Workflow.objects.filter(external_id="T-9").count() == 1

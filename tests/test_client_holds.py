@@ -2,6 +2,8 @@
 (reason ``held``) with the held checkpoint, the run goes no further, and a new workflow under a refusing
 hold is an ``ApiError`` 409 ``agent_on_hold``; after the hold and a resume, the same code carries on."""
 
+from typing import Any
+
 import pytest
 from recovery_client import ApiError, Paused, RecoveryClient
 
@@ -31,7 +33,7 @@ def run(client, ran):
 def test_a_held_agent_stops_after_the_step_it_reported_and_waits_at_a_held_checkpoint(agent_and_client):
     agent, client = agent_and_client
     hold = Hold.place(agent, by=make_user("alice"), new_workflows=Hold.NewWorkflows.PAUSE)
-    ran = []
+    ran: list[Any] = []
     with pytest.raises(Paused) as paused:
         run(client, ran)
     assert ran == ["read_ticket"], "nothing after the held step runs"

@@ -8,7 +8,7 @@ released at the end; a barrier starts them together.
 import functools
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 WRITERS = 8
 
 
-def race(calls: list[Callable[[], Any]]) -> list[Any]:
+def race(calls: Sequence[Callable[..., Any]]) -> list[Any]:
     barrier = threading.Barrier(len(calls))
     results: list[Any] = [None] * len(calls)
     errors: list[BaseException] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -23,7 +24,7 @@ from workflows.models import DailyRollup, RollupState
 
 pytestmark = pytest.mark.django_db
 
-FILTERS = [{}, {"reason": "model_timeout"}, {"reason": "provider_change"}, {"agent": "support-bot"},
+FILTERS: list[dict[str, Any]] = [{}, {"reason": "model_timeout"}, {"reason": "provider_change"}, {"agent": "support-bot"},
            {"kind": "refund"}, {"runbook": "refund-model-timeout"},
            {"reason": "model_timeout", "runbook": "refund-model-timeout"}, {"agent": "nobody"}]
 
@@ -71,7 +72,7 @@ def assert_same_figures(filters: metrics.Filters) -> None:
     for approx, exact in zip(rolled.timings(), (timings.time_to_claim(filters), timings.time_to_decision(filters),
                                                 timings.interruption_to_completion(filters)), strict=True):
         assert approx.label == exact.label and approx.count == exact.count
-        assert close(approx.median, exact.median) and close(approx.p90, exact.p90), (approx, exact.seconds)
+        assert close(approx.median, exact.median) and close(approx.p90, exact.p90), (approx, exact)
     # Drill-down: the rollups' count of each set is the number of workflows the live list holds.
     for figure in metrics.SETS:
         assert mine.counts[figure] == metrics.workflows_behind(filters, figure).count(), (filters, figure)
@@ -90,7 +91,8 @@ def test_rolled_figures_equal_the_live_definitions_for_every_filter(history):
 
 def test_readiness_from_the_rollups_equals_readiness_computed_live(history):
     tasks.roll_figures()
-    for narrowed in ({}, {"kind": "refund"}, {"reason": "model_timeout"}, {"agent": "nobody"}):
+    narrowings: list[dict[str, Any]] = [{}, {"kind": "refund"}, {"reason": "model_timeout"}, {"agent": "nobody"}]
+    for narrowed in narrowings:
         filters = metrics.Filters.last(**narrowed)
         rolled, live = readiness.review(filters), readiness.review(filters, live=True)
         assert [r.kind for r in rolled] == [r.kind for r in live]

@@ -136,7 +136,7 @@ def test_a_task_for_a_decision_already_running_elsewhere_stands_back(paused, ali
 def test_an_expired_lease_is_reclaimed_and_delivered_again(paused, alice, receiver):
     decision = decide(paused, alice)
     assert decision.start_attempt()  # a worker took it and died
-    Decision.objects.filter(pk=decision.pk).update(lease_expires_at=timezone.now() - timezone.timedelta(seconds=1))
+    Decision.objects.filter(pk=decision.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert tasks.reclaim_stuck_deliveries() == 1
     decision.refresh_from_db()
     assert decision.status == Decision.Status.QUEUED

@@ -2,6 +2,7 @@
 waits politely for a console that is not up yet, and stops cleanly."""
 
 import logging
+from datetime import timedelta
 from io import StringIO
 
 import pytest
@@ -146,7 +147,7 @@ def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(liv
 
         hooked = Workflow.objects.get(external_id=runs["support-bot"].external_id, agent__name="support-bot")
         assert hooked.status == "running" and not hooked.checkpoints.exists()
-        assert tasks.pause_silent_workflows(now=timezone.now() + timezone.timedelta(hours=1)) == 1
+        assert tasks.pause_silent_workflows(now=timezone.now() + timedelta(hours=1)) == 1
         checkpoint = Checkpoint.objects.get(workflow=hooked)
         assert checkpoint.opened_by_console
         decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True)
@@ -272,7 +273,7 @@ def test_a_create_whose_answer_was_lost_is_asked_again_under_the_same_ticket_at_
             raise Unavailable("connection reset by peer")
         return register(external_id)
 
-    agent.register = killed_mid_request  # type: ignore[method-assign]
+    agent.register = killed_mid_request
     try:
         with pytest.raises(Unavailable):
             agent.create_run()

@@ -6,6 +6,7 @@ import csv
 import io
 
 import pytest
+from django.http import StreamingHttpResponse
 from django.test import Client
 
 from tests.apitools import api_agent
@@ -89,6 +90,7 @@ def test_the_report_page_and_its_csv_and_markdown_exports(alice, tess):
     page = client.get(f"/drills/{drill.pk}/report/")
     assert page.status_code == 200 and 'data-testid="verdict">passed<' in page.content.decode()
     exported = client.get(f"/drills/{drill.pk}/report/", {"format": "csv"})
+    assert isinstance(exported, StreamingHttpResponse)
     rows = list(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))
     assert rows[0] == drill_report.CSV_HEADER
     assert rows[1][1] == "'=HYPERLINK(1)|x"  # the one exporter's formula guard

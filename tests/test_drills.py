@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from tests.apitools import api_agent, assert_error, expect, issue_refund
+from tests.apitools import AgentApi, api_agent, assert_error, expect, issue_refund
 from tests.helpers import make_step, make_user, make_workflow
 from workflows.models import Agent, Conflict, Drill, Event, Workflow
 
 pytestmark = pytest.mark.django_db
 
 
-def drilling_agent(*extra: str) -> tuple:
+def drilling_agent(*extra: str) -> AgentApi:
     bot = api_agent()
     bot.agent.advertise(["drill", *extra])
     return bot

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -84,7 +85,9 @@ def test_the_breach_review_leaves_drills_out(fleet, tess):
     assert "PRODUCTION-RUN" in page and "DRILLED-RUN" not in page
     page = client.get("/breaches/", {"drills": "include"}).content.decode()
     assert "PRODUCTION-RUN" in page and "DRILLED-RUN" in page
-    export = b"".join(client.get("/breaches/", {"format": "csv"}).streaming_content).decode()
+    exported = client.get("/breaches/", {"format": "csv"})
+    assert isinstance(exported, StreamingHttpResponse)
+    export = b"".join(exported.streaming_content).decode()
     assert "PRODUCTION-RUN" in export and "DRILLED-RUN" not in export
 
 

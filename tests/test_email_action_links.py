@@ -32,7 +32,7 @@ def email_links(user, checkpoint) -> dict[str, str]:
                       users=[user], key=f"test:{checkpoint.pk}:{user.pk}:{len(mail.outbox)}")
     for pk in Delivery.objects.dispatchable().values_list("pk", flat=True):
         tasks.deliver_notification(pk)
-    body = mail.outbox[-1].body
+    body = str(mail.outbox[-1].body)
     return {label: path for label, path in re.findall(r"^([A-Z][^:\n]*): https?://[^/\s]+(/act/\S+/)$", body, re.M)}
 
 

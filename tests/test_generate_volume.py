@@ -34,7 +34,7 @@ def test_the_rows_keep_the_domain_constraints(db):
     assert not Step.objects.filter(kind="effect", idempotency_key=None).exists()
     per_workflow = Workflow.objects.annotate(n=Count("steps"))
     for workflow in per_workflow[:20]:
-        assert sorted(workflow.steps.values_list("seq", flat=True)) == list(range(1, workflow.n + 1))
+        assert sorted(workflow.steps.values_list("seq", flat=True)) == list(range(1, workflow.n + 1))  # type: ignore[attr-defined]  # annotate(n=…)
     unresolved = Checkpoint.objects.unresolved().values("workflow").annotate(n=Count("pk"))
     assert all(row["n"] == 1 for row in unresolved)
     assert all(len(s.input["ticket"]) > 2 for s in Step.objects.all()[:20])  # JSON payloads, not strings

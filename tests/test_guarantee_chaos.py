@@ -107,7 +107,8 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
                         r"broker disk full)\b.* (yes|NO)$", result.stdout, re.MULTILINE)
     assert [held for _fault, held in faults] == ["yes"] * 6, context  # the disk run's own table, and this one's
     # The chaos run's figures are the dashboard's: the headline CSV a TPM exports from the same database.
-    exported = dashboard_headline(chaos_database, *figures["period"], tmp_path)
+    start, end = figures["period"]
+    exported = dashboard_headline(chaos_database, start, end, tmp_path)
     for slug, (part, whole) in figures["headline"].items():
         assert (int(exported[slug]["part"]), int(exported[slug]["whole"])) == (part, whole), (slug, context)
 

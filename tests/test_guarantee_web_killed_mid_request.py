@@ -5,6 +5,7 @@ real client (which retries, safely, because the API is idempotent); the server's
 process group is SIGKILLed three times mid-burst and restarted.
 """
 
+import functools
 import threading
 import time
 
@@ -63,15 +64,14 @@ def test_killing_the_web_server_mid_burst_leaves_no_half_written_state(rng):
     try:
         web = serve(stack, port)
         client = CountingClient(f"http://127.0.0.1:{port}", token, retries=8, backoff=0.3, timeout=10)
-        errors = []
+        errors: list[str] = []
         threads = [threading.Thread(target=run_agent, args=(client, a * RUNS, errors)) for a in range(AGENTS)]
         for t in threads:
             t.start()
         for _ in range(3):
             # Wait for the burst to be in full flow, then pull the plug on the whole server.
             before = Event.objects.count()
-            wait_until(lambda before=before: Event.objects.count() > before + 3, timeout=60,
-                       what="requests to be under way")
+            wait_until(functools.partial(_more_events_than, before + 3), timeout=60, what="requests to be under way")
             time.sleep(rng.uniform(0.0, 0.3))
             web.kill()
             time.sleep(0.5)
@@ -96,3 +96,7 @@ def test_killing_the_web_server_mid_burst_leaves_no_half_written_state(rng):
         assert checkpoint.events.filter(verb="opened").count() == 1
     # No event without its change, no change without its event.
     assert Event.objects.filter(verb="paused").count() == WORKFLOWS
+
+
+def _more_events_than(count: int) -> bool:
+    return Event.objects.count() > count

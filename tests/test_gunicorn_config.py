@@ -15,6 +15,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -35,7 +36,7 @@ def _commands_in_text(text: str) -> list[str]:
             and not line.lstrip().startswith("#")]
 
 
-def _gunicorn_argvs(path: Path) -> list[list[str]]:
+def _gunicorn_argvs(path: Path) -> list[list[Any]]:
     """Every list literal in a Python file whose first element names the gunicorn executable."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):

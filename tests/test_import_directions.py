@@ -114,7 +114,7 @@ def _imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[Arr
             for name in names:
                 target = owner(name)
                 if target is not None and target != module:
-                    yield Arrow(module, target, child.lineno, inner_lazy, type_only)
+                    yield Arrow(module, target, getattr(child, "lineno", 0), inner_lazy, type_only)
             if isinstance(child, ast.If) and _is_type_checking(child):
                 for stmt in child.body:
                     yield from visit(ast.Module(body=[stmt], type_ignores=[]), lazy=inner_lazy, type_only=True)

@@ -4,6 +4,7 @@ two identical "64.50 USD" badges on INV-1008's queue row and two money reasons o
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.urls import reverse
@@ -45,7 +46,7 @@ def test_the_plan_step_without_an_amount_is_the_pending_effect_and_lends_it_noth
 
 
 def test_two_like_credits_in_the_plan_stay_two_and_a_different_amount_is_another_effect():
-    state = {"plan": [CREDIT, CREDIT, {**CREDIT, "amount": "10.00"}],
+    state: dict[str, Any] = {"plan": [CREDIT, CREDIT, {**CREDIT, "amount": "10.00"}],
              "unknown_effects": [{"name": "issue_credit", "kind": "effect", "seq": 2, "idempotency_key": "k",
                                   "input": {"amount": "64.50", "currency": "USD"}}]}
     state["pending"] = state["unknown_effects"][0]  # the pending step is the unknown one: still once

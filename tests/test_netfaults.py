@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 import urllib3
@@ -99,7 +100,7 @@ def test_a_clean_connection_carries_a_large_body_and_a_second_request_on_the_sam
 
 
 def run_connections(seed: int, target: Target, count: int) -> list[Choice]:
-    settings = {"latency": (0.001, 0.02), "drop_mid_response": 0.3, "black_hole": 0.3, "hold_seconds": 0.2}
+    settings: dict[str, Any] = {"latency": (0.001, 0.02), "drop_mid_response": 0.3, "black_hole": 0.3, "hold_seconds": 0.2}
     with LossyProxy(target.port, rng=random.Random(seed), **settings) as proxy:
         for number in range(count):
             client = pool(proxy, read=5.0)

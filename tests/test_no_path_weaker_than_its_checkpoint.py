@@ -10,6 +10,7 @@ checkpoint, and no resume, retry, failover or fork may go out without a second o
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -155,7 +156,7 @@ def test_an_edited_input_the_agent_would_ignore_is_refused_up_front(forkable, al
 
 def test_an_agent_advertises_the_step_kinds_it_edits_in_a_fork():
     _agent, token = make_agent("editor")
-    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    headers: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
     client = Client()
     answer = client.post("/api/v1/agent/capabilities", json.dumps({"capabilities": ["fork"]}),
                          content_type="application/json", **headers)
@@ -293,7 +294,8 @@ def test_the_walk_sees_a_route_that_decides_alone(four_eyes_money, alice):
 def test_a_failover_and_a_retry_keep_the_four_eyes_of_their_checkpoint(four_eyes_money, alice):
     checkpoint = Checkpoint.objects.get(pk=four_eyes_money["checkpoint"][0])
     standby = Agent.objects.get(name="standby")
-    for action, extra in (("failover", {"standby": standby}), ("retry_step", {})):
+    extras: tuple[tuple[str, dict[str, Any]], ...] = (("failover", {"standby": standby}), ("retry_step", {}))
+    for action, extra in extras:
         decision = Decider(checkpoint).draft(action=action, money_confirmed=True, **extra)
         assert decision.status == Decision.Status.PROPOSED, action
     with pytest.raises(ValueError, match="does not allow hand off"):

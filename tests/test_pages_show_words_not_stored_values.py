@@ -37,7 +37,8 @@ class VisibleText(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.depth, self.parts = 0, []
+        self.depth = 0
+        self.parts: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         self.depth += tag in self.SKIP

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-import console.views.checkpoints
+from console.views import checkpoints as queue_views
 from tests.helpers import make_agent, make_checkpoint, make_workflow
 from workflows.models import Event
 
@@ -100,11 +101,11 @@ def test_an_unchanged_queue_still_renders_once_its_minute_is_over(client, alice,
     make_checkpoint()
     client.force_login(alice)
     now = 1_800_000_000.0
-    monkeypatch.setattr(console.views.checkpoints.time, "time", lambda: now)
+    monkeypatch.setattr(time, "time", lambda: now)  # the module the queue reads its clock from
     version = _version(client)
     assert _poll(client, version).status_code == 204
 
-    now += console.views.checkpoints.QUEUE_FRESHNESS_SECONDS
+    now += queue_views.QUEUE_FRESHNESS_SECONDS
     assert _poll(client, version).status_code == 200
 
 
@@ -141,4 +142,4 @@ def test_the_version_is_one_index_entry_away_however_many_steps_came_after(db):
 
     assert "event_about_a_checkpoint" in plan
     assert '"Rows Removed by Filter"' not in plan
-    assert console.views.checkpoints._queue_version().startswith(f"{checkpoint.events.order_by('-pk').first().pk}.")
+    assert queue_views._queue_version().startswith(f"{checkpoint.events.order_by('-pk').first().pk}.")

@@ -5,6 +5,8 @@ The demo runtime answers over real HTTP (its resume server); the ``run_replay`` 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
@@ -148,7 +150,7 @@ def test_results_that_leave_a_step_out_fail_the_replay(runtime, olga):
 def test_a_replay_past_its_deadline_is_failed_by_the_sweep_never_left_running(runtime, olga):
     run = ReplayRun.request(runtime.recorded_workflow(), from_seq=3, to_seq=4, by=olga)
     run.start()  # accepted by the runtime (202), results never came
-    ReplayRun.objects.filter(pk=run.pk).update(deadline_at=timezone.now() - timezone.timedelta(seconds=1))
+    ReplayRun.objects.filter(pk=run.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
 
     assert tasks.settle_replays() == (1, 0)
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 import time_machine
+from django.http import StreamingHttpResponse
 from django.test import Client
 from django.utils import timezone
 
@@ -63,6 +64,7 @@ def test_the_dashboard_card_says_why_each_was_missed_and_links_each_reason(alice
 def test_the_timings_csv_puts_every_value_under_its_own_header(alice, bob, adam, tess):
     build_history(operator=alice, other=bob, owner=adam)
     response = _client(tess).get("/resumes/export/timings.csv")
+    assert isinstance(response, StreamingHttpResponse)
     lines = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     header, rows = lines[0], [dict(zip(lines[0], line, strict=True)) for line in lines[1:]]
 

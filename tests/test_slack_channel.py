@@ -278,7 +278,7 @@ def test_a_rate_limit_is_honoured_with_its_retry_after(slack, workspace):
 
 def test_the_bot_token_and_signing_secret_are_sealed_at_rest(workspace):
     stored = SlackWorkspace.objects.values("sealed_bot_token", "sealed_signing_secret").get()
-    assert all(v.startswith("fernet:") for v in stored.values())
+    assert all(isinstance(v, str) and v.startswith("fernet:") for v in stored.values())
     assert BOT_TOKEN not in str(stored) and SIGNING_SECRET not in str(stored)
     assert SlackWorkspace.objects.get().signing_secret == SIGNING_SECRET
 
@@ -322,7 +322,7 @@ def test_agent_text_cannot_ping_a_channel_or_forge_a_link(slack, workspace):
     assert "&lt;!channel&gt;" in text and "&amp; more" in text
 
 
-ODD_VALUES = (None, 1, -1, "", "x", "1:", ":", "99999999999999999999:open.0", [], {}, ["a"], {"id": 1}, True, 1.5,
+ODD_VALUES: tuple[object, ...] = (None, 1, -1, "", "x", "1:", ":", "99999999999999999999:open.0", [], {}, ["a"], {"id": 1}, True, 1.5,
               "\x00", "<!channel>")
 
 

@@ -22,6 +22,7 @@ import pytest
 import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
@@ -129,7 +130,7 @@ def sign_in(client: Client, provider: Provider, username: str):
 def _user(client: Client):
     """The signed-in user of the client's session (anonymous: an AnonymousUser), read afresh."""
     user = client.get(reverse("login")).wsgi_request.user
-    return type(user._wrapped).objects.get(pk=user.pk) if user.is_authenticated else user
+    return get_user_model().objects.get(pk=user.pk) if user.is_authenticated else user
 
 
 def test_a_sign_in_maps_the_group_claim_to_a_role_and_a_team(sso, client):

@@ -2,6 +2,7 @@
 
 import re
 from contextlib import contextmanager
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)  # real commits, to count t
 @contextmanager
 def recorded():
     """The SQL statements and the commits of the block."""
-    seen = {"sql": [], "commits": 0, "raw": []}
+    seen: dict[str, Any] = {"sql": [], "commits": 0, "raw": []}
 
     def statement(execute, sql, params, many, context):
         words = sql.replace('"', "").split()
@@ -33,7 +34,7 @@ def recorded():
         seen["raw"].append(sql.replace('"', ""))
         return execute(sql, params, many, context)
 
-    original = connection._commit
+    original = connection._commit  # type: ignore[attr-defined]  # the backend's own commit, counted
 
     def commit():
         seen["commits"] += 1

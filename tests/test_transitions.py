@@ -6,6 +6,7 @@ import pytest
 
 from tests.helpers import make_checkpoint, make_step, make_user, make_workflow
 from workflows.models import Checkpoint, Decision, Event, IllegalTransition, Step, Workflow
+from workflows.models.base import Stateful
 
 # The mechanism is under test here, not the vocabulary: any named verb will do.
 ANY_VERB = Event.Verb.RESOLVED
@@ -17,6 +18,7 @@ def pairs(model):
 
 
 def subject(model, status):
+    obj: Stateful
     if model is Workflow:
         obj = make_workflow()
     elif model is Checkpoint:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from typing import overload
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -43,3 +44,35 @@ def unseal(stored: str) -> str:
 def reseal(stored: str) -> str:
     """Re-encrypt with the first key (after a key rotation)."""
     return PREFIX + _keys().rotate(stored[len(PREFIX):].encode()).decode() if stored else ""
+
+
+class Sealed(property):
+    """A secret a model reads and writes in the clear and keeps sealed in one of its fields.
+
+        signing_secret = Sealed("sealed_signing_secret")
+
+    Reading unseals the field, writing seals into it. A ``property`` to Django, so a model's
+    constructor takes it by name like its fields.
+    """
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        super().__init__(self._unsealed, self._seal_into)
+
+    def _unsealed(self, instance: object) -> str:
+        return unseal(getattr(instance, self.field))
+
+    def _seal_into(self, instance: object, secret: str) -> None:
+        setattr(instance, self.field, seal(secret))
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> Sealed: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> str: ...
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> Sealed | str:
+        return self if instance is None else self._unsealed(instance)
+
+    def __set__(self, instance: object, secret: str) -> None:
+        self._seal_into(instance, secret)

@@ -58,7 +58,8 @@ def libpq(url: str) -> str:
 
 class Procs:
     def __init__(self, env: dict[str, str]) -> None:
-        self.env, self.procs = env, []
+        self.env, self.procs = env, list[subprocess.Popen[bytes]]()
+        self.logs: dict[int, str] = {}
 
     def start(self, argv: list[str], ready: Callable[[], bool], what: str, timeout: float = 90,
               cwd: Path = ROOT) -> subprocess.Popen:
@@ -71,7 +72,7 @@ class Procs:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{what} did not start:\n{Path(log.name).read_text()[-3000:]}")
             time.sleep(0.2)
-        proc.log = log.name
+        self.logs[proc.pid] = log.name
         return proc
 
     def stop(self, since: int = 0) -> None:

@@ -78,7 +78,7 @@ def langgraph_saves(dsn: str, thread: str, seed: int) -> Callable[[int], None]:
         checkpoint["channel_values"] = {"step": {**reports[k % len(reports)], "seq": k}}
         checkpoint["channel_versions"] = {"step": k}
         config = saver.put(config, checkpoint, {"source": "loop", "step": k, "parents": {}}, {"step": k})
-    step.context = context
+    step.context = context  # type: ignore[attr-defined]  # the saver's connection lives as long as the step
     return step
 
 
@@ -94,7 +94,7 @@ def run_clients(make: Callable, jobs: list[tuple], seconds: float) -> float:
         proc.join()
         if proc.exitcode:
             raise RuntimeError(f"a benchmark client failed (exit {proc.exitcode})")
-    return sum(results) / seconds
+    return sum(results[:]) / seconds
 
 
 def http_batches(port: int, token: str, workflow_id: int, reports: list[dict], size: int) -> None:

@@ -29,7 +29,7 @@ def pages(bench: Bench) -> None:
     Event.objects.bulk_create([Event(workflow=checkpoint.workflow, actor_type="agent", actor_agent=agent,
                                      verb="step_committed", data={"seq": s}) for s in range(1, 1001)])
     urls = {"trivial": "/bench/trivial", "queue": "/?per=50", "workbench": f"/checkpoints/{checkpoint.pk}/"}
-    medians = {k: [] for k in urls}
+    medians: dict[str, list[float]] = {k: [] for k in urls}
     for _ in range(bench.args.rounds):  # interleaved: both sides see the same machine
         for key, url in urls.items():
             medians[key].append(bench.page_ms(client, url, rounds=1))
@@ -59,9 +59,9 @@ def pages(bench: Bench) -> None:
          holds=med["workbench"] <= 5 * med["trivial"], note=f"{queries['workbench']} queries")
     # The queue figures this suite started with.
     near_end = Checkpoint.objects.open().order_by("-due_at", "-pk")[60]
-    from console.views.checkpoints import _cursor
+    from console.views.checkpoints import QUEUE_PAGES
 
-    deep = bench.page_ms(client, f"/?per=50&after={_cursor(near_end)}")
+    deep = bench.page_ms(client, f"/?per=50&after={QUEUE_PAGES.cursor(near_end)}")
     big = bench.page_ms(client, "/?per=200")
     line("queue deep page vs first page", deep, med["queue"], "ms")
     line("queue page size 200 vs 25", big, small, "ms", note="8x the rows")

@@ -6,6 +6,7 @@ import socket
 import sys
 import urllib.parse
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -17,7 +18,7 @@ OBSERVER = "chaos-observer"  # this script's own database sessions: never cut, t
 HARD_CLOCK_SKEW = 300.0
 # --lossy-network: every delivery waits 50-400 ms; one in eight is cut mid-answer and one in ten never answered
 # (the console gives up after DELIVERY_TIMEOUT_SECONDS) -- both after the agent received and acted on it.
-NETWORK = {"latency": (0.05, 0.4), "drop_mid_response": 0.12, "black_hole": 0.10, "hold_seconds": 30.0}
+NETWORK: dict[str, Any] = {"latency": (0.05, 0.4), "drop_mid_response": 0.12, "black_hole": 0.10, "hold_seconds": 30.0}
 
 
 def say(message: str) -> None:

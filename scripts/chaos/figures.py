@@ -83,7 +83,7 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     unrecorded = [a for a in record.acknowledged if a not in recorded]
     unfinished = [f"{d.pk} ({d.action}, {d.status})" for d in all_decisions if d.status in ("queued", "running")]
     proposed = [d.pk for d in all_decisions if d.status == "proposed"]
-    checkpoints = Checkpoint.objects.all()
+    every_checkpoint = Checkpoint.objects.all()
     preserved = summary["preserved_checkpoint"]
     stored = {(str(w), q): st for w, q, st in Step.objects.values_list("workflow_id", "seq", "status")}
     acknowledged = journal.acknowledged()
@@ -94,9 +94,9 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         cursor.execute("SELECT pg_database_size(current_database())")
         database_bytes = int(cursor.fetchone()[0])
     ahead = {  # stamps a process clock running ahead would leave in the future of the database's clock
-        "checkpoints opened": checkpoints.filter(opened_at__gt=Now()).count(),
-        "checkpoints warned": checkpoints.filter(warned_at__gt=Now()).count(),
-        "checkpoints breached": checkpoints.filter(breached_at__gt=Now()).count(),
+        "checkpoints opened": every_checkpoint.filter(opened_at__gt=Now()).count(),
+        "checkpoints warned": every_checkpoint.filter(warned_at__gt=Now()).count(),
+        "checkpoints breached": every_checkpoint.filter(breached_at__gt=Now()).count(),
         "decisions finished": Decision.objects.filter(finished_at__gt=Now()).count(),
     }
     return {
@@ -122,9 +122,9 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "decisions_lost": len(unrecorded) + len(unfinished),
         "decisions_by_action_state": {f"{a}/{s}": n for (a, s), n in sorted(
             sla_figures.decisions_by_action_and_outcome(period).items())},
-        "checkpoints": checkpoints.count(),
-        "checkpoints_by_reason": dict(Counter(checkpoints.values_list("reason", flat=True))),
-        "checkpoints_opened_by_console": checkpoints.filter(opened_by_console=True).count(),
+        "checkpoints": every_checkpoint.count(),
+        "checkpoints_by_reason": dict(Counter(every_checkpoint.values_list("reason", flat=True))),
+        "checkpoints_opened_by_console": every_checkpoint.filter(opened_by_console=True).count(),
         "effects_executed": sum(len(refs) for refs in executions.values()),
         "kills": {target: killer.kills.get(target, 0) for target in killer.targets},
         "kill_restart_errors": killer.errors,

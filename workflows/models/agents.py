@@ -13,6 +13,7 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
+from ..sealing import Sealed
 from .base import hash_token
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class Agent(models.Model):
     # Encrypted at rest (workflows/sealing.py); read and set it through ``signing_secret``.
     sealed_signing_secret = models.CharField(max_length=400, editable=False, blank=True,
                                              help_text="HMAC-SHA256 key for X-Recovery-Signature, encrypted.")
+    signing_secret = Sealed("sealed_signing_secret")
     owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                               help_text="Default owner of this agent's workflows.")
     silence_seconds = models.PositiveIntegerField(
@@ -115,18 +117,6 @@ class Agent(models.Model):
     def delete(self, *args: Any, **kwargs: Any) -> Any:
         forget_tokens([self.token_hash])
         return super().delete(*args, **kwargs)
-
-    @property
-    def signing_secret(self) -> str:
-        from ..sealing import unseal
-
-        return unseal(self.sealed_signing_secret)
-
-    @signing_secret.setter
-    def signing_secret(self, secret: str) -> None:
-        from ..sealing import seal
-
-        self.sealed_signing_secret = seal(secret)
 
     def clean(self) -> None:
         """The admin refuses resume and replay URLs requests could never go to (workflows/runtime.py's rules)."""

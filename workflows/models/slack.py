@@ -20,6 +20,7 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from ..clock import database_now
+from ..sealing import Sealed
 
 if TYPE_CHECKING:
     from .checkpoints import Checkpoint
@@ -35,6 +36,8 @@ class SlackWorkspace(models.Model):
     # Encrypted at rest (workflows/sealing.py); read and set them through ``bot_token`` and ``signing_secret``.
     sealed_bot_token = models.CharField(max_length=600, editable=False, blank=True)
     sealed_signing_secret = models.CharField(max_length=600, editable=False, blank=True)
+    bot_token = Sealed("sealed_bot_token")
+    signing_secret = Sealed("sealed_signing_secret")
     default_channel = models.CharField(max_length=32, blank=True,
                                        help_text="Channel id (C…) for checkpoints no route names; empty: none.")
     is_active = models.BooleanField(default=True)
@@ -42,30 +45,6 @@ class SlackWorkspace(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.team_id})"
-
-    @property
-    def bot_token(self) -> str:
-        from ..sealing import unseal
-
-        return unseal(self.sealed_bot_token)
-
-    @bot_token.setter
-    def bot_token(self, token: str) -> None:
-        from ..sealing import seal
-
-        self.sealed_bot_token = seal(token)
-
-    @property
-    def signing_secret(self) -> str:
-        from ..sealing import unseal
-
-        return unseal(self.sealed_signing_secret)
-
-    @signing_secret.setter
-    def signing_secret(self, secret: str) -> None:
-        from ..sealing import seal
-
-        self.sealed_signing_secret = seal(secret)
 
     @classmethod
     def connected(cls) -> SlackWorkspace | None:
