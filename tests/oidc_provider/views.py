@@ -43,8 +43,10 @@ def login(request: HttpRequest) -> HttpResponse:
             return HttpResponse("wrong password", status=403)
         sign_in(request, user)
         return HttpResponseRedirect(target)
-    return HttpResponse(f'<form method="post"><input name="username"><input name="password" type="password">'
-                        f'<input type="hidden" name="next" value="{escape(target)}"></form>')
+    return HttpResponse(f'<!doctype html><title>Test identity provider</title><h1>Test identity provider</h1>'
+                        f'<form method="post"><label>Username <input name="username" autofocus></label> '
+                        f'<label>Password <input name="password" type="password"></label>'
+                        f'<input type="hidden" name="next" value="{escape(target)}"> <button>Sign in</button></form>')
 
 
 @csrf_exempt
