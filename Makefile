@@ -7,22 +7,30 @@ PORT ?= 8000
 # The demo fleet's resume server and ledgers follow PORT (8000 -> 8765), so two copies do not collide.
 FLEET_PORT ?= $(shell echo $$(( $(PORT) + 765 )))
 STAMP := $(VENV)/.installed
+# make run SSO=1: a test OpenID Connect provider beside the console (demo/sso.py), on the next port.
+SSO ?=
+SSO_PORT ?= $(shell echo $$(( $(PORT) + 1 )))
+PROCESSES := web worker beat relay fleet $(if $(SSO),sso)
 
 .PHONY: run test test-fast setup install lock bench chaos failover-drill screenshots lint clean
 
 ## run: set everything up and start web, worker, beat, relay and the demo fleet (Ctrl-C stops all);
-## DEMO_APPS=true installs the demo app (demo/: seed_demo, run_demo_fleet) whatever .env says
+## DEMO_APPS=true installs the demo app (demo/: seed_demo, run_demo_fleet) whatever .env says;
+## SSO=1 adds an OpenID Connect provider on PORT+1 (SSO_PORT) and signs in through it (README "Single sign-on")
 run: setup
-	@for p in $(PORT) $(FLEET_PORT); do $(BIN)/python -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $$p))" 2>/dev/null \
+	@for p in $(PORT) $(FLEET_PORT) $(if $(SSO),$(SSO_PORT)); do $(BIN)/python -c "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $$p))" 2>/dev/null \
 	  || { echo "Port $$p is busy (another copy?): try make run PORT=$$(( $(PORT) + 1 )) (the fleet takes PORT+765, or set FLEET_PORT)"; exit 1; }; done
 	@DEMO_APPS=true $(BIN)/python manage.py seed_demo --port $(PORT) --fleet-port $(FLEET_PORT)
+	@$(if $(SSO),DEMO_APPS=true $(BIN)/python manage.py seed_sso && $(BIN)/python -m demo.sso prepare --port $(SSO_PORT) --console http://127.0.0.1:$(PORT),true)
 	@echo ""
 	@echo "  Recovery Console: http://127.0.0.1:$(PORT)/   (Ctrl-C stops everything)"
 	@echo "  Demo ledgers:     http://127.0.0.1:$(FLEET_PORT)/ledgers   (what the simulated systems really did)"
 	@echo "  Simulated Slack:  http://127.0.0.1:$(FLEET_PORT)/slack     (checkpoints posted and decided from \"Slack\")"
+	@$(if $(SSO),echo "  Single sign-on:   http://127.0.0.1:$(SSO_PORT)/   (a test identity provider; people and passwords printed by its process)",true)
 	@echo ""
-	@CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) SLACK_API_URL=http://127.0.0.1:$(FLEET_PORT)/slack/api/ DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers DEMO_APPS=true \
-	  QUIET_POLL_LOGS=1 exec $(BIN)/honcho --no-colour -f Procfile.dev start
+	@$(if $(SSO),eval "$$($(BIN)/python -m demo.sso env --port $(SSO_PORT) --console http://127.0.0.1:$(PORT))";) \
+	  CONSOLE_PORT=$(PORT) FLEET_PORT=$(FLEET_PORT) SSO_PORT=$(SSO_PORT) SLACK_API_URL=http://127.0.0.1:$(FLEET_PORT)/slack/api/ DEMO_LEDGERS_URL=http://127.0.0.1:$(FLEET_PORT)/ledgers DEMO_APPS=true \
+	  QUIET_POLL_LOGS=1 exec $(BIN)/honcho --no-colour -f Procfile.dev start $(PROCESSES)
 
 ## test: set everything up and run the whole suite
 # Tests need no real secret; settings load before any conftest, so the defaults come from here.

@@ -1,6 +1,6 @@
 """Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay,
 failing over, a fork, the workbench on a phone and the TPM pages (resume dashboard, readiness, staffing
-budget), from realistic data: docs/screenshots/*.png.
+budget), and the queue per team, from realistic data: docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
 needs nothing running and touches no real data:
@@ -123,6 +123,29 @@ def seed() -> Checkpoint:
     decision.start_attempt()
     decision.mark_succeeded()
     return checkpoint
+
+
+def seed_teams() -> None:
+    """Support (alice leads it) and Billing (bob), routing the fleet's kinds. The open checkpoints opened
+    before the teams existed, so each is moved to its team as an admin would (an audited transfer)."""
+    from django.contrib.auth import get_user_model
+
+    from workflows.models import RoutingRule, Team
+    from workflows.models.teams import transfer
+
+    alice, bob = (get_user_model().objects.get(username=name) for name in ("alice", "bob"))
+    support = Team.objects.create(name="Support", slug="support", lead=alice)
+    billing = Team.objects.create(name="Billing", slug="billing")
+    support.members.add(alice)
+    billing.members.add(bob)
+    for team, kinds in ((support, ("refund", "address_change", "password_reset")),
+                        (billing, ("invoice_dispute", "subscription_cancel"))):
+        for kind in kinds:
+            RoutingRule.objects.create(team=team, workflow_kind=kind)
+    for checkpoint in Checkpoint.objects.unresolved().filter(team__isnull=True).select_related("workflow"):
+        team = RoutingRule.route(checkpoint.workflow.kind, checkpoint.workflow.agent_id)
+        if team is not None:
+            transfer(checkpoint, to=team, by=bob, note="teams set up")
 
 
 BREACH_SEED = 2611  # the breach review's four weeks of history: printed, so the picture can be made again
@@ -277,9 +300,13 @@ def main() -> None:
         tpm.goto("/breaches/")
         tpm.set_viewport_size({"width": 1440, "height": 1500})  # the cards, the charts and the table's top
         tpm.screenshot(path=str(OUT / "breaches.png"))
+        seed_teams()  # last: the pictures above show a console without teams
+        page.goto("/")
+        page.wait_for_selector('[data-testid="team-tab-support"]')
+        page.screenshot(path=str(OUT / "team-queue.png"))
         browser.close()
     print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, resumes, readiness, "
-          f"staffing and breaches .png in {OUT}")
+          f"staffing, breaches and team-queue .png in {OUT}")
 
 
 if __name__ == "__main__":

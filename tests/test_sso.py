@@ -225,6 +225,15 @@ def test_an_id_token_for_another_audience_is_refused(sso, client):
     assert "audience" in Event.objects.get(verb=Event.Verb.LOGIN_FAILED).data["why"].lower()
 
 
+def test_an_id_token_with_another_sign_ins_nonce_is_refused(sso, client):
+    sso.person("olivia", "rc-operators")
+    sso.tamper_next_token("nonce")  # signed by the provider for us, but not for the sign-in this browser began
+    response = sign_in(client, sso, "olivia")
+    assert response.status_code == 400
+    assert not _user(client).is_authenticated and not SignInIdentity.objects.exists()
+    assert "nonce" in Event.objects.get(verb=Event.Verb.LOGIN_FAILED).data["why"].lower()
+
+
 def test_an_id_token_from_another_issuer_is_refused(sso, client, settings):
     settings.OIDC_OP_ISSUER = "https://idp.example.org"  # the console trusts another issuer than this one
     sso.person("olivia", "rc-operators")

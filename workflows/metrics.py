@@ -100,7 +100,7 @@ DUPLICATE_EFFECT_VERB = V.EFFECT_DUPLICATE_REFUSED
 RESUMING = tuple(sorted(RESUMING_ACTIONS))  # resume, retry the step, fail over to a standby agent
 CONTINUING = (*RESUMING, Action.HANDOFF)
 GRANULARITIES = ("day", "week")
-DIMENSIONS = ("agent", "kind", "reason", "runbook")
+DIMENSIONS = ("agent", "kind", "reason", "runbook", "team")
 _QS = TypeVar("_QS", bound=QuerySet[Any])
 
 
@@ -116,8 +116,9 @@ class Filters:
     kind: str = ""       # workflow kind
     reason: str = ""     # checkpoint reason
     runbook: str = ""    # runbook slug
-    # A team's slug: the staffing budget and the breach review narrow by it (from their own query
-    # field; Filters.from_query leaves it out, since the daily rollups hold no team).
+    # A team's slug: the checkpoints the team held (frozen at opening). A degraded workflow counts for
+    # every team one of its checkpoints belonged to; a launch belongs to no team (a workflow gets one
+    # only when a checkpoint opens), so launches are never narrowed by it.
     team: str = ""
     drills: str = ""     # "" production only; "include": drilled workflows too; a drill's id: its runs only
 
@@ -146,6 +147,7 @@ class Filters:
             start, end = end, start
         start = max(start, end - timedelta(days=cls.MAX_DAYS - 1))
         text = {name: str(query.get(name) or "").strip()[:200] for name in ("agent", "kind", "reason", "runbook")}
+        text["team"] = str(query.get("team") or "").strip()[:60]  # a team's slug
         return cls(start=start, end=end, drills=drills_param(query.get("drills")), **text)
 
     def as_query(self, **override: Any) -> dict[str, str]:
@@ -432,7 +434,7 @@ def degraded(filters: Filters) -> QuerySet[Any]:
         Exists(interrupted_in_period)
         | Q(status=Workflow.Status.FAILED, finished_at__gte=filters.since, finished_at__lt=filters.until))
     qs = with_recovery(candidates).filter(interrupted_at__gte=filters.since, interrupted_at__lt=filters.until)
-    if filters.reason or filters.runbook:
+    if filters.reason or filters.runbook or filters.team:
         qs = qs.filter(Exists(_checkpoints(filters.only(agent="", kind="")).filter(workflow=OuterRef("pk"))))
     return qs
 

@@ -217,12 +217,13 @@ def review_kind_rolled(figures: rollups.Figures, kind: str, match: Matcher | Non
     match = match or Runbook.matcher()
     mine = figures.narrowed(kind=kind)
     summary = mine.summary()
-    counts = mine.totals(reason=ANY, runbook=ANY)
+    counts = mine.totals(reason=ANY, runbook=ANY, team=ANY)
     effects = sorted({key.split(":", 2)[1] for key in counts if key.startswith("effect:")})
     f = mine.filters
     opened: Counter[str] = Counter()
     for row in mine.rows:
-        if row.reason != ANY and row.runbook == (f.runbook or ANY) and (not f.reason or row.reason == f.reason):
+        if row.reason != ANY and row.runbook == (f.runbook or ANY) and row.team == ANY \
+                and (not f.reason or row.reason == f.reason):
             opened[row.reason] += row.counts.get("opened", 0)
     interrupted = Counter({key.split(":", 1)[1]: n for key, n in mine.totals().items()
                            if key.startswith("interruption:") and n})
@@ -247,6 +248,8 @@ def review(filters: metrics.Filters, *, live: bool = False) -> list[KindReadines
     """Every kind launched or degraded in the period (or just the filtered one), worst verdict first.
 
     From the daily rollups; ``live=True`` computes it from every row instead (the definition, for tests)."""
+    # Per kind, never per team: launches and the steps behind "what state survived" belong to no team.
+    filters = filters.only(team="")
     match = Runbook.matcher()  # one query for every kind and reason below
     if live:
         if filters.kind:

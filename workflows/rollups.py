@@ -55,7 +55,7 @@ from .clock import database_now
 from .models import Checkpoint, DailyRollup, Decision, Event, RollupState, Step, Workflow
 from .models.rollups import ANY
 
-Key = tuple[date, str, str, str, str]  # day, agent, kind, reason, runbook
+Key = tuple[date, str, str, str, str, str]  # day, agent, kind, reason, runbook, team
 BUCKET_FLOOR = 0.001  # seconds: anything at or under it is read as 0
 BUCKET_BASE = 1.02
 # Events written in a transaction that was still open when a roll started are not missed: the next
@@ -125,12 +125,15 @@ def _day(value: Any) -> date:
     return value.astimezone(UTC).date() if isinstance(value, datetime) else value
 
 
-def _fan(reason: str, runbook: str | None) -> list[tuple[str, str]]:
-    """The reason × runbook keys one checkpoint counts under: itself and the ``ANY`` rows above it."""
-    keys = [(ANY, ANY), (reason, ANY)]
+Fan = tuple[str, str, str]  # reason, runbook, team
+
+
+def _fan(reason: str, runbook: str | None, team: str | None) -> list[Fan]:
+    """The reason × runbook × team keys one checkpoint counts under: itself and the ``ANY`` rows above it."""
+    pairs = [(ANY, ANY), (reason, ANY)]
     if runbook:
-        keys += [(ANY, runbook), (reason, runbook)]
-    return keys
+        pairs += [(ANY, runbook), (reason, runbook)]
+    return [(r, b, t) for r, b in pairs for t in ((ANY, team) if team else (ANY,))]
 
 
 def holds(q: Q, row: dict[str, Any]) -> bool:
@@ -166,12 +169,13 @@ def _degraded(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
     for i in range(0, len(candidates), 2000):
         rows += list(metrics.degraded(period).filter(pk__in=candidates[i:i + 2000]).order_by().values(
             "pk", "agent__name", "kind", "status", "finished_at", *PREDICATES))
-    pairs: defaultdict[int, set[tuple[str, str]]] = defaultdict(set)
+    fans: defaultdict[int, set[Fan]] = defaultdict(set)
     ids = [r["pk"] for r in rows]
     for i in range(0, len(ids), 5000):
-        for wf, reason, runbook in (Checkpoint.objects.filter(workflow__in=ids[i:i + 5000])
-                                    .values_list("workflow_id", "reason", "runbook__slug").distinct()):
-            pairs[wf].update(_fan(reason, runbook))
+        for wf, reason, runbook, team in (Checkpoint.objects.filter(workflow__in=ids[i:i + 5000])
+                                          .values_list("workflow_id", "reason", "runbook__slug", "team__slug")
+                                          .distinct()):
+            fans[wf].update(_fan(reason, runbook, team))
     completed = Workflow.Status.COMPLETED
     for row in rows:
         met = [slug for slug, (_label, q) in metrics.SETS.items() if holds(q, row)]
@@ -179,8 +183,8 @@ def _degraded(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
         took = None
         if row["status"] == completed and row["finished_at"] and row["interrupted_at"]:
             took = bucket_of((row["finished_at"] - row["interrupted_at"]).total_seconds())
-        for reason, runbook in pairs[row["pk"]] | {(ANY, ANY)}:
-            cell = cells[(_day(row["interrupted_at"]), row["agent__name"], row["kind"], reason, runbook)]
+        for reason, runbook, team in fans[row["pk"]] | {(ANY, ANY, ANY)}:
+            cell = cells[(_day(row["interrupted_at"]), row["agent__name"], row["kind"], reason, runbook, team)]
             cell.counts.update(met)
             if took is not None:
                 cell.timings["interruption_to_completion"][took] += 1
@@ -189,15 +193,16 @@ def _degraded(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
 def _launches_and_steps(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
     launched = metrics.launched(period).annotate(day=TruncDate("created_at", tzinfo=UTC))
     for r in launched.values("day", "agent__name", "kind").annotate(n=Count("pk")).order_by():
-        cells[(_day(r["day"]), r["agent__name"], r["kind"], ANY, ANY)].counts["launches"] += r["n"]
+        cells[(_day(r["day"]), r["agent__name"], r["kind"], ANY, ANY, ANY)].counts["launches"] += r["n"]
     steps = Step.objects.filter(workflow__in=metrics.launched(period).values("pk")).annotate(
         day=TruncDate("workflow__created_at", tzinfo=UTC)).values("day", "workflow__agent__name", "workflow__kind")
     for name, q in readiness_figures.STEP_COUNTS.items():
         for r in steps.filter(q).annotate(n=Count("pk")).order_by():
-            cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY)].counts[name] += r["n"]
+            cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY, ANY)].counts[name] \
+                += r["n"]
     effects = steps.filter(kind=Step.Kind.EFFECT).values("day", "workflow__agent__name", "workflow__kind", "name")
     for r in effects.annotate(**readiness_figures.effect_aggregates()).order_by():
-        counts = cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY)].counts
+        counts = cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY, ANY)].counts
         for part in ("steps", "committed", "with_ref"):
             counts[f"effect:{r['name']}:{part}"] += r[part]
 
@@ -206,7 +211,7 @@ def _checkpoints(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None
     opened = readiness_figures.with_interruption_steps(timings.with_clocks(timings.opened_checkpoints(period)))
     rows = opened.annotate(breached=Case(When(sla_figures.BREACHED, then=Value(True)), default=Value(False),
                                          output_field=BooleanField())).values(
-        "pk", "opened_at", "claimed_first_at", "first_decided_at", "breached", "reason", "runbook__slug",
+        "pk", "opened_at", "claimed_first_at", "first_decided_at", "breached", "reason", "runbook__slug", "team__slug",
         "workflow__agent__name", "workflow__kind", "at_name", "before_name")
     for r in rows.order_by():
         names = ["opened", f"interruption:{readiness_figures.interruption_label(r['at_name'], r['before_name'])}"]
@@ -214,23 +219,25 @@ def _checkpoints(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None
             names.append("breached")
         clocks = {name: (r[end] - r["opened_at"]).total_seconds() for name, end in
                   (("time_to_claim", "claimed_first_at"), ("time_to_decision", "first_decided_at")) if r[end]}
-        for reason, runbook in _fan(r["reason"], r["runbook__slug"]):
-            cell = cells[(_day(r["opened_at"]), r["workflow__agent__name"], r["workflow__kind"], reason, runbook)]
+        for reason, runbook, team in _fan(r["reason"], r["runbook__slug"], r["team__slug"]):
+            cell = cells[(_day(r["opened_at"]), r["workflow__agent__name"], r["workflow__kind"], reason, runbook,
+                          team)]
             cell.counts.update(names)
             for name, seconds in clocks.items():
                 cell.timings[name][bucket_of(seconds)] += 1
     decisions = sla_figures.decisions(period).annotate(day=TruncDate("checkpoint__opened_at", tzinfo=UTC)).values(
         "day", "checkpoint__workflow__agent__name", "checkpoint__workflow__kind", "checkpoint__reason",
-        "checkpoint__runbook__slug", "action", "status").annotate(n=Count("pk")).order_by()
+        "checkpoint__runbook__slug", "checkpoint__team__slug", "action", "status").annotate(n=Count("pk")).order_by()
     resumes = metrics.resumes(period).annotate(day=TruncDate("finished_at", tzinfo=UTC)).values(
         "day", "checkpoint__workflow__agent__name", "checkpoint__workflow__kind", "checkpoint__reason",
-        "checkpoint__runbook__slug").annotate(n=Count("pk")).order_by()
+        "checkpoint__runbook__slug", "checkpoint__team__slug").annotate(n=Count("pk")).order_by()
     for name, grouped in (("decision", decisions), ("resumes", resumes)):
         for r in grouped:
             metric = f"decision:{r['action']}:{r['status']}" if name == "decision" else name
-            for reason, runbook in _fan(r["checkpoint__reason"], r["checkpoint__runbook__slug"]):
+            for reason, runbook, team in _fan(r["checkpoint__reason"], r["checkpoint__runbook__slug"],
+                                              r["checkpoint__team__slug"]):
                 cells[(_day(r["day"]), r["checkpoint__workflow__agent__name"], r["checkpoint__workflow__kind"],
-                       reason, runbook)].counts[metric] += r["n"]
+                       reason, runbook, team)].counts[metric] += r["n"]
 
 
 def compute(start: date, end: date, *, drills: str = "") -> dict[Key, Cell]:
@@ -272,9 +279,10 @@ def roll_day(day: date) -> int:
         cells = compute(day, day)
         DailyRollup.objects.filter(day=day).delete()
         DailyRollup.objects.bulk_create(
-            [DailyRollup(day=d, agent=agent, kind=kind, reason=reason, runbook=runbook, counts=dict(cell.counts),
+            [DailyRollup(day=d, agent=agent, kind=kind, reason=reason, runbook=runbook, team=team,
+                         counts=dict(cell.counts),
                          timings={name: {str(b): n for b, n in hist.items()} for name, hist in cell.timings.items()})
-             for (d, agent, kind, reason, runbook), cell in cells.items()], batch_size=1000)
+             for (d, agent, kind, reason, runbook, team), cell in cells.items()], batch_size=1000)
     return len(cells)
 
 
@@ -384,6 +392,7 @@ class Row:
     kind: str
     reason: str
     runbook: str
+    team: str
     counts: dict[str, int]
     timings: dict[str, dict[int, int]]
 
@@ -407,13 +416,13 @@ def rows(start: date, end: date, *, agent: str = "", kind: str = "", drills: str
         stored = stored.filter(agent=agent)
     if kind:
         stored = stored.filter(kind=kind)
-    out = [Row(r.day, r.agent, r.kind, r.reason, r.runbook, r.counts,
+    out = [Row(r.day, r.agent, r.kind, r.reason, r.runbook, r.team, r.counts,
                {name: {int(b): n for b, n in hist.items()} for name, hist in r.timings.items()})
            for r in stored.order_by()]
     for first, last in _runs(live):
-        for (day, a, k, reason, runbook), cell in compute(first, last, drills=drills).items():
+        for (day, a, k, reason, runbook, team), cell in compute(first, last, drills=drills).items():
             if (not agent or a == agent) and (not kind or k == kind):
-                out.append(Row(day, a, k, reason, runbook, dict(cell.counts),
+                out.append(Row(day, a, k, reason, runbook, team, dict(cell.counts),
                                {name: dict(hist) for name, hist in cell.timings.items()}))
     return out
 
@@ -429,12 +438,14 @@ class Figures:
         self.filters = filters
         self.rows = rows(filters.start, filters.end, agent=filters.agent, kind=filters.kind, drills=filters.drills)
 
-    def picked(self, *, reason: str | None = None, runbook: str | None = None, **where: str) -> Iterator[Row]:
-        """Rows of one reason × runbook key (the filters' by default), optionally of one agent or kind."""
+    def picked(self, *, reason: str | None = None, runbook: str | None = None, team: str | None = None,
+               **where: str) -> Iterator[Row]:
+        """Rows of one reason × runbook × team key (the filters' by default), optionally of one agent or kind."""
         reason = reason if reason is not None else (self.filters.reason or ANY)
         runbook = runbook if runbook is not None else (self.filters.runbook or ANY)
+        team = team if team is not None else (self.filters.team or ANY)
         for row in self.rows:
-            if row.reason == reason and row.runbook == runbook and all(getattr(row, k) == v for k, v in where.items()):
+            if row.reason == reason and row.runbook == runbook and row.team == team and all(getattr(row, k) == v for k, v in where.items()):
                 yield row
 
     @staticmethod
@@ -445,14 +456,14 @@ class Figures:
         return total
 
     def narrowed(self, **dims: str) -> Figures:
-        """The same period narrowed to an agent or a kind (in memory) or a reason or runbook (by key)."""
+        """The same period narrowed to an agent or a kind (in memory) or a reason, runbook or team (by key)."""
         other = Figures.__new__(Figures)
         other.filters = self.filters.only(**dims)
         other.rows = [r for r in self.rows if all(getattr(r, d) == v for d, v in dims.items() if d in ("agent", "kind"))]
         return other
 
     def totals(self, **key: str) -> Counter[str]:
-        """Every count summed over the rows of one reason × runbook key (the filters' by default)."""
+        """Every count summed over the rows of one reason × runbook × team key (the filters' by default)."""
         return self._sum(self.picked(**key))
 
     def summary(self) -> metrics.Summary:
@@ -460,7 +471,7 @@ class Figures:
         counts = {key: counted[key] for key in _share_keys()}
         shares = {slug: metrics.Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
                   for slug, f in metrics.FIGURES.items()}
-        launches = self.totals(reason=ANY, runbook=ANY)["launches"]  # launches know no reason nor runbook
+        launches = self.totals(reason=ANY, runbook=ANY, team=ANY)["launches"]  # nor reason, runbook nor team
         return metrics.Summary(self.filters, counts, shares, launches, counted["resumes"])
 
     def series(self, granularity: str = "day") -> trends.Series:
@@ -473,7 +484,7 @@ class Figures:
         for row in self.picked():
             per[(row.day - days[0]).days // (1 if granularity == "day" else 7)].update(row.counts)
         launches: Counter[int] = Counter()
-        for row in self.picked(reason=ANY, runbook=ANY):
+        for row in self.picked(reason=ANY, runbook=ANY, team=ANY):
             launches[(row.day - days[0]).days // (1 if granularity == "day" else 7)] += row.counts.get("launches", 0)
         for i in range(len(days)):
             counts = per.get(i, Counter())
@@ -484,18 +495,17 @@ class Figures:
         return out
 
     def breakdown(self, dimension: str) -> list[trends.BreakdownRow]:
-        """As ``trends.breakdown``: the four shares per agent, kind, reason or runbook."""
+        """As ``trends.breakdown``: the four shares per agent, kind, reason, runbook or team."""
         if dimension not in metrics.DIMENSIONS:
             raise ValueError(dimension)
         f = self.filters
         if dimension in ("agent", "kind"):
             chosen: Iterable[Row] = self.picked()
-        elif dimension == "reason":
-            chosen = (r for r in self.rows if r.reason != ANY and r.runbook == (f.runbook or ANY)
-                      and (not f.reason or r.reason == f.reason))
-        else:
-            chosen = (r for r in self.rows if r.runbook != ANY and r.reason == (f.reason or ANY)
-                      and (not f.runbook or r.runbook == f.runbook))
+        else:  # the rows of each value of the dimension, at the filters' key on the other two
+            key = {"reason": f.reason or ANY, "runbook": f.runbook or ANY, "team": f.team or ANY}
+            chosen = (r for r in self.rows if getattr(r, dimension) != ANY
+                      and all(getattr(r, d) == v for d, v in key.items() if d != dimension)
+                      and (key[dimension] == ANY or getattr(r, dimension) == key[dimension]))
         grouped: defaultdict[str, Counter[str]] = defaultdict(Counter)
         for row in chosen:
             grouped[getattr(row, dimension)].update(row.counts)
@@ -531,7 +541,7 @@ class Figures:
 
     def kinds(self) -> list[str]:
         """Kinds launched, or with a checkpoint opened, in the period (readiness's kinds)."""
-        seen = {r.kind for r in self.picked(reason=ANY, runbook=ANY)
+        seen = {r.kind for r in self.picked(reason=ANY, runbook=ANY, team=ANY)
                 if r.counts.get("launches") or r.counts.get("opened")}
         return sorted(seen)
 

@@ -1,5 +1,5 @@
 """The resume dashboard's figures over time (a day's or a week's buckets) and by dimension (agent, kind,
-reason, runbook): the shares of ``workflows.metrics``, counted per bucket or per value in one query each.
+reason, runbook, team): the shares of ``workflows.metrics``, counted per bucket or per value in one query each.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _dimension_values(filters: Filters, dimension: str) -> list[str]:
         return list(degraded(filters).values_list("agent__name", flat=True).distinct().order_by("agent__name"))
     if dimension == "kind":
         return list(degraded(filters).values_list("kind", flat=True).distinct().order_by("kind"))
-    column = "reason" if dimension == "reason" else "runbook__slug"
+    column = {"reason": "reason", "runbook": "runbook__slug", "team": "team__slug"}[dimension]
     interrupted = degraded(filters).values("pk")
     values = _checkpoints(filters).filter(workflow__in=interrupted).values_list(column, flat=True)
     return sorted({v or "" for v in values.distinct().order_by()})
@@ -111,13 +111,14 @@ class BreakdownRow:
 
 
 def breakdown(filters: Filters, dimension: str) -> list[BreakdownRow]:
-    """The four shares per agent, kind, reason or runbook (a workflow counts under each reason it paused for)."""
+    """The four shares per agent, kind, reason, runbook or team (a workflow counts under each reason it paused
+    for, and each team that held one of its checkpoints)."""
     if dimension not in DIMENSIONS:
         raise ValueError(dimension)
     rows = []
     for value in _dimension_values(filters, dimension):
-        if dimension == "runbook" and not value:
-            continue  # no runbook matched: nothing to filter on
+        if dimension in ("runbook", "team") and not value:
+            continue  # no runbook matched, or routed to no team: nothing to filter on
         narrowed = filters.only(**{dimension: value})
         counts = _share_counts(degraded(narrowed))
         rows.append(BreakdownRow(value, narrowed, counts["degraded"], {

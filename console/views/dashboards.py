@@ -29,7 +29,7 @@ from ..roles import REVIEWERS, role_required
 from ..templatetags.console_tags import label
 
 reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")
-TABLES = ("headline", "series", "timings", "decisions", "agent", "kind", "reason", "runbook", "workflows")
+TABLES = ("headline", "series", "timings", "decisions", "agent", "kind", "reason", "runbook", "team", "workflows")
 
 
 def _url(name: str, filters: metrics.Filters, **extra: Any) -> str:
@@ -127,7 +127,8 @@ def resumes(request: HttpRequest) -> HttpResponse:
                            "chart": _breakdown_chart(dimension, rows, filters)})
     context = {
         "filters": filters, "grain": grain, "cards": cards, "now": now, "before": before,
-        "choices": rollups.choices(), "charts": _charts(series), "breakdowns": breakdowns,
+        "choices": {**rollups.choices(), "team": list(Team.objects.order_by("slug").values_list("slug", flat=True))},
+        "charts": _charts(series), "breakdowns": breakdowns,
         "timings": figures.timings(), "breaches": figures.breach_rate(),
         "channel_timings": sla_figures.decision_times_by_channel(filters),
         "decisions": sorted(figures.decisions_by_action_and_outcome().items()),
@@ -268,7 +269,7 @@ def resume_export(request: HttpRequest, table: str) -> StreamingHttpResponse:
 @require_GET
 def readiness(request: HttpRequest) -> HttpResponse:
     """The design review per workflow kind: interruptions, surviving state, what a human saw, outcomes."""
-    filters = metrics.Filters.from_query(request.GET)
+    filters = metrics.Filters.from_query(request.GET).only(team="")  # per kind: launches belong to no team
     kinds = readiness_review.review(filters)
     for kind in kinds:
         kind.chart = charts.bar_chart(  # type: ignore[attr-defined]
@@ -302,8 +303,12 @@ def staffing_budget(request: HttpRequest) -> HttpResponse:
     under = set(budget.under_staffed)
     notes = [[f"{c.arrivals_per_hour:.2f} checkpoints/h, {c.worked:.1f} operators worked" for c in row]
              for row in budget.cells]
+    # The period bar is a form of its own: it carries the team and service level chosen in the other one.
+    carried = [("team", filters.team)] if filters.team else []
+    if "level" in request.GET:
+        carried.append(("level", f"{level:g}"))
     context = {
-        "filters": filters, "budget": budget, "level": level, "choices": rollups.choices(),
+        "filters": filters, "budget": budget, "level": level, "choices": rollups.choices(), "carried": carried,
         "teams": Team.objects.all(), "team": team,
         "heatmaps": [Heatmap(testid, title, charts.heatmap(title, staffing.DAYS, hours, values, **options))
                      for testid, title, values, options in (

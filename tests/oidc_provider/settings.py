@@ -25,6 +25,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TEMPLATES = [{"BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True}]
 LOGIN_URL = "/login/"
+# Cookies are per host, not per port: beside a console on the same 127.0.0.1 (make run SSO=1), the
+# provider's session must not overwrite the console's (which holds the sign-in's state and nonce).
+SESSION_COOKIE_NAME = "idp_sessionid"
+CSRF_COOKIE_NAME = "idp_csrftoken"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # test users only: fast
 OAUTH2_PROVIDER = {
     "OIDC_ENABLED": True,

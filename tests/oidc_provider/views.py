@@ -43,8 +43,10 @@ def login(request: HttpRequest) -> HttpResponse:
             return HttpResponse("wrong password", status=403)
         sign_in(request, user)
         return HttpResponseRedirect(target)
-    return HttpResponse(f'<form method="post"><input name="username"><input name="password" type="password">'
-                        f'<input type="hidden" name="next" value="{escape(target)}"></form>')
+    return HttpResponse(f'<!doctype html><title>Test identity provider</title><h1>Test identity provider</h1>'
+                        f'<form method="post"><label>Username <input name="username" autofocus></label> '
+                        f'<label>Password <input name="password" type="password"></label>'
+                        f'<input type="hidden" name="next" value="{escape(target)}"> <button>Sign in</button></form>')
 
 
 @csrf_exempt
@@ -90,8 +92,11 @@ def _tampered(id_token: str, mode: str) -> str:
     if mode == "groups":  # an attacker adds a group and keeps the provider's signature
         claims["groups"] = [*claims.get("groups", []), "rc-admins"]
         return ".".join([header_b64, _b64(json.dumps(claims).encode()), signature])
-    if mode == "audience":  # validly signed by the provider, but for another client
-        claims["aud"] = "another-client"
+    if mode in ("audience", "nonce"):  # validly signed by the provider, but for another client or sign-in
+        if mode == "audience":
+            claims["aud"] = "another-client"
+        else:  # as an ID token replayed from another sign-in would carry
+            claims["nonce"] = "a-nonce-from-another-sign-in"
         header = jwt.get_unverified_header(id_token)
         return jwt.encode(claims, oauth2_settings.OIDC_RSA_PRIVATE_KEY, algorithm="RS256",
                           headers={"kid": header["kid"]})
