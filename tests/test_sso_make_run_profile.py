@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urljoin, urlparse
 
 import pytest
 import requests
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -90,7 +91,7 @@ def sign_in(client: Client, username: str, password: str):
 
 def signed_in(client: Client):
     user = client.get(reverse("login")).wsgi_request.user
-    return type(user._wrapped).objects.get(pk=user.pk) if user.is_authenticated else None
+    return get_user_model().objects.get(pk=user.pk) if user.is_authenticated else None
 
 
 def test_the_login_page_offers_the_profiles_provider(console, client):
