@@ -104,6 +104,14 @@ def _churn(rows: list, other, stop: threading.Event) -> None:
         i += 1
 
 
+def _web_cpu(bench: Bench) -> float:
+    """gunicorn's CPU seconds so far (psutil, the bench extra), or NaN without it."""
+    try:
+        return cpu_of(bench.web.pid)
+    except ImportError:
+        return float("nan")
+
+
 def capacity(bench: Bench) -> None:
     from django.contrib.auth import get_user_model
     from django.test import Client
@@ -146,7 +154,7 @@ def capacity(bench: Bench) -> None:
         threads += [threading.Thread(target=_agent, daemon=True, args=(
             bench.web_port, token, wf, seq, rate, level, stop, lock)) for token, wf in flows]
         threads.append(threading.Thread(target=_churn, daemon=True, args=(open_rows, other, stop)))
-        cpu_before, begun = cpu_of(bench.web.pid), time.perf_counter()
+        cpu_before, begun = _web_cpu(bench), time.perf_counter()
         for t in threads:
             t.start()
         stop.wait(bench.args.capacity_seconds)
@@ -154,7 +162,7 @@ def capacity(bench: Bench) -> None:
         for t in threads:
             t.join(35)
         wall = time.perf_counter() - begun
-        web_cores = (cpu_of(bench.web.pid) - cpu_before) / wall
+        web_cores = (_web_cpu(bench) - cpu_before) / wall
         seq += 100_000
         page95, step95 = pct(level.page_ms, 0.95), pct(level.step_ms, 0.95)
         achieved = len(level.step_ms) / wall
