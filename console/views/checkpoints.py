@@ -346,7 +346,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
             pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED])},
         "ghost_stop": checkpoint.at_seq is not None and not trajectory.later
                       and checkpoint.at_seq > (steps[-1].seq if steps else 0),
-        "holder_event": about.filter(verb__in=[Event.Verb.CLAIMED, Event.Verb.ASSIGNED]).first()
+        "holder_event": _latest(events, about, checkpoint, [Event.Verb.CLAIMED, Event.Verb.ASSIGNED])
                         if checkpoint.assignee_id else None,
         "decision": decision, "decision_error": error, "can_act": acting,
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
@@ -359,7 +359,7 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "four_eyes_on_every_resume": any(v.four_eyes_on_every_resume for v in versions),
         "failover_why_not": "" if form.standbys else (
             f"no other active agent advertises failover for {workflow.kind} workflows."),
-        "returns_to": _returns_to(checkpoint, about.filter(verb=Event.Verb.OPENED).first()),
+        "returns_to": _returns_to(checkpoint, _latest(events, about, checkpoint, [Event.Verb.OPENED])),
         "money_check": (money := checkpoint.money_check()),
         "money_reasons": money.reasons, "money": bool(money), "version": _workbench_version(checkpoint),
         "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),
@@ -367,6 +367,13 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         **replay_offer(request, workflow, checkpoint),
     }
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
+
+
+def _latest(events: list[Event], about: QuerySet[Event], checkpoint: Checkpoint, verbs: list[Event.Verb]) -> Event | None:
+    """The checkpoint's latest event with one of ``verbs``: among the newest events the page read already
+    (newest first) when it is there, else one indexed read of the checkpoint's own events."""
+    found = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb in verbs), None)
+    return found or about.filter(verb__in=verbs).first()
 
 
 def _returns_to(checkpoint: Checkpoint, opened: Event | None) -> str | None:
