@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from console.queue_rows import CACHE
 from tests.helpers import make_checkpoint
-from workflows.models import Checkpoint
+from workflows.models import Checkpoint, Step
 
 
 def _raw_row(html: str, pk: int) -> str:
@@ -85,3 +85,19 @@ def test_what_moves_with_time_moves_on_a_kept_row(client, alice):
     assert before == same_minute or "29m left" in same_minute
     assert "19m left" in later or "20m left" in later
     assert "10m</td>" in later  # the age, too
+
+
+def test_a_step_or_comment_that_changed_is_rendered_again_on_the_workbench(client, alice):
+    """The workbench keeps its trajectory steps and event rows the same way (console/trajectory.py,
+    console/event_rows.py): what changed shows at once."""
+    checkpoint = make_checkpoint()
+    step = checkpoint.workflow.steps.order_by("seq").first()
+    client.force_login(alice)
+    url = reverse("workbench", args=[checkpoint.pk])
+    before = client.get(url).content.decode()
+    Step.objects.filter(pk=step.pk).update(output={"answer": "changed-output-marker"})
+    client.post(reverse("comment", args=[checkpoint.pk]), {"body": "a **new** comment-marker", "next": url})
+    after = client.get(url).content.decode()
+
+    assert "changed-output-marker" not in before and "changed-output-marker" in after
+    assert "comment-marker" not in before and "<strong>new</strong> comment-marker" in after
