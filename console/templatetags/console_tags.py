@@ -562,3 +562,11 @@ def drill_badge(context: template.Context, workflow: Any, checkpoint: Any = None
     request = context.get("request")
     user = getattr(request, "user", None)
     return {"drill": drill if drill.shown_to(user, decided=decided) else None}
+
+
+@register.simple_tag
+def event_rows(events: Any, comments: Any = None, link_checkpoints: Any = False) -> SafeString:
+    """The event log's rows, each rendered once per content (console/event_rows.py)."""
+    from ..event_rows import render_event_rows
+
+    return render_event_rows(events or [], comments if isinstance(comments, dict) else None, bool(link_checkpoints))

@@ -10,6 +10,7 @@ header that static/console.js turns into a toast.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.views import LoginView
+from django.core.cache import cache
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
@@ -59,8 +61,10 @@ from ..forms import (
     RejectForm,
     error_text,
 )
+from ..queue_rows import render_rows
 from ..roles import READERS, can_act, is_admin, operator_required, role_required, signed_in
 from ..team_scope import TeamScope
+from ..trajectory import render_steps
 
 COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
 
@@ -155,14 +159,21 @@ def _queue_version() -> str:
     assigned, released, proposed, approved, breached, resolved…): the latest one's id, with the minute for
     what moves with time alone, is the version of the queue. A global stamp: one indexed lookup, and an
     operator's poll renders again when any checkpoint changed, never less often than it must."""
-    latest = Event.objects.filter(checkpoint__isnull=False).order_by("-pk").values_list("pk", flat=True).first()
-    return f"{latest or 0}.{int(time.time() // QUEUE_FRESHNESS_SECONDS)}"
+    return _queue_stamp()[0]
+
+
+def _queue_stamp() -> tuple[str, str]:
+    """The queue's version, and the same stamp with the latest event's time to the microsecond: what keys
+    the scope counts (an id alone can come back after a rollback on SQLite; the id and its time do not)."""
+    latest = Event.objects.filter(checkpoint__isnull=False).order_by("-pk").values_list("pk", "at").first()
+    version = f"{latest[0] if latest else 0}.{int(time.time() // QUEUE_FRESHNESS_SECONDS)}"
+    return version, f"{version}.{latest[1].timestamp() if latest else 0}"
 
 
 @role_required(*READERS)
 @require_GET
 def queue(request: HttpRequest) -> HttpResponse:
-    version, htmx = _queue_version(), _htmx(request)
+    (version, stamp), htmx = _queue_stamp(), _htmx(request)
     if htmx and htmx.trigger == "queue-table" and request.GET.get("v") == version:
         return HttpResponse(status=204)  # the poll's answer while nothing changed: no render, no swap
     filters = QueueFilterForm(request.GET)
@@ -182,8 +193,11 @@ def queue(request: HttpRequest) -> HttpResponse:
         size=params["per"], after=params.get("after"), before=params.get("before"))
     rows = page.rows
     tabs = _tabs(request, base, params,
-                 approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))))
-    context = {"checkpoints": _with_row_urls(rows), "filters": params, "tabs": tabs,
+                 approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))),
+                 counts_key=_counts_key(request, stamp, teams))
+    acting = can_act(user)
+    context = {"checkpoints": rows, "rows_html": render_rows(request, _with_row_urls(rows), can_act=acting),
+               "filters": params, "tabs": tabs,
                "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
                "team": teams.current, "teams": teams.every if can_act(user) and teams.visible else [],
                # Each unresolved incident as one row above the first page (its members keep their own rows);
@@ -205,19 +219,34 @@ def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_nex
             "next_url": _query(request, before=None, after=QUEUE_PAGES.cursor(rows[-1])) if has_next else ""}
 
 
+def _counts_key(request: HttpRequest, stamp: str, teams: TeamScope) -> str:
+    """The scope counts change only with the queue's version (an event about a checkpoint, or the minute):
+    keyed by it, who asks, their teams and the filters, they are counted once per change, not per render."""
+    filters = sorted((k, v) for k, v in request.GET.lists() if k not in ("after", "before", "v", "per"))
+    team = teams.current.pk if teams.current is not None else None
+    return (f"queue-counts:{stamp}:{signed_in(request).pk}:{team}:{[t.pk for t in teams.visible]}:"
+            f"{hashlib.blake2b(repr(filters).encode(), digest_size=12).hexdigest()}")
+
+
 def _tabs(request: HttpRequest, base: CheckpointQuerySet, params: dict[str, Any], *,
-          approvals: CheckpointQuerySet) -> list[dict[str, Any]]:
+          approvals: CheckpointQuerySet, counts_key: str | None = None) -> list[dict[str, Any]]:
     """Scopes with their counts under the other filters; then the breached toggle."""
     user, scope = signed_in(request), params["scope"]
     scoped = {"mine": base.filter(assignee=user), "unassigned": base.filter(assignee__isnull=True), "all": base,
               "approval": approvals}
+    counts: list[int] | None = cache.get(counts_key) if counts_key else None
+    if counts is None:
+        counts = [_capped_count(qs.breached() if params["breached"] else qs) for qs in scoped.values()]
+        counts.append(_capped_count(scoped[scope].breached()))
+        if counts_key:
+            cache.set(counts_key, counts, QUEUE_FRESHNESS_SECONDS * 2)
     labels = dict(QueueFilterForm.SCOPES)
     tabs = [{"key": key, "label": labels[key], "active": key == scope, "url": _query(
         request, scope=None if key == "all" else key, after=None, before=None),
-        "count": _capped_count(qs.breached() if params["breached"] else qs)} for key, qs in scoped.items()]
+        "count": count} for key, count in zip(scoped, counts, strict=False)]
     tabs.append({"key": "breached", "label": "Breached only", "active": params["breached"], "toggle": True,
                  "url": _query(request, breached=None if params["breached"] else "1", after=None, before=None),
-                 "count": _capped_count(scoped[scope].breached())})
+                 "count": counts[-1]})
     return tabs
 
 
@@ -299,7 +328,11 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
                error: str = "", status: int = 200) -> HttpResponse:
     user, workflow = request.user, checkpoint.workflow
     form = form or DecisionForm(checkpoint=checkpoint)
-    events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:200])
+    # The log shows the latest WORKBENCH_EVENTS (one more says whether it is clipped); who holds it and where it
+    # returns to are asked of the checkpoint's own events, however many steps came after them.
+    events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[
+        :WORKBENCH_EVENTS + 1])
+    about = checkpoint.events.select_related("actor_user", "actor_agent").order_by("-pk")
     trajectory = _trajectory_window(workflow, checkpoint)
     steps = trajectory.steps
     decision = checkpoint.decisions.select_related("decided_by", "approved_by", "new_owner").first()
@@ -307,13 +340,14 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     versions = checkpoint.runbook_versions()  # its own and, for a fork, the checkpoints' it came from
     context = {
         "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "trajectory": trajectory,
+        "steps_html": render_steps(steps, stop_seq=checkpoint.at_seq),
         "events": events[:WORKBENCH_EVENTS][::-1], "events_clipped": len(events) > WORKBENCH_EVENTS,
         "comments": {c.pk: c for c in workflow.comments.filter(
             pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED])},
         "ghost_stop": checkpoint.at_seq is not None and not trajectory.later
                       and checkpoint.at_seq > (steps[-1].seq if steps else 0),
-        "holder_event": next((e for e in events if e.checkpoint_id == checkpoint.pk
-                              and e.verb in (Event.Verb.CLAIMED, Event.Verb.ASSIGNED)), None),
+        "holder_event": _latest(events, about, checkpoint, [Event.Verb.CLAIMED, Event.Verb.ASSIGNED])
+                        if checkpoint.assignee_id else None,
         "decision": decision, "decision_error": error, "can_act": acting,
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
         "can_decide": acting and checkpoint.may_be_decided_by(user),
@@ -325,7 +359,8 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
         "four_eyes_on_every_resume": any(v.four_eyes_on_every_resume for v in versions),
         "failover_why_not": "" if form.standbys else (
             f"no other active agent advertises failover for {workflow.kind} workflows."),
-        "returns_to": _returns_to(checkpoint, events), "money_check": (money := checkpoint.money_check()),
+        "returns_to": _returns_to(checkpoint, _latest(events, about, checkpoint, [Event.Verb.OPENED])),
+        "money_check": (money := checkpoint.money_check()),
         "money_reasons": money.reasons, "money": bool(money), "version": _workbench_version(checkpoint),
         "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),
         "since": None if checkpoint.clock_runs else checkpoint.since_interruption(),
@@ -334,9 +369,15 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
 
 
-def _returns_to(checkpoint: Checkpoint, events: list[Event]) -> str | None:
+def _latest(events: list[Event], about: QuerySet[Event], checkpoint: Checkpoint, verbs: list[Event.Verb]) -> Event | None:
+    """The checkpoint's latest event with one of ``verbs``: among the newest events the page read already
+    (newest first) when it is there, else one indexed read of the checkpoint's own events."""
+    found = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb in verbs), None)
+    return found or about.filter(verb__in=verbs).first()
+
+
+def _returns_to(checkpoint: Checkpoint, opened: Event | None) -> str | None:
     """The owner the workflow had when it was interrupted (recorded on "opened"), else today's default."""
-    opened = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb == Event.Verb.OPENED), None)
     if opened and "owner" in opened.data:
         recorded: str | None = opened.data["owner"]  # None: it had no owner then
         return recorded

@@ -27,8 +27,12 @@ def unread_notifications(request: HttpRequest) -> dict[str, Any]:
     if user is None or not user.is_authenticated:
         return {}
 
-    def unread() -> int:
-        return Notification.objects.for_user(user).unread().count()
+    counted: list[int] = []
+
+    def unread() -> int:  # lazy() calls this at every use: base.html reads it three times, one query
+        if not counted:
+            counted.append(Notification.objects.for_user(user).unread().count())
+        return counted[0]
 
     return {"unread_notifications": lazy(unread, int)(),
             "can_review_breaches": bool(roles_of(user) & {TPM, ADMIN, SUPERUSER})}

@@ -33,8 +33,9 @@ ratio of two things measured side by side is what counts. What each figure means
                                      that POSTs to the same endpoint through the same Redis.  target p95 <= 1.5x
   SLA sweep                          one sweep with 1,000 due among the largest tier vs among 10k. <= 1.5x
   queue / workbench                  first queue page (50 rows) at the largest tier vs a trivial
-                                     authenticated view in the same process (<= 3x, constant queries);
-                                     the workbench of a 1,000-step workflow (<= 5x)
+                                     authenticated view in the same process (<= 3x, constant queries), and
+                                     the same right after another operator claimed or released one of its
+                                     rows; the workbench of a 1,000-step workflow (<= 5x)
   memory                             worker RSS after all deliveries vs after the first tenth (<= 1.10x);
                                      web (in-process) RSS after N queue renders vs after N/10 (flat)
   scaling                            the same figures at 1k, 10k, 100k (and 1M with --full) rows, as a
@@ -48,4 +49,8 @@ ratio of two things measured side by side is what counts. What each figure means
                                      (COPY, seed printed), after rollups.rebuild() rolled them up as
                                      `manage.py rebuild_rollups` does: median of the rounds, ratio and
                                      SQL queries side by side
+  capacity (--capacity)              operators polling the queue and a workbench every 3 s (204 while
+                                     nothing changed) while rows are claimed and released, and agents
+                                     reporting steps, doubled level by level until p95 page > 300 ms or p95
+                                     step > 100 ms: the largest load held, per machine and per core
 """

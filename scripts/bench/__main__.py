@@ -13,6 +13,7 @@ from pathlib import Path
 
 import scripts.bench
 
+from .capacity import capacity
 from .context import Bench
 from .delivery import delivery
 from .environment import install_trivial_view, recreate_database, redis_url, setup_django
@@ -50,6 +51,11 @@ def main() -> None:
                         help="measure the breach review over an empty table and over this many generated "
                              "checkpoints instead (1000000: about 6 minutes to generate)")
     parser.add_argument("--breach-days", type=int, default=365, help="the history those checkpoints span")
+    parser.add_argument("--capacity", action="store_true",
+                        help="only the capacity figure: simulated operators and agents against gunicorn, doubled "
+                             "until p95 page > 300 ms or p95 step > 100 ms (make bench BENCH_ARGS=--capacity)")
+    parser.add_argument("--capacity-seconds", type=float, default=10.0, help="length of each capacity level")
+    parser.add_argument("--capacity-max", type=int, default=512, help="operators at which the capacity run stops")
     args = parser.parse_args()
     args.client_counts = [int(n) for n in args.clients.split(",")]
     args.deliveries = args.deliveries or (10_000 if args.full else 1_000)
@@ -91,6 +97,12 @@ def main() -> None:
         breach_review(args.breach_review, args.breach_days, args.rounds)
         return
     bench = Bench(args, db_url, env)
+    if args.capacity:
+        try:
+            capacity(bench)
+        finally:
+            bench.procs.stop()
+        return
     try:
         if only & {"ingest", "batched", "langgraph"}:
             bench.start_web()

@@ -110,12 +110,15 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
         return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or database_now())
 
     def for_queue(self) -> CheckpointQuerySet:
-        return self.select_related("workflow__agent", "workflow__owner", "assignee", "runbook", "runbook_version",
-                                   "team")
+        """What a queue row shows: the workflow, its agent, the assignee. Only those joins: at 100,000 open
+        checkpoints PostgreSQL spent longer planning the eight-table join the queue once made than running it."""
+        return self.select_related("workflow__agent", "assignee")
 
     def for_workbench(self) -> CheckpointQuerySet:
-        """The queue's joins, and the runbook's current version and owner (is there a newer one, is it stale)."""
-        return self.for_queue().select_related("runbook__current_version", "runbook__owner")
+        """The queue's joins, the workflow's owner, the team, the runbook (its version, its current version and
+        owner: is there a newer one, is it stale)."""
+        return self.for_queue().select_related("workflow__owner", "runbook_version", "team",
+                                               "runbook__current_version", "runbook__owner")
 
 
 class Checkpoint(Stateful):
