@@ -192,7 +192,8 @@ def queue_rows(limit: int = 20) -> list[dict[str, Any]]:
     for c in (Checkpoint.objects.open().filter(incident__in=incidents).select_related("workflow")
               .only("pk", "incident_id", "resume_state", "due_at", "warn_at", "breached_at", "status", "opened_at",
                     "runbook_id",
-                    "workflow__external_id", "workflow__context")[:5000]):
+                    # workflow__kind: money_by_stage reads it (one query per member when it was deferred)
+                    "workflow__external_id", "workflow__context", "workflow__kind")[:5000]):
         members[c.incident_id].append(c)  # type: ignore[index]
     rows = []
     for incident in incidents:
