@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from tests.helpers import REMAINING_PLAN, make_agent, make_user, make_workflow
-from tests.stack import Receiver, Stack, private_redis, wait_until
+from tests.stack import Stack, private_redis, wait_until
 from workflows.models import Checkpoint, Decision, Incident, Rollout
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow,

@@ -21,7 +21,6 @@ from .delivery import ReadyFile, Receiver
 from .environment import BIN, ROOT
 from .output import header, line
 
-
 # What the agent says it will do after the failed step: no money, so a resume needs no confirmation.
 PLAN = [{"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False}]
 
