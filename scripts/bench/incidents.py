@@ -59,7 +59,7 @@ def incidents(bench: Bench) -> None:
 
     n = bench.args.incident_members
     header(f"incidents: the incident page of {n:,} members vs the queue page, same process")
-    agent, _ = bench.agent("outage")
+    agent, _ = bench.agent("outage", allow_plain_http=True)  # the bench's endpoint is http on loopback
     incident = outage(bench, agent, n)
     client = bench.operator_client()
     urls = {"queue": "/?per=50", "incident": f"/incidents/{incident.pk}/"}

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from .base import Conflict, Stateful
@@ -134,16 +134,21 @@ class Rollout(Stateful):
         """How a wave's members fared since it went out: failed (decision failed, workflow failed, or paused
         again at a new checkpoint) and settled (those, or the workflow completed)."""
         from .checkpoints import Checkpoint
+        from .decisions import Decision
+        from .workflows import Workflow
 
         at = datetime.fromisoformat(wave["at"])
         failed = settled = 0
-        for c in Checkpoint.objects.filter(pk__in=wave["checkpoints"]).select_related("workflow"):
-            decision = c.decisions.order_by("-pk").first()
-            paused_again = c.workflow.checkpoints.filter(opened_at__gt=at).exists()
-            bad = (decision is not None and decision.status == decision.Status.FAILED) or paused_again or (
-                c.workflow.status == c.workflow.Status.FAILED)
+        # One statement for the whole wave (a wave of 4,000 was 8,000 queries a sweep): each member's latest
+        # decision, whether its workflow paused again since the wave went out, and the workflow's status.
+        latest = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("-pk").values("status")[:1]
+        again = Checkpoint.objects.filter(workflow=OuterRef("workflow_id"), opened_at__gt=at)
+        for decision, paused_again, workflow in Checkpoint.objects.filter(pk__in=wave["checkpoints"]).annotate(
+                last_decision=Subquery(latest), paused_again=Exists(again)).values_list(
+                "last_decision", "paused_again", "workflow__status"):
+            bad = decision == Decision.Status.FAILED or paused_again or workflow == Workflow.Status.FAILED
             failed += bad
-            settled += bad or c.workflow.status == c.workflow.Status.COMPLETED
+            settled += bad or workflow == Workflow.Status.COMPLETED
         return WaveOutcome(len(wave["checkpoints"]), failed, settled)
 
     def advance(self, now: datetime | None = None) -> bool:
