@@ -244,6 +244,10 @@ DELIVERY_REFUSE_PRIVATE_ADDRESSES = env.bool("DELIVERY_REFUSE_PRIVATE_ADDRESSES"
 DELIVERY_ALLOWED_NETWORKS = env.list("DELIVERY_ALLOWED_NETWORKS", default=[])
 # How often the outbox relay and the sweeps run (Celery beat and the relay loop).
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", default=5.0)
+# A rollout (workflows/models/rollouts.py) sends at most its ``per_minute`` decisions per this window, and
+# looks again this soon at a wave that has not settled; tests and `make chaos` shorten both.
+ROLLOUT_RATE_WINDOW_SECONDS = env.float("ROLLOUT_RATE_WINDOW_SECONDS", default=60.0)
+ROLLOUT_RECHECK_SECONDS = env.float("ROLLOUT_RECHECK_SECONDS", default=15.0)
 # A workflow whose agent says nothing for this long gets a checkpoint (per agent override).
 AGENT_SILENCE_SECONDS = env.int("AGENT_SILENCE_SECONDS", default=900)
 # Replays (issue 11): bounded in range, request size, concurrency per agent and time.

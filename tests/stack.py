@@ -148,6 +148,12 @@ class Stack:
         return self.start("relay", [str(BIN / "python"), "manage.py", "run_relay", "--interval", str(interval)],
                           ready="outbox relay")
 
+    def beat(self, schedule: Path) -> Proc:
+        """Celery beat sending the periodic sweep to this stack's queue; ``schedule`` is the test's own file
+        (the default, under VAR_DIR, is shared by every process on the machine)."""
+        return self.start("beat", [str(BIN / "celery"), "-A", "console", "beat", "-s", str(schedule),
+                                   "--loglevel=INFO"], ready="beat: Starting")
+
     def stop(self) -> None:
         for proc in reversed(self.procs):
             proc.stop()

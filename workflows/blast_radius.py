@@ -21,7 +21,7 @@ from typing import Any
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from .models import Checkpoint, Incident, Runbook
+from .models import Checkpoint, Decision, Incident, Runbook
 from .money import PLANNED, Amount, MoneyAtStake, amounts_in
 
 STAGES = ("committed", "pending", "planned")
@@ -119,6 +119,12 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
     """The figures over an incident's members (``members`` with their workflows and runbooks joined)."""
     now = now or timezone.now()
     radius = BlastRadius()
+    members = list(members)
+    # Whose clock still runs: open, or awaiting a second operator's approval, read for all members in one
+    # query (``Checkpoint.clock_runs`` asks one per decided member: a rollout decides thousands).
+    decided = [c.pk for c in members if c.status == Checkpoint.Status.DECIDED]
+    awaiting = set(Decision.objects.proposed().filter(checkpoint_id__in=decided)
+                   .values_list("checkpoint_id", flat=True)) if decided else set()
     workflows, tickets, customers = set(), set(), set()
     promises: dict[str, dict[str, Any]] = {}
     for c in members:
@@ -143,7 +149,7 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
             due = promise_due(text, c.opened_at)
             if due is not None and (entry["due"] is None or due < entry["due"]):
                 entry["due"] = due
-        if c.clock_runs:
+        if c.is_open or c.pk in awaiting:  # Checkpoint.clock_runs, with the approvals read above
             radius.open_members += 1
             if radius.oldest_due_at is None or c.due_at < radius.oldest_due_at:
                 radius.oldest_due_at = c.due_at
@@ -192,7 +198,8 @@ def queue_rows(limit: int = 20) -> list[dict[str, Any]]:
     for c in (Checkpoint.objects.open().filter(incident__in=incidents).select_related("workflow")
               .only("pk", "incident_id", "resume_state", "due_at", "warn_at", "breached_at", "status", "opened_at",
                     "runbook_id",
-                    "workflow__external_id", "workflow__context")[:5000]):
+                    # workflow__kind: money_by_stage reads it (one query per member when it was deferred)
+                    "workflow__external_id", "workflow__context", "workflow__kind")[:5000]):
         members[c.incident_id].append(c)  # type: ignore[index]
     rows = []
     for incident in incidents:

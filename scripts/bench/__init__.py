@@ -44,6 +44,13 @@ ratio of two things measured side by side is what counts. What each figure means
                                      second page by its cursor) over an empty table vs N checkpoints of a
                                      year's history (generate_breach_history, COPY, seed printed), in one
                                      process, medians; the query count beside each ratio
+  incident page, N members           the incident page (blast radius, timeline, first members) of an
+                                     incident of N (10,000) members vs the first queue page (50 rows), in
+                                     one process, interleaved, medians; queries beside.  target <= 5x
+  rollout deliveries/s               a rollout of those N members (canary, waves, rate window set out of
+                                     the way), from its start to the last POST at the endpoint, vs N bare
+                                     Celery tasks POSTing to the same endpoint on the same worker and
+                                     Redis.                                              target >= 50 %
   TPM pages (--tpm-pages N)          the resume dashboard, a drill-down, readiness, the staffing budget
                                      and the breach review over an empty database vs N generated workflows
                                      (COPY, seed printed), after rollups.rebuild() rolled them up as

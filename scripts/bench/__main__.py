@@ -17,6 +17,7 @@ from .capacity import capacity
 from .context import Bench
 from .delivery import delivery
 from .environment import install_trivial_view, recreate_database, redis_url, setup_django
+from .incidents import incidents
 from .ingest import batched, ingest, langgraph
 from .output import RESULTS, SEED
 from .pages import pages, web_memory
@@ -25,7 +26,7 @@ from .tpm import breach_review, tpm_pages
 
 SECTIONS: dict[str, Callable[[Bench], None]] = {
     "ingest": ingest, "langgraph": langgraph, "batched": batched, "delivery": delivery, "tiers": tiers,
-    "pages": pages, "memory": web_memory}
+    "pages": pages, "memory": web_memory, "incidents": incidents}
 
 
 def main() -> None:
@@ -43,6 +44,8 @@ def main() -> None:
     parser.add_argument("--renders", type=int, default=None)
     parser.add_argument("--due", type=int, default=None, help="checkpoints due in the SLA sweep figure "
                         "(100; 1,000 with --full: the sweep records them one by one)")
+    parser.add_argument("--incident-members", type=int, default=10_000,
+                        help="members of the incidents section's incident (its page and its rollout)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--tpm-pages", type=int, default=0, metavar="WORKFLOWS",
                         help="measure the TPM pages over an empty database, then over this many generated "

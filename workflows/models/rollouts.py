@@ -11,6 +11,10 @@ delivery, audit trail and exactly-once guarantees of a single decision): a membe
 acceptable yet (an unknown effect not confirmed, money not confirmed, a runbook that does not allow the
 action) or that another operator holds waits, and is tried again at the next wave. Timers are data:
 ``next_at`` is read by the periodic sweep (``advance_due``), never a countdown task.
+
+The "minute" of ``per_minute`` is ``settings.ROLLOUT_RATE_WINDOW_SECONDS`` (60); the guarantee tests and
+``make chaos`` shorten it (and ``ROLLOUT_RECHECK_SECONDS``, how soon an unsettled wave is looked at again)
+so that a 500-member rollout runs in seconds under the same rules.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from .base import Conflict, Stateful
@@ -61,6 +65,11 @@ class WaveOutcome:
     @property
     def all_settled(self) -> bool:
         return self.settled >= self.size
+
+
+def rate_window() -> timedelta:
+    """The window ``per_minute`` counts decisions in: a minute, unless the settings shorten it."""
+    return timedelta(seconds=settings.ROLLOUT_RATE_WINDOW_SECONDS)
 
 
 class Rollout(Stateful):
@@ -116,38 +125,45 @@ class Rollout(Stateful):
     @classmethod
     def advance_due(cls, now: datetime | None = None) -> int:
         """The sweep's step: advance every running rollout whose ``next_at`` passed. Returns how many."""
+        stepped = now  # None: the sweep, on the real clock (see ``_send_wave``)
         now = now or timezone.now()
         due = list(cls.objects.filter(status=cls.Status.RUNNING, next_at__lte=now).values_list("pk", flat=True))
-        return sum(cls.objects.get(pk=pk).advance(now) for pk in due)
+        return sum(cls.objects.get(pk=pk).advance(stepped) for pk in due)
 
     def outcome(self, wave: dict[str, Any]) -> WaveOutcome:
         """How a wave's members fared since it went out: failed (decision failed, workflow failed, or paused
         again at a new checkpoint) and settled (those, or the workflow completed)."""
         from .checkpoints import Checkpoint
+        from .decisions import Decision
+        from .workflows import Workflow
 
         at = datetime.fromisoformat(wave["at"])
         failed = settled = 0
-        for c in Checkpoint.objects.filter(pk__in=wave["checkpoints"]).select_related("workflow"):
-            decision = c.decisions.order_by("-pk").first()
-            paused_again = c.workflow.checkpoints.filter(opened_at__gt=at).exists()
-            bad = (decision is not None and decision.status == decision.Status.FAILED) or paused_again or (
-                c.workflow.status == c.workflow.Status.FAILED)
+        # One statement for the whole wave (a wave of 4,000 was 8,000 queries a sweep): each member's latest
+        # decision, whether its workflow paused again since the wave went out, and the workflow's status.
+        latest = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("-pk").values("status")[:1]
+        again = Checkpoint.objects.filter(workflow=OuterRef("workflow_id"), opened_at__gt=at)
+        for decision, paused_again, workflow in Checkpoint.objects.filter(pk__in=wave["checkpoints"]).annotate(
+                last_decision=Subquery(latest), paused_again=Exists(again)).values_list(
+                "last_decision", "paused_again", "workflow__status"):
+            bad = decision == Decision.Status.FAILED or paused_again or workflow == Workflow.Status.FAILED
             failed += bad
-            settled += bad or c.workflow.status == c.workflow.Status.COMPLETED
+            settled += bad or workflow == Workflow.Status.COMPLETED
         return WaveOutcome(len(wave["checkpoints"]), failed, settled)
 
     def advance(self, now: datetime | None = None) -> bool:
         """Judge the last wave and send the next one, under a row lock (many sweeps are harmless)."""
+        live = now is None
         now = now or timezone.now()
         with transaction.atomic():
             rollout = Rollout.objects.select_for_update().get(pk=self.pk)
             if rollout.status != self.Status.RUNNING or (rollout.next_at and rollout.next_at > now):
                 return False
-            done = rollout._advance(now)
+            done = rollout._advance(now, live=live)
         self.refresh_from_db()
         return done
 
-    def _advance(self, now: datetime) -> bool:
+    def _advance(self, now: datetime, *, live: bool = False) -> bool:
         if self.waves:
             last = self.waves[-1]
             outcome = self.outcome(last)
@@ -160,9 +176,10 @@ class Rollout(Stateful):
                 Event.record(self.incident, Event.Verb.ROLLOUT_HALTED, data={"rollout": self.pk, "why": why})
                 return True
             if not outcome.all_settled and not watched:
-                Rollout.objects.filter(pk=self.pk).update(next_at=now + timedelta(seconds=15))
+                Rollout.objects.filter(pk=self.pk).update(
+                    next_at=now + timedelta(seconds=settings.ROLLOUT_RECHECK_SECONDS))
                 return False
-        return self._send_wave(now)
+        return self._send_wave(now, live=live)
 
     def _wave_size(self, remaining: int) -> int:
         if not self.waves:
@@ -172,7 +189,7 @@ class Rollout(Stateful):
             size = len(self.waves[-1]["checkpoints"]) * max(self.growth, 1)
         return max(1, min(size, self.per_minute))
 
-    def _send_wave(self, now: datetime) -> bool:
+    def _send_wave(self, now: datetime, *, live: bool = False) -> bool:
         candidates = list(self.incident.members.open().select_related("workflow__agent", "runbook_version")
                           .order_by("due_at", "pk"))
         size = self._wave_size(len(candidates))
@@ -188,10 +205,15 @@ class Rollout(Stateful):
                 Event.record(self.incident, Event.Verb.ROLLOUT_COMPLETED, data={"rollout": self.pk})
                 return True
             # Members wait (unknown effects, money, held by someone): look again in a minute.
-            Rollout.objects.filter(pk=self.pk).update(next_at=now + timedelta(minutes=1))
+            Rollout.objects.filter(pk=self.pk).update(next_at=now + rate_window())
             return False
         wave = {"number": len(self.waves) + 1, "at": now.isoformat(), "checkpoints": decided}
-        Rollout.objects.filter(pk=self.pk).update(waves=[*self.waves, wave], next_at=now + timedelta(minutes=1))
+        # On the real clock (the sweep) the window starts when this wave's last decision was recorded, not
+        # when the sweep began: deciding 100 members takes a while, and any window of the rate's length must
+        # hold one wave at most (tests/test_guarantee_incident_rollout.py counts decided_at in every window).
+        # A caller stepping time (the unit tests) keeps its ``now``.
+        sent_at = timezone.now() if live else now
+        Rollout.objects.filter(pk=self.pk).update(waves=[*self.waves, wave], next_at=sent_at + rate_window())
         Event.record(self.incident, Event.Verb.ROLLOUT_WAVE, data={"rollout": self.pk, "wave": wave["number"],
                                                                    "members": len(decided)})
         return True
