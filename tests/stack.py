@@ -118,6 +118,7 @@ class Stack:
         self.broker_url = broker_url
         self.queue = f"test-{os.getpid()}-{time.monotonic_ns()}"
         self.overrides = overrides
+        self.beat_schedule: Path | None = None  # where a test's beat keeps its schedule
         self.procs: list[Proc] = []
 
     def env(self) -> dict[str, str]:

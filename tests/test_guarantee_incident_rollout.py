@@ -38,7 +38,7 @@ def stack(redis_server, tmp_path):
     s = Stack(redis_server.url, SWEEP_INTERVAL_SECONDS="1", ROLLOUT_RATE_WINDOW_SECONDS=str(WINDOW),
               ROLLOUT_RECHECK_SECONDS="0.2", DELIVERY_LEASE_SECONDS="30", DELIVERY_BACKOFF_SECONDS="0.2",
               DELIVERY_TIMEOUT_SECONDS="30", WORKER_WATCHDOG_SECONDS="0")
-    s.tmp_path = tmp_path
+    s.beat_schedule = tmp_path / "celerybeat-schedule"  # the test's own beat file
     yield s
     s.stop()
 
@@ -46,7 +46,7 @@ def stack(redis_server, tmp_path):
 def start(stack):
     stack.worker(concurrency=2)
     stack.relay()
-    stack.beat(stack.tmp_path / "celerybeat-schedule")
+    stack.beat(stack.beat_schedule)
 
 
 def outage(receiver, members: int) -> Incident:

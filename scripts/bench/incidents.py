@@ -94,7 +94,7 @@ def rollout_throughput(bench: Bench, incident) -> None:
     incident.agent.resume_url = receiver.url
     incident.agent.save(update_fields=["resume_url"])
     with current_app.connection_for_write() as conn:  # nothing left over from an earlier run in the queue
-        conn.default_channel.queue_purge("bench")
+        conn.default_channel.queue_purge("bench")  # type: ignore[attr-defined]  # kombu types the channel loosely
     worker_env = {**bench.env, "PYTHONPATH": str(ROOT / "scripts"), "CELERY_QUEUE": "bench"}
     bench.procs.env = worker_env
     bench.procs.start([str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork", "-c", "2",
