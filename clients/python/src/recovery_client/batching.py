@@ -2,7 +2,8 @@
 
 A ``Workflow`` with ``Batching`` keeps the reports of its ``model`` and ``tool`` steps in a buffer
 and sends them with the batch endpoint (``POST /workflows/{id}/steps/batch``, docs/API.md 3b) when
-the buffer holds ``size`` reports, when the oldest has waited ``seconds`` (a timer flushes it even if
+the buffer holds ``size`` reports (counted when a step finishes: a flush then carries finished steps only,
+so a hold's pause can come with its answer), when the oldest has waited ``seconds`` (a timer flushes it even if
 the run reports nothing more), when it nears ``max_bytes`` (under the console's 1 MiB body limit), and
 always **before** anything else reaches the console: an effect's or a message's report goes out in the
 same request as the buffer (the buffer first, in order), and so does every checkpoint, finish and drill
@@ -24,13 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from .client import Json
+Json = dict[str, Any]  # as client.Json (which imports this module)
 
 __all__ = ["BUFFERED_KINDS", "Batching", "StepBuffer"]
 
 BUFFERED_KINDS = frozenset({"model", "tool"})
 MAX_BATCH = 500  # the batch endpoint's limit
+MAX_SIZE = MAX_BATCH - 1  # a full buffer of finished steps, and the pending report of the step in progress
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,8 @@ class Batching:
     max_bytes: int = 512 * 1024
 
     def __post_init__(self) -> None:
-        if not 1 <= self.size <= MAX_BATCH:
-            raise ValueError(f"Batching.size is 1 to {MAX_BATCH} steps (the batch endpoint's limit)")
+        if not 1 <= self.size <= MAX_SIZE:
+            raise ValueError(f"Batching.size is 1 to {MAX_SIZE} steps (the batch endpoint takes {MAX_BATCH})")
         if self.seconds <= 0:
             raise ValueError("Batching.seconds must be positive")
 

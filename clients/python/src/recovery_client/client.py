@@ -18,8 +18,9 @@ import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .batching import Batching
+
 if TYPE_CHECKING:
-    from .batching import Batching
     from .reasons import ReasonMap
     from .workflow import Decision, Workflow
 
@@ -28,6 +29,7 @@ __all__ = ["ApiError", "Json", "RecoveryClient", "Unavailable"]
 Json = dict[str, Any]  # a JSON object as the API answers it
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+DEFAULT_BATCHING = Batching()  # model and tool steps buffered: 50 steps or 1 s, flushed before any effect
 
 
 class ApiError(Exception):
@@ -55,10 +57,10 @@ class Unavailable(Exception):
 
 class RecoveryClient:
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 5,
-                 backoff: float = 0.25, max_wait: float = 30.0, batching: Batching | None = None,
+                 backoff: float = 0.25, max_wait: float = 30.0, batching: Batching | None = DEFAULT_BATCHING,
                  drill_sleep: Callable[[float], None] = time.sleep) -> None:
         """``batching``: how ``workflow(...)`` runs (and both adapters) buffer model and tool steps
-        (``recovery_client.Batching``; None reports each step at once). ``drill_sleep``: how a drill's
+        (``recovery_client.Batching``; None reports each step at once, as the client did before batching). ``drill_sleep``: how a drill's
         "go silent for N minutes" waits (a test passes a clock)."""
         self.batching = batching
         self.drill_sleep = drill_sleep

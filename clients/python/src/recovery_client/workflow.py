@@ -256,7 +256,7 @@ class Workflow:
                 self._buffer.add(report)
                 body = _as_recorded(self._buffer.reports[seq])
                 self._remember([body])
-                if self._buffer.due:
+                if self._buffer.due and status != "pending":  # a flush of finished steps: a hold may answer it
                     self.flush()
                 return body
             waiting = self._buffer.take() if self._buffer is not None else []
