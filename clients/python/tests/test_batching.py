@@ -8,7 +8,7 @@ import time
 
 import pytest
 from fakeconsole import TOKEN, FakeConsole
-from recovery_client import Batching, DrillCrash, Paused, RecoveryClient
+from recovery_client import ApiError, Batching, DrillCrash, Paused, RecoveryClient
 
 PATIENCE = 10.0  # seconds a background flush may take on a loaded machine: a bound, not an assertion
 
@@ -138,9 +138,10 @@ def test_a_refused_batch_loses_nothing_and_is_sent_again(console):
             s.record(1)
         with wf.step("think", kind="model") as s:
             s.record(2)
-        console.fail_next(4, status=503)  # every retry of the next request: Unavailable... then ApiError 503
-        with pytest.raises(Exception):  # noqa: B017, PT011 - 503 after the retries, whichever form it takes
+        console.fail_next(4, status=503)  # the request and its 3 retries
+        with pytest.raises(ApiError) as refused:
             wf.flush()
+        assert refused.value.status == 503
         wf.flush()
     assert [(s["seq"], s["status"]) for s in console.steps(wf.id)] == [(1, "committed"), (2, "committed")]
 
