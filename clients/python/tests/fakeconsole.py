@@ -49,6 +49,7 @@ class FakeConsole:
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, Any]] = []
         self.instructions: dict[str, dict[str, Any]] = {}  # workflow id -> what step answers tell its runtime
+        self.drill: dict[str, Any] | None = None  # a drill's instruction for every workflow until its checkpoint
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.console = self  # type: ignore[attr-defined]
@@ -160,6 +161,8 @@ class FakeConsole:
     def instruction(self, workflow_id: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
         """As the console: a hold's pause comes only with an answer that finished its steps (none pending)."""
         told = dict(self.instructions.get(workflow_id) or {})
+        if self.drill and not self.workflows[workflow_id]["checkpoint_ids"]:
+            told["drill"] = self.drill
         if any(step["status"] == "pending" for step in steps):
             told.pop("pause", None)
         return {"instruction": told} if told else {}

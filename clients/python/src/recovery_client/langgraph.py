@@ -260,7 +260,11 @@ class _GraphRun:
                 self.wf.report(seq, name, kind, "failed", **fields,
                                output={"error": type(error).__name__, "message": str(error)})
             return
-        result, verified = self.checked(name, kind, seq, event.get("result"))
+        try:
+            result, verified = self.checked(name, kind, seq, event.get("result"))
+        except Exception:
+            self.tasks[str(event["id"])] = name_seq  # the checkpoint names it, and the step is reported failed
+            raise
         self.wf.die_if_failing_over(seq)  # a failover drill: the process dies before reporting the node
         self.wf.report(seq, name, kind, "committed", **fields, output=result, external_ref=_ref(result),
                        verified=verified)
