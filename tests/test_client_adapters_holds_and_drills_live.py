@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
 import langgraph_refund
 import openai_agents_refund
+import pytest
 from recovery_client import DrillFailover, RecoveryClient
 from refund_systems import Systems
 

@@ -4,8 +4,15 @@
 from datetime import timedelta
 
 import pytest
-from recovery_client import (ApiError, Batching, DrillFailover, Paused, ProviderChanged, RecoveryClient, Stopped,
-                             drifted)
+from recovery_client import (
+    ApiError,
+    Batching,
+    DrillFailover,
+    Paused,
+    ProviderChanged,
+    RecoveryClient,
+    drifted,
+)
 
 from tests.helpers import make_agent, make_user
 from workflows.models import Agent, Checkpoint, Decider, Drill, Step, Workflow

@@ -41,9 +41,10 @@ def test_a_run_costs_a_few_requests_and_every_step_is_in_the_console_before_the_
     steps = console.steps(wf.id)
     assert [(s["seq"], s["status"]) for s in steps] == [(k, "committed") for k in range(1, 17)]
     assert steps[10]["output"] == {"refund": "R-1"} and steps[0]["output"] == {"k": 0}
-    # create; the first report alone (it may carry an instruction); the buffer with the effect's pending;
-    # the commit; the last five with the finish.
-    assert posts(console) == ["/api/v1/workflows", "steps", "batch", "steps", "batch", "/api/v1/workflows/1/finish"]
+    # create; step 1 reported alone until finished (its answer may carry a hold or a drill); the buffer with
+    # the effect's pending; the effect's commit; the last five before the finish.
+    assert posts(console) == ["/api/v1/workflows", "steps", "steps", "batch", "steps", "batch",
+                              "/api/v1/workflows/1/finish"]
 
 
 def test_a_pending_report_still_in_the_buffer_is_sent_once_finished(console):
@@ -53,8 +54,8 @@ def test_a_pending_report_still_in_the_buffer_is_sent_once_finished(console):
             with wf.step(f"look {k}") as s:
                 s.record(k)
     batches = [body["steps"] for method, path, body in console.requests if path.endswith("/batch")]
-    # Step 1's pending went alone (the first answer tells of any hold or drill); the rest went finished.
-    assert [(r["seq"], r["status"]) for r in batches[0]] == [(1, "committed"), (2, "committed"), (3, "committed")]
+    # Step 1 went alone until finished (its answer tells of any hold or drill); the rest went finished.
+    assert [(r["seq"], r["status"]) for r in batches[0]] == [(2, "committed"), (3, "committed")]
 
 
 def test_the_size_bound_flushes_a_full_buffer(console):
@@ -63,10 +64,10 @@ def test_the_size_bound_flushes_a_full_buffer(console):
         for k in range(9):
             with wf.step(f"look {k}") as s:
                 s.record(k)
-            if k == 3:  # the commits of steps 1..4 filled the buffer (each pending was replaced by its commit)
-                assert [(s["seq"], s["status"]) for s in console.steps(wf.id)] == [(k, "committed") for k in range(1, 5)]
-            if k == 6:
-                assert len(console.steps(wf.id)) == 4, "steps 5..7 wait in the buffer"
+            if k == 3:
+                assert [s["seq"] for s in console.steps(wf.id)] == [1], "steps 2..4 wait in the buffer"
+            if k == 4:  # the commits of steps 2..5 filled it (each pending was replaced by its commit)
+                assert [(s["seq"], s["status"]) for s in console.steps(wf.id)] == [(k, "committed") for k in range(1, 6)]
     assert len(console.steps(wf.id)) == 9
 
 
@@ -159,8 +160,8 @@ def test_a_hold_on_a_batch_answer_pauses_the_run_there(console):
             with wf.step(f"think {k}", kind="model") as s:
                 ran.append(k)
                 s.record(k)
-    # The commits of read and think 0 filled the buffer; their flush brought the pause: nothing more ran.
-    assert ran == [0], "the run stopped at the flush the pause came with"
+    # The commits of think 0 and think 1 filled the buffer; their flush brought the pause: nothing more ran.
+    assert ran == [0, 1], "the run stopped at the flush the pause came with"
     assert paused.value.reason == "held" and paused.value.checkpoint_id == checkpoint["id"]
 
 

@@ -142,7 +142,8 @@ class Workflow:
         self._seq = 0
         self._occurrences: Counter[str] = Counter()
         self.drill: DrillFault | None = None  # a recovery drill's fault, as a step report's answer told it
-        # Reports go out one at a time (or with the buffer) until the first answer told of any hold or drill.
+        # Reports go out one at a time until a finished step's answer (the first that can carry a hold's
+        # pause) told of any hold or drill in place when the run started.
         self._lock = threading.RLock()  # the agent's thread and the buffer's timer both send
         self._buffer = StepBuffer(batching, self._timer_flush) if batching else None
         self._answered = False
@@ -274,7 +275,7 @@ class Workflow:
                 if self._buffer is not None and waiting:
                     self._buffer.restore(waiting)  # nothing of a refused batch was recorded: it waits again
                 raise
-            self._answered = True
+            self._answered = self._answered or status != "pending"  # a finished step's answer can carry a pause
             self._remember(steps)
             self._follow(instruction)
             return body
