@@ -310,9 +310,16 @@ class Workflow:
             self._buffer.stop()
 
     def _remember(self, steps: list[Json]) -> None:
-        seqs = {int(s["seq"]) for s in steps}
-        self.recorded = sorted([s for s in self.recorded if int(s["seq"]) not in seqs] + steps,
-                               key=lambda s: int(s["seq"]))
+        """Keep ``recorded`` by seq: a step replaces its seq's record, or goes in its place (searched from the
+        end, where a run's reports land: this is per step, so it must not sort the whole trail)."""
+        for step in steps:
+            seq, at = int(step["seq"]), len(self.recorded)
+            while at and int(self.recorded[at - 1]["seq"]) > seq:
+                at -= 1
+            if at and int(self.recorded[at - 1]["seq"]) == seq:
+                self.recorded[at - 1] = step
+            else:
+                self.recorded.insert(at, step)
 
     def _follow(self, instruction: Any, *, defer: bool = False) -> None:
         """Act on an answer's instruction. A drill's fault is kept in ``wf.drill``. A hold: an operator put
