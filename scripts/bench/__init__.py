@@ -27,7 +27,9 @@ ratio of two things measured side by side is what counts. What each figure means
                                      of executemany
   LangGraph PostgresSaver, N         the console's HTTP path vs langgraph-checkpoint-postgres saving the
                                      same state per step in-process at the same concurrency (ratio > 1:
-                                     the console is faster)
+                                     the console is faster); and recovery_client's batching client
+                                     end to end (wf.step blocks over HTTP, 50 steps a batch) vs the
+                                     same saver.                                            target > 1x
   approve -> delivery p50/p95        decision committed -> the agent endpoint receives the signed POST
                                      (relay woken by NOTIFY, Celery worker, Redis) vs a bare Celery task
                                      that POSTs to the same endpoint through the same Redis.  target p95 <= 1.5x

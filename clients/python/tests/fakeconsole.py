@@ -11,6 +11,7 @@ real thing.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import re
@@ -47,6 +48,8 @@ class FakeConsole:
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str, Any]] = []
+        self.instructions: dict[str, dict[str, Any]] = {}  # workflow id -> what step answers tell its runtime
+        self.drill: dict[str, Any] | None = None  # a drill's instruction for every workflow until its checkpoint
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.console = self  # type: ignore[attr-defined]
@@ -106,6 +109,7 @@ class FakeConsole:
         if method == "GET":
             return [(r"/api/v1/workflows/(\w+)", self.get_workflow), (r"/api/v1/checkpoints/(\w+)", self.get_checkpoint)]
         return [(r"/api/v1/workflows", self.create_workflow), (r"/api/v1/workflows/(\w+)/steps", self.report_step),
+                (r"/api/v1/workflows/(\w+)/steps/batch", self.report_steps),
                 (r"/api/v1/workflows/(\w+)/checkpoints", self.open_checkpoint),
                 (r"/api/v1/workflows/(\w+)/finish", self.finish)]
 
@@ -133,8 +137,41 @@ class FakeConsole:
     def get_workflow(self, body: Any, workflow_id: str) -> tuple[int, Any]:
         return 200, self.shaped(self.own(workflow_id))
 
-    def report_step(self, body: Any, workflow_id: str) -> tuple[int, Any]:
+    def report_steps(self, body: Any, workflow_id: str) -> tuple[int, Any]:
+        """3b: every report judged as endpoint 3 judges it, in order; all of them or none."""
         workflow = self.own(workflow_id)
+        if not 1 <= len(body["steps"]) <= 500:
+            raise Refusal(422, "too_long", "1 to 500 steps.", "steps")
+        before = copy.deepcopy(workflow["steps"])
+        results = []
+        try:
+            for index, report in enumerate(body["steps"]):
+                try:
+                    results.append(self.record(workflow, report))
+                except Refusal as refusal:
+                    refusal.field = f"steps.{index}" + (f".{refusal.field}" if refusal.field else "")
+                    raise
+        except Refusal:
+            workflow["steps"] = before
+            raise
+        created = [step["seq"] for status, step in results if status == 201]
+        answer = {"created": created, "steps": [copy.deepcopy(step) for _status, step in results]}
+        return (201 if created else 200), {**answer, **self.instruction(workflow_id, answer["steps"])}
+
+    def instruction(self, workflow_id: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
+        """As the console: a hold's pause comes only with an answer that finished its steps (none pending)."""
+        told = dict(self.instructions.get(workflow_id) or {})
+        if self.drill and not self.workflows[workflow_id]["checkpoint_ids"]:
+            told["drill"] = self.drill
+        if any(step["status"] == "pending" for step in steps):
+            told.pop("pause", None)
+        return {"instruction": told} if told else {}
+
+    def report_step(self, body: Any, workflow_id: str) -> tuple[int, Any]:
+        status, step = self.record(self.own(workflow_id), body)
+        return status, {**step, **self.instruction(workflow_id, [step])}
+
+    def record(self, workflow: dict[str, Any], body: Any) -> tuple[int, Any]:
         if workflow["status"] in ("completed", "failed", "aborted", "handed_off"):
             raise Refusal(409, "workflow_finished", "The workflow takes no more steps.")
         step = {"seq": body["seq"], "name": body["name"], "kind": body["kind"], "status": body["status"],

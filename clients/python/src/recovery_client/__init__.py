@@ -10,15 +10,26 @@ does the same under asyncio. Framework adapters live in
 """
 
 from .aio import AsyncRecoveryClient, AsyncStepScope, AsyncWorkflow
+from .batching import Batching
 from .client import ApiError, Json, RecoveryClient, Unavailable
-from .drills import GARBAGE, DrillCrash, DrillFault, GarbageAnswer
+from .drills import (
+                     GARBAGE,
+                     DrillCrash,
+                     DrillFailover,
+                     DrillFault,
+                     DrillRateLimitError,
+                     GarbageAnswer,
+                     ProviderChanged,
+                     drifted,
+)
 from .reasons import REASONS, InvalidOutput, Reason, ReasonMap, reason_for
 from .receiver import Delivery, DeliveryLog, MemoryDeliveryLog, ResumeReceiver, SQLiteDeliveryLog
 from .signing import sign, verify_signature
 from .workflow import Decision, Paused, StepScope, Stopped, Workflow, jsonable
 
 __all__ = [
-    "GARBAGE", "REASONS", "ApiError", "DrillCrash", "DrillFault", "GarbageAnswer", "AsyncRecoveryClient", "AsyncStepScope", "AsyncWorkflow", "Decision", "Delivery",
+    "GARBAGE", "REASONS", "ApiError", "Batching", "DrillCrash", "DrillFailover", "DrillRateLimitError",
+    "ProviderChanged", "drifted", "DrillFault", "GarbageAnswer", "AsyncRecoveryClient", "AsyncStepScope", "AsyncWorkflow", "Decision", "Delivery",
     "DeliveryLog", "InvalidOutput", "Json", "MemoryDeliveryLog", "Paused", "Reason", "ReasonMap", "RecoveryClient",
     "ResumeReceiver", "SQLiteDeliveryLog", "StepScope", "Stopped", "Unavailable", "Workflow", "jsonable",
     "reason_for", "sign", "verify_signature",

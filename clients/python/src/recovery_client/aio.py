@@ -124,6 +124,10 @@ class AsyncWorkflow:
     async def finish(self, status: Literal["completed", "failed"] = "completed", summary: str = "") -> Json:
         return await asyncio.to_thread(self.sync.finish, status, summary)
 
+    async def flush(self) -> None:
+        """Send the buffered steps now (``Workflow.flush``: the client's batching)."""
+        await asyncio.to_thread(self.sync.flush)
+
     async def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0,
                                 timeout: float = 3600.0) -> Decision:
         body = await self.client.wait_for_decision(checkpoint_id, interval=interval, timeout=timeout)

@@ -15,7 +15,10 @@ import random
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from .batching import Batching
 
 if TYPE_CHECKING:
     from .reasons import ReasonMap
@@ -26,6 +29,7 @@ __all__ = ["ApiError", "Json", "RecoveryClient", "Unavailable"]
 Json = dict[str, Any]  # a JSON object as the API answers it
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+DEFAULT_BATCHING = Batching()  # model and tool steps buffered: 50 steps or 1 s, flushed before any effect
 
 
 class ApiError(Exception):
@@ -53,7 +57,13 @@ class Unavailable(Exception):
 
 class RecoveryClient:
     def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 5,
-                 backoff: float = 0.25, max_wait: float = 30.0) -> None:
+                 backoff: float = 0.25, max_wait: float = 30.0, batching: Batching | None = DEFAULT_BATCHING,
+                 drill_sleep: Callable[[float], None] = time.sleep) -> None:
+        """``batching``: how ``workflow(...)`` runs (and both adapters) buffer model and tool steps
+        (``recovery_client.Batching``; None reports each step at once, as the client did before batching). ``drill_sleep``: how a drill's
+        "go silent for N minutes" waits (a test passes a clock)."""
+        self.batching = batching
+        self.drill_sleep = drill_sleep
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
@@ -140,13 +150,16 @@ class RecoveryClient:
     def workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
                  context: Json | None = None, reasons: ReasonMap | None = None, state: Json | None = None,
                  finish: bool = True, summary: str = "", settle_timeout: float = 60.0,
-                 poll_interval: float = 0.5, decision: Decision | None = None) -> Workflow:
-        """``with client.workflow("T-1042", "refund", "Refund for T-1042") as wf:`` (see ``Workflow``)."""
+                 poll_interval: float = 0.5, decision: Decision | None = None,
+                 batching: Batching | None | bool = True) -> Workflow:
+        """``with client.workflow("T-1042", "refund", "Refund for T-1042") as wf:`` (see ``Workflow``).
+        ``batching``: the client's (True), none (False or None), or this run's own ``Batching``."""
         from .workflow import Workflow
 
+        chosen = self.batching if batching is True else (batching or None)
         return Workflow(self, external_id, kind, title, owner=owner, context=context, reasons=reasons,
                         state=state, finish=finish, summary=summary, settle_timeout=settle_timeout,
-                        poll_interval=poll_interval, decision=decision)
+                        poll_interval=poll_interval, decision=decision, batching=chosen)
 
     # --- transport ------------------------------------------------------------
     def _call(self, method: str, path: str, body: Json | None = None) -> Json:

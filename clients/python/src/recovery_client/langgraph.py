@@ -26,6 +26,14 @@ pause surface:
   committed and skipped with ``graph.update_state(..., as_node=...)``, with the
   state update that ``@effect(confirmed=...)`` derives (a refund's reference
   looked up by its key, say).
+- ``checks={"decide_refund": check}``: a node's state update must pass ``check(update)`` to be committed
+  (``verified``); a refusal is a ``tool_error`` checkpoint (``InvalidOutput``);
+- a hold (``instruction.pause`` on a step report's answer) stops the run with ``Paused`` (reason ``held``)
+  after the step it came with, and the reports go through the client's batching (``RecoveryClient(batching=)``);
+- recovery drills happen in the graph's process: a crash after node k, silence after node k, a rate-limit
+  storm (a model or tool node is refused with a 429 before it runs), garbage or a provider change in node k's
+  update (its check runs on it, or the run stops as ``untrusted_output`` / ``provider_change``), and a
+  failover (node k runs, the process dies before reporting it). See ``recovery_client.drills``.
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ from langgraph.config import get_config
 from langgraph.types import Command
 
 from .client import Json, RecoveryClient
-from .reasons import REASONS, Reason, ReasonMap
-from .workflow import Decision, Paused, StepKind, Workflow, jsonable
+from .drills import GarbageAnswer, ProviderChanged
+from .reasons import REASONS, InvalidOutput, Reason, ReasonMap
+from .workflow import Decision, Paused, StepKind, Stopped, Workflow, jsonable
 
 __all__ = ["RecoveryGraph", "effect", "effect_key", "resume_value"]
 
@@ -103,13 +112,16 @@ class RecoveryGraph:
 
     def __init__(self, client: RecoveryClient, graph: Any, *, kind: str, reasons: ReasonMap | None = None,
                  title: Callable[[str], str] | None = None, owner: str | None = None,
-                 plan: Callable[[Json], list[Json] | None] | None = None) -> None:
+                 plan: Callable[[Json], list[Json] | None] | None = None,
+                 checks: Mapping[str, Callable[[Any], object]] | None = None) -> None:
         """``plan(agent_state)``: what a resume will do, sent with each checkpoint (the state has the
-        graph's ``graph`` values and its ``next`` nodes); without it the console assumes money may move."""
+        graph's ``graph`` values and its ``next`` nodes); without it the console assumes money may move.
+        ``checks``: per node name, a check its state update must pass (truthy, not raising)."""
         if getattr(graph, "checkpointer", None) is None:
             raise ValueError("the graph needs a checkpointer: it keeps the graph's state between pause and resume")
         self.client, self.graph, self.kind, self.reasons, self.owner = client, graph, kind, reasons, owner
         self.plan = plan
+        self.checks = dict(checks or {})
         self.title = title or (lambda external_id: f"{kind} {external_id}")
         self.node_kinds: dict[str, StepKind] = {}
         self.decorated: set[str] = set()
@@ -163,6 +175,7 @@ class _GraphRun:
         self.node_names = adapter.node_names
         self.lock = threading.RLock()  # decorated effects report from the graph's worker threads
         self.tasks: dict[str, tuple[str, int]] = {}  # task id -> (node, seq)
+        self.refused: Any = None  # an update a check or a drill refused, kept with the failed step
 
     # --- the pass ---------------------------------------------------------------------------
     def go(self, input: Any) -> Any:
@@ -173,8 +186,12 @@ class _GraphRun:
         try:
             for event in self.graph.stream(input, self.config, stream_mode="debug"):
                 self.on_task(event)
+        except (Paused, Stopped):
+            raise  # a hold's pause (or a silence the console caught): the workflow already waits at it
         except Exception as exc:
             failed = self.failed_task()
+            if failed is not None:
+                self.fail_refused(failed, exc)
             self.wf.pause_for(exc, at_seq=failed[1] if failed else None, step=failed[0] if failed else None,
                               state=self.agent_state())
         finally:
@@ -223,6 +240,7 @@ class _GraphRun:
                 self.tasks[str(event["id"])] = (name, seq)
                 if recorded is None:
                     self.wf.report(seq, name, kind, "pending", input=event.get("input"), idempotency_key=key)
+            self.wf.drill_call(seq, kind, name)  # a rate-limit storm: the node is refused before it runs
             return
         name_seq = self.tasks.pop(str(event["id"]), None)
         if name_seq is None:
@@ -234,15 +252,59 @@ class _GraphRun:
             self.tasks[str(event["id"])] = name_seq  # the checkpoint names it
         if event.get("interrupts"):
             return  # stays pending: the pending action the operator decides on
+        if isinstance(event.get("error"), Paused | Stopped):
+            return  # a hold's pause came with a decorated effect's report: the effect is recorded already
         if event.get("error") is not None:
             if kind != "effect":  # an effect that raised stays pending: its outcome is unknown
                 error = event["error"]
                 self.wf.report(seq, name, kind, "failed", **fields,
                                output={"error": type(error).__name__, "message": str(error)})
             return
-        result = event.get("result")
-        self.wf.report(seq, name, kind, "committed", **fields, output=result, external_ref=_ref(result))
+        try:
+            result, verified = self.checked(name, kind, seq, event.get("result"))
+        except Exception:
+            self.tasks[str(event["id"])] = name_seq  # the checkpoint names it, and the step is reported failed
+            raise
+        self.wf.die_if_failing_over(seq)  # a failover drill: the process dies before reporting the node
+        self.wf.report(seq, name, kind, "committed", **fields, output=result, external_ref=_ref(result),
+                       verified=verified)
         self.wf.crash_if_drilled(seq)
+
+    def checked(self, name: str, kind: str, seq: int, result: Any) -> tuple[Any, bool]:
+        """The node's update as the drill made it, through the node's check if it has one. Raises (the
+        stream stops, the step fails, the workflow pauses) when the check refuses it, or when a drill's
+        answer reaches a node without a check."""
+        result, stops = self.wf.drill_answer(seq, kind, result)
+        check = self.adapter.checks.get(name)
+        if check is None:
+            if stops is not None:
+                what = "garbage answer" if stops is GarbageAnswer else \
+                    "provider change (the model answered differently from the recorded one)"
+                self.refused = result
+                raise stops(f"{name}: a drill's {what} at step {seq}, and the node does not check its update")
+            return result, False
+        refusal = ProviderChanged if stops is ProviderChanged else InvalidOutput
+        try:
+            accepted = check(result)
+        except Exception as exc:
+            self.refused = result
+            raise refusal(f"{name}: the update failed its check: {exc}") from exc
+        if not accepted:
+            self.refused = result
+            raise refusal(f"{name}: the update failed its check")
+        return result, True
+
+    def fail_refused(self, failed: tuple[str, int], exc: Exception) -> None:
+        """A node stopped from the stream (a storm's refusal, a refused update) is reported failed, as a node
+        that raised is; an effect stays pending (its outcome is unknown)."""
+        name, seq = failed
+        step = next((s for s in self.wf.recorded if int(s["seq"]) == seq), None)
+        if step is None or step["status"] != "pending" or step["kind"] == "effect":
+            return
+        output = {"error": type(exc).__name__, "message": str(exc)}
+        if self.refused is not None:
+            output["refused"] = jsonable(self.refused)
+        self.wf.report(seq, name, step["kind"], "failed", input=step.get("input"), output=output)
 
     def key(self, name: str, superstep: int) -> str:
         return f"{self.wf.external_id}:{name}:{superstep}"
@@ -277,8 +339,10 @@ class _GraphRun:
         finally:
             _key.reset(token)
         with self.lock:
+            self.wf.die_if_failing_over(seq)  # a failover drill: the effect ran, the process dies unreported
             self.wf.report(seq, name, "effect", "committed", **fields, output=result, external_ref=_ref(result))
             self.tasks.pop(f"effect:{name}", None)
+        self.wf.crash_if_drilled(seq)
         return result
 
     # --- pausing ------------------------------------------------------------------------------

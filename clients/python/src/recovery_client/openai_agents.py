@@ -17,7 +17,13 @@
 - a run that fails (a model timeout, a 429, a tool's validation error...) becomes
   a checkpoint with the reason it stands for; the run's conversation is kept in
   an SDK session (``SQLiteSession``; pass ``session=`` a factory for a file or
-  any other ``Session``), so the resumed run continues from where it stopped.
+  any other ``Session``), so the resumed run continues from where it stopped;
+- a hold (``instruction.pause`` on a step report's answer) stops the run with ``Paused`` (reason ``held``)
+  after the step it came with; the reports go through the client's batching (``RecoveryClient(batching=)``);
+- recovery drills happen in the agent's process: a crash or silence after step k, a rate-limit storm (the
+  model or tool call is refused with a 429 before it is made), garbage or a provider change in model step k's
+  answer (the run stops as ``untrusted_output`` / ``provider_change``: the SDK's model answers are not checked
+  here), and a failover (step k runs, the process dies before reporting it). See ``recovery_client.drills``.
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ from agents import Agent, RunConfig, RunContextWrapper, RunHooks, Runner, RunSta
 from agents.memory import Session, SQLiteSession
 
 from .client import Json, RecoveryClient
+from .drills import GarbageAnswer
 from .reasons import ReasonMap
-from .workflow import Decision, Paused, StepKind, Workflow, jsonable
+from .workflow import Decision, Paused, StepKind, Stopped, Workflow, jsonable
 
 __all__ = ["RecoveryRunner", "effect", "effect_key"]
 
@@ -184,6 +191,8 @@ class _AgentRun:
         try:
             result = await Runner.run(runner.agent, start, session=session, hooks=_Hooks(self),
                                       run_config=runner.run_config, max_turns=runner.max_turns)
+        except (Paused, Stopped):
+            raise  # a hold's pause (or a silence the console caught): the workflow already waits at it
         except Exception as exc:
             failed = next(iter(self.open.values()), None)
             await asyncio.to_thread(self.fail_open_steps, exc)
@@ -229,12 +238,20 @@ class _AgentRun:
             seq = self.wf.next_seq()
             self.open[handle] = (seq, name, kind, input)
             self.wf.report(seq, name, kind, "pending", input=input)
+        self.wf.drill_call(seq, kind, name)  # a rate-limit storm: the provider refuses the call before it is made
 
     def end_step(self, handle: tuple[str, str], output: Any) -> None:
         with self.lock:
-            seq, name, kind, input = self.open.pop(handle)
+            seq, name, kind, input = self.open[handle]
+            output, stops = self.wf.drill_answer(seq, kind, output)
+            if stops is not None:  # the step stays open: the failure reports it failed, the run pauses
+                what = "garbage answer" if stops is GarbageAnswer else \
+                    "provider change (the model answered differently from the recorded one)"
+                raise stops(f"{name}: a drill's {what} at step {seq}; the adapter does not check model answers")
+            self.wf.die_if_failing_over(seq)  # a failover drill: the process dies before reporting the step
+            del self.open[handle]
             self.wf.report(seq, name, kind, "committed", input=input, output=output)
-        self.wf.crash_if_drilled(seq)  # a drill's crash after this step: the run stops here, silently
+        self.wf.crash_if_drilled(seq)  # a drill's crash or silence after this step
 
     def fail_open_steps(self, exc: Exception) -> None:
         with self.lock:
@@ -259,9 +276,11 @@ class _AgentRun:
 
     def commit_effect(self, name: str, key: str, seq: int, arguments: Json, result: Any) -> None:
         with self.lock:
+            self.wf.die_if_failing_over(seq)  # a failover drill: the effect ran, the process dies unreported
             self.open.pop(("effect", key), None)
             self.wf.report(seq, name, "effect", "committed", input=arguments, output=result,
                            idempotency_key=key, external_ref=result if isinstance(result, str) else None)
+        self.wf.crash_if_drilled(seq)
 
     # --- pausing and finishing ------------------------------------------------------------------
     def agent_state(self, **more: Any) -> Json:

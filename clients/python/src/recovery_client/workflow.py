@@ -16,11 +16,18 @@ by name and occurrence and come back ``done`` with their recorded output, an
 effect is matched by its idempotency key (``<external_id>:<name>``, with
 ``:<n>`` from the second occurrence of a name on) and is never executed twice;
 an effect whose outcome was unknown follows the operator's confirmation.
+
+With ``batching`` (``recovery_client.batching``), model and tool steps are buffered and sent in
+batches, always before the next effect, message, checkpoint or finish; the answers' instructions
+(a hold's pause, a drill's fault) are honoured at the flush that brought them. Recovery drills'
+faults are carried out here too (``recovery_client.drills``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,8 +35,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
+from .batching import BUFFERED_KINDS, Batching, StepBuffer
 from .client import ApiError, Json
-from .drills import GARBAGE, DrillCrash, DrillFault, GarbageAnswer
+from .drills import DrillCrash, DrillFailover, DrillFault, DrillRateLimitError, GarbageAnswer, ProviderChanged
 from .reasons import InvalidOutput, Reason, ReasonMap, reason_for
 
 if TYPE_CHECKING:
@@ -48,6 +56,12 @@ MAX_DETAIL = 2000
 def jsonable(value: Any) -> Any:
     """``value`` as JSON can carry it: objects the encoder does not know become their ``repr``."""
     return json.loads(json.dumps(value, default=repr))
+
+
+def _as_recorded(report: Json) -> Json:
+    """A buffered report as the console will record it (the fields a report leaves out are null)."""
+    fields = ("input", "output", "promise", "idempotency_key", "external_ref")
+    return {**{f: None for f in fields}, "verified": False, **report}
 
 
 @dataclass(frozen=True)
@@ -112,7 +126,7 @@ class Workflow:
                  owner: str | None = None, context: Json | None = None, reasons: ReasonMap | None = None,
                  state: Json | None = None, finish: bool = True, summary: str = "",
                  settle_timeout: float = 60.0, poll_interval: float = 0.5,
-                 decision: Decision | None = None) -> None:
+                 decision: Decision | None = None, batching: Batching | None = None) -> None:
         self.client, self.external_id, self.kind, self.title = client, external_id, kind, title
         self.owner, self.context, self.reasons = owner, context or {}, reasons
         self.state: Json = dict(state or {})  # the agent's own state, sent with every checkpoint
@@ -128,6 +142,12 @@ class Workflow:
         self._seq = 0
         self._occurrences: Counter[str] = Counter()
         self.drill: DrillFault | None = None  # a recovery drill's fault, as a step report's answer told it
+        # Reports go out one at a time until a finished step's answer (the first that can carry a hold's
+        # pause) told of any hold or drill in place when the run started.
+        self._lock = threading.RLock()  # the agent's thread and the buffer's timer both send
+        self._buffer = StepBuffer(batching, self._timer_flush) if batching else None
+        self._answered = False
+        self._held: Json | None = None  # a pause a timer's flush brought: raised on the agent's thread
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self) -> Workflow:
@@ -175,11 +195,15 @@ class Workflow:
         if exc is None:
             if self.finish_on_exit and self.status not in TERMINAL:
                 self.finish("completed", self.summary)
+            else:
+                self.flush()
             return
         if isinstance(exc, Exception) and not isinstance(exc, Paused | Stopped):
             self.pause_for(exc)
+        self._stop_buffer()  # a crash (a BaseException) loses what is buffered, as a dead process would
 
     def finish(self, status: Literal["completed", "failed"] = "completed", summary: str = "") -> Json:
+        self.flush()
         body = self.client.finish(self.id, status, summary)
         self.status = str(body.get("status", status))
         return body
@@ -219,37 +243,152 @@ class Workflow:
         return self._seq
 
     def report(self, seq: int, name: str, kind: StepKind, status: str, **fields: Any) -> Json:
-        """Report a step (``RecoveryClient.report_step``) and keep the local record in step with it."""
+        """Report a step and keep the local record in step with it: at once (``RecoveryClient.report_step``,
+        or with the buffer in one batch), or into the buffer for a model or tool step under ``batching``
+        (the answer is then the step as it will be recorded)."""
         if "input" in fields:
             fields["input"] = jsonable(fields["input"])
         if "output" in fields:
             fields["output"] = jsonable(fields["output"])
-        body = self.client.report_step(self.id, seq, name, kind, status, **fields)
-        instruction = body.pop("instruction", None)
-        self.drill = DrillFault.from_instruction(instruction) or self.drill
-        self.recorded = [s for s in self.recorded if int(s["seq"]) != seq] + [body]
-        self.recorded.sort(key=lambda s: int(s["seq"]))
-        self._follow(instruction)
-        return body
+        report: Json = {"seq": seq, "name": name, "kind": kind, "status": status, **fields}
+        with self._lock:
+            self._raise_held()
+            if self._buffer is not None and self._answered and kind in BUFFERED_KINDS:
+                self._buffer.add(report)
+                body = _as_recorded(self._buffer.reports[seq])
+                self._remember([body])
+                if self._buffer.due and status != "pending":  # a flush of finished steps: a hold may answer it
+                    self.flush()
+                return body
+            waiting = self._buffer.take() if self._buffer is not None else []
+            try:
+                if waiting:
+                    answer = self.client.report_steps(self.id, [*waiting, report])
+                    steps: list[Json] = list(answer.get("steps") or [])
+                    instruction = answer.get("instruction")
+                    body = next(s for s in reversed(steps) if int(s["seq"]) == seq)
+                else:
+                    body = self.client.report_step(self.id, seq, name, kind, status, **fields)
+                    instruction = body.pop("instruction", None)
+                    steps = [body]
+            except BaseException:
+                if self._buffer is not None and waiting:
+                    self._buffer.restore(waiting)  # nothing of a refused batch was recorded: it waits again
+                raise
+            self._answered = self._answered or status != "pending"  # a finished step's answer can carry a pause
+            self._remember(steps)
+            self._follow(instruction)
+            return body
 
-    def _follow(self, instruction: Any) -> None:
-        """An operator put this agent on hold (an incident): the console paused the workflow at a ``held``
-        checkpoint after the step just reported. Stop here, as at any checkpoint: raise ``Paused``."""
+    def flush(self) -> None:
+        """Send the buffered steps now, in one batch (a no-op without batching or with nothing buffered)."""
+        with self._lock:
+            self._raise_held()
+            self._send_buffer()
+
+    def _send_buffer(self, *, defer: bool = False) -> None:
+        waiting = self._buffer.take() if self._buffer is not None else []
+        if not waiting:
+            return
+        try:
+            answer = self.client.report_steps(self.id, waiting)
+        except BaseException:
+            if self._buffer is not None:
+                self._buffer.restore(waiting)
+            raise
+        self._remember(list(answer.get("steps") or []))
+        self._follow(answer.get("instruction"), defer=defer)
+
+    def _timer_flush(self) -> None:
+        """The buffer's time bound, on the timer's thread: a hold's pause waits for the agent's thread."""
+        # A failure leaves the buffer restored: the agent's next send retries it and raises.
+        with self._lock, contextlib.suppress(Exception):
+            self._send_buffer(defer=True)
+
+    def _stop_buffer(self) -> None:
+        if self._buffer is not None:
+            self._buffer.stop()
+
+    def _remember(self, steps: list[Json]) -> None:
+        """Keep ``recorded`` by seq: a step replaces its seq's record, or goes in its place (searched from the
+        end, where a run's reports land: this is per step, so it must not sort the whole trail)."""
+        for step in steps:
+            seq, at = int(step["seq"]), len(self.recorded)
+            while at and int(self.recorded[at - 1]["seq"]) > seq:
+                at -= 1
+            if at and int(self.recorded[at - 1]["seq"]) == seq:
+                self.recorded[at - 1] = step
+            else:
+                self.recorded.insert(at, step)
+
+    def _follow(self, instruction: Any, *, defer: bool = False) -> None:
+        """Act on an answer's instruction. A drill's fault is kept in ``wf.drill``. A hold: an operator put
+        this agent on hold (an incident) and the console paused the workflow at a ``held`` checkpoint after
+        the steps just reported; stop here, as at any checkpoint: raise ``Paused`` (on the agent's thread)."""
+        self.drill = DrillFault.from_instruction(instruction) or self.drill
         pause = instruction.get("pause") if isinstance(instruction, dict) else None
         if isinstance(pause, dict) and pause.get("checkpoint_id"):
+            self._held = pause
+            if not defer:
+                self._raise_held()
+
+    def _raise_held(self) -> None:
+        pause, self._held = self._held, None
+        if pause is not None:
             self.status = "paused"
             raise Paused(self, self.client.get_checkpoint(str(pause["checkpoint_id"])), str(pause.get("reason", "held")))
 
+    # --- recovery drills (drills.py): the fault happens here, in the agent's process ----------------
+    def drill_call(self, seq: int, kind: str, name: str) -> None:
+        """Before the model or tool call of step ``seq``: a rate-limit storm refuses it (``DrillRateLimitError``)."""
+        if self.drill and self.drill.throttles(seq, kind):
+            raise DrillRateLimitError(f"429 Too Many Requests: rate limit reached for {name} (drill "
+                                      f"{self.drill.drill_id}: rate-limit storm from step {self.drill.at_seq})")
+
+    def drill_answer(self, seq: int, kind: str, output: Any) -> tuple[Any, type[Exception] | None]:
+        """Step ``seq``'s answer as the drill makes it (garbage, a changed provider's), and the error that stops
+        a step which checks nothing (None: the answer is untouched)."""
+        return self.drill.answer(seq, kind, output) if self.drill else (output, None)
+
+    def die_if_failing_over(self, seq: int) -> None:
+        """A failover drill at step ``seq``, which ran and is not reported yet: the process dies here
+        (``DrillFailover``), leaving the step pending, for a standby to take the workflow over."""
+        if self.drill and self.drill.fails_over_at(seq):
+            with self._lock:
+                self._send_buffer()
+                self._stop_buffer()
+            raise DrillFailover(f"drill {self.drill.drill_id}: the process dies in step {seq}, before reporting it; "
+                                "the standby takes over")
+
     def crash_if_drilled(self, seq: int) -> None:
-        """A drill's crash after step ``seq`` (just committed): ``DrillCrash``, which nothing turns into a
-        checkpoint. The adapters call it after each step they commit, as ``StepScope`` does."""
+        """After step ``seq`` was committed: a drill's crash (``DrillCrash``, which nothing turns into a
+        checkpoint) or its silence. The adapters call it after each step they commit, as ``StepScope`` does."""
         if self.drill and self.drill.crashes_after(seq):
+            with self._lock:
+                self._send_buffer()
+                self._stop_buffer()
             raise DrillCrash(f"drill {self.drill.drill_id}: crash after step {seq}")
+        if self.drill and self.drill.silences_after(seq):
+            self.go_silent()
+
+    def go_silent(self) -> None:
+        """Say nothing for the drill's ``silent_minutes`` (``client.drill_sleep``), then come back: ``Paused``
+        when the console paused the workflow meanwhile (its silence watchdog), else carry on."""
+        assert self.drill is not None
+        with self._lock:
+            self._send_buffer()
+        self.client.drill_sleep(self.drill.silence_seconds)
+        body = self.client.get_workflow(self.id)
+        latest = (body.get("checkpoints") or [None])[-1]
+        if latest is not None and latest.get("status") in UNRESOLVED:
+            self.status = "paused"
+            raise Paused(self, self.client.get_checkpoint(str(latest["id"])), str(latest.get("reason")))
 
     # --- checkpoints and decisions ----------------------------------------------------------
     def checkpoint(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
                    state: Json | None = None) -> Json:
         """Open a checkpoint with ``wf.state`` (or ``state``); the one already open if there is one."""
+        self.flush()  # the steps before it are in the console first
         try:
             body = self.client.open_checkpoint(self.id, reason, detail=detail[:MAX_DETAIL], at_seq=at_seq,
                                                state=jsonable(self.state if state is None else state),
@@ -303,7 +442,7 @@ class StepScope:
         self.output: Any = recorded.get("output") if self.done and recorded else None
         self.external_ref: str | None = recorded.get("external_ref") if self.done and recorded else None
         self.verified = False
-        self.garbled = False
+        self.drilled = False  # the answer was a drill's (garbage, a changed provider's) and met the step's check
 
     def record(self, output: Any = None, *, verified: bool | None = None, external_ref: str | None = None,
                promise: str | None = None) -> None:
@@ -322,15 +461,15 @@ class StepScope:
         A check that raises (a pydantic model, a JSON schema validator) counts as a refusal too;
         either way the checkpoint reason is ``tool_error``.
         """
-        if self.workflow.drill and self.workflow.drill.garbles(self.seq):
-            output = GARBAGE  # the drill's garbage answer meets the agent's own check
-            self.garbled = True
+        output, stops = self.workflow.drill_answer(self.seq, self.kind, output)  # a drill's answer meets the check
+        self.drilled = stops is not None
+        refusal = ProviderChanged if stops is ProviderChanged else InvalidOutput
         try:
             accepted = check(output)
         except Exception as exc:
-            raise InvalidOutput(f"{self.name}: the output failed its check: {exc}") from exc
+            raise refusal(f"{self.name}: the output failed its check: {exc}") from exc
         if not accepted:
-            raise InvalidOutput(f"{self.name}: the output failed its check")
+            raise refusal(f"{self.name}: the output failed its check")
         self.record(output, verified=True)
         return output
 
@@ -349,17 +488,25 @@ class StepScope:
             return self
         self.seq = wf.next_seq()
         wf.report(self.seq, self.name, self.kind, "pending", **self._fields())
+        try:
+            wf.drill_call(self.seq, self.kind, self.name)  # a rate-limit storm refuses the call
+        except DrillRateLimitError as exc:
+            self.__exit__(type(exc), exc, None)  # the step fails and the workflow pauses: raises Paused
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         wf = self.workflow
-        if exc is None and not self.done and wf.drill and wf.drill.garbles(self.seq) and not self.garbled:
-            self.output = GARBAGE
-            exc = GarbageAnswer(f"{self.name}: a drill's garbage answer at step {self.seq}, and the step does not "
-                                "check its output")
+        if exc is None and not self.done and not self.drilled:
+            self.output, stops = wf.drill_answer(self.seq, self.kind, self.output)
+            if stops is not None:
+                what = "garbage answer" if stops is GarbageAnswer else \
+                    "provider change (the model answered differently from the recorded one)"
+                exc = stops(f"{self.name}: a drill's {what} at step {self.seq}, and the step does not check its "
+                            "output")
         if exc is None:
             if not self.done:
+                wf.die_if_failing_over(self.seq)  # a failover drill: the process dies before reporting the step
                 wf.report(self.seq, self.name, self.kind, "committed", **self._fields(), output=self.output,
                           verified=self.verified, external_ref=self.external_ref)
                 self.done = True
