@@ -5,27 +5,31 @@ workflows/blast_radius.py."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows import blast_radius
-from workflows.models import Action, Checkpoint, Conflict, Decision, Hold, Incident, Rollout
+from workflows.models import Action, Checkpoint, Conflict, Decision, Event, Hold, Incident, Rollout
 from workflows.models.people import operators
+from workflows.models.rollouts import ACTIVE as ROLLOUT_ACTIVE
 
 from ..charts import Line, column_chart
 from ..forms import choose_from, error_text
 from ..roles import READERS, can_act, operator_required, role_required, signed_in
-from .checkpoints import BULK_LIMIT, _back, _render
+from .checkpoints import BULK_LIMIT, _back, _htmx, _render
 
 MEMBERS_SHOWN = 200
 TIMELINE_SHOWN = 300
+INCIDENT_POLL_SECONDS = 3
+INCIDENT_FRESHNESS_SECONDS = 60  # SLA exposure moves with time alone: an unchanged page renders once a minute
 
 
 class HoldForm(forms.Form):
@@ -102,10 +106,25 @@ def _timeline(incident: Incident) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: e["at"])[-TIMELINE_SHOWN:]
 
 
+def _incident_version(incident: Incident) -> str:
+    """Everything the incident page shows writes an Event: the incident's own trail (opened, joined, holds,
+    notes, rollout waves), its rollouts' transitions, and its members' workflows (arrivals, decisions,
+    deliveries, steps, outcomes). The latest such event's id, with the minute for the SLA exposure that
+    moves with time alone, is the version of the page: two indexed aggregates, no render."""
+    subjects = [f"incident:{incident.pk}", *(f"rollout:{pk}" for pk in incident.rollouts.values_list("pk", flat=True))]
+    own = Event.objects.filter(subject__in=subjects).aggregate(latest=Max("pk"))["latest"] or 0
+    members = Event.objects.filter(workflow_id__in=incident.members.values("workflow_id")).aggregate(
+        latest=Max("pk"))["latest"] or 0
+    return f"{max(own, members)}.{int(time.time() // INCIDENT_FRESHNESS_SECONDS)}"
+
+
 @role_required(*READERS)
 @require_GET
 def incident(request: HttpRequest, pk: int) -> HttpResponse:
     item = _incident(pk)
+    version, htmx = _incident_version(item), _htmx(request)
+    if htmx and htmx.target == "incident-live" and request.GET.get("v") == version:
+        return HttpResponse(status=204)  # the poll's answer while nothing changed: no render, no swap
     radius = blast_radius.for_incident(item)
     labels, counts = blast_radius.arrivals_per_minute(list(item.members.values_list("opened_at", flat=True)))
     user = signed_in(request)
@@ -120,8 +139,10 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
         "next_statuses": [s for s in Incident.Status if s in item.TRANSITIONS.get(item.status, set())],
         "operators": operators() if can_act(user) else [], "members_shown": MEMBERS_SHOWN,
         "rollouts": item.rollouts.select_related("started_by")[:5], "rollout_form": RolloutForm(),
+        "version": version, "live": not item.is_resolved or item.rollouts.filter(status__in=ROLLOUT_ACTIVE).exists(),
+        "poll_seconds": INCIDENT_POLL_SECONDS,
     }
-    return _render(request, "console/incident.html", context)
+    return _render(request, "console/incident.html", context, partials=("incident-live",))
 
 
 def _to(incident: Incident) -> str:
