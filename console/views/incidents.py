@@ -17,10 +17,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows import blast_radius
-from workflows.models import Action, Checkpoint, Conflict, Decision, Event, Hold, Incident, Rollout
+from workflows.models import Action, Checkpoint, Conflict, Event, Hold, Incident, Rollout
 from workflows.models.people import operators
 from workflows.models.rollouts import ACTIVE as ROLLOUT_ACTIVE
 
+from .. import postmortem as postmortems
 from ..charts import Line, column_chart
 from ..forms import choose_from, error_text
 from ..roles import READERS, can_act, operator_required, role_required, signed_in
@@ -90,22 +91,6 @@ def incidents(request: HttpRequest) -> HttpResponse:
         "incidents": rows[:200], "shown": shown, "statuses": Incident.Status.choices})
 
 
-def _timeline(incident: Incident) -> list[dict[str, Any]]:
-    """The incident's own trail, the first and last member, and its members' decisions, by time."""
-    entries: list[dict[str, Any]] = [{"at": e.at, "actor": e.actor, "event": e} for e in
-               incident.events().select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:TIMELINE_SHOWN]]
-    for d in (Decision.objects.filter(checkpoint__incident=incident).select_related("decided_by", "checkpoint__workflow")
-              .order_by("-decided_at")[:TIMELINE_SHOWN]):
-        entries.append({"at": d.decided_at, "actor": d.decided_by.get_username(), "decision": d})
-    ends = incident.members.order_by("opened_at").select_related("workflow")
-    if first := ends.first():
-        entries.append({"at": first.opened_at, "actor": "", "arrival": first, "which": "first"})
-        last = ends.last()
-        if last is not None and last.pk != first.pk:
-            entries.append({"at": last.opened_at, "actor": "", "arrival": last, "which": "last"})
-    return sorted(entries, key=lambda e: e["at"])[-TIMELINE_SHOWN:]
-
-
 def _incident_version(incident: Incident) -> str:
     """Everything the incident page shows writes an Event: the incident's own trail (opened, joined, holds,
     notes, rollout waves), its rollouts' transitions, and its members' workflows (arrivals, decisions,
@@ -129,7 +114,7 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
     labels, counts = blast_radius.arrivals_per_minute(list(item.members.values_list("opened_at", flat=True)))
     user = signed_in(request)
     context = {
-        "incident": item, "radius": radius, "timeline": _timeline(item),
+        "incident": item, "radius": radius, "timeline": blast_radius.timeline(item, limit=TIMELINE_SHOWN),
         "chart": column_chart("Arrivals per minute", labels, [Line("checkpoints", counts)]) if labels else "",
         "members": item.members.select_related("workflow", "assignee").order_by("due_at", "pk")[:MEMBERS_SHOWN],
         "holds": Hold.objects.filter(Q(incident=item) | Q(agent=item.agent, status=Hold.Status.ACTIVE))
@@ -143,6 +128,15 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
         "poll_seconds": INCIDENT_POLL_SECONDS,
     }
     return _render(request, "console/incident.html", context, partials=("incident-live",))
+
+
+@role_required(*READERS)
+@require_GET
+def postmortem(request: HttpRequest, pk: int) -> HttpResponse:
+    """The incident's postmortem draft, a Markdown download (console/postmortem.py)."""
+    item = _incident(pk)
+    return HttpResponse(postmortems.draft(item), content_type="text/markdown; charset=utf-8", headers={
+        "Content-Disposition": f'attachment; filename="incident-{item.pk}-postmortem.md"'})
 
 
 def _to(incident: Incident) -> str:
