@@ -473,7 +473,7 @@ class DemoAgent:
         if self.provider.outage:
             # The provider is down (the ledgers page's switch): every model call fails the same way, with a
             # request id of its own, so the console's fingerprint groups them into one incident.
-            request_id = uuid.UUID(hashlib.md5(f"{run.workflow_id}:{seq}".encode()).hexdigest())
+            request_id = uuid.UUID(hashlib.sha256(f"{run.workflow_id}:{seq}".encode()).hexdigest()[:32])
             error = f"model provider unavailable: 503 Service Unavailable (request {request_id})"
             self.report(run, seq, spec, "failed", input=prompt, output={"error": error})
             raise Paused("model_timeout", f"{spec.name}: {error}.", seq)

@@ -76,7 +76,7 @@ def test_an_outage_forms_an_incident_the_agent_honours_the_hold_and_waves_recove
 
     # Held, pausing: a workflow that starts stops at its first report, at the console's own checkpoint.
     fleet.server.provider.outage = False
-    incident.hold(by=operator, new_workflows=Hold.NewWorkflows.PAUSE)
+    pausing = incident.hold(by=operator, new_workflows=Hold.NewWorkflows.PAUSE)
     held_run, outcome = agent.start()
     assert outcome == "paused"
     held = Workflow.objects.get(external_id=held_run.external_id).checkpoints.get()
@@ -85,7 +85,9 @@ def test_an_outage_forms_an_incident_the_agent_honours_the_hold_and_waves_recove
     assert fleet.journal.run(held_run.external_id)["checkpoint_id"] == str(held.pk)
     assert fleet.executed(held_run.external_id) == {"refund": 0, "note": 0, "message": 0}
 
-    # The outage is over: one decision for the incident, in waves (a canary of 2 of 6, then 4).
+    # The outage is over: the hold is lifted (a held run resumed would be held again), and one decision for the
+    # incident goes out in waves (a canary of 2 of 6, then 4).
+    assert pausing.lift(by=operator)
     rollout = Rollout.start(incident, action="resume", by=operator, canary_percent=20, money_confirmed=True)
     now = timezone.now()
     for minute in range(1, 10):
