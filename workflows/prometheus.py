@@ -157,8 +157,8 @@ class RecoveryCollector(Collector):
                                       labels=["status"])
         counts = dict(Incident.objects.filter(merged_into__isnull=True).values_list("status")
                       .annotate(n=Count("pk")).order_by())
-        for value in Incident.Status.values:
-            by_status.add_metric([value], counts.get(value, 0))
+        for status in Incident.Status.values:
+            by_status.add_metric([status], counts.get(status, 0))
         yield by_status
         figures = incident_figures.figures(metrics.Filters.last(days))
         took = GaugeMetricFamily("recovery_incident_time_to_recover_seconds", "From an incident's first member "
