@@ -36,6 +36,7 @@ from django.contrib.staticfiles.handlers import StaticFilesHandler  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.testcases import LiveServerThread  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from playwright.sync_api import Browser  # noqa: E402
 
 from tests.helpers import (  # noqa: E402
     make_agent,
@@ -222,9 +223,8 @@ def seed_incident() -> Incident:
     return incident
 
 
-def shoot_incident(browser: object, base: str, incident: Incident) -> None:
-    page = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900},  # type: ignore[attr-defined]
-                            device_scale_factor=1)
+def shoot_incident(browser: Browser, base: str, incident: Incident) -> None:
+    page = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900}, device_scale_factor=1)
     page.goto("/login/")
     page.fill("#id_username", "alice")
     page.fill("#id_password", PASSWORD)
