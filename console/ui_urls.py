@@ -67,6 +67,7 @@ urlpatterns = [
     path("incidents/queue-rows/", incidents.incident_rows, name="incident_rows"),
     path("incidents/open/", incidents.open_incident, name="open_incident"),
     path("incidents/<int:pk>/", incidents.incident, name="incident"),
+    path("incidents/<int:pk>/postmortem.md", incidents.postmortem, name="incident_postmortem"),
     path("incidents/<int:pk>/merge/", incidents.merge, name="merge_incident"),
     path("incidents/<int:pk>/status/", incidents.set_status, name="incident_status"),
     path("incidents/<int:pk>/commander/", incidents.command, name="incident_commander"),

@@ -15,10 +15,12 @@ settles unknown effects as the operator confirmed them.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import re
 import threading
+import uuid
 from typing import Any
 
 from recovery_client import ApiError, RecoveryClient, Unavailable
@@ -192,9 +194,25 @@ class DemoAgent:
                 {"tool": self.tool_step, "model": self.model_step, "effect": self.effect_step}[spec.kind](
                     run, spec, fault)
                 run.remaining.remove(name)
+                if run.held:
+                    return self.stop_held(run)
         except Paused as pause:
-            return self.pause(run, pause)
+            # On hold, the console already paused the run at its own checkpoint: that one is decided.
+            return self.stop_held(run) if run.held else self.pause(run, pause)
         return self.complete(run)
+
+    def stop_held(self, run: Run) -> str:
+        """The console answered a step report with a pause instruction (the agent is on hold during an
+        incident, docs/API.md "Holds"): stop at the ``held`` checkpoint it opened, as at our own, and wait
+        for its decision there. Nothing more is attempted, so nothing more can go wrong meanwhile."""
+        checkpoint = self.client.get_checkpoint(run.held)
+        run.checkpoint_id, run.resume_state, run.held = str(checkpoint["id"]), checkpoint.get("resume_state") or {}, ""
+        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=WAITING,
+                              workflow_id=run.workflow_id, checkpoint_id=run.checkpoint_id, state=run.state(),
+                              resume_state=run.resume_state)
+        log.info("%s %s: on hold: the console paused the run at checkpoint %s; waiting for its decision",
+                 self.name, run.external_id, run.checkpoint_id)
+        return "paused"
 
     def pause(self, run: Run, pause: Paused) -> str:
         try:
@@ -423,8 +441,12 @@ class DemoAgent:
 
     # --- steps ---------------------------------------------------------------------------
     def report(self, run: Run, seq: int, spec: StepSpec, status: str, **fields: Any) -> None:
-        self.client.report_step(run.workflow_id, seq, spec.name, spec.kind, status, **fields)
+        answer = self.client.report_step(run.workflow_id, seq, spec.name, spec.kind, status, **fields)
         self.journal.acknowledge(run.workflow_id, seq, status)  # answered 2xx: the console must keep it
+        instruction = answer.get("instruction") if isinstance(answer, dict) else None
+        pause = instruction.get("pause") if isinstance(instruction, dict) else None
+        if isinstance(pause, dict) and pause.get("checkpoint_id"):
+            run.held = str(pause["checkpoint_id"])  # acted on once this step is done (``proceed``)
 
     def tool_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
         seq = run.take_seq()
@@ -448,6 +470,13 @@ class DemoAgent:
         seq = run.take_seq()
         ticket = run.ticket or {}
         prompt = {"model": "support-model-v3", "prompt": f"{ticket.get('subject', '?')} ({run.ticket_id}): what now?"}
+        if self.provider.outage:
+            # The provider is down (the ledgers page's switch): every model call fails the same way, with a
+            # request id of its own, so the console's fingerprint groups them into one incident.
+            request_id = uuid.UUID(hashlib.sha256(f"{run.workflow_id}:{seq}".encode()).hexdigest()[:32])
+            error = f"model provider unavailable: 503 Service Unavailable (request {request_id})"
+            self.report(run, seq, spec, "failed", input=prompt, output={"error": error})
+            raise Paused("model_timeout", f"{spec.name}: {error}.", seq)
         if fault in ("model_timeout", "rate_limit"):
             error = "model call timed out after 30 s" if fault == "model_timeout" else "model provider answered 429"
             self.report(run, seq, spec, "failed", input=prompt, output={"error": error})

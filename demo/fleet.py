@@ -46,6 +46,7 @@ log = logging.getLogger("workflows.demo")
 ORPHAN_STATUSES = {"abandoned", "lost", "failed", "stuck"}
 STALE_SECONDS = 60.0  # far longer than a run spends between its journal row and its driving thread
 TERMINAL = {"completed", "failed", "handed_off", "aborted"}
+OUTAGE_EXTRA_OPEN = 30  # more paused runs a provider outage may pile up before the launches wait
 
 
 @dataclass(frozen=True)
@@ -196,14 +197,15 @@ class Fleet:
     # --- work -----------------------------------------------------------------------------
     def launch_loop(self, agent: DemoAgent) -> None:
         outage = 0.0  # seconds to wait after a failed attempt; 0 while the console answers
-        holding = False
+        holding = on_hold = False
         self.stop_event.wait(self.rng.uniform(0, self.interval))  # stagger the agents
         while not self.stop_event.is_set():
             if self.total is not None and self.journal.launched() >= self.total:
                 log.info("%s: %d workflows launched in all; launching no more", agent.name, self.total)
                 return
             waiting = self.journal.waiting_count()
-            if waiting > self.max_open:
+            # An outage is the point where agents keep starting work into a broken provider: more of it waits.
+            if waiting > self.max_open + (OUTAGE_EXTRA_OPEN if self.provider.outage else 0):
                 if not holding:
                     log.info("%s: %d checkpoints wait for a decision (max %d); holding new work",
                              agent.name, waiting, self.max_open)
@@ -223,11 +225,20 @@ class Fleet:
                 self.stop_event.wait(outage)
                 continue
             except ApiError as exc:
+                if exc.code == "agent_on_hold":  # an operator holds it during an incident: ask again later
+                    if not on_hold:
+                        log.info("%s: on hold in the console: no new workflow until the hold is lifted", agent.name)
+                    on_hold = True
+                    self.stop_event.wait(self.interval * 2)
+                    continue
                 outage = 30.0
                 hint = " (run `manage.py seed_demo` to refresh the demo tokens)" if exc.status == 401 else ""
                 log.error("%s: the console refused a new workflow: %s%s", agent.name, exc, hint)
                 self.stop_event.wait(outage)
                 continue
+            if on_hold:
+                log.info("%s: the hold is lifted; starting new workflows again", agent.name)
+                on_hold = False
             if outage:
                 log.info("%s: console is reachable", agent.name)
                 outage = 0.0

@@ -61,10 +61,12 @@ SYSTEM_FAULTS = {"garbage": Fault.GARBAGE, "tool_error": Fault.ERROR, "rate_limi
 
 
 class ProviderBehaviour:
-    """The switchable "provider changed behaviour" fault, shared by a fleet's agents (on the ledgers page)."""
+    """The model provider's switchable faults, shared by a fleet's agents (on the ledgers page): it "changed
+    behaviour" (answers amounts in cents), or it is out (every model call fails: the incident demo)."""
 
-    def __init__(self, changed: bool = False) -> None:
+    def __init__(self, changed: bool = False, *, outage: bool = False) -> None:
         self.changed = changed
+        self.outage = outage
 
 TICKET_FIELDS = ("ticket", "customer", "email", "subject", "amount", "currency")
 
@@ -136,6 +138,7 @@ class Run:
     checkpoint_id: str = ""
     resume_state: dict[str, Any] = field(default_factory=dict)
     fork: dict[str, Any] | None = None  # a fork: where it came from, and the (edited) input of the step it restarts at
+    held: str = ""  # the console put the agent on hold: the ``held`` checkpoint it paused this run at
 
     def state(self) -> dict[str, Any]:
         return {"kind": self.kind, "remaining": list(self.remaining), "ticket_id": self.ticket_id,

@@ -196,6 +196,16 @@ class ResumeServer:
                     + f"</p><form method=post action=/faults/provider><input type=hidden name=changed "
                       f"value={'0' if changed else '1'}><button>{'Restore the provider' if changed else 'Make the provider change behaviour'}"
                       "</button></form>")
+        outage = self.provider.outage
+        provider += (f"<p class={'bad' if outage else 'ok'} id=outage>"
+                     + ("<strong>Provider outage</strong>: every model call fails (503), so every new workflow stops "
+                        "at its model step and the console groups them into an incident. Hold the agent from the "
+                        "incident, switch the outage off, then recover the incident in waves." if outage else
+                        "The model provider is up. An outage makes every new workflow fail at its model step: "
+                        "within a minute the console opens an incident.")
+                     + f"</p><form method=post action=/faults/outage><input type=hidden name=outage "
+                       f"value={'0' if outage else '1'}><button>{'End the provider outage' if outage else 'Start a provider outage'}"
+                       "</button></form>")
         return PAGE.format(
             provider=provider, search=escape(search, quote=True), counts=counts, money=money,
             duplicates=f"<ul class=bad>{dup_list}</ul>" if duplicates else "<p class=ok>No key was executed twice.</p>",
@@ -241,6 +251,8 @@ class Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         if path == "/faults/provider":
             return self.toggle_provider()
+        if path == "/faults/outage":
+            return self.toggle_outage()
         if path.startswith("/slack/") and self.app.slack is not None:
             return self.slack_post(self.app.slack, path)
         replaying = REPLAY_PATH.fullmatch(path)
@@ -270,6 +282,17 @@ class Handler(BaseHTTPRequestHandler):
         self.app.provider.changed = (form.get("changed") or ["0"])[0] == "1"
         log.warning("provider behaviour %s", "CHANGED: the model answers amounts in cents" if self.app.provider.changed
                     else "back to normal")
+        self.send_response(303)
+        self.send_header("Location", "/ledgers")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def toggle_outage(self) -> None:
+        """The ledgers page's "provider outage" switch (the incident demo): every model call fails while on."""
+        length = int(self.headers.get("Content-Length") or 0)
+        form = parse_qs(self.rfile.read(min(length, 1000)).decode(errors="replace"))
+        self.app.provider.outage = (form.get("outage") or ["0"])[0] == "1"
+        log.warning("provider outage %s", "STARTED: every model call fails" if self.app.provider.outage else "over")
         self.send_response(303)
         self.send_header("Location", "/ledgers")
         self.send_header("Content-Length", "0")

@@ -1,11 +1,13 @@
 """Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay,
-failing over, a fork, the workbench on a phone and the TPM pages (resume dashboard, readiness, staffing
-budget), and the queue per team, from realistic data: docs/screenshots/*.png.
+failing over, a fork, the workbench on a phone, the TPM pages (resume dashboard, readiness, staffing
+budget), an incident with its blast radius and a rollout, and the queue per team, from realistic data:
+docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
 needs nothing running and touches no real data:
 
     .venv/bin/python scripts/screenshots.py
+    .venv/bin/python scripts/screenshots.py --only incident     # the incident page alone
 """
 
 from __future__ import annotations
@@ -35,9 +37,17 @@ from django.contrib.staticfiles.handlers import StaticFilesHandler  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.testcases import LiveServerThread  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from playwright.sync_api import Browser  # noqa: E402
 
-from tests.helpers import make_agent, make_runbook, make_step, make_user, make_worked_example  # noqa: E402
-from workflows.models import Checkpoint, Comment, Decider, ReplayRun, Workflow  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    make_agent,
+    make_checkpoint,
+    make_runbook,
+    make_step,
+    make_user,
+    make_worked_example,
+)
+from workflows.models import Checkpoint, Comment, Decider, Incident, ReplayRun, Rollout, Workflow  # noqa: E402
 
 PASSWORD = "pw-" + "x" * 12
 
@@ -213,8 +223,59 @@ def seed_replay() -> tuple[Workflow, Checkpoint, ReplayRun]:
     return workflow, checkpoint, run
 
 
+SHIPPING_REFUND = [{"name": "refund_shipping", "kind": "effect", "amount": "5.00", "currency": "EUR",
+                    "moves_money": True}, {"name": "notify_customer", "kind": "effect", "moves_money": False}]
+
+
+def seed_incident() -> Incident:
+    """Seven refunds of one agent stopped by a payments outage: an incident with money committed and planned,
+    one refund whose outcome is unknown, the agent on hold, a note, and a rollout whose canary went out."""
+    from django.contrib.auth import get_user_model
+
+    alice = get_user_model().objects.get(username="alice")
+    agent, _ = make_agent("refund-agent", owner=alice)
+    for i in range(7):
+        workflow = make_worked_example(agent=agent, refund_status="pending" if i == 0 else "committed")
+        make_checkpoint(workflow, reason="tool_error", plan=SHIPPING_REFUND,
+                        detail=f"payments API answered 502 Bad Gateway for ticket T-{5200 + i} (req {7310 + i * 13})")
+    incident = Incident.objects.get(agent=agent)
+    incident.take_command(alice, by=alice)
+    incident.hold(by=alice, note="payments provider outage: no new refunds until it is back")
+    incident.add_note("Payments status page confirms the outage; back since 14:05.", by=alice)
+    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=20, money_confirmed=True)
+    rollout.advance()
+    return incident
+
+
+def shoot_incident(browser: Browser, base: str, incident: Incident) -> None:
+    page = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900}, device_scale_factor=1)
+    page.goto("/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.get_by_test_id("login-submit").click()
+    page.goto(f"/incidents/{incident.pk}/")
+    page.wait_for_selector('[data-testid="rollout"]')
+    page.screenshot(path=str(OUT / "incident.png"), full_page=True)
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
+
+    if sys.argv[1:] == ["--only", "incident"]:
+        call_command("migrate", verbosity=0)
+        make_user("alice")
+        incident = seed_incident()
+        server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
+        server.daemon = True
+        server.start()
+        server.is_ready.wait()
+        OUT.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            shoot_incident(browser, f"http://127.0.0.1:{server.port}", incident)
+            browser.close()
+        print(f"wrote incident.png in {OUT}")
+        return
 
     call_command("migrate", verbosity=0)
     checkpoint = seed()
@@ -300,13 +361,14 @@ def main() -> None:
         tpm.goto("/breaches/")
         tpm.set_viewport_size({"width": 1440, "height": 1500})  # the cards, the charts and the table's top
         tpm.screenshot(path=str(OUT / "breaches.png"))
+        shoot_incident(browser, base, seed_incident())  # its checkpoints are not in the queue's picture
         seed_teams()  # last: the pictures above show a console without teams
         page.goto("/")
         page.wait_for_selector('[data-testid="team-tab-support"]')
         page.screenshot(path=str(OUT / "team-queue.png"))
         browser.close()
     print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, resumes, readiness, "
-          f"staffing, breaches and team-queue .png in {OUT}")
+          f"staffing, breaches, incident and team-queue .png in {OUT}")
 
 
 if __name__ == "__main__":

@@ -150,9 +150,10 @@
     if (typing || elt.querySelector("details[open]")) e.preventDefault();
   });
 
-  // The workbench's live region is replaced whole when its state changes: carry over what the operator
-  // typed or ticked, the panels they opened, and where the caret was.
-  var kept = null;
+  // The workbench's and the incident page's live regions are replaced whole when their state changes:
+  // carry over what the operator typed or ticked, the panels they opened, and where the caret was.
+  var LIVE_REGIONS = ["workbench-live", "incident-live"];
+  var kept = null, keptId = null;
 
   function fieldKey(el) {
     var form = el.form;
@@ -195,13 +196,15 @@
     var target = e.detail && e.detail.target;
     // A poll keeps what is typed; an answer to the operator's own action shows what the server says.
     var polled = e.detail.requestConfig && e.detail.requestConfig.verb === "get";
-    kept = target && target.id === "workbench-live" && polled ? snapshot(target) : null;
+    var live = target && LIVE_REGIONS.indexOf(target.id) >= 0 && polled;
+    kept = live ? snapshot(target) : null;
+    keptId = live ? target.id : null;
   });
 
   document.addEventListener("htmx:afterSwap", function () {
-    var live = document.getElementById("workbench-live");
+    var live = keptId && document.getElementById(keptId);
     if (kept && live) { restore(live, kept); gateAll(live); }
-    kept = null;
+    kept = null; keptId = null;
   });
 
   document.addEventListener("click", function (e) {

@@ -59,7 +59,7 @@ class Fleet:
         agent = DemoAgent(name, client=RecoveryClient(self.console_url, token, retries=2, backoff=0.05),
                           ledgers=self.ledgers, journal=self.journal, kind=kind,
                           faults=FaultPlan(0.0, forced=forced), signing_secret=record.signing_secret, polls=polls,
-                          poll_interval=0.05, settle_timeout=15.0, stop=self.stop)
+                          poll_interval=0.05, settle_timeout=15.0, stop=self.stop, provider=self.server.provider)
         if not polls:
             self.agents[name] = agent
         return agent

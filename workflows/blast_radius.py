@@ -171,6 +171,25 @@ def for_incident(incident: Incident, *, now: datetime | None = None) -> BlastRad
     return radius
 
 
+def timeline(incident: Incident, *, limit: int = 300) -> list[dict[str, Any]]:
+    """The incident's own trail, the first and last member, and its members' decisions, by time: the latest
+    ``limit`` entries. Each entry has ``at`` and ``actor``, and one of ``event``, ``decision`` or ``arrival``
+    (with ``which``: "first" or "last")."""
+    entries: list[dict[str, Any]] = [{"at": e.at, "actor": e.actor, "event": e} for e in
+                                     incident.events().select_related("actor_user", "actor_agent")
+                                     .order_by("-at", "-pk")[:limit]]
+    for d in (Decision.objects.filter(checkpoint__incident=incident).select_related("decided_by", "checkpoint__workflow")
+              .order_by("-decided_at")[:limit]):
+        entries.append({"at": d.decided_at, "actor": d.decided_by.get_username(), "decision": d})
+    ends = incident.members.order_by("opened_at").select_related("workflow")
+    if first := ends.first():
+        entries.append({"at": first.opened_at, "actor": "", "arrival": first, "which": "first"})
+        last = ends.last()
+        if last is not None and last.pk != first.pk:
+            entries.append({"at": last.opened_at, "actor": "", "arrival": last, "which": "last"})
+    return sorted(entries, key=lambda e: e["at"])[-limit:]
+
+
 def arrivals_per_minute(opened: list[datetime], *, max_buckets: int = 120) -> tuple[list[str], list[float]]:
     """Member arrivals bucketed by minute from the first to the last (wider buckets past ``max_buckets``)."""
     if not opened:

@@ -512,11 +512,20 @@ def _share_counts(qs: QuerySet[Any]) -> dict[str, int]:
     return {k[2:]: v or 0 for k, v in qs.aggregate(**aggregates).items()}
 
 
+def _shares(counts: Mapping[str, int]) -> dict[str, Share]:
+    return {slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
+            for slug, f in FIGURES.items()}
+
+
 def summary(filters: Filters) -> Summary:
     counts = _share_counts(degraded(filters))
-    shares = {slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
-              for slug, f in FIGURES.items()}
-    return Summary(filters, counts, shares, launched(filters).count(), resumes(filters).count())
+    return Summary(filters, counts, _shares(counts), launched(filters).count(), resumes(filters).count())
+
+
+def shares_over(workflows: QuerySet[Any]) -> dict[str, Share]:
+    """The four shares over a given set of workflows (an incident's members' workflows), by the same
+    definitions as the dashboard's; not limited to a period."""
+    return _shares(_share_counts(with_recovery(workflows)))
 
 
 def duplicate_effect_attempts(filters: Filters) -> QuerySet[Any]:

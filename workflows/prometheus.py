@@ -25,9 +25,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from . import metrics, rollups, sla_figures
+from . import incident_figures, metrics, rollups, sla_figures
 from .metrics import in_scope
-from .models import BrokerStatus, Checkpoint, Decision, Event, Reason, Workflow
+from .models import BrokerStatus, Checkpoint, Decision, Event, Incident, Reason, Workflow
 from .via import Via
 
 V = Event.Verb
@@ -48,6 +48,7 @@ class RecoveryCollector(Collector):
         yield from self._workflows()
         yield from self._shares()
         yield from self._channels()
+        yield from self._incidents()
 
     def _checkpoints(self) -> Iterator[Metric]:
         open_now = GaugeMetricFamily("recovery_open_checkpoints", "Checkpoints on the queue (open or claimed).",
@@ -144,6 +145,37 @@ class RecoveryCollector(Collector):
                     took.add_metric([channel, stat], value)
             took.add_metric([channel, "count"], timing.count)
         yield took
+
+
+    def _incidents(self) -> Iterator[Metric]:
+        """Incidents (workflows/incident_figures.py): how many, how fast they recover, how much work they hold."""
+        days = settings.METRICS_SHARE_DAYS
+        opened = CounterMetricFamily("recovery_incidents_opened", "Incidents opened (merged ones included: a "
+                                     "counter never goes down).", value=Incident.objects.count())
+        yield opened
+        by_status = GaugeMetricFamily("recovery_incidents", "Incidents by status (merged ones left out).",
+                                      labels=["status"])
+        counts = dict(Incident.objects.filter(merged_into__isnull=True).values_list("status")
+                      .annotate(n=Count("pk")).order_by())
+        for status in Incident.Status.values:
+            by_status.add_metric([status], counts.get(status, 0))
+        yield by_status
+        figures = incident_figures.figures(metrics.Filters.last(days))
+        took = GaugeMetricFamily("recovery_incident_time_to_recover_seconds", "From an incident's first member "
+                                 f"to its last member resolved, over the incidents opened in the last {days} days "
+                                 "(median and p90 absent when none recovered).", labels=["stat"])
+        for stat, value in (("median", figures.time_to_recover.median), ("p90", figures.time_to_recover.p90)):
+            if value is not None:
+                took.add_metric([stat], value)
+        took.add_metric(["count"], figures.time_to_recover.count)
+        yield took
+        yield GaugeMetricFamily("recovery_incidents_in_period", f"Incidents opened in the last {days} days "
+                                "(merged ones left out).", value=figures.incidents)
+        inside = GaugeMetricFamily("recovery_checkpoints_in_incidents_share", "The share of checkpoints opened in "
+                                   f"the last {days} days that arrived inside an incident (0..1; absent when none).")
+        if figures.inside_share is not None:
+            inside.add_metric([], figures.inside_share)
+        yield inside
 
 
 def exposition() -> bytes:

@@ -19,7 +19,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from workflows import metrics, rollups, sla_figures, staffing, trends
+from workflows import incident_figures, metrics, rollups, sla_figures, staffing, trends
 from workflows import readiness as readiness_review
 from workflows.models import Checkpoint, Team, Workflow
 
@@ -131,6 +131,7 @@ def resumes(request: HttpRequest) -> HttpResponse:
         "charts": _charts(series), "breakdowns": breakdowns,
         "timings": figures.timings(), "breaches": figures.breach_rate(),
         "channel_timings": sla_figures.decision_times_by_channel(filters),
+        "incidents": incident_figures.figures(filters),
         "decisions": sorted(figures.decisions_by_action_and_outcome().items()),
         "figures": metrics.FIGURES, "sets": metrics.SETS,
         "query": urlencode(filters.as_query()), "previous": filters.previous(),

@@ -5,27 +5,32 @@ workflows/blast_radius.py."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Count, Q
+from django.db.models import Count, Max, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows import blast_radius
-from workflows.models import Action, Checkpoint, Conflict, Decision, Hold, Incident, Rollout
+from workflows.models import Action, Checkpoint, Conflict, Event, Hold, Incident, Rollout
 from workflows.models.people import operators
+from workflows.models.rollouts import ACTIVE as ROLLOUT_ACTIVE
 
+from .. import postmortem as postmortems
 from ..charts import Line, column_chart
 from ..forms import choose_from, error_text
 from ..roles import READERS, can_act, operator_required, role_required, signed_in
-from .checkpoints import BULK_LIMIT, _back, _render
+from .checkpoints import BULK_LIMIT, _back, _htmx, _render
 
 MEMBERS_SHOWN = 200
 TIMELINE_SHOWN = 300
+INCIDENT_POLL_SECONDS = 3
+INCIDENT_FRESHNESS_SECONDS = 60  # SLA exposure moves with time alone: an unchanged page renders once a minute
 
 
 class HoldForm(forms.Form):
@@ -86,31 +91,30 @@ def incidents(request: HttpRequest) -> HttpResponse:
         "incidents": rows[:200], "shown": shown, "statuses": Incident.Status.choices})
 
 
-def _timeline(incident: Incident) -> list[dict[str, Any]]:
-    """The incident's own trail, the first and last member, and its members' decisions, by time."""
-    entries: list[dict[str, Any]] = [{"at": e.at, "actor": e.actor, "event": e} for e in
-               incident.events().select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:TIMELINE_SHOWN]]
-    for d in (Decision.objects.filter(checkpoint__incident=incident).select_related("decided_by", "checkpoint__workflow")
-              .order_by("-decided_at")[:TIMELINE_SHOWN]):
-        entries.append({"at": d.decided_at, "actor": d.decided_by.get_username(), "decision": d})
-    ends = incident.members.order_by("opened_at").select_related("workflow")
-    if first := ends.first():
-        entries.append({"at": first.opened_at, "actor": "", "arrival": first, "which": "first"})
-        last = ends.last()
-        if last is not None and last.pk != first.pk:
-            entries.append({"at": last.opened_at, "actor": "", "arrival": last, "which": "last"})
-    return sorted(entries, key=lambda e: e["at"])[-TIMELINE_SHOWN:]
+def _incident_version(incident: Incident) -> str:
+    """Everything the incident page shows writes an Event: the incident's own trail (opened, joined, holds,
+    notes, rollout waves), its rollouts' transitions, and its members' workflows (arrivals, decisions,
+    deliveries, steps, outcomes). The latest such event's id, with the minute for the SLA exposure that
+    moves with time alone, is the version of the page: two indexed aggregates, no render."""
+    subjects = [f"incident:{incident.pk}", *(f"rollout:{pk}" for pk in incident.rollouts.values_list("pk", flat=True))]
+    own = Event.objects.filter(subject__in=subjects).aggregate(latest=Max("pk"))["latest"] or 0
+    members = Event.objects.filter(workflow_id__in=incident.members.values("workflow_id")).aggregate(
+        latest=Max("pk"))["latest"] or 0
+    return f"{max(own, members)}.{int(time.time() // INCIDENT_FRESHNESS_SECONDS)}"
 
 
 @role_required(*READERS)
 @require_GET
 def incident(request: HttpRequest, pk: int) -> HttpResponse:
     item = _incident(pk)
+    version, htmx = _incident_version(item), _htmx(request)
+    if htmx and htmx.target == "incident-live" and request.GET.get("v") == version:
+        return HttpResponse(status=204)  # the poll's answer while nothing changed: no render, no swap
     radius = blast_radius.for_incident(item)
     labels, counts = blast_radius.arrivals_per_minute(list(item.members.values_list("opened_at", flat=True)))
     user = signed_in(request)
     context = {
-        "incident": item, "radius": radius, "timeline": _timeline(item),
+        "incident": item, "radius": radius, "timeline": blast_radius.timeline(item, limit=TIMELINE_SHOWN),
         "chart": column_chart("Arrivals per minute", labels, [Line("checkpoints", counts)]) if labels else "",
         "members": item.members.select_related("workflow", "assignee").order_by("due_at", "pk")[:MEMBERS_SHOWN],
         "holds": Hold.objects.filter(Q(incident=item) | Q(agent=item.agent, status=Hold.Status.ACTIVE))
@@ -120,8 +124,19 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
         "next_statuses": [s for s in Incident.Status if s in item.TRANSITIONS.get(item.status, set())],
         "operators": operators() if can_act(user) else [], "members_shown": MEMBERS_SHOWN,
         "rollouts": item.rollouts.select_related("started_by")[:5], "rollout_form": RolloutForm(),
+        "version": version, "live": not item.is_resolved or item.rollouts.filter(status__in=ROLLOUT_ACTIVE).exists(),
+        "poll_seconds": INCIDENT_POLL_SECONDS,
     }
-    return _render(request, "console/incident.html", context)
+    return _render(request, "console/incident.html", context, partials=("incident-live",))
+
+
+@role_required(*READERS)
+@require_GET
+def postmortem(request: HttpRequest, pk: int) -> HttpResponse:
+    """The incident's postmortem draft, a Markdown download (console/postmortem.py)."""
+    item = _incident(pk)
+    return HttpResponse(postmortems.draft(item), content_type="text/markdown; charset=utf-8", headers={
+        "Content-Disposition": f'attachment; filename="incident-{item.pk}-postmortem.md"'})
 
 
 def _to(incident: Incident) -> str:
