@@ -355,8 +355,10 @@ def _error(d: dict[str, Any]) -> str:
     return f": {d['error']}" if d.get("error") else ""
 
 
-def _money(d: dict[str, Any]) -> str:
-    total = d.get("money_total") if isinstance(d.get("money_total"), dict) else {}
+def _totals(d: dict[str, Any]) -> str:
+    total = d.get("money_total")
+    if not isinstance(total, dict):
+        return ""
     return ", ".join(f"{amount} {currency}" for currency, amount in sorted(total.items()))
 
 
@@ -485,7 +487,7 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.ROLLOUT_COMPLETED: lambda d: "completed the rollout: every member decided",
     V.ROLLOUT_CANCELLED: lambda d: "cancelled the rollout",
     V.ROLLOUT_PROPOSED: lambda d: f"proposed a rollout: {d.get('action', '')} in waves, waiting for a second "
-                                  "operator's approval" + (f" ({_money(d)} at stake)" if d.get("money_total") else ""),
+                                  "operator's approval" + (f" ({_totals(d)} at stake)" if d.get("money_total") else ""),
     V.ROLLOUT_APPROVED: lambda d: f"approved the rollout proposed by {d.get('proposed_by', '')}",
     V.ROLLOUT_REJECTED: lambda d: f"rejected the rollout proposed by {d.get('proposed_by', '')}" + _note(d),
     V.EVIDENCE_APPLIED: lambda d: (f"confirmed {d.get('matched', 0)} unknown effects as happened from the provider's "

@@ -94,7 +94,7 @@ def read_lines(text: str) -> list[Line]:
         raise EvidenceError(f"The list has {len(rows):,} lines: at most {MAX_LINES:,} are read. Split it.")
     first = next((r for r in rows if r.strip()), "")
     delimiter = next((d for d in ("\t", ",", ";") if d in first), ",")
-    lines = []
+    lines: list[Line] = []
     for number, cells in enumerate(csv.reader(rows, delimiter=delimiter), start=1):
         cells = [c.strip() for c in cells]  # str.strip: surrounding whitespace only, never a zero-width char
         if not cells or not cells[0]:
@@ -112,9 +112,9 @@ def read_lines(text: str) -> list[Line]:
 
 _INVISIBLE = {"Cf", "Mn", "Me"}
 _CONFUSABLE = str.maketrans({
-    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "і": "i", "ј": "j", "ѕ": "s",
+    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "і": "l", "ј": "j", "ѕ": "s",
     "к": "k", "м": "m", "т": "t", "в": "b", "н": "h", "ο": "o", "α": "a", "ρ": "p", "ν": "v", "τ": "t",
-    "ι": "i", "κ": "k", "0": "o", "1": "l", "i": "l", "|": "l", "5": "s", "‐": "-", "‑": "-", "–": "-",
+    "ι": "l", "κ": "k", "0": "o", "1": "l", "i": "l", "|": "l", "5": "s", "‐": "-", "‑": "-", "–": "-",
     "—": "-", "−": "-",
 })
 
@@ -198,16 +198,16 @@ def match(lines: Iterable[Line], effects: Iterable[UnknownEffect]) -> Matching:
         by_skeleton.setdefault(skeleton(value), (effect, value))
     result, taken = Matching(), set()
     for line in lines:
-        effect = by_value.get(line.key)
-        if effect is None:
+        found = by_value.get(line.key)
+        if found is None:
             near = by_skeleton.get(skeleton(line.key))
             result.unmatched_lines.append(Unmatched(line, near[0], why_different(line.key, near[1])) if near
                                           else Unmatched(line))
-        elif (effect.checkpoint_id, effect.key) in taken:
+        elif (found.checkpoint_id, found.key) in taken:
             result.repeated_lines.append(line)
         else:
-            taken.add((effect.checkpoint_id, effect.key))
-            result.matched.append(Matched(effect, line))
+            taken.add((found.checkpoint_id, found.key))
+            result.matched.append(Matched(found, line))
     result.unmatched_effects = [e for e in effects if (e.checkpoint_id, e.key) not in taken]
     return result
 

@@ -29,9 +29,9 @@ The gates, before any wave goes out:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +119,7 @@ class WaveOutcome:
 
 class Rollout(Stateful):
     Status = RolloutStatus
+    ACTIVE = ACTIVE
     TRANSITIONS = {
         Status.PROPOSED: {Status.RUNNING, Status.REJECTED, Status.CANCELLED},
         Status.RUNNING: {Status.HALTED, Status.COMPLETED, Status.CANCELLED},
