@@ -92,10 +92,13 @@ class Stake:
         for currency in sorted(set(typed) | set(self.totals)):
             if currency not in self.totals:
                 raise ValueError(f"No {currency} is at stake: the total is {self.text()}. Nothing started.")
+            if currency not in typed:
+                raise ValueError(f"Type the total at stake in {currency} too ({self.totals[currency]} {currency}). "
+                                 "Nothing started.")
             try:
-                amount = Decimal(typed.get(currency, ""))
+                amount = Decimal(typed[currency])
             except InvalidOperation:
-                raise ValueError(f"“{typed.get(currency, '')[:40]}” is not an amount of {currency}: type the total "
+                raise ValueError(f"“{typed[currency][:40]}” is not an amount of {currency}: type the total "
                                  f"as digits, e.g. {self.totals[currency]}. Nothing started.") from None
             if amount != self.totals[currency]:
                 raise ValueError(f"The total at stake in {currency} is {self.totals[currency]}, not {amount}: read "
