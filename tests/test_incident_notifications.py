@@ -12,9 +12,25 @@ from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.helpers import make_agent, make_checkpoint, make_policy, make_runbook, make_user, make_worked_example
+from tests.helpers import (
+    make_agent,
+    make_checkpoint,
+    make_policy,
+    make_runbook,
+    make_user,
+    make_worked_example,
+)
 from workflows import tasks
-from workflows.models import Channel, Checkpoint, Decision, Delivery, Incident, Notification, Rollout, Workflow
+from workflows.models import (
+    Channel,
+    Checkpoint,
+    Decision,
+    Delivery,
+    Incident,
+    Notification,
+    Rollout,
+    Workflow,
+)
 
 pytestmark = pytest.mark.django_db
 
