@@ -29,7 +29,7 @@ The gates, before any wave goes out:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -40,6 +40,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..money import MoneyAtStake
 from ..roles import operators
 from .base import Conflict, Stateful
 from .decisions import Decision
@@ -49,6 +50,7 @@ from .evidence import EffectConfirmation
 from .incidents import Incident
 from .notifications import Notification
 from .runbooks import RESUMING_ACTIONS, Action
+from .workflows import MoneyTrail
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -120,6 +122,25 @@ class WaveOutcome:
         return self.settled >= self.size
 
 
+class _RememberedTrail(MoneyTrail):
+    """The recorded money history, each question asked once: an incident's members share a kind and effects."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, bool] = {}
+        self.names: dict[frozenset[str], set[str]] = {}
+
+    def kind_moved_money(self, kind: str) -> bool:
+        if kind not in self.kinds:
+            self.kinds[kind] = super().kind_moved_money(kind)
+        return self.kinds[kind]
+
+    def names_that_moved_money(self, names: Iterable[str]) -> set[str]:
+        key = frozenset(names)
+        if key not in self.names:
+            self.names[key] = super().names_that_moved_money(key)
+        return self.names[key]
+
+
 class Rollout(Stateful):
     Status = RolloutStatus
     ACTIVE = ACTIVE
@@ -181,8 +202,9 @@ class Rollout(Stateful):
         stake = Stake({}, [])
         if action not in RESUMING_ACTIONS:
             return stake
+        trail = _RememberedTrail()  # Checkpoint.touches_money's rule, its history asked once per incident
         for c in incident.members.open().select_related("workflow").order_by("pk"):
-            if not c.touches_money():
+            if not MoneyAtStake.of(c.resume_state, kind=c.workflow.kind, history=trail):
                 continue
             amounts = [a for stage in ("pending", "planned") for a in money_by_stage(c)[stage]]
             if not amounts or any(a.value is None for a in amounts):
@@ -383,13 +405,16 @@ class Rollout(Stateful):
             decision.approve(by=self.approved_by)
         return True
 
+    WAITING_SCANNED = 200
+
     def waiting(self, limit: int = 50) -> list[tuple[Checkpoint, str]]:
-        """The open members a wave would skip now, each with why (the first ``limit``)."""
+        """The open members a wave would skip now, each with why (the first ``limit`` among the first
+        ``WAITING_SCANNED`` by due time: the page shows a sample, the sweep judges every member)."""
         if not self.is_active:
             return []
         found: list[tuple[Checkpoint, str]] = []
         for c in (self.incident.members.open().select_related("workflow", "assignee", "runbook_version")
-                  .order_by("due_at", "pk")):
+                  .order_by("due_at", "pk")[:self.WAITING_SCANNED]):
             if len(found) >= limit:
                 break
             if not c.may_be_decided_by(self.started_by):
