@@ -30,7 +30,6 @@ from django.db.models import Count
 
 from ..roles import operators
 from .events import Event
-from .incidents import Incident
 from .notifications import Notification
 from .people import can_take_work, is_working
 from .sla import Firing, TeamTarget
@@ -80,9 +79,8 @@ class SlaClock:
         per incident, about the incident (the holders still hear about their own checkpoint)."""
         watchers, group = self._watchers()
         cp = self.checkpoint
-        incident = (Incident.objects.unresolved().filter(pk=cp.incident_id).first()
-                    if cp.incident_id is not None else None)
-        if incident is None:
+        incident = cp.incident if cp.incident_id is not None else None  # the relation: incidents sit above
+        if incident is None or incident.is_resolved:
             self._tell(kind, title, at=at, now=now, key=key, users=[*users, *watchers], group=group, body=body)
             return
         holders = [u for u in users if u is not None]

@@ -32,7 +32,9 @@ from django.utils import timezone
 from ..identifiers import normalized
 from .agents import Agent
 from .base import Conflict, Stateful
+from .clocks import SlaClock
 from .events import Event
+from .notifications import Notification
 from .runbooks import Reason
 
 if TYPE_CHECKING:
@@ -239,9 +241,6 @@ class Incident(Stateful):
         """Tell the SLA policy's watchers (and their channels) once that the incident opened, through the
         notification outbox in this transaction. Members joining later tell nobody again, and their own
         watcher news folds into the incident's (``SlaClock._tell_watchers``)."""
-        from .clocks import SlaClock  # the clocks read incidents to fold their news: imported when used
-        from .notifications import Notification
-
         users, group = SlaClock(checkpoint).watchers()
         what = f"{self.get_reason_display() or 'Checkpoints'} on {self.agent.name}" if self.agent else "Checkpoints"
         Notification.send(kind=Notification.Kind.INCIDENT_OPENED, users=users, group=group,

@@ -40,7 +40,7 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..money import MoneyAtStake
+from ..money import MoneyAtStake, amounts_by_stage
 from ..roles import operators
 from .base import Conflict, Stateful
 from .decisions import Decision
@@ -196,9 +196,6 @@ class Rollout(Stateful):
     @staticmethod
     def stake_of(incident: Incident, action: str) -> Stake:
         """The money the open members can move if this action resumes them (none for an abort)."""
-        # blast_radius sorts money by stage for the incident page; the total confirmed here is its figure.
-        from ..blast_radius import money_by_stage
-
         stake = Stake({}, [])
         if action not in RESUMING_ACTIONS:
             return stake
@@ -206,7 +203,9 @@ class Rollout(Stateful):
         for c in incident.members.open().select_related("workflow").order_by("pk"):
             if not MoneyAtStake.of(c.resume_state, kind=c.workflow.kind, history=trail):
                 continue
-            amounts = [a for stage in ("pending", "planned") for a in money_by_stage(c)[stage]]
+            # The blast radius's pending and planned figures (workflows.money defines both).
+            staged = amounts_by_stage(c.resume_state, kind=c.workflow.kind)
+            amounts = [a for stage in ("pending", "planned") for a in staged[stage]]
             if not amounts or any(a.value is None for a in amounts):
                 stake.unreadable += 1  # the rollout's confirmation cannot cover it: it waits for its own
                 continue
