@@ -83,6 +83,8 @@ def test_a_header_a_reference_column_tabs_and_repeats():
     lines = read_lines("idempotency_key\treference\nA:1\tre_1\n\nB:2\t\nA:1\tre_1b\n")
     assert [(line.number, line.key, line.reference) for line in lines] == [
         (2, "A:1", "re_1"), (4, "B:2", "B:2"), (5, "A:1", "re_1b")]
+    mixed = read_lines("A:1,re_1\nB:2\tre_2\nC:3;re_3\n")  # pasted from two exports: each line its separator
+    assert [(line.key, line.reference) for line in mixed] == [("A:1", "re_1"), ("B:2", "re_2"), ("C:3", "re_3")]
 
 
 @pytest.mark.parametrize(("data", "says"), [

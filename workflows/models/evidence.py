@@ -17,7 +17,7 @@ member's decision (a rollout's, or the operator's own) carries. It refuses when 
 since the preview (another confirmation, a member decided meanwhile), so what is confirmed is what was
 read.
 
-A line is ``KEY`` or ``KEY,REFERENCE`` (comma, tab or semicolon): KEY is the idempotency key the agent
+A line is ``KEY`` or ``KEY,REFERENCE`` (comma, tab or semicolon, read line by line): KEY is the idempotency key the agent
 sent the provider (or the reference the agent reported with the effect), REFERENCE the provider's own
 id for what it did (the key itself when the line has none). A first line naming its columns
 (``idempotency_key,reference``) is skipped.
@@ -92,11 +92,12 @@ def read_lines(text: str) -> list[Line]:
     rows = text.splitlines()
     if len(rows) > MAX_LINES:
         raise EvidenceError(f"The list has {len(rows):,} lines: at most {MAX_LINES:,} are read. Split it.")
-    first = next((r for r in rows if r.strip()), "")
-    delimiter = next((d for d in ("\t", ",", ";") if d in first), ",")
     lines: list[Line] = []
-    for number, cells in enumerate(csv.reader(rows, delimiter=delimiter), start=1):
-        cells = [c.strip() for c in cells]  # str.strip: surrounding whitespace only, never a zero-width char
+    for number, row in enumerate(rows, start=1):
+        # Each line its own separator: a list pasted from two exports (one CSV, one TSV) still reads.
+        delimiter = next((d for d in ("\t", ",", ";") if d in row), ",")
+        cells = [c.strip() for c in next(csv.reader([row], delimiter=delimiter), [])]
+        # str.strip: surrounding whitespace only, never a zero-width character.
         if not cells or not cells[0]:
             continue
         if not lines and cells[0].lower() in HEADER_CELLS:
