@@ -242,7 +242,8 @@ def seed_incident() -> Incident:
     incident.take_command(alice, by=alice)
     incident.hold(by=alice, note="payments provider outage: no new refunds until it is back")
     incident.add_note("Payments status page confirms the outage; back since 14:05.", by=alice)
-    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=20, money_confirmed=True)
+    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=20,
+                            money_total={c: str(a) for c, a in Rollout.stake_of(incident, "resume").totals.items()})
     rollout.advance()
     return incident
 

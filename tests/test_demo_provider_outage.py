@@ -88,7 +88,8 @@ def test_an_outage_forms_an_incident_the_agent_honours_the_hold_and_waves_recove
     # The outage is over: the hold is lifted (a held run resumed would be held again), and one decision for the
     # incident goes out in waves (a canary of 2 of 6, then 4).
     assert pausing.lift(by=operator)
-    rollout = Rollout.start(incident, action="resume", by=operator, canary_percent=20, money_confirmed=True)
+    rollout = Rollout.start(incident, action="resume", by=operator, canary_percent=20,
+                            money_total={c: str(a) for c, a in Rollout.stake_of(incident, "resume").totals.items()})  # as typed
     now = timezone.now()
     for minute in range(1, 10):
         rollout.advance(now + timedelta(minutes=minute))

@@ -22,9 +22,8 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from .models import Checkpoint, Decision, Incident, Runbook
-from .money import PLANNED, Amount, MoneyAtStake, amounts_in
+from .money import STAGES, Amount, amounts_by_stage
 
-STAGES = ("committed", "pending", "planned")
 _DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
 _UNITS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
           "week": timedelta(weeks=1)}
@@ -41,15 +40,7 @@ def promise_due(promise: str, made_at: datetime) -> datetime | None:
 
 def money_by_stage(checkpoint: Checkpoint) -> dict[str, list[Amount]]:
     """The amounts of a checkpoint's resume state by stage, as ``workflows.money`` reads them."""
-    state = checkpoint.resume_state or {}
-    staged: dict[str, list[Amount]] = {stage: [] for stage in STAGES}
-    for step in state.get("committed") or []:
-        if isinstance(step, dict):
-            staged["committed"] += amounts_in(step.get("input"))
-    for effect in MoneyAtStake.of(state, kind=checkpoint.workflow.kind).effects:
-        stage = "planned" if effect.where == PLANNED else "pending"
-        staged[stage] += effect.amounts or (Amount(None),)
-    return staged
+    return amounts_by_stage(checkpoint.resume_state or {}, kind=checkpoint.workflow.kind)
 
 
 @dataclass

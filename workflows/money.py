@@ -378,3 +378,21 @@ def _once(recorded: list[MoneyEffect], planned: list[MoneyEffect], moved: set[st
             effects[twin] = replace(kept, amounts=kept.amounts or step.amounts, plan_index=step.plan_index,
                                     declared=kept.declared or step.declared)
     return effects
+
+
+STAGES = ("committed", "pending", "planned")
+
+
+def amounts_by_stage(resume_state: Any, *, kind: str) -> dict[str, list[Amount]]:
+    """The amounts of a resume state by stage: committed (effects done), pending (unknown, pending or re-run
+    effects) and planned (the agent's plan); "amount unknown" for a money effect whose amount cannot be read.
+    The blast radius adds these up, and a rollout's money gate confirms their pending and planned total."""
+    state = resume_state if isinstance(resume_state, Mapping) else {}
+    staged: dict[str, list[Amount]] = {stage: [] for stage in STAGES}
+    for step in state.get("committed") or []:
+        if isinstance(step, Mapping):
+            staged["committed"] += amounts_in(step.get("input"))
+    for effect in MoneyAtStake.of(state, kind=kind).effects:
+        stage = "planned" if effect.where == PLANNED else "pending"
+        staged[stage] += effect.amounts or (Amount(None),)
+    return staged

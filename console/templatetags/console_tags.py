@@ -355,6 +355,13 @@ def _error(d: dict[str, Any]) -> str:
     return f": {d['error']}" if d.get("error") else ""
 
 
+def _totals(d: dict[str, Any]) -> str:
+    total = d.get("money_total")
+    if not isinstance(total, dict):
+        return ""
+    return ", ".join(f"{amount} {currency}" for currency, amount in sorted(total.items()))
+
+
 def _change(d: dict[str, Any]) -> str:
     change = f" ({label(d['from'])} → {label(d['to'])})" if "from" in d and "to" in d else ""
     return change + (f": {d['summary']}" if d.get("summary") else "")
@@ -479,6 +486,18 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.ROLLOUT_HALTED: lambda d: f"halted the rollout: {d.get('why', '')}",
     V.ROLLOUT_COMPLETED: lambda d: "completed the rollout: every member decided",
     V.ROLLOUT_CANCELLED: lambda d: "cancelled the rollout",
+    V.ROLLOUT_PROPOSED: lambda d: f"proposed a rollout: {d.get('action', '')} in waves, waiting for a second "
+                                  "operator's approval" + (f" ({_totals(d)} at stake)" if d.get("money_total") else ""),
+    V.ROLLOUT_APPROVED: lambda d: f"approved the rollout proposed by {d.get('proposed_by', '')}",
+    V.ROLLOUT_REJECTED: lambda d: f"rejected the rollout proposed by {d.get('proposed_by', '')}" + _note(d),
+    V.EVIDENCE_APPLIED: lambda d: (f"confirmed {d.get('matched', 0)} unknown effects as happened from the provider's "
+                                   f"evidence{' (' + d['filename'] + ')' if d.get('filename') else ''}"
+                                   + (f", {d['did_not_happen']} as did not happen" if d.get("did_not_happen") else "")
+                                   + f"; {d.get('unmatched_references', 0)} references matched nothing"),
+    V.EFFECTS_CONFIRMED: lambda d: "confirmed from evidence: " + ", ".join(
+        f"{k} {str(v).replace('_', ' ')}" + (f" ({d['confirmation_refs'][k]})"
+                                             if k in (d.get("confirmation_refs") or {}) else "")
+        for k, v in (d.get("confirmations") or {}).items()),
     V.DRILL_SCHEDULED: lambda d: f"scheduled the drill for {d.get('at', '')}",
     V.DRILL_STARTED: lambda d: f"started the drill {d.get('name', '')}",
     V.DRILL_ENDED: lambda d: "ended the drill",

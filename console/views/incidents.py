@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from workflows import blast_radius
 from workflows.models import Action, Checkpoint, Conflict, Event, Hold, Incident, Rollout
+from workflows.models.evidence import unconfirmed_effects
 from workflows.models.people import operators
 from workflows.models.rollouts import ACTIVE as ROLLOUT_ACTIVE
 
@@ -62,7 +63,6 @@ class MergeForm(forms.Form):
 class RolloutForm(forms.Form):
     action = forms.ChoiceField(choices=[(a.value, a.label) for a in (Action.RESUME, Action.RETRY_STEP, Action.ABORT)])
     instructions = forms.CharField(max_length=10_000, required=False, strip=True)
-    money_confirmed = forms.BooleanField(required=False)
     canary_percent = forms.IntegerField(min_value=1, max_value=100, initial=5)
     per_minute = forms.IntegerField(min_value=1, max_value=10_000, initial=30)
 
@@ -123,9 +123,10 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
         "can_act": can_act(user), "hold_form": HoldForm(initial={"kind": item.kind}),
         "next_statuses": [s for s in Incident.Status if s in item.TRANSITIONS.get(item.status, set())],
         "operators": operators() if can_act(user) else [], "members_shown": MEMBERS_SHOWN,
-        "rollouts": item.rollouts.select_related("started_by")[:5], "rollout_form": RolloutForm(),
+        "rollouts": item.rollouts.select_related("started_by", "approved_by")[:5], "rollout_form": RolloutForm(),
         "version": version, "live": not item.is_resolved or item.rollouts.filter(status__in=ROLLOUT_ACTIVE).exists(),
         "poll_seconds": INCIDENT_POLL_SECONDS,
+        **_gate_context(item),
     }
     return _render(request, "console/incident.html", context, partials=("incident-live",))
 
@@ -137,6 +138,15 @@ def postmortem(request: HttpRequest, pk: int) -> HttpResponse:
     item = _incident(pk)
     return HttpResponse(postmortems.draft(item), content_type="text/markdown; charset=utf-8", headers={
         "Content-Disposition": f'attachment; filename="incident-{item.pk}-postmortem.md"'})
+
+
+def _gate_context(item: Incident) -> dict[str, Any]:
+    """The rollout's gates as the incident page shows them (templates/console/_rollout_gate.html and
+    _incident_evidence.html): what a resume would put at stake, who waits and why."""
+    active = item.rollouts.filter(status__in=Rollout.ACTIVE).select_related("started_by", "incident").first()
+    return {"stake": Rollout.stake_of(item, Action.RESUME), "active_rollout": active,
+            "waiting": active.waiting() if active else [],
+            "unconfirmed_effects": len(unconfirmed_effects(item)) if not item.is_resolved else 0}
 
 
 def _to(incident: Incident) -> str:
@@ -270,23 +280,34 @@ def start_rollout(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, error_text(form))
         return redirect(_to(item))
+    typed = {key.removeprefix("money_total_"): str(request.POST.get(key, ""))[:40] for key in request.POST
+             if key.startswith("money_total_") and len(key) < 40}
     try:
-        Rollout.start(item, by=signed_in(request), **form.cleaned_data)
+        rollout = Rollout.start(item, by=signed_in(request), money_total=typed, **form.cleaned_data)
     except (Conflict, ValueError) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, "Rollout started: the canary goes out with the next sweep.")
+        messages.success(request, "Rollout proposed: a second operator must approve it before any wave goes out."
+                         if rollout.awaits_approval else "Rollout started: the canary goes out with the next sweep.")
     return redirect(_to(item))
 
 
 @operator_required
 @require_POST
 def steer_rollout(request: HttpRequest, pk: int) -> HttpResponse:
-    """Cancel a rollout, or let a halted one carry on (``do``: cancel | continue)."""
-    rollout = get_object_or_404(Rollout.objects.select_related("incident"), pk=pk)
-    do = request.POST.get("do")
-    done = (rollout.cancel(by=signed_in(request)) if do == "cancel"
-            else rollout.carry_on(by=signed_in(request)) if do == "continue" else False)
+    """Cancel a rollout, let a halted one carry on, or (a second operator) approve or reject a proposed one
+    (``do``: cancel | continue | approve | reject)."""
+    rollout = get_object_or_404(Rollout.objects.select_related("incident", "started_by"), pk=pk)
+    do, user = request.POST.get("do"), signed_in(request)
+    if do in ("approve", "reject"):
+        done = (rollout.approve(by=user) if do == "approve"
+                else rollout.reject(by=user, note=request.POST.get("note", "")[:1000]))
+        if not done:
+            messages.error(request, rollout.refusal(by=user))
+            return redirect(_to(rollout.incident))
+    else:
+        done = (rollout.cancel(by=user) if do == "cancel" else rollout.carry_on(by=user) if do == "continue"
+                else False)
     if done:
         messages.success(request, f"Rollout {rollout.status}.")
     else:

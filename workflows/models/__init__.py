@@ -19,6 +19,7 @@ from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
 from .drafting import Decider
 from .drills import Drill, DrillQuerySet
 from .events import Event
+from .evidence import EffectConfirmation, Evidence, EvidenceError
 from .forking import fork_workflow
 from .identities import SignInIdentity, SignInSession
 from .incidents import Hold, Incident
@@ -53,6 +54,8 @@ __all__ = [
     "ActionLinkUse",
     # many checkpoints with one cause, and agents on hold
     "Hold", "Incident", "Rollout",
+    # bulk confirmation of unknown effects against a provider's evidence
+    "EffectConfirmation", "Evidence", "EvidenceError",
     # recovery drills
     "Drill", "DrillQuerySet",
 ]

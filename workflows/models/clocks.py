@@ -69,6 +69,29 @@ class SlaClock:
         Notification.send(kind=kind, title=f"{title}: {cp.workflow.title}", body=body or cp.detail[:500],
                           checkpoint=cp, at=at, now=now, users=list(users), group=group, key=f"cp{cp.pk}:{key}")
 
+    def watchers(self) -> tuple[list[Operator], Group | None]:
+        return self._watchers()
+
+    def _tell_watchers(self, kind: str, title: str, *, at: datetime | None, now: datetime, key: str,
+                       users: Iterable[Operator | None] = (), body: str = "") -> None:
+        """Tell ``users`` (its holders) and the watchers. A member of an unresolved incident is one of many
+        with one cause: its watchers heard when the incident opened, so each kind of news reaches them once
+        per incident, about the incident (the holders still hear about their own checkpoint)."""
+        watchers, group = self._watchers()
+        cp = self.checkpoint
+        incident = cp.incident if cp.incident_id is not None else None  # the relation: incidents sit above
+        if incident is None or incident.is_resolved:
+            self._tell(kind, title, at=at, now=now, key=key, users=[*users, *watchers], group=group, body=body)
+            return
+        holders = [u for u in users if u is not None]
+        if holders:
+            self._tell(kind, title, at=at, now=now, key=key, users=holders, body=body)
+        Notification.send(kind=kind, title=f"{title}: incident #{incident.pk}, {incident.title}",
+                          body=f"First of the incident's members: {cp.workflow.title}. {body}".strip(),
+                          path=incident.get_absolute_url(), at=at, now=now,
+                          users=[u for u in watchers if u not in holders], group=group,
+                          key=f"incident{incident.pk}:{kind}")
+
     def record_claim_warning(self, now: datetime) -> bool:
         cp = self.checkpoint
         if cp.claim_warn_at is None or cp.claim_due_at is None or cp.claim_warn_at > now:
@@ -80,10 +103,9 @@ class SlaClock:
             if won:
                 Event.record(cp, Event.Verb.CLAIM_WARNING, at=cp.claim_warn_at,
                              data={"claim_due_at": cp.claim_due_at.isoformat()})
-                users, group = self._watchers()
-                self._tell(Notification.Kind.CLAIM_WARNING, "Nobody has claimed it yet", at=cp.claim_warn_at,
-                           now=now, key="claim_warning", users=users, group=group,
-                           body=f"Time to claim ends {cp.claim_due_at:%Y-%m-%d %H:%M} UTC.")
+                self._tell_watchers(Notification.Kind.CLAIM_WARNING, "Nobody has claimed it yet",
+                                    at=cp.claim_warn_at, now=now, key="claim_warning",
+                                    body=f"Time to claim ends {cp.claim_due_at:%Y-%m-%d %H:%M} UTC.")
         return bool(won)
 
     def record_claim_breach(self, now: datetime, *, notify: bool = True) -> bool:
@@ -98,9 +120,8 @@ class SlaClock:
                 Event.record(cp, Event.Verb.CLAIM_BREACHED, at=cp.claim_due_at,
                              data={"claim_due_at": cp.claim_due_at.isoformat()})
                 if notify:
-                    users, group = self._watchers()
-                    self._tell(Notification.Kind.CLAIM_BREACHED, "Time to claim breached", at=cp.claim_due_at,
-                               now=now, key="claim_breached", users=users, group=group)
+                    self._tell_watchers(Notification.Kind.CLAIM_BREACHED, "Time to claim breached",
+                                        at=cp.claim_due_at, now=now, key="claim_breached")
         cp.refresh_from_db()
         return bool(won)
 
@@ -113,9 +134,13 @@ class SlaClock:
                                                      ).update(warned_at=cp.warn_at)
             if won:
                 Event.record(cp, Event.Verb.SLA_WARNING, at=cp.warn_at, data={"due_at": cp.due_at.isoformat()})
-                users, group = (self._holders(), None) if cp.assignee_id else self._watchers()
-                self._tell(Notification.Kind.SLA_WARNING, "Decision due soon", at=cp.warn_at, now=now,
-                           key="sla_warning", users=users, group=group, body=f"Due {cp.due_at:%Y-%m-%d %H:%M} UTC.")
+                due = f"Due {cp.due_at:%Y-%m-%d %H:%M} UTC."
+                if cp.assignee_id:
+                    self._tell(Notification.Kind.SLA_WARNING, "Decision due soon", at=cp.warn_at, now=now,
+                               key="sla_warning", users=self._holders(), body=due)
+                else:
+                    self._tell_watchers(Notification.Kind.SLA_WARNING, "Decision due soon", at=cp.warn_at, now=now,
+                                        key="sla_warning", body=due)
         return bool(won)
 
     def record_breach(self, now: datetime, *, notify: bool = True) -> bool:
@@ -138,10 +163,9 @@ class SlaClock:
                     "due_at": cp.due_at.isoformat(),
                     "escalates_to": chain[0].spec["target"] if chain and notify else None})
                 if notify:
-                    users, group = self._watchers()
-                    self._tell(Notification.Kind.SLA_BREACHED, "Decision target breached", at=cp.due_at, now=now,
-                               key="sla_breached", users=self._holders() + users, group=group,
-                               body=f"It was due {cp.due_at:%Y-%m-%d %H:%M} UTC.")
+                    self._tell_watchers(Notification.Kind.SLA_BREACHED, "Decision target breached", at=cp.due_at,
+                                        now=now, key="sla_breached", users=self._holders(),
+                                        body=f"It was due {cp.due_at:%Y-%m-%d %H:%M} UTC.")
         cp.refresh_from_db()
         return bool(won)
 
@@ -236,9 +260,8 @@ class SlaClock:
         with transaction.atomic():
             won = cp.release_for_no_progress(at=at)
             if won:
-                users, group = self._watchers()
-                self._tell(Notification.Kind.CLAIM_RELEASED, "Released to the queue after no progress", at=at,
-                           now=now, key=f"released:{at.timestamp()}", users=[holder, *users], group=group)
+                self._tell_watchers(Notification.Kind.CLAIM_RELEASED, "Released to the queue after no progress",
+                                    at=at, now=now, key=f"released:{at.timestamp()}", users=[holder])
         return won
 
     def settle_late(self, now: datetime) -> None:

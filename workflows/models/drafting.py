@@ -60,12 +60,7 @@ class Decider:
             raise ValueError(f"The runbook “{refusing.title}” does not allow {Action(action).label.lower()}"
                              + ("." if refusing == checkpoint.runbook_version else
                                 " (it binds the checkpoint this fork comes from)."))
-        unknown_keys = {e["idempotency_key"] for e in checkpoint.unknown_effects}
-        if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Confirmation.values]:
-            raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")
-        if unreferenced := Confirmation.unreferenced(confirmations, confirmation_refs or {}):
-            raise ValueError("Give the external reference you saw for every effect that happened: "
-                             + ", ".join(unreferenced))
+        self.check_confirmations(confirmations, confirmation_refs or {})
         if action in RESUMING_ACTIONS and (missing := self.missing_confirmations(confirmations)):
             raise ValueError("Confirm what happened to every unknown effect before resuming: " + ", ".join(missing))
         if action == Action.HANDOFF and not (new_owner or handoff_to.strip()):
@@ -136,6 +131,17 @@ class Decider:
             return False
         return any(runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
                    for runbook in self.checkpoint.runbook_versions())
+
+    def check_confirmations(self, confirmations: dict[str, Any], references: dict[str, Any]) -> None:
+        """ValueError unless each confirmation names an unknown effect of this checkpoint, says happened or
+        did not happen, and one that happened names the external reference seen (a decision's confirmations,
+        or those confirmed ahead of it from a provider's evidence)."""
+        unknown_keys = {e["idempotency_key"] for e in self.checkpoint.unknown_effects}
+        if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Confirmation.values]:
+            raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")
+        if unreferenced := Confirmation.unreferenced(confirmations, references):
+            raise ValueError("Give the external reference you saw for every effect that happened: "
+                             + ", ".join(unreferenced))
 
     def missing_confirmations(self, confirmations: dict[str, Any]) -> list[str]:
         """The unknown effects a resume may not pass over: those without a valid confirmation."""

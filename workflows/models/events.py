@@ -152,6 +152,12 @@ class Event(models.Model):
         ROLLOUT_HALTED = "rollout_halted"
         ROLLOUT_COMPLETED = "rollout_completed"
         ROLLOUT_CANCELLED = "rollout_cancelled"
+        # The rollout's gates (models/rollouts.py) and bulk confirmation against evidence (models/evidence.py).
+        ROLLOUT_PROPOSED = "rollout_proposed"
+        ROLLOUT_APPROVED = "rollout_approved"
+        ROLLOUT_REJECTED = "rollout_rejected"
+        EVIDENCE_APPLIED = "evidence_applied"
+        EFFECTS_CONFIRMED = "effects_confirmed"
         # Recovery drills (models/drills.py): the drill is the subject; a picked workflow records its enlisting.
         DRILL_SCHEDULED = "drill_scheduled"
         DRILL_STARTED = "drill_started"

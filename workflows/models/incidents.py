@@ -32,7 +32,9 @@ from django.utils import timezone
 from ..identifiers import normalized
 from .agents import Agent
 from .base import Conflict, Stateful
+from .clocks import SlaClock
 from .events import Event
+from .notifications import Notification
 from .runbooks import Reason
 
 if TYPE_CHECKING:
@@ -232,7 +234,21 @@ class Incident(Stateful):
         except IntegrityError:  # another process formed it first (the lock makes this rare): join theirs
             return cls.objects.unresolved().get(signature=checkpoint.signature)
         Event.record(incident, Event.Verb.INCIDENT_OPENED, at=now, data={"title": incident.title})
+        incident._announce(checkpoint, now)
         return incident
+
+    def _announce(self, checkpoint: Checkpoint, now: datetime) -> None:
+        """Tell the SLA policy's watchers (and their channels) once that the incident opened, through the
+        notification outbox in this transaction. Members joining later tell nobody again, and their own
+        watcher news folds into the incident's (``SlaClock._tell_watchers``)."""
+        users, group = SlaClock(checkpoint).watchers()
+        what = f"{self.get_reason_display() or 'Checkpoints'} on {self.agent.name}" if self.agent else "Checkpoints"
+        Notification.send(kind=Notification.Kind.INCIDENT_OPENED, users=users, group=group,
+                          title=f"Incident #{self.pk} opened: {self.title}",
+                          body=f"{what} with one cause are grouped as one incident: decide them together from its "
+                               "page (blast radius, hold, rollout in waves). "
+                               + (f"Pattern: “{self.detail_pattern}”." if self.detail_pattern else ""),
+                          path=self.get_absolute_url(), at=now, now=now, key=f"incident{self.pk}:opened")
 
     @classmethod
     def open_from(cls, checkpoints: Iterable[Checkpoint], *, by: Operator, title: str = "") -> Incident:
@@ -260,6 +276,7 @@ class Incident(Stateful):
                 detail_pattern=normalised_detail(first.detail) if signature else "", opened_by=by)
             Event.record(incident, Event.Verb.INCIDENT_OPENED, actor=by,
                          data={"title": incident.title, "by_hand": True})
+            incident._announce(first, incident.opened_at)
             incident._take(type(first).objects.filter(pk__in=[c.pk for c in chosen]), actor=by,
                            verb=Event.Verb.INCIDENT_JOINED)
         return incident

@@ -102,6 +102,8 @@ class Notification(models.Model):
         RUNBOOK_STALE = "runbook_stale", "Runbook past its review date"
         MENTIONED = "mentioned", "Mentioned in a comment"
         HANDED_OFF = "handed_off", "Handed off to you"
+        INCIDENT_OPENED = "incident_opened", "Incident opened"
+        ROLLOUT_HALTED = "rollout_halted", "Rollout halted"
 
     recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+",

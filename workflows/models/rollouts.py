@@ -6,11 +6,24 @@ never more than ``per_minute`` decisions a minute (waves are at least a minute a
 completed, failed, its decision failed, or it paused at a new checkpoint) or ``watch_seconds``
 passed; it halts by itself when a wave's failure share passes ``halt_share``.
 
-Every member's decision goes through ``Checkpoint.draft_decision`` and ``record_decision`` (the outbox,
-delivery, audit trail and exactly-once guarantees of a single decision): a member whose decision is not
-acceptable yet (an unknown effect not confirmed, money not confirmed, a runbook that does not allow the
-action) or that another operator holds waits, and is tried again at the next wave. Timers are data:
-``next_at`` is read by the periodic sweep (``advance_due``), never a countdown task.
+Every member's decision goes through ``Decider`` (the outbox, delivery, audit trail and exactly-once
+guarantees of a single decision): a member whose decision is not acceptable yet (an unknown effect not
+confirmed, money not covered by the rollout's confirmation, a runbook that does not allow the action)
+or that another operator holds waits, shown as waiting with the reason, and is tried again at the next
+wave. Timers are data: ``next_at`` is read by the periodic sweep (``advance_due``), never a countdown task.
+
+The gates, before any wave goes out:
+
+- **Unknown effects**: a member waits until each unknown effect is confirmed, one by one on its
+  workbench or in bulk against the provider's evidence (``models/evidence.py``); the confirmations
+  recorded ahead of the decision are the ones its decision carries.
+- **Money**: when members can move money, the operator types the total at stake per currency as the
+  incident page shows it; a total that differs refuses the start. The confirmation covers the members
+  whose money made that total (``money_members``): one that joins later, or whose amount cannot be
+  read, waits for its own decision on its workbench.
+- **Four eyes**: when a member's runbook asks for a second operator, the rollout as a whole is
+  PROPOSED; another eligible operator (never the proposer) approves it, and each member's decision is
+  then proposed by the one and approved by the other (``Decision.approve``), or rejects it.
 
 The "minute" of ``per_minute`` is ``settings.ROLLOUT_RATE_WINDOW_SECONDS`` (60); the guarantee tests and
 ``make chaos`` shorten it (and ``ROLLOUT_RECHECK_SECONDS``, how soon an unsettled wave is looked at again)
@@ -20,20 +33,28 @@ so that a 500-member rollout runs in seconds under the same rules.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
+from ..money import MoneyAtStake, amounts_by_stage
+from ..roles import operators
 from .base import Conflict, Stateful
+from .decisions import Decision
 from .drafting import Decider
 from .events import Event
+from .evidence import EffectConfirmation
 from .incidents import Incident
-from .runbooks import Action
+from .notifications import Notification
+from .runbooks import RESUMING_ACTIONS, Action
+from .workflows import MoneyTrail
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -43,13 +64,51 @@ User = settings.AUTH_USER_MODEL
 
 
 class RolloutStatus(models.TextChoices):
+    PROPOSED = "proposed"  # waiting for a second operator (four eyes)
     RUNNING = "running"
     HALTED = "halted"
     COMPLETED = "completed"
     CANCELLED = "cancelled"
+    REJECTED = "rejected"
 
 
-ACTIVE = (RolloutStatus.RUNNING, RolloutStatus.HALTED)
+ACTIVE = (RolloutStatus.PROPOSED, RolloutStatus.RUNNING, RolloutStatus.HALTED)
+
+
+@dataclass
+class Stake:
+    """What the members a rollout would resume can move, per currency (pending and planned money, as the
+    blast radius counts it), and which members that total covers."""
+
+    totals: dict[str, Decimal]
+    members: list[int]
+    unreadable: int = 0
+
+    def text(self) -> str:
+        return ", ".join(f"{amount} {currency}" for currency, amount in sorted(self.totals.items()))
+
+    def check(self, typed: Mapping[str, str] | None) -> None:
+        """ValueError unless ``typed`` gives exactly the total of every currency at stake."""
+        if not self.totals:
+            return
+        typed = {c.strip().upper(): str(v).strip() for c, v in (typed or {}).items() if str(v).strip()}
+        if not typed:
+            raise ValueError(f"These members move money: type the total at stake per currency ({self.text()}) "
+                             "to confirm it. Nothing started.")
+        for currency in sorted(set(typed) | set(self.totals)):
+            if currency not in self.totals:
+                raise ValueError(f"No {currency} is at stake: the total is {self.text()}. Nothing started.")
+            if currency not in typed:
+                raise ValueError(f"Type the total at stake in {currency} too ({self.totals[currency]} {currency}). "
+                                 "Nothing started.")
+            try:
+                amount = Decimal(typed[currency])
+            except InvalidOperation:
+                raise ValueError(f"“{typed[currency][:40]}” is not an amount of {currency}: type the total "
+                                 f"as digits, e.g. {self.totals[currency]}. Nothing started.") from None
+            if amount != self.totals[currency]:
+                raise ValueError(f"The total at stake in {currency} is {self.totals[currency]}, not {amount}: read "
+                                 "the blast radius again. Nothing started.")
 
 
 @dataclass(frozen=True)
@@ -72,9 +131,40 @@ def rate_window() -> timedelta:
     return timedelta(seconds=settings.ROLLOUT_RATE_WINDOW_SECONDS)
 
 
+class _RememberedTrail(MoneyTrail):
+    """The recorded money history, each question asked once: an incident's members share a kind and effects."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, bool] = {}
+        self.names: dict[frozenset[str], set[str]] = {}
+
+    def kind_moved_money(self, kind: str) -> bool:
+        if kind not in self.kinds:
+            self.kinds[kind] = super().kind_moved_money(kind)
+        return self.kinds[kind]
+
+    def names_that_moved_money(self, names: Iterable[str]) -> set[str]:
+        key = frozenset(names)
+        if key not in self.names:
+            self.names[key] = super().names_that_moved_money(key)
+        return self.names[key]
+
+
+class RolloutTerms(TypedDict, total=False):
+    """How a rollout goes out, each with the model's default when left out."""
+
+    canary_percent: int
+    growth: int
+    per_minute: int
+    halt_share: float
+    watch_seconds: int
+
+
 class Rollout(Stateful):
     Status = RolloutStatus
+    ACTIVE = ACTIVE
     TRANSITIONS = {
+        Status.PROPOSED: {Status.RUNNING, Status.REJECTED, Status.CANCELLED},
         Status.RUNNING: {Status.HALTED, Status.COMPLETED, Status.CANCELLED},
         Status.HALTED: {Status.RUNNING, Status.CANCELLED},
     }
@@ -84,7 +174,16 @@ class Rollout(Stateful):
     action = models.CharField(max_length=16, choices=Action.choices)
     instructions = models.TextField(blank=True)
     money_confirmed = models.BooleanField(default=False)
-    started_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
+    money_total = models.JSONField(default=dict, blank=True,
+                                   help_text="The total at stake per currency the operator typed and the console "
+                                             "matched.")
+    money_members = models.JSONField(default=list, blank=True,
+                                     help_text="The members whose money that total covers (checkpoint ids).")
+    started_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+",
+                                   help_text="Who started it (under four eyes: who proposed it).")
+    approved_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+                                    help_text="Four eyes: the second operator who approved it.")
+    approved_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     canary_percent = models.PositiveIntegerField(default=5)
     growth = models.PositiveIntegerField(default=2)
@@ -105,22 +204,108 @@ class Rollout(Stateful):
     def __str__(self) -> str:
         return f"Rollout {self.pk} of incident {self.incident_id}: {self.action}"
 
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def awaits_approval(self) -> bool:
+        return self.status == self.Status.PROPOSED
+
+    @staticmethod
+    def stake_of(incident: Incident, action: str) -> Stake:
+        """The money the open members can move if this action resumes them (none for an abort)."""
+        stake = Stake({}, [])
+        if action not in RESUMING_ACTIONS:
+            return stake
+        trail = _RememberedTrail()  # Checkpoint.touches_money's rule, its history asked once per incident
+        for c in incident.members.open().select_related("workflow").order_by("pk"):
+            if not MoneyAtStake.of(c.resume_state, kind=c.workflow.kind, history=trail):
+                continue
+            # The blast radius's pending and planned figures (workflows.money defines both).
+            staged = amounts_by_stage(c.resume_state, kind=c.workflow.kind)
+            amounts = [a for stage in ("pending", "planned") for a in staged[stage]]
+            if not amounts or any(a.value is None for a in amounts):
+                stake.unreadable += 1  # the rollout's confirmation cannot cover it: it waits for its own
+                continue
+            for a in amounts:
+                currency = (a.currency or "?").upper()
+                stake.totals[currency] = stake.totals.get(currency, Decimal(0)) + (a.value or Decimal(0))
+            stake.members.append(c.pk)
+        return stake
+
+    @staticmethod
+    def needs_four_eyes(incident: Incident, action: str) -> bool:
+        """A member's runbook asks for a second operator on this decision (as its single decision would)."""
+        return any(Decider(c).needs_second_operator(action, money=c.touches_money())
+                   for c in incident.members.open().select_related("workflow", "runbook_version"))
+
     @classmethod
     def start(cls, incident: Incident, *, action: str, by: Operator, instructions: str = "",
-              money_confirmed: bool = False, **terms: Any) -> Rollout:
+              money_total: Mapping[str, str] | None = None, **terms: Unpack[RolloutTerms]) -> Rollout:
+        """Start (or, under four eyes, propose) a rollout. ValueError when the decision or the money total
+        is not acceptable, Conflict when the incident is resolved or has an active rollout."""
         if action not in Action.values or action in (Action.HANDOFF, Action.FAILOVER):
             raise ValueError("A rollout resumes, retries the step or aborts; hand off or fail over one by one.")
         if incident.is_resolved:
             raise Conflict("The incident is resolved.")
+        stake = cls.stake_of(incident, action)
+        stake.check(money_total)
+        four_eyes = cls.needs_four_eyes(incident, action)
         with transaction.atomic():
             if cls.objects.filter(incident=incident, status__in=ACTIVE).exists():
                 raise Conflict("This incident already has a rollout: cancel it first.")
-            rollout = cls.objects.create(incident=incident, action=action, instructions=instructions[:10_000],
-                                         money_confirmed=money_confirmed, started_by=by, next_at=timezone.now(),
-                                         **terms)
-            Event.record(incident, Event.Verb.ROLLOUT_STARTED, actor=by,
-                         data={"rollout": rollout.pk, "action": action, "canary_percent": rollout.canary_percent})
+            total = {c: str(v) for c, v in stake.totals.items()}
+            rollout = cls.objects.create(
+                incident=incident, action=action, instructions=instructions[:10_000],
+                money_confirmed=bool(stake.members), money_total=total, money_members=stake.members, started_by=by,
+                status=cls.Status.PROPOSED if four_eyes else cls.Status.RUNNING,
+                next_at=None if four_eyes else timezone.now(), **terms)
+            Event.record(incident, Event.Verb.ROLLOUT_PROPOSED if four_eyes else Event.Verb.ROLLOUT_STARTED,
+                         actor=by, data={"rollout": rollout.pk, "action": action,
+                                         "canary_percent": rollout.canary_percent, "money_total": total})
         return rollout
+
+    # --- four eyes ---
+
+    def may_be_approved_by(self, user: Operator) -> bool:
+        return (self.awaits_approval and user.pk != self.started_by_id
+                and operators().filter(pk=user.pk).exists())
+
+    def refusal(self, *, by: Operator) -> str:
+        """Why ``by`` could not approve or reject this rollout, as it stands now."""
+        self.refresh_from_db()
+        if not self.awaits_approval:
+            return f"The rollout is {self.status}; it no longer waits for approval."
+        if by.pk == self.started_by_id:
+            return "The second approval must come from another operator than the one who proposed it."
+        return "Only an active operator may approve a rollout."
+
+    def approve(self, *, by: Operator) -> bool:
+        """PROPOSED -> RUNNING by a second eligible operator: the canary goes out with the next sweep."""
+        if not self.may_be_approved_by(by):
+            return False
+        with transaction.atomic():
+            won = self.move(self.Status.RUNNING, from_=[self.Status.PROPOSED], actor=by,
+                            verb=Event.Verb.ROLLOUT_APPROVED, expect={"started_by_id": self.started_by_id},
+                            data={"rollout": self.pk, "proposed_by": self.started_by.get_username()},
+                            approved_by=by, approved_at=timezone.now(), next_at=timezone.now())
+            if won:
+                Event.record(self.incident, Event.Verb.ROLLOUT_APPROVED, actor=by,
+                             data={"rollout": self.pk, "proposed_by": self.started_by.get_username()})
+        return won
+
+    def reject(self, *, by: Operator, note: str = "") -> bool:
+        """PROPOSED -> REJECTED by a second eligible operator: no wave ever goes out."""
+        if not self.may_be_approved_by(by):
+            return False
+        with transaction.atomic():
+            facts = {"rollout": self.pk, "proposed_by": self.started_by.get_username(), "note": note[:1000]}
+            won = self.move(self.Status.REJECTED, from_=[self.Status.PROPOSED], actor=by,
+                            verb=Event.Verb.ROLLOUT_REJECTED, data=facts, next_at=None)
+            if won:
+                Event.record(self.incident, Event.Verb.ROLLOUT_REJECTED, actor=by, data=facts)
+        return won
 
     @classmethod
     def advance_due(cls, now: datetime | None = None) -> int:
@@ -174,12 +359,22 @@ class Rollout(Stateful):
                 self.move(self.Status.HALTED, verb=Event.Verb.ROLLOUT_HALTED, data={"why": why}, halt_reason=why,
                           next_at=None)
                 Event.record(self.incident, Event.Verb.ROLLOUT_HALTED, data={"rollout": self.pk, "why": why})
+                self._tell_halt(last["number"], why, now)
                 return True
             if not outcome.all_settled and not watched:
                 Rollout.objects.filter(pk=self.pk).update(
                     next_at=now + timedelta(seconds=settings.ROLLOUT_RECHECK_SECONDS))
                 return False
         return self._send_wave(now, live=live)
+
+    def _tell_halt(self, wave: int, why: str, now: datetime) -> None:
+        """The incident's commander (else who started the rollout) hears once that it halted by itself."""
+        incident = self.incident
+        Notification.send(kind=Notification.Kind.ROLLOUT_HALTED, users=[incident.commander or self.started_by],
+                          title=f"Rollout halted on incident #{incident.pk}: {incident.title}",
+                          body=f"The rollout ({self.get_action_display().lower()}) halted by itself. {why} "
+                               "Nothing more goes out until an operator continues or cancels it.",
+                          path=incident.get_absolute_url(), at=now, now=now, key=f"rollout{self.pk}:halted:{wave}")
 
     def _wave_size(self, remaining: int) -> int:
         if not self.waves:
@@ -218,15 +413,49 @@ class Rollout(Stateful):
                                                                    "members": len(decided)})
         return True
 
+    def _draft(self, checkpoint: Checkpoint) -> Decision:
+        """This member's decision as the single-decision path drafts it, carrying the confirmations recorded
+        ahead of it; ValueError saying why it must wait."""
+        confirmations, references = EffectConfirmation.objects.verdicts(checkpoint)
+        covered = self.money_confirmed and checkpoint.pk in self.money_members
+        if not covered and self.action in RESUMING_ACTIONS and checkpoint.touches_money():
+            raise ValueError("It moves money the rollout's confirmed total does not cover (it joined later, or "
+                             "its amount cannot be read): decide it on its workbench.")
+        return Decider(checkpoint).draft(action=self.action, instructions=self.instructions,
+                                         confirmations=confirmations, confirmation_refs=references,
+                                         money_confirmed=covered)
+
     def _decide(self, checkpoint: Checkpoint) -> bool:
-        """This member's decision through the single-decision path; False when it must wait."""
+        """This member's decision through the single-decision path; False when it must wait. Under four
+        eyes the rollout's approver approves each member's proposal, as on its workbench."""
         try:
-            draft = Decider(checkpoint).draft(action=self.action, instructions=self.instructions,
-                                              money_confirmed=self.money_confirmed)
-            Decider(checkpoint).record(draft, by=self.started_by)
+            decision = Decider(checkpoint).record(self._draft(checkpoint), by=self.started_by)
         except (ValueError, Conflict):
             return False
+        if decision.awaits_approval and self.approved_by is not None:
+            decision.approve(by=self.approved_by)
         return True
+
+    WAITING_SCANNED = 200
+
+    def waiting(self, limit: int = 50) -> list[tuple[Checkpoint, str]]:
+        """The open members a wave would skip now, each with why (the first ``limit`` among the first
+        ``WAITING_SCANNED`` by due time: the page shows a sample, the sweep judges every member)."""
+        if not self.is_active:
+            return []
+        found: list[tuple[Checkpoint, str]] = []
+        for c in (self.incident.members.open().select_related("workflow", "assignee", "runbook_version")
+                  .order_by("due_at", "pk")[:self.WAITING_SCANNED]):
+            if len(found) >= limit:
+                break
+            if not c.may_be_decided_by(self.started_by):
+                found.append((c, f"{c.assignee.get_username() if c.assignee else 'Someone'} holds it."))
+                continue
+            try:
+                self._draft(c)
+            except ValueError as exc:
+                found.append((c, str(exc)))
+        return found
 
     def carry_on(self, *, by: Operator) -> bool:
         """HALTED -> RUNNING: an operator judged the halt and lets the next wave go."""
