@@ -27,14 +27,14 @@ Markdown and CSV renderings are here too (the CSV rows; ``console/csv_export.py`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
 
 from . import metrics, timings
-from .models import Checkpoint, Drill, Step, Workflow
+from .models import Action, Checkpoint, Decision, Drill, Step, Workflow
 
 PASSED, GAPS, FAILED = "passed", "passed with gaps", "failed"
 
@@ -60,6 +60,7 @@ class RunScore:
     owner_changed: bool
     journalled: bool = False
     state_gaps: tuple[str, ...] = ()
+    failover_failed: str = ""  # the standby that never took the run over, and why (a failed failover delivery)
 
     @property
     def state_intact(self) -> bool | None:
@@ -173,6 +174,9 @@ def score(drill: Drill, *, today: Any = None, with_trend: bool = True) -> DrillR
         first.setdefault(checkpoint.workflow_id, checkpoint)
     steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(workflow_id__in=ids, seq=drill.at_seq)}
     runs = [_run(drill, w, first.get(w.pk), steps, lost) for w in workflows]
+    failed_over = _failed_failovers(ids)
+    runs = [replace(r, failover_failed=failed_over[r.workflow_id]) if r.workflow_id in failed_over else r
+            for r in runs]
     summary = metrics.summary(filters)
     verdict, reasons = _verdict(runs)
     return DrillReport(drill, filters, runs, summary, verdict, reasons, trend(drill) if with_trend else [])
@@ -189,6 +193,15 @@ def trend(drill: Drill, *, last: int = 12) -> list[Occurrence]:
                    for _label, attr in KEY_TIMES}
         occurrences.append(Occurrence(each.pk, each.started_at, len(report.runs), report.verdict, medians))
     return occurrences
+
+
+def _failed_failovers(ids: list[int]) -> dict[int, str]:
+    """Per workflow, its failover whose delivery to the standby failed for good: "standby-bot (error)"."""
+    failed = (Decision.objects.filter(checkpoint__workflow_id__in=ids, action=Action.FAILOVER,
+                                      status=Decision.Status.FAILED)
+              .select_related("standby", "checkpoint").order_by("decided_at"))
+    return {d.checkpoint.workflow_id: f"{d.standby.name if d.standby else 'the standby'}"
+                                      + (f" ({d.last_error[:200]})" if d.last_error else "") for d in failed}
 
 
 def _run(drill: Drill, workflow: Any, checkpoint: Any, steps: dict[tuple[int, int], Step], lost: set[int]) -> RunScore:
@@ -225,6 +238,9 @@ def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
             failures.append(f"{name} lost an effect or a promise.")
         if run.repeated_effect:
             failures.append(f"{name} repeated an effect.")
+        if run.failover_failed:
+            failures.append(f"{name}: the failover to {run.failover_failed} failed: the standby never took "
+                            "the run over.")
         if run.state_intact is False:
             failures.append(f"{name}'s resume state lost what the runtime journalled at the fault: "
                             + "; ".join(run.state_gaps) + ".")
