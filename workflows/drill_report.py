@@ -60,7 +60,8 @@ class RunScore:
     owner_changed: bool
     journalled: bool = False
     state_gaps: tuple[str, ...] = ()
-    failover_failed: str = ""  # the standby that never took the run over, and why (a failed failover delivery)
+    failover_failed: str = ""  # the standby that never took the run over (a failover delivery that failed)…
+    failover_error: str = ""  # …and why
 
     @property
     def state_intact(self) -> bool | None:
@@ -175,8 +176,8 @@ def score(drill: Drill, *, today: Any = None, with_trend: bool = True) -> DrillR
     steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(workflow_id__in=ids, seq=drill.at_seq)}
     runs = [_run(drill, w, first.get(w.pk), steps, lost) for w in workflows]
     failed_over = _failed_failovers(ids)
-    runs = [replace(r, failover_failed=failed_over[r.workflow_id]) if r.workflow_id in failed_over else r
-            for r in runs]
+    runs = [replace(r, failover_failed=failed_over[r.workflow_id][0], failover_error=failed_over[r.workflow_id][1])
+            if r.workflow_id in failed_over else r for r in runs]
     summary = metrics.summary(filters)
     verdict, reasons = _verdict(runs)
     return DrillReport(drill, filters, runs, summary, verdict, reasons, trend(drill) if with_trend else [])
@@ -195,13 +196,13 @@ def trend(drill: Drill, *, last: int = 12) -> list[Occurrence]:
     return occurrences
 
 
-def _failed_failovers(ids: list[int]) -> dict[int, str]:
-    """Per workflow, its failover whose delivery to the standby failed for good: "standby-bot (error)"."""
+def _failed_failovers(ids: list[int]) -> dict[int, tuple[str, str]]:
+    """Per workflow, its failover whose delivery to the standby failed for good: (the standby, the error)."""
     failed = (Decision.objects.filter(checkpoint__workflow_id__in=ids, action=Action.FAILOVER,
                                       status=Decision.Status.FAILED)
               .select_related("standby", "checkpoint").order_by("decided_at"))
-    return {d.checkpoint.workflow_id: f"{d.standby.name if d.standby else 'the standby'}"
-                                      + (f" ({d.last_error[:200]})" if d.last_error else "") for d in failed}
+    return {d.checkpoint.workflow_id: (d.standby.name if d.standby else "the standby", d.last_error[:200])
+            for d in failed}
 
 
 def _run(drill: Drill, workflow: Any, checkpoint: Any, steps: dict[tuple[int, int], Step], lost: set[int]) -> RunScore:
@@ -240,7 +241,7 @@ def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
             failures.append(f"{name} repeated an effect.")
         if run.failover_failed:
             failures.append(f"{name}: the failover to {run.failover_failed} failed: the standby never took "
-                            "the run over.")
+                            "the run over" + (f" ({run.failover_error})." if run.failover_error else "."))
         if run.state_intact is False:
             failures.append(f"{name}'s resume state lost what the runtime journalled at the fault: "
                             + "; ".join(run.state_gaps) + ".")

@@ -32,7 +32,7 @@ class DrillForm(forms.ModelForm):  # type: ignore[type-arg]
     BY_HAND, ONCE, WEEKLY = "hand", "once", "weekly"
     when = forms.ChoiceField(choices=[(BY_HAND, "When I start it"), (ONCE, "Once, at a time"),
                                       (WEEKLY, "Every week (a recurring rule)")], initial=BY_HAND,
-                             required=False, widget=forms.RadioSelect, label="Runs")  # none said: by hand
+                             required=False, widget=forms.RadioSelect, label="When")  # none said: by hand
     start_at = forms.DateTimeField(required=False, label="At", help_text="Once: the time it starts (console time).",
                                    widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
 
@@ -80,11 +80,11 @@ class DrillForm(forms.ModelForm):  # type: ignore[type-arg]
 def _trend_chart(report: scoring.DrillReport) -> SafeString | None:
     if len(report.trend) < 2:
         return None
-    labels = [f"#{o.drill_id} {o.started_at:%d %b}" if o.started_at else f"#{o.drill_id}" for o in report.trend]
+    labels = [f"{o.started_at:%d %b}" if o.started_at else f"#{o.drill_id}" for o in report.trend]
     lines = [charts.Line(label, [None if (v := o.medians[attr]) is None else v / 60 for o in report.trend])
              for label, attr in scoring.KEY_TIMES]
     return charts.line_chart("Key times per drill (median minutes)", labels, lines,
-                             fmt=lambda v: f"{v:.1f} min", width=640, height=220)
+                             fmt=lambda v: f"{v:.0f}", width=640, height=220)
 
 
 @role_required(*REVIEWERS)
