@@ -24,6 +24,7 @@ import uuid
 from typing import Any
 
 from recovery_client import ApiError, RecoveryClient, Unavailable
+from recovery_client.drills import DrillCrash, DrillFault
 
 from .journal import CREATING, WAITING, Journal
 from .plans import (
@@ -46,6 +47,10 @@ log = logging.getLogger("workflows.demo")
 REFERENCE = re.compile(r"[RNM]-[0-9A-F]{8}")
 STOOD_DOWN = "stood_down"  # the journal status, and the API's error code for a workflow failed over elsewhere
 RUNTIME_VERSION = "demo-agent/1.1"
+# Drill faults this agent carries out (docs/API.md "Recovery drills"): both stop the run after step k as a killed
+# process does; the console's silence watchdog opens the checkpoint. For "failover" the operator then fails the
+# run over to the standby (support-bot-standby), which resumes it from the console's resume state.
+DRILL_CRASHES = frozenset({"crash_after_step", "failover"})
 
 
 class DemoAgent:
@@ -75,6 +80,8 @@ class DemoAgent:
         # same ticket number, since the console may have created it, instead of leaving it to the stale scan.
         self.unanswered_create = ""
         self.turns: dict[str, threading.Lock] = {}  # one thread drives a run at a time
+        self.drills: dict[str, DrillFault] = {}  # workflow id -> the drill fault the console asked for
+        self.promised: dict[str, list[str]] = {}  # workflow id -> promises reported (a drill's journal)
         self.lock = threading.Lock()
 
     # --- the life of a workflow -----------------------------------------------------
@@ -150,6 +157,12 @@ class DemoAgent:
                     if outcome != "paused" or not self.polls:
                         return outcome
                     waiting = True
+        except DrillCrash as crash:
+            # A drill's fault: the run stops without a word, as a killed process would. Its silence sweep
+            # pauses it, and the decision comes back to this agent (or, failed over, to the standby).
+            log.warning("%s %s: drill: %s", self.name, run.external_id, crash)
+            self.journal.set_status(run.external_id, "abandoned")
+            return "crashed (drill)"
         except Unavailable as exc:
             # The workflow stays running in the console; its silence sweep pauses it: never a blank state.
             log.warning("%s %s: console unreachable, leaving the run (%s)", self.name, run.external_id, exc)
@@ -447,6 +460,21 @@ class DemoAgent:
         pause = instruction.get("pause") if isinstance(instruction, dict) else None
         if isinstance(pause, dict) and pause.get("checkpoint_id"):
             run.held = str(pause["checkpoint_id"])  # acted on once this step is done (``proceed``)
+        if fields.get("promise") and status != "failed":
+            self.promised.setdefault(run.workflow_id, []).append(fields["promise"])
+        told = DrillFault.from_instruction(answer.get("instruction") if isinstance(answer, dict) else None)
+        if told is not None:
+            self.drills[run.workflow_id] = told
+        drill = self.drills.get(run.workflow_id)
+        if drill and status == "committed" and drill.fault in DRILL_CRASHES and seq == drill.at_seq:
+            self.drills.pop(run.workflow_id)  # carried out once: a resumed run goes on
+            committed = sorted(run.committed | ({fields["idempotency_key"]} if fields.get("idempotency_key") else set()))
+            try:  # what this runtime holds at the fault, for the report's "state intact"
+                self.client.record_drill_journal(run.workflow_id, committed=committed, pending=None,
+                                                 promises=self.promised.get(run.workflow_id, []))
+            except ApiError as exc:
+                log.warning("%s %s: the drill journal was refused: %s", self.name, run.external_id, exc)
+            raise DrillCrash(f"{drill.fault} after step {seq} ({spec.name})")
 
     def tool_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
         seq = run.take_seq()

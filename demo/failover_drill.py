@@ -13,7 +13,9 @@ endpoint, as two processes on two hosts), call the same simulated external syste
    left (409 ``stood_down``), receives the stand-down notice the console retries, and the run a frozen
    process still held tries to carry on: its report is refused and it executes nothing.
 
-``scripts/failover_drill.py`` (``make failover-drill``) runs it and prints each stage;
+It is a recovery drill definition (``workflows.models.Drill``, fault ``failover``) on the scratch console:
+``start`` defines and starts it, so the run is a drilled workflow and ``report`` scores it with the drill
+report (verdict, state intact). ``scripts/failover_drill.py`` (``make failover-drill``) runs it and prints each stage;
 ``tests/test_failover_after_ten_minutes_of_silence.py`` runs it over real HTTP and checks each stage.
 The stages are methods, so a caller can stop between them (and an operator can decide in the browser).
 """
@@ -26,7 +28,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from workflows.models import Agent, Checkpoint, Decider, Decision, Workflow
+from workflows import drill_report
+from workflows.models import Agent, Checkpoint, Decider, Decision, Drill, Workflow
 
 from .agent import DemoAgent
 from .fleet import AgentConfig, Fleet
@@ -64,6 +67,7 @@ class FailoverDrill:
         self.run: Run | None = None
         self.workflow: Workflow | None = None
         self.frozen: DemoAgent | None = None  # the original's agent as its dead process left it
+        self.drill: Drill | None = None
 
     def register(self, role: str) -> AgentConfig:
         name = self.names[role]
@@ -86,7 +90,13 @@ class FailoverDrill:
     def start(self) -> None:
         for fleet in self.fleets.values():
             fleet.server.start()
-            fleet.advertise()  # replay, fork, failover; the refund kind
+            fleet.advertise()  # replay, fork, failover, drill (a sandbox: the ledgers are simulated); refund
+        # The drill definition this script is: the next refund of the original fails over (it dies mid-step
+        # in ``disappear``, before the fault the instruction names could come: the death is the fault).
+        self.drill = Drill.objects.create(
+            agent=Agent.objects.get(name=self.names["original"]), kind="refund", fault=Drill.Fault.FAILOVER,
+            at_seq=4, runs=1, name="Disappear for ten minutes, fail over, come back (make failover-drill)")
+        self.drill.start()
 
     def disappear(self) -> Workflow:
         """support-bot runs the refund and dies right after the note was written, before reporting it."""
@@ -182,6 +192,11 @@ class FailoverDrill:
         assert self.run is not None
         row = self.fleets["original"].journal.run(self.run.external_id)
         return row["status"] if row else None
+
+    def report(self) -> drill_report.DrillReport:
+        """The drill's score: the console's verdict on the comeback, with the dashboard's definitions."""
+        assert self.drill is not None
+        return drill_report.score(self.drill)
 
     def close(self) -> None:
         for fleet in self.fleets.values():

@@ -131,7 +131,10 @@ class Fleet:
             try:
                 # A fork's edited input is applied to the effect it restarts at (DemoAgent.effect_step), and
                 # to no other kind of step: said here, so the console refuses the edits it would ignore.
-                agent.client.advertise(["replay", "fork", "failover"], runtime_version=RUNTIME_VERSION,
+                # Drills: crash-after-k and failover (DemoAgent.report). Every system the demo calls is a
+                # simulated ledger (demo/systems.py): a sandbox, so its drilled money effects may run.
+                agent.client.advertise(["replay", "fork", "failover", "drill", "drill_sandbox"],
+                                       runtime_version=RUNTIME_VERSION,
                                        kinds=[agent.kind], fork_edits=["effect"])
             except (ApiError, Unavailable) as exc:
                 log.warning("%s: could not advertise its capabilities: %s", agent.name, exc)

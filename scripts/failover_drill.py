@@ -168,6 +168,12 @@ def run(drill: FailoverDrill, alice: object, base: str, password: str, *, intera
           f"the promise '{state['promises'][0]}' was told to the customer")
     verbs = dict.fromkeys(Event.objects.filter(workflow=workflow).values_list("verb", flat=True))
     note(f"event log: {', '.join(verbs)}")
+    report = drill.report()
+    note(f"drill report ({base}/drills/{report.drill.pk}/report/): {report.verdict}")
+    for reason in report.reasons:
+        note(f"  {reason}")
+    check(workflow.drill_id == report.drill.pk and report.verdict == "passed",
+          f"the drill definition's report reads passed ({report.verdict})")
     if interactive:
         input(f"\n   The workflow page: {base}/workflows/{workflow.pk}/ -- press Enter to stop the console. ")
 

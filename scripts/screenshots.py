@@ -1,6 +1,7 @@
 """Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay,
 failing over, a fork, the workbench on a phone, the TPM pages (resume dashboard, readiness, staffing
-budget), an incident with its blast radius and a rollout, and the queue per team, from realistic data:
+budget), an incident with its blast radius and a rollout, recovery drills (the drills page, a report with
+its trend) and the queue per team, from realistic data:
 docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
@@ -8,6 +9,7 @@ needs nothing running and touches no real data:
 
     .venv/bin/python scripts/screenshots.py
     .venv/bin/python scripts/screenshots.py --only incident     # the incident page alone
+    .venv/bin/python scripts/screenshots.py --only drills       # drills.png and drill-report.png alone
 """
 
 from __future__ import annotations
@@ -198,6 +200,96 @@ def seed_breach_history() -> None:
             Checkpoint.objects.get(pk=checkpoint.pk).explain_breach(reason=rng.choice(reasons), note="", by=tess)
 
 
+DRILL_SEED = 2026
+
+
+def seed_drills() -> int:
+    """A weekly drill in the Refunds team's calendar and three of its occurrences, a week apart, each with two
+    drilled refunds an operator decided (journalled by the runtime; times spread as a desk would take them).
+    Answers the latest occurrence's id."""
+    import json
+    import random
+    from datetime import time
+
+    from django.conf import settings
+
+    from tests.apitools import api_agent
+    from tests.recovery_histories import Fleet
+    from workflows.models import BusinessCalendar, Decision, Drill, Step, Team
+
+    rng = random.Random(DRILL_SEED)
+    print(f"drill history seed {DRILL_SEED}")
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # the agent speaks through Django's test client
+    alice, tess = make_user("alice"), make_user("tess", role="tpm")
+    fleet = Fleet(api_agent("refund-agent"), alice)
+    fleet.api.agent.advertise(["drill", "drill_sandbox", "failover"])
+    calendar = BusinessCalendar.objects.create(name="Paris office", time_zone="Europe/Paris", weekdays=[0, 1, 2, 3, 4])
+    team = Team.objects.create(name="Refunds desk", slug="refunds-desk", calendar=calendar)
+    weekly = Drill.objects.create(agent=fleet.api.agent, name="Tuesday: refund agent dies after the refund",
+                                  kind="refund", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=3, runs=2, team=team,
+                                  repeat_weekday=1, repeat_at=time(10), created_by=tess)
+    weekly.schedule(by=tess)
+    Drill.objects.create(agent=fleet.api.agent, name="Fail over to the standby", kind="refund",
+                         fault=Drill.Fault.FAILOVER, at_seq=2, runs=3, announced=False, created_by=tess)
+    latest = 0
+    for week, (claim, decide) in enumerate([(9, 24), (6, 15), (3, 8)]):
+        occurrence = weekly.start_occurrence(by=tess)
+        assert occurrence is not None
+        started = timezone.now() - timedelta(days=7 * (2 - week), minutes=90)
+        for n in range(2):
+            ext = f"T-{2100 + 10 * week + n}"
+            wf = fleet.start(ext)
+            fleet.api.client.put(f"/api/v1/workflows/{wf}/drill-journal", content_type="application/json",
+                                 data=json.dumps({"committed": [f"{ext}:refund"], "promises": ["refund within 5 days"]}))
+            checkpoint = fleet.pause(wf)
+            fleet.decide(checkpoint)
+            fleet.complete(wf)
+            # The checkpoint's own clock stamps (what the report reads first), as a desk would take them.
+            opened = Checkpoint.objects.get(pk=checkpoint.pk).opened_at
+            Checkpoint.objects.filter(pk=checkpoint.pk).update(
+                first_claimed_at=opened + timedelta(minutes=claim * rng.uniform(0.8, 1.2)),
+                first_decision_at=opened + timedelta(minutes=decide * rng.uniform(0.8, 1.2)))
+            Step.objects.filter(workflow_id=wf, seq=3).update(
+                updated_at=opened - timedelta(minutes=rng.uniform(4, 6)))  # the silence watchdog's wait
+            Decision.objects.filter(checkpoint=checkpoint).update(
+                decided_at=opened + timedelta(minutes=decide * rng.uniform(0.8, 1.2)))
+            Workflow.objects.filter(pk=wf).update(finished_at=opened + timedelta(minutes=decide + 3))
+        Drill.objects.filter(pk=occurrence.pk).update(started_at=started, occurrence_at=started)
+        latest = occurrence.pk
+    return latest
+
+
+def drill_shots(browser: object, base: str) -> None:
+    latest = seed_drills()
+    tpm = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900},  # type: ignore[attr-defined]
+                           device_scale_factor=1)
+    tpm.goto("/login/")
+    tpm.fill("#id_username", "tess")
+    tpm.fill("#id_password", PASSWORD)
+    tpm.get_by_test_id("login-submit").click()
+    tpm.goto("/drills/")
+    tpm.check('input[name="when"][value="weekly"]')
+    tpm.screenshot(path=str(OUT / "drills.png"), full_page=True)
+    tpm.goto(f"/drills/{latest}/report/")
+    tpm.screenshot(path=str(OUT / "drill-report.png"), full_page=True)
+
+
+def main_drills() -> None:
+    from playwright.sync_api import sync_playwright
+
+    call_command("migrate", verbosity=0)
+    server = LiveServerThread("127.0.0.1", StaticFilesHandler, port=0)
+    server.daemon = True
+    server.start()
+    server.is_ready.wait()
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        drill_shots(browser, f"http://127.0.0.1:{server.port}")
+        browser.close()
+    print(f"wrote drills and drill-report .png in {OUT}")
+
+
 def seed_replay() -> tuple[Workflow, Checkpoint, ReplayRun]:
     """A recorded refund the demo runtime replays with its provider changed: drift at step 5."""
     from tests.replaytools import ReplayRuntime
@@ -363,14 +455,15 @@ def main() -> None:
         tpm.set_viewport_size({"width": 1440, "height": 1500})  # the cards, the charts and the table's top
         tpm.screenshot(path=str(OUT / "breaches.png"))
         shoot_incident(browser, base, seed_incident())  # its checkpoints are not in the queue's picture
-        seed_teams()  # last: the pictures above show a console without teams
+        seed_teams()  # the pictures above show a console without teams
         page.goto("/")
         page.wait_for_selector('[data-testid="team-tab-support"]')
         page.screenshot(path=str(OUT / "team-queue.png"))
+        drill_shots(browser, base)  # last: its team is not in the team queue's picture
         browser.close()
     print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, resumes, readiness, "
-          f"staffing, breaches, incident and team-queue .png in {OUT}")
+          f"staffing, breaches, incident, team-queue, drills and drill-report .png in {OUT}")
 
 
 if __name__ == "__main__":
-    main()
+    main_drills() if sys.argv[1:] in (["drills"], ["--only", "drills"]) else main()

@@ -69,3 +69,25 @@ def test_new_workflows_racing_for_the_last_places_take_exactly_n():
     assert Workflow.objects.filter(drill=drill).count() == 3
     drill.refresh_from_db()
     assert drill.picked == 3
+
+
+def test_beat_processes_racing_start_each_occurrence_of_a_weekly_drill_once():
+    bot = api_agent("racer")
+    bot.agent.advertise(["drill"])
+    now = timezone.now()
+    drill = Drill.objects.create(agent=bot.agent, name="weekly crash", fault=Drill.Fault.CRASH_AFTER_STEP, runs=3,
+                                 repeat_weekday=now.weekday(), repeat_at=(now - timedelta(minutes=5)).time())
+    assert drill.schedule()
+    due = now - timedelta(minutes=1)  # this week's occurrence has come (the rule scheduled next week's)
+    Drill.objects.filter(pk=drill.pk).update(next_run_at=due)
+
+    started = race([Drill.start_due for _ in range(RACERS)])
+
+    assert sum(started) == 1, started
+    [occurrence] = drill.occurrences.all()
+    assert occurrence.status == Drill.Status.RUNNING and occurrence.occurrence_at == due
+    drill.refresh_from_db()
+    assert drill.status == Drill.Status.SCHEDULED and drill.next_run_at == drill.next_runs(after=now, count=1)[0]
+    assert drill.next_run_at > now  # the rule moved on to next week's
+    assert race([Drill.start_due for _ in range(RACERS)]) == [0] * RACERS  # nothing more is due
+    assert Event.objects.filter(verb=Event.Verb.DRILL_STARTED).count() == 1

@@ -16,6 +16,8 @@ PATHS = {
     "/api/v1/agent/capabilities": {"post"},
     "/api/v1/replays/{replay_id}": {"get"},
     "/api/v1/replays/{replay_id}/results": {"post"},
+    # Addition for recovery drills (issue 26): the runtime's journal at a drill's fault.
+    "/api/v1/workflows/{workflow_id}/drill-journal": {"put"},
 }
 
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from django.core.management import call_command
 
 from demo.fleet import load_agents
-from workflows.models import Agent, Runbook
+from workflows.models import Agent, Drill, Runbook
 
 
 @pytest.fixture
@@ -57,7 +57,8 @@ def test_agents_json_holds_working_tokens_secrets_and_resume_urls(db, var_dir):
     assert configs["ticket-bot"].polls and not configs["support-bot"].polls
     assert configs["support-bot"].kind == "refund"
     standby = Agent.objects.get(name="support-bot-standby")
-    assert standby.capabilities == ["replay", "fork", "failover"] and standby.kinds == ["refund"]
+    assert standby.capabilities == ["replay", "fork", "failover", "drill", "drill_sandbox"]
+    assert standby.kinds == ["refund"]
     assert standby.replay_url == "http://127.0.0.1:9123/agents/support-bot-standby/replay"
     assert (var_dir / "demo" / "agents.json").stat().st_mode & 0o077 == 0  # secrets: owner only
 
@@ -113,3 +114,12 @@ def test_the_agents_table_keeps_a_space_after_the_longest_name(db, var_dir):
     assert rows and all("support-bot-standby  refund" in line for line in rows), rows
     kinds = {line.split()[1] for line in out.splitlines() if line.startswith("  ") and "-bot" in line.split()[0]}
     assert kinds == {"refund", "ticket_triage", "billing_dispute"}
+
+
+def test_the_demo_seeds_one_drill_on_the_fleet_that_may_start(db, var_dir):
+    seed()
+    seed()  # idempotent: still one
+    [drill] = Drill.objects.all()
+    assert drill.agent.name == "support-bot" and drill.fault == Drill.Fault.FAILOVER and drill.runs == 3
+    assert drill.status == Drill.Status.DRAFT and drill.cannot_run() == ""  # the fleet advertises drills
+    assert drill.start()

@@ -7,10 +7,19 @@ run: time from the fault to the checkpoint, to the first claim, to the first dec
 each checkpoint's SLA targets (met or breached, as its clocks recorded them). The verdict:
 
 - **failed** when a run's degradation left no checkpoint (a blank-state failure, or a run that settled
-  without the pause surface catching it), or an effect was lost or repeated, or no run took part;
+  without the pause surface catching it), or an effect was lost or repeated, or its state was not intact,
+  or no run took part;
 - **passed with gaps** when every run came back intact but a time target was breached, a run is still in
   flight or not caught yet, a run settled other than completed, or a run changed owner;
 - **passed** otherwise.
+
+**State intact**: the runtime journals what it holds at the fault (docs/API.md "Drill journal": the
+committed effects' idempotency keys, the step in flight, the promises); the resume state of the run's first
+checkpoint must hold every one of them. A run whose runtime journalled nothing is "not journalled": said in
+the report, not held against the verdict (the runtime may not support the journal yet).
+
+**The trend**: every drill run under the same definition (a recurring rule's occurrences, or the one-off
+itself), each with its verdict and the median of each key time (``trend``).
 
 Markdown and CSV renderings are here too (the CSV rows; ``console/csv_export.py`` streams them).
 """
@@ -18,14 +27,14 @@ Markdown and CSV renderings are here too (the CSV rows; ``console/csv_export.py`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
 
 from . import metrics, timings
-from .models import Checkpoint, Drill, Step, Workflow
+from .models import Action, Checkpoint, Decision, Drill, Step, Workflow
 
 PASSED, GAPS, FAILED = "passed", "passed with gaps", "failed"
 
@@ -49,6 +58,25 @@ class RunScore:
     lost_effect: bool
     repeated_effect: bool
     owner_changed: bool
+    journalled: bool = False
+    state_gaps: tuple[str, ...] = ()
+    failover_failed: str = ""  # the standby that never took the run over (a failover delivery that failed)…
+    failover_error: str = ""  # …and why
+
+    @property
+    def state_intact(self) -> bool | None:
+        """True: the resume state held all the runtime journalled; False: it missed something; None: nothing
+        to compare (no journal, or no checkpoint yet)."""
+        if not self.journalled or self.checkpoint_at is None:
+            return None
+        return not self.state_gaps
+
+    @property
+    def state_text(self) -> str:
+        intact = self.state_intact
+        if intact is None:
+            return "not journalled" if not self.journalled else "no checkpoint yet"
+        return "intact" if intact else "not intact"
 
     @staticmethod
     def _between(start: datetime | None, end: datetime | None) -> float | None:
@@ -83,6 +111,47 @@ class DrillReport:
     summary: metrics.Summary
     verdict: str
     reasons: list[str] = field(default_factory=list)
+    trend: list[Occurrence] = field(default_factory=list)
+
+
+# The key times of a run, in the order reports show them: (label, RunScore property).
+KEY_TIMES = (("To checkpoint", "to_checkpoint"), ("To claim", "to_claim"), ("To decision", "to_decision"),
+             ("To completion", "to_completion"))
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One drill of a definition's trend: when it ran, its verdict, and the median of each key time."""
+
+    drill_id: int
+    started_at: datetime | None
+    runs: int
+    verdict: str
+    medians: dict[str, float | None]
+
+
+def _median(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def state_gaps(journal: Any, resume_state: dict[str, Any]) -> tuple[str, ...]:
+    """What the runtime journalled at the fault that the resume state does not hold."""
+    if not isinstance(journal, dict):
+        return ()
+    gaps = []
+    held = {e.get("idempotency_key") for e in resume_state.get("committed", [])}
+    gaps += [f"committed effect {key} is missing" for key in journal.get("committed", []) if key not in held]
+    pending = journal.get("pending")
+    have = resume_state.get("pending") or {}
+    if pending and (have.get("seq"), have.get("name")) != (pending.get("seq"), pending.get("name")):
+        gaps.append(f"the pending action (step {pending.get('seq')}, {pending.get('name')}) is missing")
+    promised = set(resume_state.get("promises", []))
+    gaps += [f"the promise “{p[:80]}” is missing" for p in journal.get("promises", []) if p not in promised]
+    return tuple(gaps)
 
 
 def _fault_at(drill: Drill, workflow: Workflow, steps: dict[tuple[int, int], Step]) -> datetime:
@@ -92,8 +161,8 @@ def _fault_at(drill: Drill, workflow: Workflow, steps: dict[tuple[int, int], Ste
     return workflow.created_at
 
 
-def score(drill: Drill, *, today: Any = None) -> DrillReport:
-    """The report of ``drill``'s runs so far."""
+def score(drill: Drill, *, today: Any = None, with_trend: bool = True) -> DrillReport:
+    """The report of ``drill``'s runs so far (with the trend of its definition unless ``with_trend=False``)."""
     started = (drill.started_at or drill.created_at).astimezone(UTC).date()
     today = today or timezone.now().astimezone(UTC).date()
     filters = metrics.Filters(start=min(started, today), end=today, drills=str(drill.pk))
@@ -106,9 +175,34 @@ def score(drill: Drill, *, today: Any = None) -> DrillReport:
         first.setdefault(checkpoint.workflow_id, checkpoint)
     steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(workflow_id__in=ids, seq=drill.at_seq)}
     runs = [_run(drill, w, first.get(w.pk), steps, lost) for w in workflows]
+    failed_over = _failed_failovers(ids)
+    runs = [replace(r, failover_failed=failed_over[r.workflow_id][0], failover_error=failed_over[r.workflow_id][1])
+            if r.workflow_id in failed_over else r for r in runs]
     summary = metrics.summary(filters)
     verdict, reasons = _verdict(runs)
-    return DrillReport(drill, filters, runs, summary, verdict, reasons)
+    return DrillReport(drill, filters, runs, summary, verdict, reasons, trend(drill) if with_trend else [])
+
+
+def trend(drill: Drill, *, last: int = 12) -> list[Occurrence]:
+    """The last ``last`` drills run under ``drill``'s definition, oldest first, each scored."""
+    ran = list(Drill.objects.of_series(drill).filter(started_at__isnull=False).select_related("agent")
+               .order_by("-started_at", "-pk")[:last])
+    occurrences = []
+    for each in reversed(ran):
+        report = score(each, with_trend=False)
+        medians = {attr: _median([v for r in report.runs if (v := getattr(r, attr)) is not None])
+                   for _label, attr in KEY_TIMES}
+        occurrences.append(Occurrence(each.pk, each.started_at, len(report.runs), report.verdict, medians))
+    return occurrences
+
+
+def _failed_failovers(ids: list[int]) -> dict[int, tuple[str, str]]:
+    """Per workflow, its failover whose delivery to the standby failed for good: (the standby, the error)."""
+    failed = (Decision.objects.filter(checkpoint__workflow_id__in=ids, action=Action.FAILOVER,
+                                      status=Decision.Status.FAILED)
+              .select_related("standby", "checkpoint").order_by("decided_at"))
+    return {d.checkpoint.workflow_id: (d.standby.name if d.standby else "the standby", d.last_error[:200])
+            for d in failed}
 
 
 def _run(drill: Drill, workflow: Any, checkpoint: Any, steps: dict[tuple[int, int], Step], lost: set[int]) -> RunScore:
@@ -126,7 +220,9 @@ def _run(drill: Drill, workflow: Any, checkpoint: Any, steps: dict[tuple[int, in
         decision_breached=bool(checkpoint and checkpoint.breached_at),
         blank_failure=bool(workflow.blank_failure), lost_effect=workflow.pk in lost,
         repeated_effect=bool(workflow.duplicate_attempt),
-        owner_changed=bool(workflow.continued and workflow.owner_changed))
+        owner_changed=bool(workflow.continued and workflow.owner_changed),
+        journalled=workflow.drill_journal is not None,
+        state_gaps=state_gaps(workflow.drill_journal, checkpoint.resume_state) if checkpoint else ())
 
 
 def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
@@ -143,6 +239,12 @@ def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
             failures.append(f"{name} lost an effect or a promise.")
         if run.repeated_effect:
             failures.append(f"{name} repeated an effect.")
+        if run.failover_failed:
+            failures.append(f"{name}: the failover to {run.failover_failed} failed: the standby never took "
+                            "the run over" + (f" ({run.failover_error})." if run.failover_error else "."))
+        if run.state_intact is False:
+            failures.append(f"{name}'s resume state lost what the runtime journalled at the fault: "
+                            + "; ".join(run.state_gaps) + ".")
         if run.checkpoint_at is None and not run.settled:
             gaps.append(f"{name} has not reached the pause surface yet.")
         if run.claim_breached:
@@ -167,7 +269,8 @@ def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
 
 CSV_HEADER = ["workflow", "external_id", "status", "fault_at", "to_checkpoint_s", "to_claim_s", "to_decision_s",
               "to_completion_s", "claim_due_at", "claim_breached", "decision_due_at", "decision_breached",
-              "blank_failure", "lost_effect", "repeated_effect", "owner_changed"]
+              "blank_failure", "lost_effect", "repeated_effect", "owner_changed", "state_intact", "state_gaps"]
+TREND_HEADER = ["trend", "drill", "started_at", "runs", "verdict"] + [f"median_{a}_s" for _l, a in KEY_TIMES]
 
 
 def _stamp(value: datetime | None) -> str:
@@ -184,13 +287,18 @@ def csv_rows(report: DrillReport) -> Iterator[list[Any]]:
         yield [r.workflow_id, r.external_id, r.status, _stamp(r.fault_at), _secs(r.to_checkpoint),
                _secs(r.to_claim), _secs(r.to_decision), _secs(r.to_completion), _stamp(r.claim_due_at),
                r.claim_breached, _stamp(r.decision_due_at), r.decision_breached, r.blank_failure, r.lost_effect,
-               r.repeated_effect, r.owner_changed]
+               r.repeated_effect, r.owner_changed, r.state_text, "; ".join(r.state_gaps)]
     yield []
     yield ["verdict", report.verdict]
     for reason in report.reasons:
         yield ["reason", reason]
     for share in report.summary.shares.values():
         yield ["share", share.label, share.part, share.whole]
+    yield []
+    yield TREND_HEADER
+    for o in report.trend:
+        yield ["trend", o.drill_id, _stamp(o.started_at), o.runs, o.verdict] + [_secs(o.medians[a])
+                                                                            for _l, a in KEY_TIMES]
 
 
 def _md(text: Any) -> str:
@@ -219,10 +327,18 @@ def markdown(report: DrillReport) -> str:
     lines += [f"| {s.label} | {s.part} | {s.whole} |" for s in report.summary.shares.values()]
     lines += ["", "## Runs", "",
               "| Workflow | Status | To checkpoint (s) | To claim (s) | To decision (s) | To completion (s) | "
-              "Claim target | Decision target | Lost | Repeated |", "|---|---|---:|---:|---:|---:|---|---|---|---|"]
+              "Claim target | Decision target | Lost | Repeated | State |",
+              "|---|---|---:|---:|---:|---:|---|---|---|---|---|"]
     for r in report.runs:
         lines.append(f"| {_md(r.external_id)} | {r.status} | {_secs(r.to_checkpoint)} | {_secs(r.to_claim)} | "
                      f"{_secs(r.to_decision)} | {_secs(r.to_completion)} | "
                      f"{_target(r.claim_breached, r.claimed_at)} | {_target(r.decision_breached, r.decided_at)} | "
-                     f"{'yes' if r.lost_effect else 'no'} | {'yes' if r.repeated_effect else 'no'} |")
+                     f"{'yes' if r.lost_effect else 'no'} | {'yes' if r.repeated_effect else 'no'} | "
+                     f"{r.state_text} |")
+    lines += ["", "## Trend (every drill of this definition)", "",
+              "| Drill | Started | Runs | Verdict | " + " | ".join(f"{label} (median s)" for label, _a in KEY_TIMES)
+              + " |", "|---|---|---:|---|" + "---:|" * len(KEY_TIMES)]
+    for o in report.trend:
+        lines.append(f"| {o.drill_id} | {_stamp(o.started_at)} | {o.runs} | {o.verdict} | "
+                     + " | ".join(_secs(o.medians[a]) for _l, a in KEY_TIMES) + " |")
     return "\n".join(lines) + "\n"

@@ -12,9 +12,12 @@ gets a verdict with its reasons:
 - **ready with gaps** when only gaps remain: a runbook without an SLA
   policy, some effects without an external reference, fewer than half of the tool outputs verified, no
   promise recorded, a median decision slower than the SLA target, or fewer
-  than 90 % returned to the same owner;
+  than 90 % returned to the same owner, or no recovery drill of the kind started in the last 30 days;
 - **ready** otherwise; **not enough data** below 5 degraded workflows (a
   design review needs incidents to read).
+
+Each kind also shows its last recovery drill (issue 26): the last drill started that picked a workflow of
+the kind or was defined for it, with its verdict (``workflows.drill_report``) and when it ran.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 
-from . import metrics, rollups, timings
-from .models import Reason, Runbook, SLAPolicy, Step
+from . import drill_report, metrics, rollups, timings
+from .models import Drill, Reason, Runbook, SLAPolicy, Step, Workflow
 from .models.rollups import ANY
 from .readiness_figures import STEP_COUNTS, effect_aggregates, interruption_label, with_interruption_steps
 
@@ -39,6 +44,7 @@ CLEAN_SHARE_BLOCKER = 0.90
 SAME_OWNER_GAP = 0.90
 VERIFIED_GAP = 0.50
 DEFAULT_TARGET_MINUTES = 30
+DRILL_WITHIN_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,26 @@ class ReasonSeen:
         return self.policy.decision_target_minutes if self.policy else DEFAULT_TARGET_MINUTES
 
 
+@dataclass(frozen=True)
+class DrillSeen:
+    """A kind's last recovery drill: which, when it started and how it was scored."""
+
+    drill_id: int
+    name: str
+    started_at: datetime
+    verdict: str
+
+
+def last_drill(kind: str) -> DrillSeen | None:
+    """The last drill started that picked a workflow of ``kind`` or was defined for it."""
+    picked = Workflow.objects.filter(drill=OuterRef("pk"), kind=kind)
+    drill = (Drill.objects.filter(started_at__isnull=False).filter(Q(kind=kind) | Exists(picked))
+             .select_related("agent").order_by("-started_at", "-pk").first())
+    if drill is None or drill.started_at is None:
+        return None
+    return DrillSeen(drill.pk, drill.name, drill.started_at, drill_report.score(drill, with_trend=False).verdict)
+
+
 @dataclass
 class KindReadiness:
     kind: str
@@ -95,6 +121,9 @@ class KindReadiness:
     shares: dict[str, metrics.Share]
     counts: dict[str, int] = field(default_factory=dict)  # metrics.Summary.counts of the kind
     findings: list[Finding] = field(default_factory=list)
+    # Looked up by ``review``/``review_kind`` (a review built by hand checks no drills): the last drill, if any.
+    drill_checked: bool = False
+    last_drill: DrillSeen | None = None
 
     @property
     def verified_share(self) -> float | None:
@@ -193,6 +222,11 @@ def _checks(r: KindReadiness) -> list[Finding]:
         if r.median_decision_seconds > target * 60:
             found.append(Finding(GAP, f"{k}: the median decision takes {r.median_decision_seconds / 60:.0f} min, "
                                       f"over the {target}-minute SLA target"))
+    if r.drill_checked and (r.last_drill is None
+                            or r.last_drill.started_at < timezone.now() - timedelta(days=DRILL_WITHIN_DAYS)):
+        found.append(Finding(GAP, f"{k}: no recovery drill in {DRILL_WITHIN_DAYS} days"
+                                  + (f" (the last started {r.last_drill.started_at:%d %b %Y})" if r.last_drill
+                                     else " (never drilled)")))
     return found
 
 
@@ -207,7 +241,7 @@ def review_kind(filters: metrics.Filters, kind: str, match: Matcher | None = Non
         interruptions=_interruptions(scoped), effects=_effects(scoped), tool_outputs=tools["tools"],
         verified_outputs=tools["tools_verified"], promises=tools["promises"], reasons=_reasons(scoped, kind, match or Runbook.matcher()),
         median_decision_seconds=decision.median,
-        shares=summary.shares, counts=summary.counts)
+        shares=summary.shares, counts=summary.counts, drill_checked=True, last_drill=last_drill(kind))
     readiness.findings = _findings(readiness)
     return readiness
 
@@ -236,7 +270,7 @@ def review_kind_rolled(figures: rollups.Figures, kind: str, match: Matcher | Non
         reasons=[ReasonSeen(reason, n, match(kind, reason))
                  for reason, n in sorted(opened.items(), key=lambda kv: (-kv[1], kv[0])) if n],
         median_decision_seconds=mine.timing("time_to_decision").median, shares=summary.shares,
-        counts=summary.counts)
+        counts=summary.counts, drill_checked=True, last_drill=last_drill(kind))
     readiness.findings = _findings(readiness)
     return readiness
 

@@ -503,6 +503,7 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
     V.DRILL_ENDED: lambda d: "ended the drill",
     V.DRILL_REFUSED: lambda d: f"could not start the drill: {d.get('refused', '')}",
     V.DRILL_ENLISTED: lambda d: f"picked for a drill ({d.get('fault', '')})",
+    V.DRILL_JOURNALLED: lambda d: f"journalled its state at the drill's fault ({d.get('committed', 0)} committed)",
 }
 
 

@@ -124,6 +124,24 @@ class StepIn(Strict):
         return value
 
 
+class JournalPendingIn(Strict):
+    seq: Seq
+    name: Text200
+
+
+class DrillJournalIn(Strict):
+    """docs/API.md "Drill journal": what the runtime holds at a drill's fault, just before it carries it out."""
+
+    committed: list[Text200] = Field(default_factory=list, max_length=500)  # committed effects' idempotency keys
+    pending: JournalPendingIn | None = None  # the action it was about to take
+    promises: list[Annotated[str, StringConstraints(min_length=1, max_length=2000)]] = Field(
+        default_factory=list, max_length=200)
+
+
+class DrillJournalOut(BaseModel):
+    journal: dict[str, Any]
+
+
 Currency = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$")]
 MAX_PLAN_STEPS = 200
 # An amount is a non-negative decimal: a string of digits (at most 18 before the point and 18 after it) or a

@@ -9,7 +9,7 @@ from ninja import Router, Schema, Status
 
 from ..models import Conflict, Drill, Hold, Invalid, Step, Workflow
 from .errors import ApiError
-from .schemas import ERRORS, StepBatchIn, StepIn, StepOut
+from .schemas import ERRORS, DrillJournalIn, DrillJournalOut, StepBatchIn, StepIn, StepOut
 from .shaping import calling_agent, own_workflow
 
 router = Router()
@@ -74,3 +74,13 @@ def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -
     created = [step.seq for step, new in results if new]
     return Status(201 if created else 200, {"created": created, "steps": [step.as_dict() for step, _ in results],
                                             **_instruction(workflow, [step for step, _ in results])})
+
+
+@router.put("/workflows/{workflow_id}/drill-journal", response={200: DrillJournalOut, 201: DrillJournalOut, **ERRORS})
+def record_drill_journal(request: HttpRequest, workflow_id: str, payload: DrillJournalIn) -> Status[dict[str, Any]]:
+    """What the runtime journalled at a drill's fault: 201 recorded, 200 already recorded (the first journal
+    stands, and is answered), 409 ``not_drilled`` for a workflow no drill picked."""
+    workflow = own_workflow(request, workflow_id)
+    recorded = Drill.record_journal(workflow, payload.model_dump())
+    workflow.refresh_from_db(fields=["drill_journal"])
+    return Status(201 if recorded else 200, {"journal": workflow.drill_journal})

@@ -12,19 +12,27 @@ and a drilled workflow's effect that moves money (by the money rule, ``workflows
 safe) is refused by the API with 409 ``drill_refuses_money``.
 
 Drilled workflows are left out of production figures by ``workflows.metrics`` (its ``Filters.drills``).
+
+A drill runs by hand, once at a time (``schedule``), or on a weekly rule ("every Tuesday 10:00 in the
+team's calendar": ``repeat_weekday``, ``repeat_at``, ``team``). A recurring definition stays SCHEDULED with
+``next_run_at`` on its next occurrence; each occurrence is a Drill row of its own (``series`` = the
+definition, ``occurrence_at`` = the time it was for), started by the periodic sweep with a compare-and-set on
+the definition's ``next_run_at`` and backed by a unique (series, occurrence_at): racing beats start it once.
+The occurrences of one definition are its trend (``workflows.drill_report.trend``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import IntegrityError, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -39,6 +47,8 @@ if TYPE_CHECKING:
 
 User = settings.AUTH_USER_MODEL
 
+WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
 
 class DrillQuerySet(models.QuerySet["Drill"]):
     def running(self) -> DrillQuerySet:
@@ -47,6 +57,15 @@ class DrillQuerySet(models.QuerySet["Drill"]):
     def due(self, now: Any = None) -> DrillQuerySet:
         """Scheduled drills whose start time has come (the periodic sweep starts them)."""
         return self.filter(status=Drill.Status.SCHEDULED, next_run_at__lte=now or timezone.now())
+
+    def definitions(self) -> DrillQuerySet:
+        """What TPMs define: one-off drills and recurring rules, not the occurrences a rule started."""
+        return self.filter(series__isnull=True)
+
+    def of_series(self, definition: Drill) -> DrillQuerySet:
+        """Every drill run under ``definition``: itself (when it ran as a one-off) and its occurrences."""
+        root = definition.series_id or definition.pk
+        return self.filter(Q(pk=root) | Q(series_id=root))
 
 
 class Drill(Stateful):
@@ -94,6 +113,16 @@ class Drill(Stateful):
     picked = models.PositiveIntegerField(default=0, editable=False)
     created_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
+    # A weekly rule: both set, or neither (a one-off). The local time is the team calendar's (else the console's).
+    repeat_weekday = models.PositiveSmallIntegerField(
+        null=True, blank=True, choices=list(enumerate(WEEKDAY_NAMES)), help_text="Recurring: every this day…")
+    repeat_at = models.TimeField(null=True, blank=True, help_text="…at this local time.")
+    team = models.ForeignKey("workflows.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                             help_text="Whose business calendar the rule's time is in (its zone; its holidays "
+                                       "are skipped). Empty: the console's time zone.")
+    series = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="occurrences",
+                               editable=False, help_text="The recurring definition this occurrence ran under.")
+    occurrence_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = DrillQuerySet.as_manager()
 
@@ -106,6 +135,11 @@ class Drill(Stateful):
             models.CheckConstraint(name="drill_share_is_a_percent",
                                    condition=Q(share_percent__isnull=True) | Q(share_percent__gte=1,
                                                                                share_percent__lte=100)),
+            models.CheckConstraint(name="drill_rule_has_day_and_time",
+                                   condition=Q(repeat_weekday__isnull=True, repeat_at__isnull=True)
+                                   | Q(repeat_weekday__isnull=False, repeat_at__isnull=False)),
+            # The backstop of the sweep's compare-and-set: one occurrence per definition and time.
+            models.UniqueConstraint(fields=["series", "occurrence_at"], name="one_drill_per_occurrence"),
         ]
 
     def __str__(self) -> str:
@@ -128,6 +162,48 @@ class Drill(Stateful):
     def goes_silent(self) -> bool:
         return self.fault == self.Fault.GO_SILENT
 
+    @property
+    def recurs(self) -> bool:
+        return self.repeat_weekday is not None and self.repeat_at is not None
+
+    @property
+    def rule_text(self) -> str:
+        """"every Tuesday 10:00 (Europe/Paris)", or "" for a one-off."""
+        if not self.recurs or self.repeat_at is None or self.repeat_weekday is None:
+            return ""
+        return f"every {WEEKDAY_NAMES[self.repeat_weekday]} {self.repeat_at:%H:%M} ({self._zone_and_holidays()[0]})"
+
+    # --- the weekly rule ------------------------------------------------------------------------
+    def _zone_and_holidays(self) -> tuple[str, frozenset[date]]:
+        calendar = self.team.calendar if self.team_id and self.team and self.team.calendar_id else None
+        if calendar is None:
+            return settings.TIME_ZONE, frozenset()
+        hours = calendar.hours()
+        return hours.tz, hours.holidays
+
+    def next_runs(self, after: datetime | None = None, count: int = 3) -> list[datetime]:
+        """The rule's next occurrences strictly after ``after`` (UTC), in the calendar's local time: a day on
+        which the clocks change keeps 10:00 local, and a holiday of the team's calendar is skipped. A one-off
+        lists its scheduled time, if any."""
+        if not self.recurs or self.repeat_at is None or self.repeat_weekday is None:
+            return [self.next_run_at] if self.next_run_at and self.status == self.Status.SCHEDULED else []
+        tz, holidays = self._zone_and_holidays()
+        zone = ZoneInfo(tz)
+        after = after or timezone.now()
+        day = after.astimezone(zone).date()
+        day += timedelta(days=(self.repeat_weekday - day.weekday()) % 7)
+        found: list[datetime] = []
+        for _week in range(520):  # ten years: a calendar whose every such day is a holiday ends the search
+            if day not in holidays:
+                moment = datetime.combine(day, time(self.repeat_at.hour, self.repeat_at.minute),
+                                          tzinfo=zone).astimezone(UTC)
+                if moment > after:
+                    found.append(moment)
+                    if len(found) == count:
+                        break
+            day += timedelta(days=7)
+        return found
+
     # --- definition -------------------------------------------------------------------------
     def clean(self) -> None:
         """The form's and the admin's checks: which runs take part, and whether this drill may run at all."""
@@ -139,6 +215,8 @@ class Drill(Stateful):
             raise ValidationError({"share_percent": "A share is 1 to 100 percent."})
         if self.at_seq < 1:
             raise ValidationError({"at_seq": "k is a step number, 1 or more."})
+        if (self.repeat_weekday is None) != (self.repeat_at is None):
+            raise ValidationError({"repeat_at": "A recurring drill needs both a day and a time."})
         if self.agent_id is not None and (refusal := self.cannot_run()):
             raise ValidationError({"fault": refusal})
 
@@ -182,11 +260,48 @@ class Drill(Stateful):
                          expect={"next_run_at": self.next_run_at}, verb=Event.Verb.DRILL_STARTED, actor=by,
                          data={"name": self.name}, started_at=now, ends_at=ends, next_run_at=None)
 
-    def schedule(self, at: Any, *, by: Operator | None = None) -> bool:
+    def schedule(self, at: Any = None, *, by: Operator | None = None) -> bool:
+        """DRAFT -> SCHEDULED, at ``at`` (a one-off) or at the rule's next occurrence (a recurring drill)."""
         if refusal := self.cannot_run():
             raise Conflict(refusal, code="drill_refused")
+        if at is None:
+            upcoming = self.next_runs(count=1)
+            if not upcoming:
+                raise Conflict("Say when: a time, or a weekly rule.", code="drill_unscheduled")
+            at = upcoming[0]
         return self.move(self.Status.SCHEDULED, verb=Event.Verb.DRILL_SCHEDULED, actor=by,
-                         data={"at": at.isoformat()}, next_run_at=at)
+                         data={"at": at.isoformat(), "rule": self.rule_text}, next_run_at=at)
+
+    def start_occurrence(self, at: datetime | None = None, *, by: Operator | None = None) -> Drill | None:
+        """Run the recurring definition once: a new occurrence (a Drill of its own, under ``series``) starts
+        now. Without ``at`` (by hand) the schedule stays as it is. With ``at`` (the sweep, the occurrence it
+        read as due) the definition's ``next_run_at`` moves on from ``at`` to the next occurrence with a
+        compare-and-set: a racing beat that read the same ``at`` loses and starts nothing. The running
+        occurrences of the definition end: a new one takes over."""
+        if refusal := self.cannot_run():
+            raise Conflict(refusal, code="drill_refused")
+        now = timezone.now()
+        try:
+            with transaction.atomic():
+                if at is not None:
+                    upcoming = self.next_runs(after=max(at, now), count=1)
+                    won = Drill.objects.filter(pk=self.pk, status=self.Status.SCHEDULED, next_run_at=at).update(
+                        next_run_at=upcoming[0] if upcoming else None)
+                    if not won:
+                        return None
+                for running in Drill.objects.running().filter(series=self):
+                    running.end(by=by)
+                occurrence = Drill.objects.create(
+                    series=self, occurrence_at=at or now, created_by=by if by is not None else self.created_by,
+                    **{f: getattr(self, f) for f in self.COPIED})
+                occurrence.start(by=by)
+        except IntegrityError:  # the unique (series, occurrence_at): another process started this one
+            return None
+        self.refresh_from_db()
+        return occurrence
+
+    COPIED = ("name", "agent", "kind", "fault", "at_seq", "silent_minutes", "runs", "share_percent",
+              "window_minutes", "announced", "team")
 
     def end(self, *, by: Operator | None = None) -> bool:
         return self.move(self.Status.ENDED, from_=[self.Status.DRAFT, self.Status.SCHEDULED, self.Status.RUNNING],
@@ -199,7 +314,10 @@ class Drill(Stateful):
         started = 0
         for drill in cls.objects.due():
             try:
-                started += drill.start()
+                if drill.recurs and drill.next_run_at is not None:
+                    started += drill.start_occurrence(drill.next_run_at) is not None
+                else:
+                    started += drill.start()
             except Conflict as exc:  # the agent stopped supporting drills since: back to draft, saying why
                 drill.move(cls.Status.DRAFT, verb=Event.Verb.DRILL_REFUSED, data={"refused": str(exc)},
                            next_run_at=None)
@@ -268,6 +386,19 @@ class Drill(Stateful):
                     "money effects against it.", code="drill_refuses_money", field="input")
                 refused.index = index
                 raise refused
+
+    @staticmethod
+    def record_journal(workflow: Workflow, journal: dict[str, Any]) -> bool:
+        """Keep what the runtime journalled at the fault (committed effects' keys, the pending action, the
+        promises): the report compares the resume state with it. False when the run already has one (a
+        resend: the first stands). Conflict ``not_drilled`` for a run no drill picked."""
+        if workflow.drill_id is None:
+            raise Conflict("No drill picked this workflow: there is no fault to journal.", code="not_drilled")
+        won = type(workflow).objects.filter(pk=workflow.pk, drill_journal__isnull=True).update(drill_journal=journal)
+        if won:
+            Event.record(workflow, Event.Verb.DRILL_JOURNALLED, data={
+                "committed": len(journal.get("committed", [])), "pending": bool(journal.get("pending"))})
+        return bool(won)
 
     # --- who sees it ---------------------------------------------------------------------------
     def shown_to(self, user: Any, *, decided: bool) -> bool:

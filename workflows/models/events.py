@@ -164,6 +164,7 @@ class Event(models.Model):
         DRILL_ENDED = "drill_ended"
         DRILL_REFUSED = "drill_refused"
         DRILL_ENLISTED = "drill_enlisted"
+        DRILL_JOURNALLED = "drill_journalled"
 
         @classmethod
         def step(cls, status: str) -> Event.Verb:

@@ -145,6 +145,9 @@ class Workflow(Stateful):
     # Recovery drills (models/drills.py): the drill that picked this run; kept out of production figures.
     drill = models.ForeignKey("workflows.Drill", null=True, blank=True, on_delete=models.PROTECT,
                               related_name="workflows")
+    # What the runtime journalled at the drill's fault (docs/API.md "Drill journal"); the report checks the
+    # resume state against it ("state intact"). Written once: the first journal of a run stands.
+    drill_journal = models.JSONField(null=True, blank=True, editable=False)
     forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks",
                                     help_text="The workflow this one was forked from.")
     forked_at_seq = models.PositiveIntegerField(null=True, blank=True,

@@ -30,6 +30,7 @@ from demo.store import demo_dir
 from workflows.models import (
     Agent,
     Channel,
+    Drill,
     EscalationLevel,
     Reason,
     Runbook,
@@ -47,6 +48,7 @@ AGENTS = (
     ("billing-bot", "billing_dispute", True, "Billing agent: invoice disputes and credits."),
     ("support-bot-standby", "refund", True, "Standby support agent: refunds fail over to it when support-bot is down."),
 )
+DEMO_DRILL = "support-bot dies after deciding a refund (fail over to the standby)"
 DEMO_LEDGERS_URL = re.compile(r"http://127\.0\.0\.1:\d+/ledgers")
 UNKNOWN_EFFECT_BODY = (
     "A call to an external system failed. If the resume state lists an unknown effect (say the refund "
@@ -129,6 +131,7 @@ class Command(BaseCommand):
             users, new_passwords = self.seed_users(passwords)
             self.seed_runbooks(fleet_port, escalate_to=users["admin"], operators=Group.objects.get(name="operator"))
             agents, rotated = self.seed_agents(read_json(agents_path), fleet_port, owner=users["operator"])
+            self.seed_drill(by=users["tpm"])
         # Before the channels exist: three weeks of notifications are history, not emails to send today.
         recorded = history.seed(operator=users["operator"], second=users["admin"], tpm=users["tpm"], days=history_days,
                                 agents=list(Agent.objects.filter(name__in=[name for name, *_ in AGENTS]).order_by("pk")))
@@ -211,6 +214,13 @@ class Command(BaseCommand):
                 runbook.url = spec["url"]
                 runbook.save(update_fields=["url"])
 
+    def seed_drill(self, *, by: Any) -> None:
+        """One drill definition on the demo fleet, to start from the Drills page (the fleet carries it out)."""
+        Drill.objects.get_or_create(
+            name=DEMO_DRILL, series=None, defaults={
+                "agent": Agent.objects.get(name="support-bot"), "kind": "refund", "fault": Drill.Fault.FAILOVER,
+                "at_seq": 2, "runs": 3, "announced": True, "created_by": by})
+
     def seed_agents(self, saved: dict[str, Any], fleet_port: int, *, owner: Any) -> tuple[list[dict[str, Any]], list[str]]:
         known = {entry.get("name"): entry for entry in saved.get("agents", []) if isinstance(entry, dict)}
         entries, rotated = [], []
@@ -233,7 +243,7 @@ class Command(BaseCommand):
             replay_url = resume_url.removesuffix("/resume") + "/replay" if resume_url else ""
             Agent.objects.filter(pk=agent.pk).update(
                 replay_url=replay_url, kinds=[kind],
-                capabilities=["replay", "fork", "failover"] if replay_url else [])
+                capabilities=["replay", "fork", "failover", "drill", "drill_sandbox"] if replay_url else [])
             entries.append({"name": name, "kind": kind, "token": token, "signing_secret": agent.signing_secret,
                             "resume_url": resume_url, "owner": agent.owner.get_username() if agent.owner else None})
         return entries, rotated

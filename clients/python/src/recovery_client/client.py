@@ -99,6 +99,14 @@ class RecoveryClient:
         body = [{**{f: None for f in fields}, "verified": False, **step} for step in steps]
         return self._call("POST", f"/workflows/{workflow_id}/steps/batch", {"steps": body})
 
+    def record_drill_journal(self, workflow_id: str, *, committed: list[str], pending: Json | None = None,
+                             promises: list[str] | None = None) -> Json:
+        """At a drill's fault, before carrying it out: what this runtime holds (the committed effects'
+        idempotency keys, the step in flight ``{"seq", "name"}`` or None, the promises made). The console's
+        drill report checks the resume state against it ("state intact"). The first journal stands."""
+        return self._call("PUT", f"/workflows/{workflow_id}/drill-journal",
+                          {"committed": committed, "pending": pending, "promises": promises or []})
+
     def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
                         state: Json | None = None, plan: list[Json] | None = None) -> Json:
         """Pause the workflow. ``plan``: the steps still to do if resumed, each ``{"name", "kind"}`` and,
