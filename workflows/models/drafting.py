@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from .agents import Agent
 from .base import Conflict
-from .checkpoints import OPEN_STATUSES, Checkpoint
+from .checkpoints import OPEN_STATUSES, Checkpoint, first_claim
 from .clocks import SlaClock
 from .decisions import Confirmation, Decision
 from .events import Event
@@ -108,7 +108,7 @@ class Decider:
                                       data={"action": decision.action, "four_eyes": four_eyes,
                                             **decision.audit_facts()},
                                       assignee=checkpoint.assignee or by, remind_at=None, release_at=None,
-                                      first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
+                                      **first_claim(now),
                                       first_decision_at=Coalesce(F("first_decision_at"), Value(decision.decided_at)),
                                       # A proposal waiting for four eyes keeps the decision clock running.
                                       clock_stopped_at=None if four_eyes else now)

@@ -32,11 +32,13 @@ User = settings.AUTH_USER_MODEL
 
 
 class Channel(models.Model):
-    """Where a user or a group is told: an email address or a webhook (optionally Slack-shaped)."""
+    """Where a user or a group is told: an email address, a webhook (optionally Slack-shaped), or one
+    device's Web Push subscription (``workflows/push.py``; made by the person from the notifications page)."""
 
     class Kind(models.TextChoices):
         EMAIL = "email", "Email"
         WEBHOOK = "webhook", "Webhook"
+        PUSH = "push", "Web Push (a device)"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     user = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="channels")
@@ -47,12 +49,22 @@ class Channel(models.Model):
     allow_plain_http = models.BooleanField(
         default=False, help_text="Webhook: allow an http:// URL where https is required (a receiver on a trusted "
                                  "network). Private addresses follow DELIVERY_ALLOWED_NETWORKS, as for agents.")
+    # Web Push: the browser's PushSubscription (its endpoint at the push service, and the keys the
+    # message is encrypted to), and a name for the device the person recognises.
+    endpoint = models.URLField(max_length=2000, blank=True, help_text="Web Push: the push service's endpoint.")
+    p256dh = models.CharField(max_length=200, blank=True, help_text="Web Push: the subscription's public key.")
+    auth_secret = models.CharField(max_length=100, blank=True, help_text="Web Push: the subscription's auth secret.")
+    device = models.CharField(max_length=200, blank=True, help_text="Web Push: which device (as the browser said).")
     is_active = models.BooleanField(default=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(condition=Q(user__isnull=False) ^ Q(group__isnull=False),
                                    name="channel_belongs_to_a_user_or_a_group"),
+            # A device's subscription is one person's: subscribing again (even as another user) takes the row over.
+            models.UniqueConstraint(fields=["endpoint"], condition=Q(kind="push"), name="one_channel_per_push_endpoint"),
+            models.CheckConstraint(condition=~Q(kind="push") | (Q(user__isnull=False) & ~Q(endpoint="")),
+                                   name="push_channel_is_a_users_device"),
         ]
 
     def __str__(self) -> str:
@@ -73,6 +85,9 @@ class Channel(models.Model):
                 check_url(self.url, allow_plain_http=self.allow_plain_http, **WEBHOOK_URL)
             except ValidationError as exc:
                 raise ValidationError({"url": exc.messages}) from None
+        if self.kind == self.Kind.PUSH and (self.user is None or not (self.endpoint and self.p256dh and self.auth_secret)):
+            raise ValidationError("A Web Push channel is one person's device: subscribe from the notifications page "
+                                  "on that device.")
         if self.kind == self.Kind.EMAIL and not self.address and not (self.user is not None and self.user.email):
             raise ValidationError({"address": "Give an address, or set one on the user."})
 
@@ -102,6 +117,7 @@ class Notification(models.Model):
         RUNBOOK_STALE = "runbook_stale", "Runbook past its review date"
         MENTIONED = "mentioned", "Mentioned in a comment"
         HANDED_OFF = "handed_off", "Handed off to you"
+        APPROVAL_WAITING = "approval_waiting", "Waiting for your approval"
 
     recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
@@ -160,6 +176,8 @@ class Notification(models.Model):
     def queue_deliveries(self, now: datetime | None = None) -> None:
         channels = Channel.objects.filter(is_active=True).filter(
             Q(user_id=self.recipient_id) if self.recipient_id else Q(group_id=self.group_id))
+        if self.kind not in PUSHED:  # the phone buzzes only for what asks this person to act now
+            channels = channels.exclude(kind=Channel.Kind.PUSH)
         first = now or timezone.now()
         Delivery.objects.bulk_create([Delivery(notification=self, channel=c, next_attempt_at=first) for c in channels])
         if channels:
@@ -167,6 +185,12 @@ class Notification(models.Model):
 
     def mark_read(self) -> bool:
         return bool(Notification.objects.filter(pk=self.pk, read_at__isnull=True).update(read_at=timezone.now()))
+
+
+# What Web Push sends to a person's devices: a checkpoint given to them (assigned, escalated to them and
+# reassigned, handed off), an escalation naming them, a four-eyes proposal waiting for their approval.
+PUSHED = frozenset({Notification.Kind.ASSIGNED, Notification.Kind.HANDED_OFF, Notification.Kind.ESCALATED,
+                    Notification.Kind.APPROVAL_WAITING})
 
 
 def _wake_relay() -> None:

@@ -102,13 +102,21 @@ class SlackRoute(models.Model):
 
 
 class SlackLink(models.Model):
-    """A Slack user is this console user: confirmed by the person, signed in, from a one-time link."""
+    """A Slack user is this console user: confirmed by the person, signed in, from a one-time link; or
+    matched by the email address Slack says the person verified (``workflows/slack/people.py``)."""
+
+    class How(models.TextChoices):
+        LINK = "link", "One-time link confirmed by the person"
+        VERIFIED_EMAIL = "verified_email", "Email address verified by Slack"
 
     workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="links")
     slack_user_id = models.CharField(max_length=32)
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="slack_links")
     linked_at = models.DateTimeField(default=timezone.now)
-    nonce = models.CharField(max_length=64, unique=True, help_text="The one-time link that made it (used once).")
+    nonce = models.CharField(max_length=64, unique=True, help_text="The one-time link that made it (used once); "
+                                                                   "for a verified email, a random value.")
+    how = models.CharField(max_length=16, choices=How.choices, default=How.LINK)
+    email = models.EmailField(blank=True, help_text="The verified address it was matched by.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workspace", "slack_user_id"], name="one_console_user_per_slack_user")]

@@ -58,6 +58,9 @@ class Team(models.Model):
     calendar = models.ForeignKey("workflows.BusinessCalendar", null=True, blank=True, on_delete=models.PROTECT,
                                  related_name="teams",
                                  help_text="Its working hours: members without their own calendar work these.")
+    slack_channel = models.CharField(
+        max_length=32, blank=True, help_text="Slack channel id (C…) for the team's checkpoints: used unless their "
+                                             "runbook has a Slack route of its own; invite the bot to it.")
 
     objects = TeamQuerySet.as_manager()
 
