@@ -150,20 +150,24 @@ class Notification(models.Model):
     @classmethod
     def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Checkpoint | None = None,
              at: datetime | None = None, users: Iterable[Operator | None] = (), group: Group | None = None,
-             key: str, path: str = "", now: datetime | None = None) -> list[Notification]:
+             key: str, path: str = "", now: datetime | None = None, team: bool = False) -> list[Notification]:
         """Write one notification per recipient, and a delivery per active channel (must run in a transaction).
 
         It links to the checkpoint's workbench, or to ``path`` when it is about something else. ``at``:
         when what it tells happened; ``now``: when it is written and its deliveries may first go out
-        (the caller's clock, the database's for the SLA sweep; by default this process's)."""
+        (the caller's clock, the database's for the SLA sweep; by default this process's). ``team``: the
+        checkpoint's team hears it too, on its channels (those of its watchers group), once."""
         now = now or timezone.now()
         from django.urls import reverse
 
         path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else path
         made = []
         recipients: list[tuple[str, int, dict[str, Any]]] = [("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)]
-        if group is not None:
-            recipients.append(("g", group.pk, {"group": group}))
+        groups = [group] if group is not None else []
+        if team and checkpoint is not None and checkpoint.team_id is not None:
+            watchers = type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__watchers", flat=True).first()
+            groups += [g for g in Group.objects.filter(pk=watchers) if g not in groups] if watchers is not None else []
+        recipients += [("g", g.pk, {"group": g}) for g in groups]
         for tag, pk, who in recipients:
             note, created = cls.objects.get_or_create(key=f"{key}:{tag}{pk}", defaults={
                 "kind": kind, "title": title[:300], "body": body, "checkpoint": checkpoint, "path": path,

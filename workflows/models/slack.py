@@ -72,11 +72,18 @@ class SlackWorkspace(models.Model):
         return cls.objects.filter(is_active=True).order_by("pk").first()
 
     def channel_for(self, checkpoint: Checkpoint) -> str:
-        """Where the checkpoint is posted: its runbook's route, else its SLA policy's, else the default."""
+        """Where the checkpoint is posted: its runbook's route, else its team's channel, else its SLA policy's
+        route, else the workspace's default.
+
+        Most specific first: a runbook names this kind of failure (and may want its own specialists' room); a
+        team is who owns the checkpoint, and its channel is where those people are; an SLA policy is about
+        time, shared by several teams, so its route is a fallback for checkpoints no team claims a room for."""
         routes = {(r.runbook_id, r.policy_id): r.channel_id for r in self.routes.all()}
         by_runbook = {rb: c for (rb, _), c in routes.items() if rb is not None}
         by_policy = {p: c for (_, p), c in routes.items() if p is not None}
-        return ((by_runbook.get(checkpoint.runbook_id) if checkpoint.runbook_id else None)
+        team = (type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__slack_channel", flat=True).first()
+                if checkpoint.team_id else None)
+        return ((by_runbook.get(checkpoint.runbook_id) if checkpoint.runbook_id else None) or team
                 or (by_policy.get(checkpoint.policy_id) if checkpoint.policy_id else None) or self.default_channel)
 
 
