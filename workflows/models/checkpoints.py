@@ -24,6 +24,7 @@ from .base import Conflict, Stateful
 from .clocks import SlaClock
 from .events import Event
 from .incidents import Incident, signature_of
+from .notifications import Notification
 from .people import can_take_work
 from .runbooks import Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
@@ -362,9 +363,16 @@ class Checkpoint(Stateful):
         from its holder (``may_reassign``): the holder read here is the one the compare-and-set expects."""
         if not self.may_reassign(by):
             return False
-        return self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
-                             expect={"assignee_id": self.assignee_id},
-                             data={"to": to.get_username(), "note": note[:1000]})
+        with transaction.atomic():
+            won = self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
+                                expect={"assignee_id": self.assignee_id},
+                                data={"to": to.get_username(), "note": note[:1000]})
+            if won and to.pk != by.pk:  # the new holder hears it at once (the bell, their channels, their phone)
+                Notification.send(kind=Notification.Kind.ASSIGNED, checkpoint=self, users=[to],
+                                  title=f"{by.get_username()} assigned it to you: {self.workflow.title}"[:300],
+                                  body=note[:1000] or self.detail[:500],
+                                  key=f"cp{self.pk}:assigned:{self.claimed_at.timestamp() if self.claimed_at else 0}")
+        return won
 
     def _hand_to(self, user: Any, *, actor: Any, verb: Event.Verb, from_: Any, data: dict[str, Any] | None = None,
                  at: datetime | None = None, expect: dict[str, Any] | None = None, now: datetime | None = None,

@@ -114,6 +114,8 @@ class Decider:
                                       clock_stopped_at=None if four_eyes else now)
                 if won:
                     SlaClock(checkpoint).settle_late(now)
+                if won and four_eyes:
+                    decision.ask_for_approval()
                 if won and not four_eyes:
                     decision.enqueue()
                 transaction.set_rollback(not won)  # a lost move takes the decision row back with it

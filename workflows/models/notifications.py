@@ -12,10 +12,13 @@ failing channel never holds up the clocks or another channel.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models, transaction
@@ -23,6 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..clock import database_now
+from .events import Event
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -94,6 +98,64 @@ class Channel(models.Model):
     @property
     def email_address(self) -> str:
         return self.address or (self.user.email if self.user is not None else "")
+
+    @property
+    def push_service(self) -> str:
+        """The push service's host (a Web Push channel): which vendor carries this device's notifications."""
+        return urlsplit(self.endpoint).hostname or ""
+
+    @classmethod
+    def subscribe(cls, user: Operator, *, endpoint: str, p256dh: str, auth: str, device: str = "") -> Channel:
+        """This device's Web Push subscription is ``user``'s: made, or taken over (one row per endpoint: a
+        browser signed in as someone else now belongs to them), switched on, and audited. ValidationError
+        with a readable reason when the console could never push to it."""
+        check_subscription(endpoint, p256dh, auth)
+        with transaction.atomic():
+            channel, created = cls.objects.update_or_create(kind=cls.Kind.PUSH, endpoint=endpoint, defaults={
+                "user": user, "group": None, "p256dh": p256dh, "auth_secret": auth, "device": device.strip()[:200],
+                "is_active": True})
+            Event.record(None, Event.Verb.PUSH_SUBSCRIBED, actor=user, data={
+                "device": channel.device, "service": urlsplit(endpoint).hostname or "", "new": created})
+        return channel
+
+    def unsubscribe(self, *, by: Operator | None = None, why: str = "") -> bool:
+        """Switch this device off (its owner, an admin, or the push service saying it is gone: ``by`` None);
+        False when it was off already. The row stays, with its deliveries and attempts."""
+        with transaction.atomic():
+            won = Channel.objects.filter(pk=self.pk, kind=self.Kind.PUSH, is_active=True).update(is_active=False)
+            if won:
+                Event.record(None, Event.Verb.PUSH_UNSUBSCRIBED, actor=by, data={
+                    "device": self.device, "owner": self.user.get_username() if self.user else "", "why": why[:300]})
+        self.refresh_from_db()
+        return bool(won)
+
+
+def check_subscription(endpoint: str, p256dh: str, auth: str) -> None:
+    """A push subscription as a browser's ``PushSubscription.toJSON()`` gives it, or ValidationError saying what
+    is wrong: an endpoint deliveries may go to (``runtime``'s rules), a P-256 public key, a 16-byte secret."""
+    from django.core.exceptions import ValidationError
+
+    from ..push import PUSH_URL
+    from ..runtime import check_url  # the runtime module imports the models
+
+    if not endpoint or len(endpoint) > 2000:
+        raise ValidationError("The subscription has no endpoint, or one longer than 2000 characters.")
+    check_url(endpoint, noun=PUSH_URL["noun"], owner=PUSH_URL["owner"])
+    try:
+        point = _unb64(p256dh)
+        ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
+        secret = _unb64(auth)
+    except (ValueError, TypeError):
+        raise ValidationError("The subscription's keys are not a P-256 public key and an auth secret "
+                              "(base64url).") from None
+    if len(point) != 65 or len(secret) != 16:
+        raise ValidationError("The subscription's keys have the wrong length (65 and 16 bytes expected).")
+
+
+def _unb64(text: str) -> bytes:
+    if not isinstance(text, str) or not text or len(text) > 200:
+        raise ValueError("not a key")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 class NotificationQuerySet(models.QuerySet["Notification"]):
