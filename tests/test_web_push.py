@@ -153,7 +153,7 @@ def test_without_a_vapid_key_nothing_is_pushed_and_the_checks_say_why(db, servic
     settings.VAPID_PRIVATE_KEY = ""
 
     refused = subscribe(alice, service.browser(), device="another phone")
-    assert refused.status_code == 503 and "VAPID_PRIVATE_KEY" in refused.json()["error"]
+    assert refused.status_code == 409 and "VAPID_PRIVATE_KEY" in refused.json()["error"]
     assert Channel.objects.filter(kind=Channel.Kind.PUSH).count() == 1
     make_checkpoint().assign(to=alice, by=bob)
     assert deliver_pending() == ["failed"]  # at once: no retry can help

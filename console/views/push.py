@@ -61,11 +61,11 @@ def service_worker(request: HttpRequest) -> HttpResponse:
 @role_required(*READERS)
 @require_POST
 def subscribe(request: HttpRequest) -> HttpResponse:
-    """This device's subscription (``PushSubscription.toJSON()`` and a device name), as JSON: 201, or 400/503
+    """This device's subscription (``PushSubscription.toJSON()`` and a device name), as JSON: 201, or 400/409
     with the reason in ``error``."""
     if not push.public_key():
         return JsonResponse({"error": "Web Push is off on this console: an admin sets VAPID_PRIVATE_KEY."},
-                            status=503)
+                            status=409)
     if len(request.body) > MAX_SUBSCRIPTION_BYTES:
         return JsonResponse({"error": "The subscription is too large."}, status=400)
     try:
