@@ -29,11 +29,11 @@ from py_vapid import Vapid
 from pywebpush import WebPushException, webpush
 
 from . import runtime
+from .models.notifications import PUSH_URL
 
 if TYPE_CHECKING:
     from .models import Channel, Notification
 
-PUSH_URL = {"noun": "push endpoint", "owner": "push service (set DELIVERY_ALLOWED_NETWORKS)"}
 GONE = (404, 410)  # RFC 8030: the subscription expired or was removed by the person
 NEVER_BETTER = (400, 401, 403, 413)  # a malformed or oversized message, a VAPID key the service refuses
 

@@ -130,12 +130,15 @@ class Channel(models.Model):
         return bool(won)
 
 
+# How a Web Push endpoint is named in the delivery rules' reasons (workflows/push.py sends to it).
+PUSH_URL = {"noun": "push endpoint", "owner": "push service (set DELIVERY_ALLOWED_NETWORKS)"}
+
+
 def check_subscription(endpoint: str, p256dh: str, auth: str) -> None:
     """A push subscription as a browser's ``PushSubscription.toJSON()`` gives it, or ValidationError saying what
     is wrong: an endpoint deliveries may go to (``runtime``'s rules), a P-256 public key, a 16-byte secret."""
     from django.core.exceptions import ValidationError
 
-    from ..push import PUSH_URL
     from ..runtime import check_url  # the runtime module imports the models
 
     if not endpoint or len(endpoint) > 2000:
