@@ -37,6 +37,34 @@ def single_sign_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return errors
 
 
+def web_push_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A VAPID key or subject that cannot work is an error at start, not at the first push."""
+    from workflows import push
+
+    try:
+        push.vapid()
+    except ValueError as exc:
+        return [checks.Error(str(exc), id="console.E004")]
+    if settings.VAPID_PRIVATE_KEY and not str(settings.VAPID_SUBJECT).startswith(("mailto:", "https:")):
+        return [checks.Error("VAPID_SUBJECT must be a mailto: or https: URL (how a push service reaches you).",
+                             id="console.E005")]
+    return []
+
+
+def web_push_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """A deployment without a VAPID key pushes nothing: ``check --deploy`` says so (information, not a warning:
+    Web Push is optional, like single sign-on, and a deployment without it is sound)."""
+    if not settings.VAPID_PRIVATE_KEY:
+        return [checks.Info(
+            "Web Push is off: VAPID_PRIVATE_KEY is not set, so no notification is pushed to anyone's devices "
+            "(their deliveries fail with this reason) and the notifications page cannot turn devices on.",
+            hint="Run `manage.py vapid_keys` once and put its VAPID_PRIVATE_KEY line in the environment; keep it: "
+                 "a new key orphans every device subscribed with the old one.", id="console.I001")]
+    return []
+
+
 def register() -> None:
     checks.register(shared_cache, checks.Tags.security, deploy=True)
     checks.register(single_sign_on, checks.Tags.security)
+    checks.register(web_push_key, checks.Tags.security)
+    checks.register(web_push_on, checks.Tags.security, deploy=True)

@@ -202,7 +202,8 @@ SESSION_COOKIE_AGE = env.int("SESSION_IDLE_SECONDS", default=8 * 3600)
 CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
     "default-src": [NONE], "script-src": [SELF], "style-src": [SELF], "img-src": [SELF, "data:"],
     "font-src": [SELF], "connect-src": [SELF], "form-action": [SELF], "frame-ancestors": [NONE],
-    "base-uri": [NONE], "object-src": [NONE], "manifest-src": [SELF]}}
+    "base-uri": [NONE], "object-src": [NONE], "manifest-src": [SELF],
+    "worker-src": [SELF]}}
 # Password guessing (django-axes): after LOGIN_FAILURE_LIMIT failures for one username, or from one
 # address, both /login/ and /admin/login/ refuse for LOGIN_LOCKOUT_MINUTES (429 and a page saying so).
 AXES_ENABLED = env.bool("LOGIN_LOCKOUT", default=True)
@@ -287,6 +288,13 @@ SLACK_MAX_BACKOFF_SECONDS = env.float("SLACK_MAX_BACKOFF_SECONDS", default=600.0
 # How long a one-time link (linking a Slack user, or acting from a notification email) stays valid.
 ACTION_LINK_MAX_AGE_SECONDS = env.int("ACTION_LINK_MAX_AGE_SECONDS", default=24 * 3600)
 SLACK_LINK_MAX_AGE_SECONDS = env.int("SLACK_LINK_MAX_AGE_SECONDS", default=15 * 60)
+# Web Push (workflows/push.py): the VAPID key pair that signs every push, as `manage.py vapid_keys` prints it
+# (the private key, base64url; the public key is derived from it). Empty: Web Push is off (a check says so).
+# VAPID_SUBJECT is how a push service reaches whoever runs the console (mailto: or https:). A push the device
+# cannot take within PUSH_TTL_SECONDS is dropped by the push service (the bell still has it).
+VAPID_PRIVATE_KEY = env.str("VAPID_PRIVATE_KEY", default="")
+VAPID_SUBJECT = env.str("VAPID_SUBJECT", default="mailto:console@localhost")
+PUSH_TTL_SECONDS = env.int("PUSH_TTL_SECONDS", default=4 * 3600)
 # --- Prometheus /metrics ----------------------------------------------------
 # Scrapers prove who they are with this bearer token, or come from these addresses (CIDRs);
 # with neither set, /metrics answers 403 to everyone.

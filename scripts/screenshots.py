@@ -1,7 +1,7 @@
 """Screenshots of the queue, the workbench, the approvals tab, My workflows, the workflow page, a replay,
-failing over, a fork, the workbench on a phone, the TPM pages (resume dashboard, readiness, staffing
-budget), an incident with its blast radius and a rollout, recovery drills (the drills page, a report with
-its trend) and the queue per team, from realistic data:
+failing over, a fork, the workbench on a phone, notifications on the phone (Web Push), the TPM pages
+(resume dashboard, readiness, staffing budget), an incident with its blast radius and a rollout,
+recovery drills (the drills page, a report with its trend) and the queue per team, from realistic data:
 docs/screenshots/*.png.
 
 Runs on its own throwaway SQLite database and an in-process server, so it
@@ -10,6 +10,7 @@ needs nothing running and touches no real data:
     .venv/bin/python scripts/screenshots.py
     .venv/bin/python scripts/screenshots.py --only incident     # the incident page alone
     .venv/bin/python scripts/screenshots.py --only drills       # drills.png and drill-report.png alone
+    .venv/bin/python scripts/screenshots.py --only-push    # just docs/screenshots/push.png
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # a scratch database, never 
     os.environ.pop(name, None)
 os.environ.update({"DJANGO_SETTINGS_MODULE": "console.settings", "DEBUG": "1", "SECRET_KEY": "screenshots",
                    "VAR_DIR": tempfile.mkdtemp(prefix="rc-screens-"), "DJANGO_ALLOW_ASYNC_UNSAFE": "true",
-                   "LOG_LEVEL": "WARNING"})
+                   "LOG_LEVEL": "WARNING",
+                   # A throwaway VAPID key (generated for these pictures, never used again): Web Push is on.
+                   "VAPID_PRIVATE_KEY": "Cx8auzcAvgSPAO3UhYsgUgyqOQS7r3pqJ0n3J11Imic"})
 
 import django  # noqa: E402
 
@@ -351,6 +354,34 @@ def shoot_incident(browser: Browser, base: str, incident: Incident) -> None:
     page.screenshot(path=str(OUT / "incident.png"), full_page=True)
 
 
+def push_screenshot(browser: object, base: str, checkpoint: Checkpoint) -> None:
+    """The notifications page on a phone: what pushes, and alice's devices with Web Push on."""
+    from django.db import transaction
+
+    from workflows.models import Channel, Notification
+
+    alice = make_user("alice")
+    with transaction.atomic():
+        Notification.send(kind=Notification.Kind.ASSIGNED, users=[alice], checkpoint=checkpoint, key="shot:assigned",
+                          title=f"bob assigned it to you: {checkpoint.workflow.title}",
+                          body="You handled this customer's last refund.")
+        Notification.send(kind=Notification.Kind.ESCALATED, users=[alice], checkpoint=checkpoint, key="shot:escalated",
+                          title=f"Escalation level 1: {checkpoint.workflow.title}",
+                          body="Breached at 09:40 UTC; escalated to alice.")
+    for device, host in (("Chrome on Android", "fcm.googleapis.com"), ("Safari on iOS", "web.push.apple.com")):
+        Channel.subscribe(alice, device=device, endpoint=f"https://{host}/{device.split()[0].lower()}-demo-subscription",
+                          p256dh="BOwJoG03PpcBW69U0qLoSdqtjeePEu4Y4p5_MFWgG-6REoEBwMpC0Nf9qMZrFpiLX4mMI3Po48FNjoRiL9ThQhg",
+                          auth="AAAAAAAAAAAAAAAAAAAAAA")
+    phone = browser.new_page(base_url=base, viewport={"width": 390, "height": 844},  # type: ignore[attr-defined]
+                             device_scale_factor=1, is_mobile=True, has_touch=True)
+    phone.goto("/login/")
+    phone.fill("#id_username", "alice")
+    phone.fill("#id_password", PASSWORD)
+    phone.get_by_test_id("login-submit").click()
+    phone.goto("/notifications/")
+    phone.get_by_test_id("push-devices").screenshot(path=str(OUT / "push.png"))
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
@@ -389,6 +420,10 @@ def main() -> None:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
             "--disable-sync", "--no-first-run"])
+        if "--only-push" in sys.argv:
+            push_screenshot(browser, base, checkpoint)
+            browser.close()
+            return
         page = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900}, device_scale_factor=1)
         page.goto("/login/")
         page.fill("#id_username", "alice")
@@ -439,6 +474,7 @@ def main() -> None:
         phone.get_by_test_id("login-submit").click()
         phone.goto(f"/checkpoints/{checkpoint.pk}/")
         phone.screenshot(path=str(OUT / "phone.png"))
+        push_screenshot(browser, base, checkpoint)
         tpm = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900}, device_scale_factor=1)
         tpm.goto("/login/")
         tpm.fill("#id_username", "tess")
@@ -461,8 +497,8 @@ def main() -> None:
         page.screenshot(path=str(OUT / "team-queue.png"))
         drill_shots(browser, base)  # last: its team is not in the team queue's picture
         browser.close()
-    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, resumes, readiness, "
-          f"staffing, breaches, incident, team-queue, drills and drill-report .png in {OUT}")
+    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, push, resumes, "
+          f"readiness, staffing, breaches, incident, team-queue, drills and drill-report .png in {OUT}")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 ``FakeSlack`` is a small threaded HTTP server started by the test: it records every call
 (``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``, ``views.open``) with its JSON
 arguments and token, answers as Slack does (``{"ok": true, "ts": …}``), and can be told to
-answer the next calls with a rate limit (429 and ``Retry-After``) or an outage (503).
+answer the next calls with a rate limit (429 and ``Retry-After``) or an outage (503). The read
+method ``users.info`` comes as a form, as slack_sdk sends it; it answers from
+``users`` (the test's Slack profiles, ``profile()`` builds one) or ``user_not_found``.
 slack_sdk's WebClient reaches it through ``settings.SLACK_API_URL``.
 """
 
@@ -18,7 +20,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import pytest
 
@@ -34,20 +36,25 @@ class FakeSlack:
         self.tokens: list[str] = []
         self.failing: list[tuple[int, dict[str, str]]] = []  # the answers of the next calls, in order
         self.down = False
+        self.users: dict[str, dict[str, Any]] = {}  # Slack user id -> users.info's "user" object
         self._ts = itertools.count(1)
         self.lock = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                method = self.path.rsplit("/", 1)[-1]
+                # Write methods send JSON; read methods (users.info) a form, as slack_sdk's own users_info does.
+                method = self.path.partition("?")[0].rsplit("/", 1)[-1]
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                arguments = json.loads(body or b"{}")
+                form = self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded")
+                arguments = ({k: v[0] for k, v in parse_qs(body.decode()).items()} if form
+                             else json.loads(body or b"{}"))
                 with fake.lock:
                     fake.calls.append((method, arguments))
                     fake.tokens.append(self.headers.get("Authorization", ""))
                     failure = fake.failing.pop(0) if fake.failing else ((503, {}) if fake.down else None)
                     ts = f"1700000000.{next(fake._ts):06d}"
+                    user = fake.users.get(str(arguments.get("user", "")))
                 if failure is not None:
                     status, headers = failure
                     error = "ratelimited" if status == 429 else "service_unavailable"
@@ -58,6 +65,8 @@ class FakeSlack:
                     answer.update(ts=ts, channel=arguments.get("channel"))
                 elif method == "chat.update":
                     answer.update(ts=arguments.get("ts"), channel=arguments.get("channel"))
+                elif method == "users.info":
+                    answer = {"ok": True, "user": user} if user is not None else {"ok": False, "error": "user_not_found"}
                 self._answer(200, answer, {})
 
             def _answer(self, status: int, data: dict[str, Any], headers: dict[str, str]) -> None:
@@ -97,6 +106,12 @@ def slack(settings) -> Iterator[FakeSlack]:
     finally:
         fake.server.shutdown()
         fake.server.server_close()
+
+
+def profile(slack_user_id: str, email: str, *, confirmed: bool = True, **fields: Any) -> dict[str, Any]:
+    """A ``users.info`` user object as Slack returns it (the fields the console reads, and a few more)."""
+    return {"id": slack_user_id, "team_id": TEAM, "name": email.split("@")[0], "deleted": False, "is_bot": False,
+            "is_email_confirmed": confirmed, "profile": {"email": email, "real_name": email.split("@")[0]}, **fields}
 
 
 def signed(payload: dict[str, Any], *, secret: str = SIGNING_SECRET, at: float | None = None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The only module that sends notifications out: email through Django's backend, webhooks over HTTP.
+"""The only module that sends notifications out: email through Django's backend, webhooks over HTTP,
+Web Push to a person's devices (``workflows/push.py``).
 
 Webhooks go through ``runtime.post``, under the same rules as deliveries to agents
 (README, "Delivery safety"): no redirects, no proxies, resolve-check-connect, and
@@ -22,7 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import EmailMessage
 
-from . import runtime
+from . import push, runtime
 from .models import Channel, Delivery, Notification
 from .models.action_links import links_for
 
@@ -69,7 +70,20 @@ def send(delivery: Delivery) -> int | None:
     if channel.kind == Channel.Kind.EMAIL:
         _email(channel, notification)
         return None  # an email has no status code to record
+    if channel.kind == Channel.Kind.PUSH:
+        return _push(channel, notification)
     return _webhook(channel, notification, delivery)
+
+
+def _push(channel: Channel, notification: Notification) -> int:
+    if not channel.is_active:
+        raise NotifyError("This device was switched off before the notification went out.", permanent=True)
+    try:
+        return push.send(channel, notification)
+    except push.PushError as exc:
+        if exc.gone:  # the person unsubscribed in the browser, or the subscription expired: never try it again
+            channel.unsubscribe(why=f"the push service answered {exc.status_code}")
+        raise NotifyError(str(exc), exc.status_code, permanent=exc.permanent) from exc
 
 
 def _email(channel: Channel, notification: Notification) -> None:

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from . import incident_figures, metrics, rollups, sla_figures
 from .metrics import in_scope
 from .models import BrokerStatus, Checkpoint, Decision, Event, Incident, Reason, Workflow
+from .timings import Timing
 from .via import Via
 
 V = Event.Verb
@@ -127,24 +128,21 @@ class RecoveryCollector(Collector):
 
 
     def _channels(self) -> Iterator[Metric]:
-        """Where decisions come from (console, Slack, email link), and how long each channel takes."""
+        """Where decisions and claims come from (console, Slack, email link), and how long each channel takes."""
         days = settings.METRICS_SHARE_DAYS
+        period = metrics.Filters.last(days)
         counted = CounterMetricFamily("recovery_decisions_by_channel", "Decisions (and four-eyes proposals) by "
                                       "the channel they were made through.", labels=["channel"])
         counts = dict(Decision.objects.values_list("channel").annotate(n=Count("pk")).order_by())
         for channel in Via.values:
             counted.add_metric([channel], counts.get(channel, 0))
         yield counted
-        took = GaugeMetricFamily("recovery_time_to_decision_by_channel_seconds", f"Time from a checkpoint's "
-                                 f"opening to its first decision, by that decision's channel, over the last {days} "
-                                 "days (absent when none).", labels=["channel", "stat"])
-        for channel, timing in zip(Via.values, sla_figures.decision_times_by_channel(metrics.Filters.last(days)),
-                                   strict=True):
-            for stat, value in (("median", timing.median), ("p90", timing.p90)):
-                if value is not None:
-                    took.add_metric([channel, stat], value)
-            took.add_metric([channel, "count"], timing.count)
-        yield took
+        yield _by_channel("recovery_time_to_decision_by_channel_seconds", "Time from a checkpoint's opening to its "
+                          f"first decision, by that decision's channel, over the last {days} days (median and p90 "
+                          "absent when none).", sla_figures.decision_times_by_channel(period))
+        yield _by_channel("recovery_time_to_claim_by_channel_seconds", "Time from a checkpoint's opening to its "
+                          f"first claim, by that claim's channel, over the last {days} days (median and p90 absent "
+                          "when none).", sla_figures.claim_times_by_channel(period))
 
 
     def _incidents(self) -> Iterator[Metric]:
@@ -176,6 +174,18 @@ class RecoveryCollector(Collector):
         if figures.inside_share is not None:
             inside.add_metric([], figures.inside_share)
         yield inside
+
+
+
+def _by_channel(name: str, documentation: str, timings: list[Timing]) -> GaugeMetricFamily:
+    """One gauge of a timing per channel (``Via``, in its order): median and p90 when measured, and the count."""
+    took = GaugeMetricFamily(name, documentation, labels=["channel", "stat"])
+    for channel, timing in zip(Via.values, timings, strict=True):
+        for stat, value in (("median", timing.median), ("p90", timing.p90)):
+            if value is not None:
+                took.add_metric([channel, stat], value)
+        took.add_metric([channel, "count"], timing.count)
+    return took
 
 
 def exposition() -> bytes:

@@ -135,3 +135,13 @@ def decision_times_by_channel(filters: Filters) -> list[Timing]:
     firsts = decisions(filters).filter(decided_at=F("checkpoint__first_decision_at"))
     return [_timing(f"Time to decision via {label}", firsts.filter(channel=value), "checkpoint__opened_at",
                     "decided_at") for value, label in Via.choices]
+
+
+def claim_times_by_channel(filters: Filters) -> list[Timing]:
+    """Time to claim by the channel the first claim came through (``Checkpoint.first_claim_channel``): over
+    the checkpoints opened in the period, from the opening to that claim, like ``time_to_claim``. A decision
+    made without a claim counts as the claim (it stops the claim clock too); a checkpoint an escalation
+    reassigned before anyone claimed it, or claimed before channels were recorded, is in no channel."""
+    claimed = opened_checkpoints(filters).filter(first_claimed_at__isnull=False)
+    return [_timing(f"Time to claim via {label}", claimed.filter(first_claim_channel=value), "opened_at",
+                    "first_claimed_at") for value, label in Via.choices]

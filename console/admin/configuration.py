@@ -149,6 +149,9 @@ class TeamAdmin(AuditedAdmin[Team]):
                                "wins, then the priority); editing them routes new checkpoints only. A checkpoint "
                                "moves to another team by a transfer on its workbench."}),
         ("SLA and people", {"fields": ("policy", "calendar", "watchers")}),
+        ("Slack", {"fields": ("slack_channel",),
+                   "description": "Its checkpoints are posted here unless their runbook has a Slack route: runbook "
+                                  "> team > SLA policy > the workspace's default channel."}),
     )
 
 

@@ -462,7 +462,11 @@ _EVENT_TEXTS: dict[Event.Verb, Callable[[dict[str, Any]], str]] = {
                                 f"{d.get('sessions', 0)} session(s) ended",
     V.COMMENTED: lambda d: f"commented: {d.get('excerpt', '')}"
                            + (f" (mentions {', '.join('@' + str(m) for m in d['mentions'])})" if d.get("mentions") else ""),
-    V.SLACK_LINKED: lambda d: f"linked Slack user {d.get('slack_user', '')} to their account",
+    V.SLACK_LINKED: lambda d: f"linked Slack user {d.get('slack_user', '')} to their account" + (
+        f" by the email address Slack verified ({d.get('email', '')})" if d.get("how") == "verified_email" else ""),
+    V.PUSH_SUBSCRIBED: lambda d: f"turned on notifications on {d.get('device') or 'a device'}",
+    V.PUSH_UNSUBSCRIBED: lambda d: f"turned off notifications on {d.get('device') or 'a device'} of "
+                                   f"{d.get('owner', '')}" + (f" ({d['why']})" if d.get("why") else ""),
     V.INCIDENT_OPENED: lambda d: f"opened the incident “{d.get('title', '')}”" + (" by hand" if d.get("by_hand") else ""),
     V.INCIDENT_JOINED: lambda d: f"joined incident {d.get('incident', '')}",
     V.INCIDENT_REMOVED: lambda d: (f"took checkpoint {', '.join(str(c) for c in d['checkpoints'])} out of the incident"

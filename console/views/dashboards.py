@@ -132,6 +132,7 @@ def resumes(request: HttpRequest) -> HttpResponse:
         "timings": figures.timings(), "breaches": figures.breach_rate(),
         "channel_timings": sla_figures.decision_times_by_channel(filters),
         "incidents": incident_figures.figures(filters),
+        "claim_channel_timings": sla_figures.claim_times_by_channel(filters),
         "decisions": sorted(figures.decisions_by_action_and_outcome().items()),
         "figures": metrics.FIGURES, "sets": metrics.SETS,
         "query": urlencode(filters.as_query()), "previous": filters.previous(),

@@ -12,7 +12,8 @@ from django.utils import timezone
 from django.utils.functional import lazy
 from django.views.decorators.http import require_GET, require_POST
 
-from workflows.models import Notification
+from workflows import push
+from workflows.models import Channel, Notification
 from workflows.models.people import ADMIN, TPM
 
 from ..roles import READERS, SUPERUSER, role_required, roles_of, signed_in
@@ -41,8 +42,11 @@ def unread_notifications(request: HttpRequest) -> dict[str, Any]:
 @role_required(*READERS)
 @require_GET
 def notifications(request: HttpRequest) -> HttpResponse:
-    items = list(Notification.objects.for_user(signed_in(request)).select_related("checkpoint__workflow")[:PAGE])
-    return render(request, "console/notifications.html", {"items": items, "page_size": PAGE})
+    user = signed_in(request)
+    items = list(Notification.objects.for_user(user).select_related("checkpoint__workflow")[:PAGE])
+    devices = list(Channel.objects.filter(kind=Channel.Kind.PUSH, user=user, is_active=True).order_by("pk"))
+    return render(request, "console/notifications.html", {"items": items, "page_size": PAGE, "devices": devices,
+                                                          "push_key": push.public_key()})
 
 
 @role_required(*READERS)

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
-from django.db.models import F, Q, Value
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils import timezone
 
+from .. import via
 from ..clock import database_now
 from ..money import MoneyAtStake
 from ..roles import is_admin
@@ -23,6 +24,7 @@ from .base import Conflict, Stateful
 from .clocks import SlaClock
 from .events import Event
 from .incidents import Incident, signature_of
+from .notifications import Notification
 from .people import can_take_work
 from .runbooks import Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
@@ -121,6 +123,15 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
                                                "runbook__current_version", "runbook__owner")
 
 
+def first_claim(now: datetime, *, by_person: bool = True) -> dict[str, Any]:
+    """The first claim's stamps for a conditional update: its time and the channel it came through, each
+    kept once set. An UPDATE's SET reads the row as it was, so both test the old ``first_claimed_at``."""
+    channel = via.current() if by_person else ""
+    return {"first_claimed_at": Coalesce(F("first_claimed_at"), Value(now)),
+            "first_claim_channel": Case(When(first_claimed_at__isnull=True, then=Value(channel)),
+                                        default=F("first_claim_channel"))}
+
+
 class Checkpoint(Stateful):
     Status = CheckpointStatus
     OPEN_STATUSES = OPEN_STATUSES
@@ -163,6 +174,9 @@ class Checkpoint(Stateful):
     claim_warned_at = models.DateTimeField(null=True, blank=True)
     claim_breached_at = models.DateTimeField(null=True, blank=True)
     first_claimed_at = models.DateTimeField(null=True, blank=True)
+    # The channel the first claim came through (workflows/via.py), set with first_claimed_at: time to claim by
+    # channel. Empty until claimed, and when the first "claim" was an escalation's reassignment (no person's channel).
+    first_claim_channel = models.CharField(max_length=16, choices=via.Via.choices, blank=True, default="")
     # When its first decision (or four-eyes proposal) was made: time to decision, read without a join.
     first_decision_at = models.DateTimeField(null=True, blank=True)
     clock_stopped_at = models.DateTimeField(null=True, blank=True,
@@ -352,9 +366,16 @@ class Checkpoint(Stateful):
         from its holder (``may_reassign``): the holder read here is the one the compare-and-set expects."""
         if not self.may_reassign(by):
             return False
-        return self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
-                             expect={"assignee_id": self.assignee_id},
-                             data={"to": to.get_username(), "note": note[:1000]})
+        with transaction.atomic():
+            won = self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
+                                expect={"assignee_id": self.assignee_id},
+                                data={"to": to.get_username(), "note": note[:1000]})
+            if won and to.pk != by.pk:  # the new holder hears it at once (the bell, their channels, their phone)
+                Notification.send(kind=Notification.Kind.ASSIGNED, checkpoint=self, users=[to],
+                                  title=f"{by.get_username()} assigned it to you: {self.workflow.title}"[:300],
+                                  body=note[:1000] or self.detail[:500],
+                                  key=f"cp{self.pk}:assigned:{self.claimed_at.timestamp() if self.claimed_at else 0}")
+        return won
 
     def _hand_to(self, user: Any, *, actor: Any, verb: Event.Verb, from_: Any, data: dict[str, Any] | None = None,
                  at: datetime | None = None, expect: dict[str, Any] | None = None, now: datetime | None = None,
@@ -364,8 +385,7 @@ class Checkpoint(Stateful):
         now = now or timezone.now()
         with transaction.atomic():
             won = self.move(self.Status.CLAIMED, from_=from_, actor=actor, verb=verb, data=data, at=at, expect=expect,
-                            assignee=user, claimed_at=now,
-                            first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
+                            assignee=user, claimed_at=now, **first_claim(now, by_person=actor is not None),
                             **self._claim_timers(now), **fields)
             if won and self.claimed_late():
                 SlaClock(self).record_claim_breach(now, notify=False)

@@ -64,10 +64,14 @@ class SlaClock:
         return list(operators().filter(groups=group)), group
 
     def _tell(self, kind: str, title: str, *, at: datetime | None, now: datetime, key: str,
-              users: Iterable[Operator | None] = (), group: Group | None = None, body: str = "") -> None:
+              users: Iterable[Operator | None] = (), group: Group | None = None, body: str = "",
+              personal: bool = False) -> None:
+        """Tell the people and group named, and (unless it is ``personal``: a reminder, "assigned to you")
+        the checkpoint's team on its channels: a team hears about its checkpoints' clocks wherever it is."""
         cp = self.checkpoint
         Notification.send(kind=kind, title=f"{title}: {cp.workflow.title}", body=body or cp.detail[:500],
-                          checkpoint=cp, at=at, now=now, users=list(users), group=group, key=f"cp{cp.pk}:{key}")
+                          checkpoint=cp, at=at, now=now, users=list(users), group=group, key=f"cp{cp.pk}:{key}",
+                          team=not personal)
 
     def watchers(self) -> tuple[list[Operator], Group | None]:
         return self._watchers()
@@ -217,7 +221,7 @@ class SlaClock:
                        body=f"Breached at {cp.breached_at:%Y-%m-%d %H:%M} UTC; escalated to {spec['target']}.")
         if reassigned_to is not None:
             self._tell(Notification.Kind.ASSIGNED, f"{title} assigned it to you", at=at, now=now,
-                       key=key + ":assigned", users=[reassigned_to])
+                       key=key + ":assigned", users=[reassigned_to], personal=True)
 
     def _team_target(self, target: str, at: datetime) -> Operator | None:
         """The checkpoint's team's lead, or its least-loaded member working now (no team: nobody)."""
@@ -248,7 +252,7 @@ class SlaClock:
                 release = f" It goes back to the queue at {cp.release_at:%H:%M} UTC." if cp.release_at else ""
                 self._tell(Notification.Kind.CLAIM_REMINDER, "You hold it with no progress", at=at, now=now,
                            key=f"reminder:{at.timestamp()}", users=self._holders(),
-                           body="Decide, or release it so someone else can." + release)
+                           body="Decide, or release it so someone else can." + release, personal=True)
         return bool(won)
 
     def release_stale_claim(self, now: datetime) -> bool:

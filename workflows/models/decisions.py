@@ -369,6 +369,21 @@ class Decision(Stateful):
             workflow.move(Workflow.Status.ABORTED, verb=Event.Verb.ABORTED, actor=self.decided_by,
                           summary=self.instructions, finished_at=now, last_activity_at=now)
 
+    def ask_for_approval(self) -> None:
+        """Four eyes: the people who may approve hear at once that this proposal waits for them, on their
+        channels and devices (must run in the recording transaction). They are the checkpoint's team's
+        operators, or every operator when it has no team; never the proposer, who may not approve it."""
+        from ..roles import operators
+
+        checkpoint = self.checkpoint
+        people = checkpoint.team.operators() if checkpoint.team is not None else list(operators())
+        by = self.decided_by.get_username() if self.decided_by is not None else "An operator"
+        Notification.send(kind=Notification.Kind.APPROVAL_WAITING, checkpoint=checkpoint, key=f"proposal:{self.pk}",
+                          users=[u for u in people if u.pk != self.decided_by_id], team=True,
+                          title=f"{by} proposes to {Action(self.action).label.lower()}: waiting for your approval "
+                                f"({checkpoint.workflow.title})"[:300],
+                          body=self.instructions[:500])
+
     def tell_new_owner(self, workflow: Workflow, *, at: datetime) -> None:
         """The operator a workflow was handed to hears it at once, on their channels (the outbox), with the note."""
         if self.new_owner is None or self.new_owner_id == self.decided_by_id:

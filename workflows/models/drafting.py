@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from .agents import Agent
 from .base import Conflict
-from .checkpoints import OPEN_STATUSES, Checkpoint
+from .checkpoints import OPEN_STATUSES, Checkpoint, first_claim
 from .clocks import SlaClock
 from .decisions import Confirmation, Decision
 from .events import Event
@@ -103,12 +103,14 @@ class Decider:
                                       data={"action": decision.action, "four_eyes": four_eyes,
                                             **decision.audit_facts()},
                                       assignee=checkpoint.assignee or by, remind_at=None, release_at=None,
-                                      first_claimed_at=Coalesce(F("first_claimed_at"), Value(now)),
+                                      **first_claim(now),
                                       first_decision_at=Coalesce(F("first_decision_at"), Value(decision.decided_at)),
                                       # A proposal waiting for four eyes keeps the decision clock running.
                                       clock_stopped_at=None if four_eyes else now)
                 if won:
                     SlaClock(checkpoint).settle_late(now)
+                if won and four_eyes:
+                    decision.ask_for_approval()
                 if won and not four_eyes:
                     decision.enqueue()
                 transaction.set_rollback(not won)  # a lost move takes the decision row back with it

@@ -131,6 +131,8 @@ class Event(models.Model):
         BREACH_EXPLAINED = "breach_explained"
         COMMENTED = "commented"
         SLACK_LINKED = "slack_linked"  # a console user confirmed a Slack user is them
+        PUSH_SUBSCRIBED = "push_subscribed"  # a person turned on notifications on a device (Web Push)
+        PUSH_UNSUBSCRIBED = "push_unsubscribed"  # turned off, by the person, an admin, or a push service's 404/410
         TEAM_TRANSFERRED = "team_transferred"
         # A sign-in through the identity provider changed the user's roles or teams (the claim that did).
         SSO_ACCESS_CHANGED = "sso_access_changed"

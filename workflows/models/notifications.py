@@ -12,10 +12,13 @@ failing channel never holds up the clocks or another channel.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models, transaction
@@ -23,6 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..clock import database_now
+from .events import Event
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -32,11 +36,13 @@ User = settings.AUTH_USER_MODEL
 
 
 class Channel(models.Model):
-    """Where a user or a group is told: an email address or a webhook (optionally Slack-shaped)."""
+    """Where a user or a group is told: an email address, a webhook (optionally Slack-shaped), or one
+    device's Web Push subscription (``workflows/push.py``; made by the person from the notifications page)."""
 
     class Kind(models.TextChoices):
         EMAIL = "email", "Email"
         WEBHOOK = "webhook", "Webhook"
+        PUSH = "push", "Web Push (a device)"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     user = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="channels")
@@ -47,12 +53,22 @@ class Channel(models.Model):
     allow_plain_http = models.BooleanField(
         default=False, help_text="Webhook: allow an http:// URL where https is required (a receiver on a trusted "
                                  "network). Private addresses follow DELIVERY_ALLOWED_NETWORKS, as for agents.")
+    # Web Push: the browser's PushSubscription (its endpoint at the push service, and the keys the
+    # message is encrypted to), and a name for the device the person recognises.
+    endpoint = models.URLField(max_length=2000, blank=True, help_text="Web Push: the push service's endpoint.")
+    p256dh = models.CharField(max_length=200, blank=True, help_text="Web Push: the subscription's public key.")
+    auth_secret = models.CharField(max_length=100, blank=True, help_text="Web Push: the subscription's auth secret.")
+    device = models.CharField(max_length=200, blank=True, help_text="Web Push: which device (as the browser said).")
     is_active = models.BooleanField(default=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(condition=Q(user__isnull=False) ^ Q(group__isnull=False),
                                    name="channel_belongs_to_a_user_or_a_group"),
+            # A device's subscription is one person's: subscribing again (even as another user) takes the row over.
+            models.UniqueConstraint(fields=["endpoint"], condition=Q(kind="push"), name="one_channel_per_push_endpoint"),
+            models.CheckConstraint(condition=~Q(kind="push") | (Q(user__isnull=False) & ~Q(endpoint="")),
+                                   name="push_channel_is_a_users_device"),
         ]
 
     def __str__(self) -> str:
@@ -73,12 +89,76 @@ class Channel(models.Model):
                 check_url(self.url, allow_plain_http=self.allow_plain_http, **WEBHOOK_URL)
             except ValidationError as exc:
                 raise ValidationError({"url": exc.messages}) from None
+        if self.kind == self.Kind.PUSH and (self.user is None or not (self.endpoint and self.p256dh and self.auth_secret)):
+            raise ValidationError("A Web Push channel is one person's device: subscribe from the notifications page "
+                                  "on that device.")
         if self.kind == self.Kind.EMAIL and not self.address and not (self.user is not None and self.user.email):
             raise ValidationError({"address": "Give an address, or set one on the user."})
 
     @property
     def email_address(self) -> str:
         return self.address or (self.user.email if self.user is not None else "")
+
+    @property
+    def push_service(self) -> str:
+        """The push service's host (a Web Push channel): which vendor carries this device's notifications."""
+        return urlsplit(self.endpoint).hostname or ""
+
+    @classmethod
+    def subscribe(cls, user: Operator, *, endpoint: str, p256dh: str, auth: str, device: str = "") -> Channel:
+        """This device's Web Push subscription is ``user``'s: made, or taken over (one row per endpoint: a
+        browser signed in as someone else now belongs to them), switched on, and audited. ValidationError
+        with a readable reason when the console could never push to it."""
+        check_subscription(endpoint, p256dh, auth)
+        with transaction.atomic():
+            channel, created = cls.objects.update_or_create(kind=cls.Kind.PUSH, endpoint=endpoint, defaults={
+                "user": user, "group": None, "p256dh": p256dh, "auth_secret": auth, "device": device.strip()[:200],
+                "is_active": True})
+            Event.record(None, Event.Verb.PUSH_SUBSCRIBED, actor=user, data={
+                "device": channel.device, "service": urlsplit(endpoint).hostname or "", "new": created})
+        return channel
+
+    def unsubscribe(self, *, by: Operator | None = None, why: str = "") -> bool:
+        """Switch this device off (its owner, an admin, or the push service saying it is gone: ``by`` None);
+        False when it was off already. The row stays, with its deliveries and attempts."""
+        with transaction.atomic():
+            won = Channel.objects.filter(pk=self.pk, kind=self.Kind.PUSH, is_active=True).update(is_active=False)
+            if won:
+                Event.record(None, Event.Verb.PUSH_UNSUBSCRIBED, actor=by, data={
+                    "device": self.device, "owner": self.user.get_username() if self.user else "", "why": why[:300]})
+        self.refresh_from_db()
+        return bool(won)
+
+
+# How a Web Push endpoint is named in the delivery rules' reasons (workflows/push.py sends to it).
+PUSH_URL = {"noun": "push endpoint", "owner": "push service (set DELIVERY_ALLOWED_NETWORKS)"}
+
+
+def check_subscription(endpoint: str, p256dh: str, auth: str) -> None:
+    """A push subscription as a browser's ``PushSubscription.toJSON()`` gives it, or ValidationError saying what
+    is wrong: an endpoint deliveries may go to (``runtime``'s rules), a P-256 public key, a 16-byte secret."""
+    from django.core.exceptions import ValidationError
+
+    from ..runtime import check_url  # the runtime module imports the models
+
+    if not endpoint or len(endpoint) > 2000:
+        raise ValidationError("The subscription has no endpoint, or one longer than 2000 characters.")
+    check_url(endpoint, noun=PUSH_URL["noun"], owner=PUSH_URL["owner"])
+    try:
+        point = _unb64(p256dh)
+        ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
+        secret = _unb64(auth)
+    except (ValueError, TypeError):
+        raise ValidationError("The subscription's keys are not a P-256 public key and an auth secret "
+                              "(base64url).") from None
+    if len(point) != 65 or len(secret) != 16:
+        raise ValidationError("The subscription's keys have the wrong length (65 and 16 bytes expected).")
+
+
+def _unb64(text: str) -> bytes:
+    if not isinstance(text, str) or not text or len(text) > 200:
+        raise ValueError("not a key")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 class NotificationQuerySet(models.QuerySet["Notification"]):
@@ -104,6 +184,7 @@ class Notification(models.Model):
         HANDED_OFF = "handed_off", "Handed off to you"
         INCIDENT_OPENED = "incident_opened", "Incident opened"
         ROLLOUT_HALTED = "rollout_halted", "Rollout halted"
+        APPROVAL_WAITING = "approval_waiting", "Waiting for your approval"
 
     recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
@@ -136,20 +217,24 @@ class Notification(models.Model):
     @classmethod
     def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Checkpoint | None = None,
              at: datetime | None = None, users: Iterable[Operator | None] = (), group: Group | None = None,
-             key: str, path: str = "", now: datetime | None = None) -> list[Notification]:
+             key: str, path: str = "", now: datetime | None = None, team: bool = False) -> list[Notification]:
         """Write one notification per recipient, and a delivery per active channel (must run in a transaction).
 
         It links to the checkpoint's workbench, or to ``path`` when it is about something else. ``at``:
         when what it tells happened; ``now``: when it is written and its deliveries may first go out
-        (the caller's clock, the database's for the SLA sweep; by default this process's)."""
+        (the caller's clock, the database's for the SLA sweep; by default this process's). ``team``: the
+        checkpoint's team hears it too, on its channels (those of its watchers group), once."""
         now = now or timezone.now()
         from django.urls import reverse
 
         path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else path
         made = []
         recipients: list[tuple[str, int, dict[str, Any]]] = [("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)]
-        if group is not None:
-            recipients.append(("g", group.pk, {"group": group}))
+        groups = [group] if group is not None else []
+        if team and checkpoint is not None and checkpoint.team_id is not None:
+            watchers = type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__watchers", flat=True).first()
+            groups += [g for g in Group.objects.filter(pk=watchers) if g not in groups] if watchers is not None else []
+        recipients += [("g", g.pk, {"group": g}) for g in groups]
         for tag, pk, who in recipients:
             note, created = cls.objects.get_or_create(key=f"{key}:{tag}{pk}", defaults={
                 "kind": kind, "title": title[:300], "body": body, "checkpoint": checkpoint, "path": path,
@@ -162,6 +247,8 @@ class Notification(models.Model):
     def queue_deliveries(self, now: datetime | None = None) -> None:
         channels = Channel.objects.filter(is_active=True).filter(
             Q(user_id=self.recipient_id) if self.recipient_id else Q(group_id=self.group_id))
+        if self.kind not in PUSHED:  # the phone buzzes only for what asks this person to act now
+            channels = channels.exclude(kind=Channel.Kind.PUSH)
         first = now or timezone.now()
         Delivery.objects.bulk_create([Delivery(notification=self, channel=c, next_attempt_at=first) for c in channels])
         if channels:
@@ -169,6 +256,12 @@ class Notification(models.Model):
 
     def mark_read(self) -> bool:
         return bool(Notification.objects.filter(pk=self.pk, read_at__isnull=True).update(read_at=timezone.now()))
+
+
+# What Web Push sends to a person's devices: a checkpoint given to them (assigned, escalated to them and
+# reassigned, handed off), an escalation naming them, a four-eyes proposal waiting for their approval.
+PUSHED = frozenset({Notification.Kind.ASSIGNED, Notification.Kind.HANDED_OFF, Notification.Kind.ESCALATED,
+                    Notification.Kind.APPROVAL_WAITING})
 
 
 def _wake_relay() -> None:

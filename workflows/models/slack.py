@@ -51,11 +51,18 @@ class SlackWorkspace(models.Model):
         return cls.objects.filter(is_active=True).order_by("pk").first()
 
     def channel_for(self, checkpoint: Checkpoint) -> str:
-        """Where the checkpoint is posted: its runbook's route, else its SLA policy's, else the default."""
+        """Where the checkpoint is posted: its runbook's route, else its team's channel, else its SLA policy's
+        route, else the workspace's default.
+
+        Most specific first: a runbook names this kind of failure (and may want its own specialists' room); a
+        team is who owns the checkpoint, and its channel is where those people are; an SLA policy is about
+        time, shared by several teams, so its route is a fallback for checkpoints no team claims a room for."""
         routes = {(r.runbook_id, r.policy_id): r.channel_id for r in self.routes.all()}
         by_runbook = {rb: c for (rb, _), c in routes.items() if rb is not None}
         by_policy = {p: c for (_, p), c in routes.items() if p is not None}
-        return ((by_runbook.get(checkpoint.runbook_id) if checkpoint.runbook_id else None)
+        team = (type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__slack_channel", flat=True).first()
+                if checkpoint.team_id else None)
+        return ((by_runbook.get(checkpoint.runbook_id) if checkpoint.runbook_id else None) or team
                 or (by_policy.get(checkpoint.policy_id) if checkpoint.policy_id else None) or self.default_channel)
 
 
@@ -81,13 +88,21 @@ class SlackRoute(models.Model):
 
 
 class SlackLink(models.Model):
-    """A Slack user is this console user: confirmed by the person, signed in, from a one-time link."""
+    """A Slack user is this console user: confirmed by the person, signed in, from a one-time link; or
+    matched by the email address Slack says the person verified (``workflows/slack/people.py``)."""
+
+    class How(models.TextChoices):
+        LINK = "link", "One-time link confirmed by the person"
+        VERIFIED_EMAIL = "verified_email", "Email address verified by Slack"
 
     workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="links")
     slack_user_id = models.CharField(max_length=32)
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="slack_links")
     linked_at = models.DateTimeField(default=timezone.now)
-    nonce = models.CharField(max_length=64, unique=True, help_text="The one-time link that made it (used once).")
+    nonce = models.CharField(max_length=64, unique=True, help_text="The one-time link that made it (used once); "
+                                                                   "for a verified email, a random value.")
+    how = models.CharField(max_length=16, choices=How.choices, default=How.LINK)
+    email = models.EmailField(blank=True, help_text="The verified address it was matched by.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["workspace", "slack_user_id"], name="one_console_user_per_slack_user")]

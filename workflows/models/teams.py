@@ -1,8 +1,10 @@
 """Teams and the rules that route checkpoints to them.
 
 A team owns some agents and workflow kinds (its routing rules), has members with a lead,
-watchers, a default SLA policy and business calendar, and notification channels (the
-channels of its watchers group: a notification to the group is delivered to them).
+watchers, a default SLA policy and business calendar, notification channels (the channels
+of its watchers group: every SLA notification of the team's checkpoints reaches them, whoever
+else the policy tells) and a Slack channel (its checkpoints are posted there unless their
+runbook has a Slack route of its own: ``SlackWorkspace.channel_for``).
 
 A checkpoint gets its team when it opens (``route``), frozen like its SLA policy: editing a
 rule later routes new checkpoints only. It moves to another team only by ``transfer``, a
@@ -50,14 +52,18 @@ class Team(models.Model):
     lead = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="teams_led",
                              help_text="A member; escalations may target the team's lead.")
     watchers = models.ForeignKey(Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                 help_text="Told about warnings and breaches of the team's checkpoints nobody holds; "
-                                           "the group's channels are the team's notification channels.")
+                                 help_text="The group's channels are the team's notification channels: they hear every "
+                                           "SLA notification of the team's checkpoints; its operators are told in "
+                                           "person about warnings and breaches of ones nobody holds.")
     policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.PROTECT,
                                related_name="teams",
                                help_text="The SLA policy of its checkpoints whose runbook names none.")
     calendar = models.ForeignKey("workflows.BusinessCalendar", null=True, blank=True, on_delete=models.PROTECT,
                                  related_name="teams",
                                  help_text="Its working hours: members without their own calendar work these.")
+    slack_channel = models.CharField(
+        max_length=32, blank=True, help_text="Slack channel id (C…) for the team's checkpoints: used unless their "
+                                             "runbook has a Slack route of its own; invite the bot to it.")
 
     objects = TeamQuerySet.as_manager()
 

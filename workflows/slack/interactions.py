@@ -26,7 +26,7 @@ from ..models import Action, Checkpoint, Conflict, Decision
 from ..models.slack import SlackLink, SlackMessage, SlackWorkspace
 from ..roles import can_act, operators
 from ..via import Via, acting_via
-from . import blocks, outbox, web
+from . import blocks, outbox, people, web
 
 log = logging.getLogger(__name__)
 LINK_SALT = "slack-link"
@@ -65,8 +65,10 @@ def _slack_user(payload: dict[str, Any]) -> str:
 
 
 def person(workspace: SlackWorkspace, slack_user_id: str) -> tuple[Any, str]:
-    """(the console user who may act, "") or (None, why not, in words for Slack)."""
-    link = SlackLink.objects.select_related("user").filter(workspace=workspace, slack_user_id=slack_user_id).first()
+    """(the console user who may act, "") or (None, why not, in words for Slack). A Slack user nobody linked
+    yet is linked by the address Slack verified, when that names one console user (``people``)."""
+    link = (SlackLink.objects.select_related("user").filter(workspace=workspace, slack_user_id=slack_user_id).first()
+            or people.link_by_verified_email(workspace, slack_user_id))
     if link is None:
         return None, ("Your Slack account is not linked to a console account, so nothing was done. "
                       f"<{link_url(workspace, slack_user_id)}|Link it> while signed in to the console, then try again.")

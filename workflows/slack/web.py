@@ -29,8 +29,18 @@ def client(workspace: SlackWorkspace) -> WebClient:
 
 def call(workspace: SlackWorkspace, method: str, **arguments: Any) -> dict[str, Any]:
     """Call one Web API method (``chat.postMessage``…) with JSON arguments; its answer, or SlackUnavailable."""
+    return _api_call(workspace, method, json=arguments)
+
+
+def read(workspace: SlackWorkspace, method: str, **arguments: str) -> dict[str, Any]:
+    """Call a read method (``users.info``) as slack_sdk's own ``users_info`` does: a form, not JSON (Slack's
+    read methods take no JSON body); its answer, or SlackUnavailable."""
+    return _api_call(workspace, method, http_verb="GET", params=arguments)
+
+
+def _api_call(workspace: SlackWorkspace, method: str, **request: Any) -> dict[str, Any]:
     try:
-        response = client(workspace).api_call(method, json=arguments)
+        response = client(workspace).api_call(method, **request)
     except SlackApiError as exc:
         status = exc.response.status_code
         retry_after = None

@@ -1,0 +1,59 @@
+"""In Chromium: the notifications page registers the service worker at the root scope with no CSP violation,
+and a push delivered to it (through the DevTools protocol, as a push service would) is shown as a
+notification that opens the workbench; a push naming another site opens the console's home instead."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser_fixtures import login
+from tests.test_browser_csp_and_chrome import _violations, _watch
+from workflows import push
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+NOTIFICATIONS = "navigator.serviceWorker.ready.then(r => r.getNotifications())" \
+                ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, data: n.data})))"
+
+
+def test_the_service_worker_shows_a_push_that_opens_the_workbench(page, alice, live_server, settings):
+    settings.VAPID_PRIVATE_KEY = push.new_private_key()
+    console = _watch(page)
+    page.context.grant_permissions(["notifications"], origin=live_server.url)
+    login(page, alice)
+
+    page.goto("/notifications/")
+    toggle = page.get_by_test_id("push-toggle")
+    expect(toggle).to_be_enabled()  # the worker is registered and the browser has no subscription yet
+    expect(toggle).to_have_text("Turn on for this device")
+    assert page.evaluate("navigator.serviceWorker.ready.then(r => r.scope)") == live_server.url + "/"
+
+    registrations: list[dict] = []
+    devtools = page.context.new_cdp_session(page)
+    devtools.on("ServiceWorker.workerRegistrationUpdated", lambda e: registrations.extend(e["registrations"]))
+    devtools.send("ServiceWorker.enable")
+    deadline = time.monotonic() + 10
+    while not registrations and time.monotonic() < deadline:
+        page.evaluate("0")  # lets the protocol's events in
+    [registration] = [r for r in registrations if r["scopeURL"] == live_server.url + "/"]
+
+    def deliver(message: dict) -> None:
+        devtools.send("ServiceWorker.deliverPushMessage", {
+            "origin": live_server.url, "registrationId": registration["registrationId"], "data": json.dumps(message)})
+
+    deliver({"title": "bob assigned it to you: Refund for ticket T-1042", "body": "you know this customer",
+             "url": f"{live_server.url}/checkpoints/7/", "tag": "checkpoint-7", "kind": "assigned"})
+    page.wait_for_function(f"{NOTIFICATIONS}.then(ns => ns.length === 1)")
+    [shown] = page.evaluate(NOTIFICATIONS)
+    assert shown == {"title": "bob assigned it to you: Refund for ticket T-1042", "body": "you know this customer",
+                     "tag": "checkpoint-7", "data": {"url": "/checkpoints/7/"}}
+
+    deliver({"title": "elsewhere", "url": "https://evil.example/phish", "tag": "checkpoint-8"})
+    page.wait_for_function(f"{NOTIFICATIONS}.then(ns => ns.length === 2)")
+    elsewhere = next(n for n in page.evaluate(NOTIFICATIONS) if n["tag"] == "checkpoint-8")
+    assert elsewhere["data"] == {"url": "/"}  # a tap only ever opens the console
+    assert _violations(page, console) == []
