@@ -51,8 +51,11 @@ def test_manage_py_check_deploy_passes_with_the_compose_production_settings(tmp_
 
     import yaml
 
+    from workflows import push
+
     key = secrets.token_urlsafe(50)
-    result = config(tmp_path, SECRET_KEY=key, POSTGRES_PASSWORD="compose-check-db", CONSOLE_HOST="console.example.com")
+    result = config(tmp_path, SECRET_KEY=key, POSTGRES_PASSWORD="compose-check-db", CONSOLE_HOST="console.example.com",
+                    VAPID_PRIVATE_KEY=push.new_private_key())  # as the README says: `manage.py vapid_keys` once
     assert result.returncode == 0, result.stderr
     environment = yaml.safe_load(result.stdout)["services"]["web"]["environment"]
     assert environment["TLS"] == "true" and "SECURE_COOKIES" not in environment

@@ -20,7 +20,7 @@ def test_the_sla_countdown_markup_lives_in_one_partial():
     holders = sorted(p.name for p in TEMPLATES.rglob("*.html") if "data-due=" in p.read_text())
     assert holders == ["_sla_timer.html"]
     users = sorted(p.name for p in TEMPLATES.rglob("*.html") if "console/_sla_timer.html" in p.read_text())
-    assert users == ["mine.html", "queue.html", "workbench.html"]
+    assert users == ["_queue_row.html", "mine.html", "queue.html", "workbench.html"]  # queue.html: incident rows
 
 
 def test_every_page_with_a_clock_renders_the_partial(client, alice):
