@@ -21,6 +21,8 @@ TEMPLATES = [
     "tool lookup_order returned garbage for order {order} trace={hexid}",
     "rate limited: retry after {secs} seconds, bucket {hexid}",
     "payment of {money} to customer {customer} declined, code {code}",
+    # Ids whose letters and digits interleave anywhere: one id each, however its digits fall.
+    "model call {reqid} failed: 503 from upstream {span}",
 ]
 
 
@@ -37,6 +39,8 @@ def _values(rng: random.Random) -> dict[str, str]:
         "money": rng.choice(["€", "$", "£"]) + f"{rng.randrange(1, 5000)},{rng.randrange(100):02d}",
         "customer": f"C{rng.randrange(10**7)}",
         "code": str(rng.randrange(100, 600)),
+        "reqid": "req_" + "".join(rng.choice("0123456789abcdef") for _ in range(rng.randrange(6, 24))),
+        "span": rng.choice(["sp", "span-", "x"]) + "".join(rng.choice("0123456789abcdefghkz") for _ in range(12)) + "9",
     }
 
 
@@ -60,6 +64,7 @@ def test_details_of_different_failures_never_share_a_fingerprint(rng):
     ("digest 9f86d081884c7d65 mismatch", "digest 0xdeadbeef mismatch"),
     ("refund €42.00 failed", "refund 1,234.56 EUR failed"),
     ("order ord_99 stuck at 12:01", "order ord_123456 stuck at 23:59:59"),
+    ("model call req_1a2b3c4d5e6f failed", "model call req_a1b2c3d4e5f6a7 failed"),
 ])
 def test_each_kind_of_variable_is_normalised_away(one, other):
     assert fingerprint(one) == fingerprint(other), (normalised_detail(one), normalised_detail(other))

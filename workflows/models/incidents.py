@@ -61,8 +61,11 @@ _NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     # An amount: a number with a currency mark or code beside it (€42.00, 1,234.56 EUR, USD <n>).
     (re.compile(r"[€$£¥]\s?<n>|<n>\s?[€$£¥]|\b[A-Z]{3}\s?<n>|<n>\s?[A-Z]{3}\b"), "<amount>"),
 )
-# What is left of an id once its digits went: "T-<n>", "ord_<n>", "30s", "req<n>x" are all one token.
-_ID_TOKEN = re.compile(r"[^\s()\[\]{}<>,;:=\"']*<n>[^\s()\[\]{}<>,;:=\"']*")
+# What is left of an id once its digits went: "T-<n>", "ord_<n>", "30s", "req<n>x" are all one token, and so is
+# an id whose letters and digits interleave ("req_<n>a<n>b<n>c", "<id>" runs included): the whole run of id
+# characters and placeholders is one token, however many digit groups it had.
+_ID_CHAR = r"(?:[^\s()\[\]{}<>,;:=\"']|<n>|<id>)"
+_ID_TOKEN = re.compile(rf"{_ID_CHAR}*(?:<n>|<id>){_ID_CHAR}*")
 _SPACES = re.compile(r"\s+")
 FINGERPRINT_TEXT_MAX = 300
 
@@ -72,7 +75,7 @@ def normalised_detail(detail: str) -> str:
     text = detail[:4000]
     for pattern, token in _NORMALISERS:
         text = pattern.sub(token, text)
-    text = _ID_TOKEN.sub(lambda m: m[0] if m[0] == "<n>" else "<id>", text)
+    text = _ID_TOKEN.sub(lambda m: m[0] if m[0] in ("<n>", "<id>") else "<id>", text)
     return _SPACES.sub(" ", text).strip().lower()[:FINGERPRINT_TEXT_MAX]
 
 
