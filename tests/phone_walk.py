@@ -30,6 +30,9 @@ FILL: dict[str, Callable[[Objects], dict[str, Any]]] = {
     "resume_export": lambda o: {"table": "headline"},  # a CSV: measured only if it ever answers HTML
     "incident": lambda o: {"pk": o["incident"].pk},
     "drill_report": lambda o: {"pk": o["drill"].pk},
+    "incident_postmortem": lambda o: {"pk": o["incident"].pk},
+    "evidence": lambda o: {"pk": o["incident"].pk},
+    "evidence_preview": lambda o: {"pk": o["evidence"].pk},  # Markdown: measured only if it ever answers HTML
 }
 # logout: POST only (405) anyway, and a GET that signed out would end the walk. The single sign-on URLs are
 # redirects to the identity provider and back (404 while it is not configured), not pages. incident_rows is

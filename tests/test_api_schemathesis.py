@@ -221,5 +221,5 @@ def test_the_live_server_serves_this_document(live_server):
 
 def test_the_run_above_reached_every_operation_of_the_document():
     operations = {f"{method.upper()} {path}" for path, ops in DOCUMENT["paths"].items() for method in ops}
-    assert len(operations) == 11
+    assert len(operations) == 12
     assert operations == EXERCISED

@@ -81,8 +81,11 @@ def _every_kind_of_page(runtime, alice, bob, tess, adam):
                   at_seq=1, runs=2)
     drill.full_clean()
     drill.save()
+    from workflows.models.evidence import Evidence
+
+    evidence = Evidence.submit(incident, text="ref-does-not-match-anything, PSP-1\n", by=alice)
     return {"checkpoint": checkpoint, "workflow": workflow, "replay": replay, "runbook": runbook,
-            "incident": incident, "drill": drill}
+            "incident": incident, "drill": drill, "evidence": evidence}
 
 
 @pytest.fixture
