@@ -20,6 +20,15 @@ NOTIFICATIONS = "navigator.serviceWorker.ready.then(r => r.getNotifications())" 
                 ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, data: n.data})))"
 
 
+def _shown(page, ready, timeout: float = 10.0) -> list[dict]:
+    """The notifications shown, once ``ready`` holds of them. Asked again until then: the list is read in a
+    promise, which ``page.wait_for_function`` counts as truthy at once instead of awaiting it."""
+    deadline = time.monotonic() + timeout
+    while not ready(shown := page.evaluate(NOTIFICATIONS)):
+        assert time.monotonic() < deadline, f"the notifications shown never got there: {shown}"
+    return shown
+
+
 def test_the_service_worker_shows_a_push_that_opens_the_workbench(page, alice, live_server, settings):
     settings.VAPID_PRIVATE_KEY = push.new_private_key()
     console = _watch(page)
@@ -47,13 +56,12 @@ def test_the_service_worker_shows_a_push_that_opens_the_workbench(page, alice, l
 
     deliver({"title": "bob assigned it to you: Refund for ticket T-1042", "body": "you know this customer",
              "url": f"{live_server.url}/checkpoints/7/", "tag": "checkpoint-7", "kind": "assigned"})
-    page.wait_for_function(f"{NOTIFICATIONS}.then(ns => ns.length === 1)")
-    [shown] = page.evaluate(NOTIFICATIONS)
+    [shown] = _shown(page, lambda ns: len(ns) == 1)
     assert shown == {"title": "bob assigned it to you: Refund for ticket T-1042", "body": "you know this customer",
                      "tag": "checkpoint-7", "data": {"url": "/checkpoints/7/"}}
 
     deliver({"title": "elsewhere", "url": "https://evil.example/phish", "tag": "checkpoint-8"})
-    page.wait_for_function(f"{NOTIFICATIONS}.then(ns => ns.some(n => n.tag === 'checkpoint-8'))")
-    [elsewhere] = [n for n in page.evaluate(NOTIFICATIONS) if n["tag"] == "checkpoint-8"]
+    [elsewhere] = [n for n in _shown(page, lambda ns: any(n["tag"] == "checkpoint-8" for n in ns))
+                   if n["tag"] == "checkpoint-8"]
     assert elsewhere["data"] == {"url": "/"}  # a tap only ever opens the console
     assert _violations(page, console) == []

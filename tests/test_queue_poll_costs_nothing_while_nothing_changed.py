@@ -7,13 +7,24 @@ import re
 import time
 
 import pytest
+import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from console.views import checkpoints as queue_views
 from tests.helpers import make_agent, make_checkpoint, make_workflow
 from workflows.models import Event
+
+
+@pytest.fixture(autouse=True)
+def _held_clock():
+    """The version carries the minute: a test that crossed a minute's end between two requests would see two
+    versions for one unchanged queue. The clock stands still unless a test moves it."""
+    with time_machine.travel(timezone.now(), tick=False):
+        yield
+
 
 POLL = {"HX-Request": "true", "HX-Target": "queue-table", "HX-Trigger": "queue-table"}
 

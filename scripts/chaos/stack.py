@@ -200,12 +200,17 @@ class Killer(threading.Thread):
                 if self.first in rounds and not self.kills:
                     rounds.remove(self.first)
                     rounds.append(self.first)  # popped first
-            target = rounds.pop()
-            self.rounds += not rounds
+            target = rounds[-1]
             name = self.rng.choice(["worker1", "worker2"]) if target == "worker" else target
             service = self.stack[name]
             with self.lock:
+                if name in self.down:
+                    # The supervisor is starting it again after an exit of its own (a watchdog exit): a kill now
+                    # would land on a process mid-start and read as a failed restart. The round waits a turn.
+                    continue
                 self.down.add(name)  # the supervisor leaves it alone: it is down on purpose
+            rounds.pop()
+            self.rounds += not rounds
             service.kill()
             self.kills[target] += 1
             # Down for a moment, sometimes for longer than a delivery's retries last; then back, even when stopping.
