@@ -51,6 +51,9 @@ RUNTIME_VERSION = "demo-agent/1.1"
 # process does; the console's silence watchdog opens the checkpoint. For "failover" the operator then fails the
 # run over to the standby (support-bot-standby), which resumes it from the console's resume state.
 DRILL_CRASHES = frozenset({"crash_after_step", "failover"})
+# ...and one the run meets and reports itself, so it reaches the queue within seconds, as any throttled run does:
+# a rate-limit storm from step k on (the provider answers 429), once; the resumed run goes on.
+DRILL_REPORTED = {"rate_limit_storm": "rate_limit"}
 
 
 class DemoAgent:
@@ -81,6 +84,9 @@ class DemoAgent:
         self.unanswered_create = ""
         self.turns: dict[str, threading.Lock] = {}  # one thread drives a run at a time
         self.drills: dict[str, DrillFault] = {}  # workflow id -> the drill fault the console asked for
+        # (workflow id, drill id) carried out: the console says the fault until the checkpoint opens, so the
+        # answer to the failing step's own report says it once more; a resumed run must not meet it again.
+        self.drills_done: set[tuple[str, str]] = set()
         self.promised: dict[str, list[str]] = {}  # workflow id -> promises reported (a drill's journal)
         self.lock = threading.Lock()
 
@@ -203,7 +209,7 @@ class DemoAgent:
                              run.external_id, name)
                     return "stopped"
                 spec = self.plan[name]
-                fault = self.faults.pick(spec, len(self.plan), factor=fault_factor)
+                fault = self.drilled_fault(run) or self.faults.pick(spec, len(self.plan), factor=fault_factor)
                 {"tool": self.tool_step, "model": self.model_step, "effect": self.effect_step}[spec.kind](
                     run, spec, fault)
                 run.remaining.remove(name)
@@ -213,6 +219,16 @@ class DemoAgent:
             # On hold, the console already paused the run at its own checkpoint: that one is decided.
             return self.stop_held(run) if run.held else self.pause(run, pause)
         return self.complete(run)
+
+    def drilled_fault(self, run: Run) -> str | None:
+        """The fault a drill asks of the step about to run (``DRILL_REPORTED``), once; None if none."""
+        drill = self.drills.get(run.workflow_id)
+        if drill is None or drill.fault not in DRILL_REPORTED or run.next_seq < drill.at_seq:
+            return None
+        self.drills.pop(run.workflow_id)  # carried out once: the run the operator resumes goes on
+        self.drills_done.add((run.workflow_id, drill.drill_id))
+        log.warning("%s %s: drill: %s from step %s", self.name, run.external_id, drill.fault, run.next_seq)
+        return DRILL_REPORTED[drill.fault]
 
     def stop_held(self, run: Run) -> str:
         """The console answered a step report with a pause instruction (the agent is on hold during an
@@ -463,7 +479,7 @@ class DemoAgent:
         if fields.get("promise") and status != "failed":
             self.promised.setdefault(run.workflow_id, []).append(fields["promise"])
         told = DrillFault.from_instruction(answer.get("instruction") if isinstance(answer, dict) else None)
-        if told is not None:
+        if told is not None and (run.workflow_id, told.drill_id) not in self.drills_done:
             self.drills[run.workflow_id] = told
         drill = self.drills.get(run.workflow_id)
         if drill and status == "committed" and drill.fault in DRILL_CRASHES and seq == drill.at_seq:

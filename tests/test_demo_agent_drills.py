@@ -1,5 +1,5 @@
-"""The demo agents carry out drills for real (crash after step k; fail over to the standby), journal their
-state at the fault, and the drill report scores what happened: real agent runs over HTTP against live_server."""
+"""The demo agents carry out drills for real (crash after step k; fail over to the standby; a rate-limit
+storm they report themselves), journal their state at the fault, and the drill report scores what happened: real agent runs over HTTP against live_server."""
 
 from datetime import timedelta
 
@@ -77,6 +77,39 @@ def test_a_failover_drill_completes_on_a_live_standby_and_passes(fleet, olivia, 
 
     workflow.refresh_from_db()
     assert workflow.status == Workflow.Status.COMPLETED and workflow.agent.name == "standby-bot"
+    assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
+    report = drill_report.score(drill)
+    assert report.verdict == drill_report.PASSED, report.reasons
+
+
+def test_a_rate_limit_storm_reaches_the_queue_at_step_k_without_the_silence_sweep_and_resumes_once(
+        fleet, olivia, operator):
+    """The demo's seeded drill: the run meets the storm at step k and opens its own checkpoint at once (the
+    newcomer sees it in the queue within seconds, not after the 5-minute silence limit); the resumed run
+    carries on without a second storm and without repeating anything."""
+    agent = fleet.agent(owner=olivia)
+    able(agent.name, "drill", "drill_sandbox")
+    drill = Drill.objects.create(agent=Agent.objects.get(name=agent.name), name="storm from the decision",
+                                 kind="refund", fault=Drill.Fault.RATE_LIMIT_STORM, at_seq=2, runs=1)
+    assert drill.start()
+
+    run, outcome = agent.start()
+
+    assert outcome == "paused"
+    workflow = Workflow.objects.get(agent__name=agent.name, external_id=run.external_id)
+    assert workflow.drill == drill and workflow.status == Workflow.Status.PAUSED  # no sweep ran
+    checkpoint = Checkpoint.objects.get(workflow=workflow)
+    assert checkpoint.reason == "rate_limit" and not checkpoint.opened_by_console
+    assert [(s.seq, s.name, s.status) for s in workflow.steps.order_by("seq")] == [
+        (1, "read_ticket", "committed"), (2, "decide_refund", "failed")]
+
+    assert checkpoint.claim(by=operator)
+    deliver(fleet, Decider(checkpoint).decide(by=operator, action="resume", money_confirmed=True))
+
+    workflow.refresh_from_db()
+    assert workflow.status == Workflow.Status.COMPLETED, [
+        (c.reason, c.detail) for c in workflow.checkpoints.all()]
+    assert workflow.checkpoints.count() == 1  # the storm was carried out once
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
     report = drill_report.score(drill)
     assert report.verdict == drill_report.PASSED, report.reasons

@@ -120,6 +120,6 @@ def test_the_demo_seeds_one_drill_on_the_fleet_that_may_start(db, var_dir):
     seed()
     seed()  # idempotent: still one
     [drill] = Drill.objects.all()
-    assert drill.agent.name == "support-bot" and drill.fault == Drill.Fault.FAILOVER and drill.runs == 3
+    assert drill.agent.name == "support-bot" and drill.fault == Drill.Fault.RATE_LIMIT_STORM and drill.runs == 3
     assert drill.status == Drill.Status.DRAFT and drill.cannot_run() == ""  # the fleet advertises drills
     assert drill.start()

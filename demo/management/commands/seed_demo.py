@@ -48,7 +48,7 @@ AGENTS = (
     ("billing-bot", "billing_dispute", True, "Billing agent: invoice disputes and credits."),
     ("support-bot-standby", "refund", True, "Standby support agent: refunds fail over to it when support-bot is down."),
 )
-DEMO_DRILL = "support-bot dies after deciding a refund (fail over to the standby)"
+DEMO_DRILL = "support-bot's model provider throttles every call from the refund decision on"
 DEMO_LEDGERS_URL = re.compile(r"http://127\.0\.0\.1:\d+/ledgers")
 UNKNOWN_EFFECT_BODY = (
     "A call to an external system failed. If the resume state lists an unknown effect (say the refund "
@@ -218,7 +218,7 @@ class Command(BaseCommand):
         """One drill definition on the demo fleet, to start from the Drills page (the fleet carries it out)."""
         Drill.objects.get_or_create(
             name=DEMO_DRILL, series=None, defaults={
-                "agent": Agent.objects.get(name="support-bot"), "kind": "refund", "fault": Drill.Fault.FAILOVER,
+                "agent": Agent.objects.get(name="support-bot"), "kind": "refund", "fault": Drill.Fault.RATE_LIMIT_STORM,
                 "at_seq": 2, "runs": 3, "announced": True, "created_by": by})
 
     def seed_agents(self, saved: dict[str, Any], fleet_port: int, *, owner: Any) -> tuple[list[dict[str, Any]], list[str]]:
