@@ -87,6 +87,7 @@ failover-drill: install
 
 ## lint: ruff, then mypy (strict on the app, relaxed for tests/ and scripts/, with django-stubs; see pyproject.toml)
 lint: install
+	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	SECRET_KEY=$${SECRET_KEY:-lint-only-secret-key} $(BIN)/mypy
 

@@ -71,8 +71,9 @@ class Rule:
 
 PUBLIC = Rule(frozenset(PRINCIPALS), "anyone (no sign-in)")
 AGENT = Rule(frozenset({AGENT_TOKEN}), "agent runtimes with a valid API token")
-ADMIN_SITE = Rule(frozenset({ADMIN, SUPERUSER}), "Django admin: active staff accounts",
-                  finer="Django model permissions")
+ADMIN_SITE = Rule(
+    frozenset({ADMIN, SUPERUSER}), "Django admin: active staff accounts", finer="Django model permissions"
+)
 
 
 # --- declaring a URL's rule ------------------------------------------------------------
@@ -137,8 +138,11 @@ def signed_in(request: HttpRequest) -> Operator:
 
 def operator_required(view: View) -> View:
     """Actions are for operators and admins; a TPM gets a 403 page that says why."""
-    return role_required(*ACTORS, why="Your role is read-only: only operators and admins can claim, assign, "
-                                      "decide checkpoints or complete handed-off work.")(view)
+    return role_required(
+        *ACTORS,
+        why="Your role is read-only: only operators and admins can claim, assign, "
+        "decide checkpoints or complete handed-off work.",
+    )(view)
 
 
 def _plural(role: str) -> str:
@@ -146,6 +150,7 @@ def _plural(role: str) -> str:
 
 
 # --- reading the rules back ------------------------------------------------------------
+
 
 def rule_of(callback: Callable[..., Any], namespace: str = "") -> Rule | None:
     """The rule a resolved view declares; None when it declares none (the suite fails on that)."""
@@ -202,5 +207,11 @@ def matrix_markdown() -> str:
 
 
 def principal_label(principal: str) -> str:
-    return {ANONYMOUS: "anonymous", OPERATOR: "operator", TPM: "TPM", ADMIN: "admin", SUPERUSER: "superuser",
-            AGENT_TOKEN: "agent token"}[principal]
+    return {
+        ANONYMOUS: "anonymous",
+        OPERATOR: "operator",
+        TPM: "TPM",
+        ADMIN: "admin",
+        SUPERUSER: "superuser",
+        AGENT_TOKEN: "agent token",
+    }[principal]

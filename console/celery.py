@@ -11,7 +11,6 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-
 @worker_init.connect
 def quiet_idle_task_lines(**kwargs: Any) -> None:
     """Before the pool forks: a sweep that found nothing to do leaves no line (console/worker_logs.py)."""
@@ -19,8 +18,9 @@ def quiet_idle_task_lines(**kwargs: Any) -> None:
 
     from . import worker_logs
 
-    worker_logs.install({entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()},
-                        quiet=settings.QUIET_POLL_LOGS)
+    worker_logs.install(
+        {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}, quiet=settings.QUIET_POLL_LOGS
+    )
 
 
 @worker_init.connect
@@ -45,10 +45,12 @@ def start_consumer_watchdog(sender: Any, **kwargs: Any) -> None:
         return
     queues = sorted({queue.name for queue in sender.task_consumer.queues})
     concurrency = int(getattr(sender.controller, "concurrency", None) or 1)
-    dog = watchdog.ConsumerWatchdog(watchdog.queue_backlog(app, queues), stall_seconds=seconds,
-                                    busy=watchdog.full(concurrency * int(app.conf.worker_prefetch_multiplier or 1)))
+    dog = watchdog.ConsumerWatchdog(
+        watchdog.queue_backlog(app, queues),
+        stall_seconds=seconds,
+        busy=watchdog.full(concurrency * int(app.conf.worker_prefetch_multiplier or 1)),
+    )
     task_received.connect(lambda **_: dog.took(), weak=False, dispatch_uid="consumer-watchdog")
     stop = threading.Event()
     worker_shutting_down.connect(lambda **_: stop.set(), weak=False, dispatch_uid="consumer-watchdog-stop")
     watchdog.watch(dog, interval=min(10.0, seconds / 3), stop=stop, leave=watchdog.leave_process)
-

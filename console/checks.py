@@ -14,10 +14,13 @@ def shared_cache(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     """The API's rate limits count in the cache: a per-process one multiplies them by the worker count."""
     backend = settings.CACHES["default"]["BACKEND"]
     if backend in PER_PROCESS_CACHES:
-        return [checks.Warning(
-            "The default cache is per process, so the agent API's rate limits are per process too.",
-            hint="Set CACHE_URL to Redis (redis://host:6379/1) for any deployment with several web processes.",
-            id="console.W001")]
+        return [
+            checks.Warning(
+                "The default cache is per process, so the agent API's rate limits are per process too.",
+                hint="Set CACHE_URL to Redis (redis://host:6379/1) for any deployment with several web processes.",
+                id="console.W001",
+            )
+        ]
     return []
 
 
@@ -27,9 +30,17 @@ def single_sign_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
     if not settings.OIDC_RP_CLIENT_ID:
         return []
-    errors: list[checks.CheckMessage] = [checks.Error(f"Single sign-on needs {name} (OIDC_RP_CLIENT_ID is set).", id="console.E002")
-              for name in ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_ISSUER", "OIDC_OP_AUTHORIZATION_ENDPOINT",
-                           "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT") if not getattr(settings, name)]
+    errors: list[checks.CheckMessage] = [
+        checks.Error(f"Single sign-on needs {name} (OIDC_RP_CLIENT_ID is set).", id="console.E002")
+        for name in (
+            "OIDC_RP_CLIENT_SECRET",
+            "OIDC_OP_ISSUER",
+            "OIDC_OP_AUTHORIZATION_ENDPOINT",
+            "OIDC_OP_TOKEN_ENDPOINT",
+            "OIDC_OP_JWKS_ENDPOINT",
+        )
+        if not getattr(settings, name)
+    ]
     try:
         parse_mapping(settings.OIDC_GROUP_MAP)
     except ValueError as exc:
@@ -46,8 +57,11 @@ def web_push_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     except ValueError as exc:
         return [checks.Error(str(exc), id="console.E004")]
     if settings.VAPID_PRIVATE_KEY and not str(settings.VAPID_SUBJECT).startswith(("mailto:", "https:")):
-        return [checks.Error("VAPID_SUBJECT must be a mailto: or https: URL (how a push service reaches you).",
-                             id="console.E005")]
+        return [
+            checks.Error(
+                "VAPID_SUBJECT must be a mailto: or https: URL (how a push service reaches you).", id="console.E005"
+            )
+        ]
     return []
 
 
@@ -55,11 +69,15 @@ def web_push_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMess
     """A deployment without a VAPID key pushes nothing: ``check --deploy`` says so (information, not a warning:
     Web Push is optional, like single sign-on, and a deployment without it is sound)."""
     if not settings.VAPID_PRIVATE_KEY:
-        return [checks.Info(
-            "Web Push is off: VAPID_PRIVATE_KEY is not set, so no notification is pushed to anyone's devices "
-            "(their deliveries fail with this reason) and the notifications page cannot turn devices on.",
-            hint="Run `manage.py vapid_keys` once and put its VAPID_PRIVATE_KEY line in the environment; keep it: "
-                 "a new key orphans every device subscribed with the old one.", id="console.I001")]
+        return [
+            checks.Info(
+                "Web Push is off: VAPID_PRIVATE_KEY is not set, so no notification is pushed to anyone's devices "
+                "(their deliveries fail with this reason) and the notifications page cannot turn devices on.",
+                hint="Run `manage.py vapid_keys` once and put its VAPID_PRIVATE_KEY line in the environment; keep it: "
+                "a new key orphans every device subscribed with the old one.",
+                id="console.I001",
+            )
+        ]
     return []
 
 

@@ -22,7 +22,9 @@ ROW_TEMPLATE = "console/_event_row.html"
 CACHE = FragmentCache()
 
 
-def render_event_rows(events: Iterable[Event], comments: Mapping[Any, Any] | None, link_checkpoints: bool) -> SafeString:
+def render_event_rows(
+    events: Iterable[Event], comments: Mapping[Any, Any] | None, link_checkpoints: bool
+) -> SafeString:
     template = get_template(ROW_TEMPLATE)
     zone, language = timezone.get_current_timezone_name(), translation.get_language()
     out = []
@@ -30,8 +32,14 @@ def render_event_rows(events: Iterable[Event], comments: Mapping[Any, Any] | Non
         comment = None
         if comments and event.verb == Event.Verb.COMMENTED and isinstance(event.data, dict):
             comment = comments.get(event.data.get("comment"))
-        key = digest(fields(event), event.actor, bool(link_checkpoints), zone, language,
-                     (comment.pk, comment.body, list(comment.mentions or [])) if comment is not None else None)
+        key = digest(
+            fields(event),
+            event.actor,
+            bool(link_checkpoints),
+            zone,
+            language,
+            (comment.pk, comment.body, list(comment.mentions or [])) if comment is not None else None,
+        )
         html = CACHE.get(key)
         if html is None:
             html = template.render({"event": event, "comment": comment, "link_checkpoints": link_checkpoints})

@@ -69,8 +69,10 @@ class Channel(filesystem.Channel):
                 os.rename(os.path.join(self.data_folder_in, filename), claimed)
             except OSError as exc:
                 if exc.errno == errno.EXDEV:
-                    raise ChannelError("the broker's processed folder must be on the data folder's "
-                                       "filesystem: a message is taken by renaming it there") from exc
+                    raise ChannelError(
+                        "the broker's processed folder must be on the data folder's "
+                        "filesystem: a message is taken by renaming it there"
+                    ) from exc
                 continue  # another worker took it first
             try:
                 with open(claimed, "rb") as f:
@@ -80,8 +82,13 @@ class Channel(filesystem.Channel):
             try:
                 message = loads(bytes_to_str(payload))
             except ValueError:
-                log.error("broker folder: %s is no message (%d bytes); set aside as %s%s", filename,
-                          len(payload), claimed, UNREADABLE)
+                log.error(
+                    "broker folder: %s is no message (%d bytes); set aside as %s%s",
+                    filename,
+                    len(payload),
+                    claimed,
+                    UNREADABLE,
+                )
                 with contextlib.suppress(OSError):
                     os.replace(claimed, claimed + UNREADABLE)
                 continue

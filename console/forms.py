@@ -35,8 +35,11 @@ def choose_from(form: forms.Form, name: str, queryset: QuerySet[Model]) -> None:
 
 
 class AssignForm(forms.Form):
-    to = forms.ModelChoiceField(queryset=get_user_model().objects.none(), to_field_name="username",
-                                error_messages={"required": "Choose the operator to assign it to."})
+    to = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(),
+        to_field_name="username",
+        error_messages={"required": "Choose the operator to assign it to."},
+    )
     note = forms.CharField(max_length=1000, required=False, strip=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -54,12 +57,17 @@ class DecisionForm(forms.Form):
 
     action = forms.ChoiceField(choices=Action.choices)
     instructions = forms.CharField(max_length=10_000, required=False, strip=True)
-    new_owner = forms.ModelChoiceField(queryset=get_user_model().objects.none(), to_field_name="username",
-                                       required=False)
+    new_owner = forms.ModelChoiceField(
+        queryset=get_user_model().objects.none(), to_field_name="username", required=False
+    )
     handoff_to = forms.CharField(max_length=200, required=False, strip=True)
     # A handoff to a team goes to its least-loaded member working now (Team.takes_handoff).
-    new_team = forms.ModelChoiceField(queryset=Team.objects.all(), to_field_name="slug", required=False,
-                                      error_messages={"invalid_choice": "That team does not exist (any more)."})
+    new_team = forms.ModelChoiceField(
+        queryset=Team.objects.all(),
+        to_field_name="slug",
+        required=False,
+        error_messages={"invalid_choice": "That team does not exist (any more)."},
+    )
     money_confirmed = forms.BooleanField(required=False)
     standby = forms.ModelChoiceField(queryset=Agent.objects.none(), to_field_name="name", required=False)
     repeat = forms.TypedMultipleChoiceField(coerce=int, required=False)
@@ -76,14 +84,17 @@ class DecisionForm(forms.Form):
         assert isinstance(repeat, forms.TypedMultipleChoiceField)
         repeat.choices = [(str(e.step_id), e.sentence()) for e in self.repeated]
         for i, _effect in enumerate(checkpoint.unknown_effects):
-            self.fields[f"confirm_{i}"] = forms.ChoiceField(choices=Confirmation.choices, required=False,
-                                                            widget=forms.RadioSelect)
+            self.fields[f"confirm_{i}"] = forms.ChoiceField(
+                choices=Confirmation.choices, required=False, widget=forms.RadioSelect
+            )
             self.fields[f"ref_{i}"] = forms.CharField(max_length=200, required=False, strip=True)
 
     @property
     def effects(self) -> list[tuple[int, dict[str, Any], forms.BoundField, forms.BoundField]]:
-        return [(i, effect, self[f"confirm_{i}"], self[f"ref_{i}"])
-                for i, effect in enumerate(self.checkpoint.unknown_effects)]
+        return [
+            (i, effect, self[f"confirm_{i}"], self[f"ref_{i}"])
+            for i, effect in enumerate(self.checkpoint.unknown_effects)
+        ]
 
     @property
     def all_confirmed(self) -> bool:
@@ -126,11 +137,17 @@ class DecisionForm(forms.Form):
     def decision_kwargs(self) -> dict[str, Any]:
         data = self.cleaned_data
         confirmations, refs = self._answers()
-        return {"action": data["action"], "instructions": data.get("instructions", ""),
-                "confirmations": confirmations, "confirmation_refs": refs,
-                "new_owner": data.get("new_owner"), "handoff_to": data.get("handoff_to", ""),
-                "money_confirmed": data.get("money_confirmed", False), "standby": data.get("standby"),
-                "repeats_confirmed": data.get("repeat") or []}
+        return {
+            "action": data["action"],
+            "instructions": data.get("instructions", ""),
+            "confirmations": confirmations,
+            "confirmation_refs": refs,
+            "new_owner": data.get("new_owner"),
+            "handoff_to": data.get("handoff_to", ""),
+            "money_confirmed": data.get("money_confirmed", False),
+            "standby": data.get("standby"),
+            "repeats_confirmed": data.get("repeat") or [],
+        }
 
 
 class CommentForm(forms.Form):
@@ -139,14 +156,15 @@ class CommentForm(forms.Form):
 
 class RejectForm(forms.Form):
     # The proposer gets the checkpoint back with this note: a rejection without a reason helps nobody.
-    note = forms.CharField(max_length=1000, strip=True, error_messages={
-        "required": "Say why you reject it: the proposer gets the checkpoint back with your note."})
+    note = forms.CharField(
+        max_length=1000,
+        strip=True,
+        error_messages={"required": "Say why you reject it: the proposer gets the checkpoint back with your note."},
+    )
 
 
 class CompleteForm(forms.Form):
     summary = forms.CharField(max_length=2000, required=False, strip=True)
-
-
 
 
 class QueueFilterForm(forms.Form):
@@ -165,8 +183,17 @@ class QueueFilterForm(forms.Form):
     after = forms.CharField(max_length=40, required=False)
     before = forms.CharField(max_length=40, required=False)
 
-    DEFAULTS = {"scope": "all", "reason": "", "agent": "", "kind": "", "incident": None, "breached": False, "per": 50,
-                "after": "", "before": ""}
+    DEFAULTS = {
+        "scope": "all",
+        "reason": "",
+        "agent": "",
+        "kind": "",
+        "incident": None,
+        "breached": False,
+        "per": 50,
+        "after": "",
+        "before": "",
+    }
 
     def values(self) -> dict[str, Any]:
         """The valid values over the defaults."""
@@ -215,8 +242,9 @@ class AgentJSONField(forms.CharField):
             return None
         raw = text.encode("utf-8", "surrogatepass")
         if len(raw) > settings.API_MAX_BODY_BYTES:
-            raise forms.ValidationError(f"The JSON is larger than {settings.API_MAX_BODY_BYTES} bytes, the agent "
-                                        "API's limit.", code="too_large")
+            raise forms.ValidationError(
+                f"The JSON is larger than {settings.API_MAX_BODY_BYTES} bytes, the agent API's limit.", code="too_large"
+            )
         try:
             return load_json(raw)
         except BodyRejected as exc:
@@ -230,8 +258,9 @@ class ForkForm(forms.Form):
 
     from_seq = forms.IntegerField(min_value=1)
     reason = forms.CharField(max_length=2000, strip=True, error_messages={"required": "Say why you fork it."})
-    edited_input = AgentJSONField(required=False, strip=True,
-                                  help_text="Optional: a new input for the step forked from.")
+    edited_input = AgentJSONField(
+        required=False, strip=True, help_text="Optional: a new input for the step forked from."
+    )
     money_confirmed = forms.BooleanField(required=False)
     repeat = forms.TypedMultipleChoiceField(coerce=int, required=False)
 

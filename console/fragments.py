@@ -51,8 +51,11 @@ class FragmentCache:
 
 def fields(obj: Any) -> list[tuple[str, Any]]:
     """A model instance's loaded column values and annotations, not Django's bookkeeping nor related objects."""
-    return sorted((k, v) for k, v in vars(obj).items() if not k.startswith("_") and not hasattr(v, "_meta")
-                  and not isinstance(v, list))
+    return sorted(
+        (k, v)
+        for k, v in vars(obj).items()
+        if not k.startswith("_") and not hasattr(v, "_meta") and not isinstance(v, list)
+    )
 
 
 def digest(*parts: Any) -> bytes:

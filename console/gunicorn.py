@@ -31,5 +31,7 @@ SHARED_CACHES = ("redis://", "rediss://", "memcache://", "pymemcache://", "dbcac
 def on_starting(server: Any) -> None:
     workers = server.cfg.workers
     if workers > 1 and not os.environ.get("CACHE_URL", "").startswith(SHARED_CACHES):
-        raise RuntimeError(f"gunicorn with {workers} workers needs a cache shared between them for the agent "
-                           "API's rate limits: set CACHE_URL=redis://host:6379/1 (see .env.example).")
+        raise RuntimeError(
+            f"gunicorn with {workers} workers needs a cache shared between them for the agent "
+            "API's rate limits: set CACHE_URL=redis://host:6379/1 (see .env.example)."
+        )

@@ -54,22 +54,22 @@ class KeysetPager:
         """The rows strictly beyond ``key`` (after it when ``later``, else before it), by value then pk."""
         stamp, pk = key
         f, op = self.field, "gt" if later else "lt"
-        return queryset.filter(Q(**{f"{f}__{op}": stamp}) | Q(**{f: stamp, f"pk__{op}": pk}),
-                               **{f"{f}__{op}e": stamp})
+        return queryset.filter(Q(**{f"{f}__{op}": stamp}) | Q(**{f: stamp, f"pk__{op}": pk}), **{f"{f}__{op}e": stamp})
 
     def _ordered(self, queryset: QuerySet[_M], *, reverse: bool) -> QuerySet[_M]:
         down = self.descending != reverse
         return queryset.order_by(*(f"-{name}" if down else name for name in (self.field, "pk")))
 
-    def page(self, queryset: QuerySet[_M], *, size: int, after: str | None = None,
-             before: str | None = None) -> Page[_M]:
+    def page(
+        self, queryset: QuerySet[_M], *, size: int, after: str | None = None, before: str | None = None
+    ) -> Page[_M]:
         """The ``size`` rows after the ``after`` cursor (in the pager's order), or those before ``before``;
         the first page when neither names a row."""
         end, start = self.parse(before), self.parse(after)
         if end:
-            rows = list(self._ordered(self._beyond(queryset, end, later=self.descending), reverse=True)[:size + 1])
+            rows = list(self._ordered(self._beyond(queryset, end, later=self.descending), reverse=True)[: size + 1])
             return Page(rows[:size][::-1], has_prev=len(rows) > size, has_next=True)
         if start:
             queryset = self._beyond(queryset, start, later=not self.descending)
-        rows = list(self._ordered(queryset, reverse=False)[:size + 1])
+        rows = list(self._ordered(queryset, reverse=False)[: size + 1])
         return Page(rows[:size], has_prev=bool(start), has_next=len(rows) > size)

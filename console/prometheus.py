@@ -15,8 +15,7 @@ from workflows.prometheus import exposition
 from .roles import Rule, declare
 
 # No signed-in principal gets through: scrapers prove themselves with the token or their address.
-SCRAPERS = Rule(frozenset(), "Prometheus scrapers: the METRICS_TOKEN bearer token or an address in "
-                             "METRICS_ALLOWED_IPS")
+SCRAPERS = Rule(frozenset(), "Prometheus scrapers: the METRICS_TOKEN bearer token or an address in METRICS_ALLOWED_IPS")
 
 
 def _allowed(request: HttpRequest) -> bool:
@@ -35,8 +34,11 @@ def _allowed(request: HttpRequest) -> bool:
 @require_GET
 def metrics_endpoint(request: HttpRequest) -> HttpResponse:
     if not _allowed(request):
-        response = HttpResponse("Forbidden: send the METRICS_TOKEN as a bearer token, or scrape from an address "
-                                "in METRICS_ALLOWED_IPS.\n", status=403, content_type="text/plain")
+        response = HttpResponse(
+            "Forbidden: send the METRICS_TOKEN as a bearer token, or scrape from an address in METRICS_ALLOWED_IPS.\n",
+            status=403,
+            content_type="text/plain",
+        )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)

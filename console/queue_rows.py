@@ -48,13 +48,22 @@ def row_key(c: Checkpoint, *, user_pk: Any, can_act: bool) -> bytes | None:
     a = assignments[0] if assignments else None
     p = proposals[0] if proposals else None
     parts: tuple[Any, ...] = (
-        user_pk, can_act, timezone.get_current_timezone_name(), translation.get_language(),
-        fields(c), workflow.title, workflow.kind, workflow.external_id, workflow.agent.name,
+        user_pk,
+        can_act,
+        timezone.get_current_timezone_name(),
+        translation.get_language(),
+        fields(c),
+        workflow.title,
+        workflow.kind,
+        workflow.external_id,
+        workflow.agent.name,
         c.assignee.get_username() if c.assignee_id and c.assignee else None,
         (a.pk, str(a.actor), a.data) if a else None,
         (fields(p), p.decided_by.get_username() if p.decided_by_id and p.decided_by else None) if p else None,
         # What moves with time alone, as the row says it.
-        countdown(c.due_at) if c.due_at else None, short_duration(c.opened_at), c.claimed_recently,
+        countdown(c.due_at) if c.due_at else None,
+        short_duration(c.opened_at),
+        c.claimed_recently,
         short_duration(p.decided_at) if p else None,
         business_clock(c) if isinstance(c.sla, dict) and c.sla.get("hours") else None,
     )
@@ -65,8 +74,15 @@ def render_rows(request: HttpRequest, checkpoints: Iterable[Checkpoint], *, can_
     """The ``<tr>`` of each checkpoint, in order, with this request's CSRF token and path put in."""
     user = request.user
     template = get_template(ROW_TEMPLATE)
-    shared = {"can_act": can_act, "user": user, "request": request, "next_path": NEXT_MARK,
-              "csrf_token": CSRF_MARK, "queue_url": reverse("queue"), "incidents_url": reverse("incidents")}
+    shared = {
+        "can_act": can_act,
+        "user": user,
+        "request": request,
+        "next_path": NEXT_MARK,
+        "csrf_token": CSRF_MARK,
+        "queue_url": reverse("queue"),
+        "incidents_url": reverse("incidents"),
+    }
     out = []
     for c in checkpoints:
         key = row_key(c, user_pk=user.pk, can_act=can_act)

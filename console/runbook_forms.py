@@ -15,20 +15,49 @@ from django.utils.text import slugify
 
 from workflows.models import Action, Agent, Reason, Runbook, SLAPolicy
 
-FIELDS = ("title", "slug", "url", "body", "workflow_kind", "reason", "agent", "priority", "is_default",
-          "allowed_actions", "requires_four_eyes", "four_eyes_on_every_resume", "policy", "owner", "review_by")
+FIELDS = (
+    "title",
+    "slug",
+    "url",
+    "body",
+    "workflow_kind",
+    "reason",
+    "agent",
+    "priority",
+    "is_default",
+    "allowed_actions",
+    "requires_four_eyes",
+    "four_eyes_on_every_resume",
+    "policy",
+    "owner",
+    "review_by",
+)
 
 
 class RunbookForm(forms.ModelForm[Runbook]):
     allowed_actions = forms.MultipleChoiceField(
-        choices=Action.choices, widget=forms.CheckboxSelectMultiple, label="Allowed decisions",
-        error_messages={"required": "Choose at least one decision operators may take."})
-    url = forms.URLField(required=False, assume_scheme="https", max_length=200, label="Link",
-                         help_text="Link to the full runbook; “example.com/x” means https.")
-    slug = forms.SlugField(max_length=80, required=False, help_text="The runbook's id in links and filters; "
-                                                                     "empty makes one from the title.")
-    review_by = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}),
-                                help_text="After this date the runbook is flagged stale and its owner is told.")
+        choices=Action.choices,
+        widget=forms.CheckboxSelectMultiple,
+        label="Allowed decisions",
+        error_messages={"required": "Choose at least one decision operators may take."},
+    )
+    url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        max_length=200,
+        label="Link",
+        help_text="Link to the full runbook; “example.com/x” means https.",
+    )
+    slug = forms.SlugField(
+        max_length=80,
+        required=False,
+        help_text="The runbook's id in links and filters; empty makes one from the title.",
+    )
+    review_by = forms.DateField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="After this date the runbook is flagged stale and its owner is told.",
+    )
 
     class Meta:
         model = Runbook
@@ -38,9 +67,10 @@ class RunbookForm(forms.ModelForm[Runbook]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name, queryset, empty in (
-                ("agent", Agent.objects.order_by("name"), "any agent"),
-                ("policy", SLAPolicy.objects.order_by("name"), "none: the fallback terms (30 minutes)"),
-                ("owner", get_user_model().objects.filter(is_active=True).order_by("username"), "nobody")):
+            ("agent", Agent.objects.order_by("name"), "any agent"),
+            ("policy", SLAPolicy.objects.order_by("name"), "none: the fallback terms (30 minutes)"),
+            ("owner", get_user_model().objects.filter(is_active=True).order_by("username"), "nobody"),
+        ):
             field = self.fields[name]
             assert isinstance(field, forms.ModelChoiceField)
             field.queryset, field.empty_label = queryset, empty
@@ -72,12 +102,23 @@ class RunbookForm(forms.ModelForm[Runbook]):
         if not data.get("is_default") and not self.errors:
             tie = self._tie(data)
             if tie is not None:
-                self.add_error("priority", f"“{tie.title}” has the same match rules and priority, so which one "
-                                           "a checkpoint gets would be left to chance: give one a higher priority.")
+                self.add_error(
+                    "priority",
+                    f"“{tie.title}” has the same match rules and priority, so which one "
+                    "a checkpoint gets would be left to chance: give one a higher priority.",
+                )
         return data
 
     def _tie(self, data: dict[str, Any]) -> Runbook | None:
         agent = data.get("agent")
-        return (Runbook.objects.exclude(pk=self.instance.pk).filter(
-            is_default=False, workflow_kind=data.get("workflow_kind") or "", reason=data.get("reason") or "",
-            agent=agent, priority=data.get("priority") or 0).first())
+        return (
+            Runbook.objects.exclude(pk=self.instance.pk)
+            .filter(
+                is_default=False,
+                workflow_kind=data.get("workflow_kind") or "",
+                reason=data.get("reason") or "",
+                agent=agent,
+                priority=data.get("priority") or 0,
+            )
+            .first()
+        )

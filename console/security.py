@@ -107,7 +107,9 @@ def _refused_while_locked(request: HttpRequest | None) -> bool:
     Recorded once, as the lockout: an attacker hammering a locked account must not flood the
     append-only trail. (axes flags such requests without counting them as a new failure.)
     """
-    return bool(getattr(request, "axes_locked_out", False)) and getattr(request, "axes_failures_since_start", None) is None
+    return (
+        bool(getattr(request, "axes_locked_out", False)) and getattr(request, "axes_failures_since_start", None) is None
+    )
 
 
 @receiver(user_login_failed, dispatch_uid="console.audit.login_failed")
@@ -120,8 +122,13 @@ def _login_failed(sender: Any, credentials: dict[str, Any], request: HttpRequest
     Event.record(None, Event.Verb.LOGIN_FAILED, data={"username": username, **origin(request)})
 
 
-def _locked_out(sender: Any, request: HttpRequest | None = None, username: str | None = None,
-                ip_address: str | None = None, **kwargs: Any) -> None:
+def _locked_out(
+    sender: Any,
+    request: HttpRequest | None = None,
+    username: str | None = None,
+    ip_address: str | None = None,
+    **kwargs: Any,
+) -> None:
     from workflows.models import Event
 
     if _refused_while_locked(request):
@@ -152,8 +159,9 @@ class PasswordChange(PasswordChangeView):
 
     def form_invalid(self, form: Any) -> HttpResponse:
         if "old_password" in form.errors:
-            user_login_failed.send(sender=__name__, credentials={"username": self.request.user.get_username()},
-                                   request=self.request)
+            user_login_failed.send(
+                sender=__name__, credentials={"username": self.request.user.get_username()}, request=self.request
+            )
         return super().form_invalid(form)
 
     def form_valid(self, form: Any) -> HttpResponse:

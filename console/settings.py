@@ -112,8 +112,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Tests on SQLite use a file, not memory, so live-server threads get connections of their own.
     DATABASES["default"].setdefault("TEST", {"NAME": str(VAR_DIR / "test.sqlite3")})
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE",
-         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
@@ -125,8 +128,10 @@ if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache"
     CACHES["default"]["BACKEND"] = "console.cache.RedisCache"  # the same cache, one client per pool (console/cache.py)
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
-     "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=12)}},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=12)},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 # Single sign-on through an OpenID Connect provider (console/sso.py): on when OIDC_RP_CLIENT_ID is set.
@@ -199,11 +204,22 @@ X_FRAME_OPTIONS = "DENY"
 # Idle sessions end: a sign-in lasts this long after the last activity (console.security).
 SESSION_COOKIE_AGE = env.int("SESSION_IDLE_SECONDS", default=8 * 3600)
 # Scripts and styles come from our own static files only: no inline script, no eval, no third party.
-CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
-    "default-src": [NONE], "script-src": [SELF], "style-src": [SELF], "img-src": [SELF, "data:"],
-    "font-src": [SELF], "connect-src": [SELF], "form-action": [SELF], "frame-ancestors": [NONE],
-    "base-uri": [NONE], "object-src": [NONE], "manifest-src": [SELF],
-    "worker-src": [SELF]}}
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [NONE],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+        "object-src": [NONE],
+        "manifest-src": [SELF],
+        "worker-src": [SELF],
+    }
+}
 # Password guessing (django-axes): after LOGIN_FAILURE_LIMIT failures for one username, or from one
 # address, both /login/ and /admin/login/ refuse for LOGIN_LOCKOUT_MINUTES (429 and a page saying so).
 AXES_ENABLED = env.bool("LOGIN_LOCKOUT", default=True)
@@ -300,8 +316,11 @@ PUSH_TTL_SECONDS = env.int("PUSH_TTL_SECONDS", default=4 * 3600)
 # with neither set, /metrics answers 403 to everyone.
 METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
 # Parsed here so that a mistyped network stops the console at start, not a scrape at 3 a.m.
-METRICS_ALLOWED_IPS = [str(ipaddress.ip_network(net.strip(), strict=False))
-                       for net in env.list("METRICS_ALLOWED_IPS", default=[]) if net.strip()]
+METRICS_ALLOWED_IPS = [
+    str(ipaddress.ip_network(net.strip(), strict=False))
+    for net in env.list("METRICS_ALLOWED_IPS", default=[])
+    if net.strip()
+]
 # The four shares cover this many trailing days; a scrape is reused by every web worker this long.
 METRICS_SHARE_DAYS = env.int("METRICS_SHARE_DAYS", default=28)
 METRICS_CACHE_SECONDS = env.int("METRICS_CACHE_SECONDS", default=15)
@@ -350,10 +369,13 @@ CELERY_TASK_SOFT_TIME_LIMIT = 90
 # The daily rollups the resume dashboard and readiness read (workflows/rollups.py) are re-rolled this often;
 # the days touched since are computed live meanwhile, so this trades freshness of the rows for page time.
 ROLLUP_INTERVAL_SECONDS = env.float("ROLLUP_INTERVAL_SECONDS", default=60.0)
-CELERY_BEAT_SCHEDULE = {"sweep": {"task": "workflows.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
-                        "roll-figures": {"task": "workflows.tasks.roll_figures", "schedule": ROLLUP_INTERVAL_SECONDS}}
+CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "workflows.tasks.sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+    "roll-figures": {"task": "workflows.tasks.roll_figures", "schedule": ROLLUP_INTERVAL_SECONDS},
+}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_TIMEZONE = TIME_ZONE
+
 
 def _is_quiet_get(record: Any) -> bool:
     """A dev-server access line that carries no news for the person at the terminal: a GET that succeeded
@@ -377,10 +399,16 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"quiet_polls": {"()": "django.utils.log.CallbackFilter",
-                                "callback": lambda record: not (QUIET_POLL_LOGS and _is_quiet_get(record))}},
+    "filters": {
+        "quiet_polls": {
+            "()": "django.utils.log.CallbackFilter",
+            "callback": lambda record: not (QUIET_POLL_LOGS and _is_quiet_get(record)),
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"},
-                "django.server": {"handlers": ["console"], "filters": ["quiet_polls"], "propagate": False}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django.server": {"handlers": ["console"], "filters": ["quiet_polls"], "propagate": False},
+    },
 }

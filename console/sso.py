@@ -47,8 +47,9 @@ def enabled() -> bool:
 class PasswordBackend(ModelBackend):
     """Django's password check, refused for everyone but the break-glass users when PASSWORD_LOGIN is off."""
 
-    def authenticate(self, request: HttpRequest | None, username: str | None = None, password: str | None = None,
-                     **kwargs: Any) -> Any:
+    def authenticate(
+        self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
+    ) -> Any:
         if not settings.PASSWORD_LOGIN and username not in settings.BREAK_GLASS_USERS:
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
@@ -57,6 +58,7 @@ class PasswordBackend(ModelBackend):
 class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the library ships no types
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
         return super().authenticate(request, **kwargs) if enabled() else None
+
     def _verify_jws(self, payload: str, key: Any) -> dict[str, Any]:
         """The library checks the signature only; the audience, issuer and times are checked here too."""
         return self.verified(payload, key, require=["exp", "iat", "aud", "iss", "sub"], what="ID token")
@@ -67,8 +69,14 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
             if jwt.get_unverified_header(token).get("alg") != "RS256":
                 raise SuspiciousOperation(f"The {what} is not signed with RS256.")
             claims: dict[str, Any] = jwt.decode(
-                token, key, algorithms=["RS256"], audience=self.OIDC_RP_CLIENT_ID,
-                issuer=settings.OIDC_OP_ISSUER, leeway=30, options={"require": require})
+                token,
+                key,
+                algorithms=["RS256"],
+                audience=self.OIDC_RP_CLIENT_ID,
+                issuer=settings.OIDC_OP_ISSUER,
+                leeway=30,
+                options={"require": require},
+            )
         except jwt.InvalidTokenError as exc:
             raise SuspiciousOperation(f"The {what} did not verify: {exc}.") from exc
         return claims
@@ -87,7 +95,8 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
 
     def filter_users_by_claims(self, claims: dict[str, Any]) -> Any:
         return get_user_model().objects.filter(
-            sign_in_identities__issuer=claims["iss"], sign_in_identities__subject=claims["sub"])
+            sign_in_identities__issuer=claims["iss"], sign_in_identities__subject=claims["sub"]
+        )
 
     def create_user(self, claims: dict[str, Any]) -> Any:
         user_model = get_user_model()
@@ -108,13 +117,14 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
         if not isinstance(groups, list):
             raise SuspiciousOperation(f"The {settings.OIDC_GROUP_CLAIM} claim is not a list of groups.")
         self.request._sso_claims = claims  # the callback records the session under this identity
-        access = apply_groups(user, [str(g) for g in groups], settings.OIDC_GROUP_MAP,
-                              claim=settings.OIDC_GROUP_CLAIM)
+        access = apply_groups(user, [str(g) for g in groups], settings.OIDC_GROUP_MAP, claim=settings.OIDC_GROUP_CLAIM)
         SignInIdentity.objects.filter(user=user, issuer=claims["iss"], subject=claims["sub"]).update(
-            last_sign_in_at=timezone.now())
+            last_sign_in_at=timezone.now()
+        )
         if access.role is None and not user.is_superuser:
             self.request._sso_refusal = (  # read by the callback view for its message
-                "Your account at the identity provider is in no group that gives a role in this console.")
+                "Your account at the identity provider is in no group that gives a role in this console."
+            )
             return None
         return user
 
@@ -146,8 +156,12 @@ class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]
             response: HttpResponseBase = super().dispatch(request, *args, **kwargs)
         except SuspiciousOperation as exc:
             Event.record(None, Event.Verb.LOGIN_FAILED, data={"via": "single sign-on", "why": str(exc)[:300]})
-            return _login_page(request, "Sign-in through the identity provider failed: its answer did not verify "
-                                        "or was already used. Start again.", status=400)
+            return _login_page(
+                request,
+                "Sign-in through the identity provider failed: its answer did not verify "
+                "or was already used. Start again.",
+                status=400,
+            )
         return response
 
     def login_success(self) -> HttpResponse:
@@ -155,8 +169,10 @@ class SignInCallback(OIDCAuthenticationCallbackView):  # type: ignore[misc]
         claims = getattr(self.request, "_sso_claims", None) or {}
         identity = SignInIdentity.objects.filter(issuer=claims.get("iss"), subject=claims.get("sub")).first()
         if identity is not None and self.request.session.session_key:
-            SignInSession.objects.update_or_create(session_key=self.request.session.session_key, defaults={
-                "identity": identity, "sid": str(claims.get("sid") or "")[:255]})
+            SignInSession.objects.update_or_create(
+                session_key=self.request.session.session_key,
+                defaults={"identity": identity, "sid": str(claims.get("sid") or "")[:255]},
+            )
         return response
 
     def login_failure(self) -> HttpResponse:
@@ -170,8 +186,11 @@ def _login_page(request: HttpRequest, error: str, *, status: int) -> HttpRespons
 
 def login_context() -> dict[str, Any]:
     """What the login page offers: the provider's button, the password form (or only break-glass)."""
-    return {"sso": enabled(), "sso_name": getattr(settings, "OIDC_PROVIDER_NAME", ""),
-            "password_login": settings.PASSWORD_LOGIN}
+    return {
+        "sso": enabled(),
+        "sso_name": getattr(settings, "OIDC_PROVIDER_NAME", ""),
+        "password_login": settings.PASSWORD_LOGIN,
+    }
 
 
 BACKCHANNEL_EVENT = "http://schemas.openid.net/event/backchannel-logout"
@@ -189,8 +208,12 @@ def backchannel_logout(request: HttpRequest) -> HttpResponse:
     token = str(request.POST.get("logout_token", ""))
     try:
         backend = OIDCBackend()
-        claims = backend.verified(token, backend.retrieve_matching_jwk(token),
-                                  require=["exp", "iat", "aud", "iss", "jti"], what="logout token")
+        claims = backend.verified(
+            token,
+            backend.retrieve_matching_jwk(token),
+            require=["exp", "iat", "aud", "iss", "jti"],
+            what="logout token",
+        )
         events = claims.get("events")
         if not isinstance(events, dict) or BACKCHANNEL_EVENT not in events or "nonce" in claims:
             raise SuspiciousOperation("Not a back-channel logout token.")
@@ -198,8 +221,9 @@ def backchannel_logout(request: HttpRequest) -> HttpResponse:
             raise SuspiciousOperation("The logout token names no subject and no session.")
     except (SuspiciousOperation, jwt.InvalidTokenError, KeyError, ValueError) as exc:
         Event.record(None, Event.Verb.LOGIN_FAILED, data={"via": "back-channel logout", "why": str(exc)[:300]})
-        return HttpResponse("invalid logout token", status=400, content_type="text/plain",
-                            headers={"Cache-Control": "no-store"})
+        return HttpResponse(
+            "invalid logout token", status=400, content_type="text/plain", headers={"Cache-Control": "no-store"}
+        )
     sessions = SignInSession.objects.filter(identity__issuer=claims["iss"]).select_related("identity__user")
     sid = str(claims.get("sid") or "")
     sessions = sessions.filter(sid=sid) if sid else sessions.filter(identity__subject=str(claims["sub"]))
@@ -209,6 +233,10 @@ def backchannel_logout(request: HttpRequest) -> HttpResponse:
         store(session_key=session.session_key).delete()
     SignInSession.objects.filter(pk__in=[s.pk for s in ended]).delete()
     for user in {s.identity.user for s in ended}:
-        Event.record(user, Event.Verb.SSO_LOGGED_OUT, actor=user,
-                     data={"sessions": sum(s.identity.user_id == user.pk for s in ended), "sid": sid or None})
+        Event.record(
+            user,
+            Event.Verb.SSO_LOGGED_OUT,
+            actor=user,
+            data={"sessions": sum(s.identity.user_id == user.pk for s in ended), "sid": sid or None},
+        )
     return HttpResponse(status=200, headers={"Cache-Control": "no-store"})

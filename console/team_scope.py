@@ -39,9 +39,12 @@ class TeamScope:
     def of(cls, request: HttpRequest) -> TeamScope:
         user = signed_in(request)
         # Every team once, marked with whether ``user`` is in it and leads it: one query on every queue poll.
-        every = list(Team.objects.annotate(
-            is_mine=Exists(Team.members.through.objects.filter(team=OuterRef("pk"), user=user.pk)),
-            is_led=ExpressionWrapper(Q(lead=user.pk), output_field=BooleanField())))
+        every = list(
+            Team.objects.annotate(
+                is_mine=Exists(Team.members.through.objects.filter(team=OuterRef("pk"), user=user.pk)),
+                is_led=ExpressionWrapper(Q(lead=user.pk), output_field=BooleanField()),
+            )
+        )
         mine = [t for t in every if cast(Any, t).is_mine]
         sees_all = can_review(user) or is_admin(user) or any(cast(Any, t).is_led for t in every) or not mine
         visible = every if sees_all else mine
@@ -58,13 +61,32 @@ class TeamScope:
         """One tab per visible team (mine first, "My team"), then "All teams"; each with its count."""
         if not self.visible:
             return []
-        counts = dict(base.order_by().filter(team__in=self.visible).values("team").annotate(
-            n=Count("pk")).values_list("team", "n"))
+        counts = dict(
+            base.order_by()
+            .filter(team__in=self.visible)
+            .values("team")
+            .annotate(n=Count("pk"))
+            .values_list("team", "n")
+        )
         ordered = [*self.mine, *(t for t in self.visible if t not in self.mine)]
-        tabs = [{"key": t.slug, "label": ("My team: " if t in self.mine else "") + t.name, "active": t == self.current,
-                 "url": link(t.slug), "count": counts.get(t.pk, 0)}
-                for t in ordered]
+        tabs = [
+            {
+                "key": t.slug,
+                "label": ("My team: " if t in self.mine else "") + t.name,
+                "active": t == self.current,
+                "url": link(t.slug),
+                "count": counts.get(t.pk, 0),
+            }
+            for t in ordered
+        ]
         if self.sees_all:
-            tabs.append({"key": ALL, "label": "All teams", "active": self.current is None,
-                         "url": link(ALL), "count": base.order_by()[:COUNT_CAP + 1].count()})
+            tabs.append(
+                {
+                    "key": ALL,
+                    "label": "All teams",
+                    "active": self.current is None,
+                    "url": link(ALL),
+                    "count": base.order_by()[: COUNT_CAP + 1].count(),
+                }
+            )
         return tabs

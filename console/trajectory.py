@@ -33,8 +33,9 @@ def render_steps(steps: Iterable[Step], *, stop_seq: int | None) -> SafeString:
         key = digest(fields(step), step.seq == stop_seq, ledgers, language)
         html = CACHE.get(key)
         if html is None:
-            html = template.render({"step": step, "stop": stop_seq, "paused": True, "ledgers": True,
-                                    "demo_ledgers_url": ledgers})
+            html = template.render(
+                {"step": step, "stop": stop_seq, "paused": True, "ledgers": True, "demo_ledgers_url": ledgers}
+            )
             CACHE.put(key, html)
         out.append(html)
     return mark_safe("".join(out))  # noqa: S308 - each rendered by the autoescaping template

@@ -79,8 +79,9 @@ urlpatterns = [
     path("incidents/<int:pk>/commander/", incidents.command, name="incident_commander"),
     path("incidents/<int:pk>/note/", incidents.note, name="incident_note"),
     path("incidents/<int:pk>/hold/", incidents.hold, name="hold"),
-    path("incidents/<int:pk>/members/<int:checkpoint_pk>/remove/", incidents.remove_member,
-         name="remove_from_incident"),
+    path(
+        "incidents/<int:pk>/members/<int:checkpoint_pk>/remove/", incidents.remove_member, name="remove_from_incident"
+    ),
     path("holds/<int:pk>/lift/", incidents.lift_hold, name="lift_hold"),
     path("incidents/<int:pk>/rollout/", incidents.start_rollout, name="start_rollout"),
     path("rollouts/<int:pk>/", incidents.steer_rollout, name="steer_rollout"),

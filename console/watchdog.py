@@ -28,8 +28,14 @@ MARK = "consumer watchdog: stalled"  # only the leaving line carries it: the cha
 class ConsumerWatchdog:
     """Decides, from the queues' backlog and the worker's last take, whether the consumer has stalled."""
 
-    def __init__(self, backlog: Callable[[], int], *, stall_seconds: float,
-                 busy: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        backlog: Callable[[], int],
+        *,
+        stall_seconds: float,
+        busy: Callable[[], bool] = lambda: False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.backlog, self.stall_seconds, self.busy, self.clock = backlog, stall_seconds, busy, clock
         self.last_taken = clock()
         self.waiting_since: float | None = None
@@ -86,14 +92,19 @@ def queue_backlog(app: Any, queues: list[str]) -> Callable[[], int]:
     return backlog
 
 
-def watch(watchdog: ConsumerWatchdog, *, interval: float, stop: threading.Event,
-          leave: Callable[[], None]) -> threading.Thread:
+def watch(
+    watchdog: ConsumerWatchdog, *, interval: float, stop: threading.Event, leave: Callable[[], None]
+) -> threading.Thread:
     def run() -> None:
         while not stop.wait(interval):
             if watchdog.stalled():
-                log.critical("%s: messages waited in the worker's queues for %.0f s and it took none: its "
-                             "consumer has stalled (celery/celery#10302); exiting so that the supervisor starts it "
-                             "again", MARK, watchdog.stall_seconds)
+                log.critical(
+                    "%s: messages waited in the worker's queues for %.0f s and it took none: its "
+                    "consumer has stalled (celery/celery#10302); exiting so that the supervisor starts it "
+                    "again",
+                    MARK,
+                    watchdog.stall_seconds,
+                )
                 leave()
                 return
 

@@ -59,11 +59,24 @@ DRILL_REPORTED = {"rate_limit_storm": "rate_limit"}
 class DemoAgent:
     """One simulated agent runtime: one kind of workflow, its token, its fault plan."""
 
-    def __init__(self, name: str, *, client: RecoveryClient, ledgers: Ledgers, journal: Journal, kind: str,
-                 faults: FaultPlan | None = None, signing_secret: str = "", polls: bool = False,
-                 poll_interval: float = 2.0, settle_timeout: float = 60.0, step_delay: float = 0.0,
-                 resume_fault_factor: float = 0.5, stop: threading.Event | None = None,
-                 provider: ProviderBehaviour | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: RecoveryClient,
+        ledgers: Ledgers,
+        journal: Journal,
+        kind: str,
+        faults: FaultPlan | None = None,
+        signing_secret: str = "",
+        polls: bool = False,
+        poll_interval: float = 2.0,
+        settle_timeout: float = 60.0,
+        step_delay: float = 0.0,
+        resume_fault_factor: float = 0.5,
+        stop: threading.Event | None = None,
+        provider: ProviderBehaviour | None = None,
+    ) -> None:
         if kind not in PLANS:
             raise ValueError(f"Unknown workflow kind {kind!r}; known: {', '.join(PLANS)}")
         self.name, self.client, self.ledgers, self.journal, self.kind = name, client, ledgers, journal, kind
@@ -103,12 +116,16 @@ class DemoAgent:
         # workflows, the idempotent create answers an old workflow: skip to the next number then.
         for _ in range(20):
             ticket_id = self.unanswered_create or f"{TICKET_PREFIX[self.kind]}-{self.journal.next_number(self.kind)}"
-            run = Run(kind=self.kind, external_id=ticket_id, workflow_id="", ticket_id=ticket_id,
-                      remaining=[spec.name for spec in PLANS[self.kind]])
+            run = Run(
+                kind=self.kind,
+                external_id=ticket_id,
+                workflow_id="",
+                ticket_id=ticket_id,
+                remaining=[spec.name for spec in PLANS[self.kind]],
+            )
             # Journaled before the console is asked: if this process dies before the answer, the fleet
             # finds the row when it starts again and asks again (the create is idempotent).
-            self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=CREATING,
-                                  state=run.state())
+            self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=CREATING, state=run.state())
             self.unanswered_create = ticket_id
             try:
                 workflow = self.register(run.external_id)
@@ -131,16 +148,23 @@ class DemoAgent:
             log.warning("%s: every new ticket number is taken in the console; not starting", self.name)
             return None
         run.workflow_id = str(workflow["id"])
-        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status="running",
-                              workflow_id=run.workflow_id, state=run.state())
+        self.journal.save_run(
+            run.external_id,
+            agent=self.name,
+            kind=self.kind,
+            status="running",
+            workflow_id=run.workflow_id,
+            state=run.state(),
+        )
         log.info("%s %s: started %s", self.name, run.external_id, self.kind)
         return run
 
     def register(self, external_id: str) -> dict[str, Any]:
         """Create the workflow in the console; the same external id again answers the existing one."""
         title = f"{self.kind.replace('_', ' ').capitalize()} for {external_id}"
-        return self.client.create_workflow(external_id, self.kind, title,
-                                           context={"ticket": external_id, "agent": self.name})
+        return self.client.create_workflow(
+            external_id, self.kind, title, context={"ticket": external_id, "agent": self.name}
+        )
 
     def drive(self, run: Run, decision: dict[str, Any] | None = None, *, waiting: bool = False) -> str:
         """Work on ``run`` (after ``decision``, if given); a polling agent also waits here for decisions.
@@ -193,8 +217,14 @@ class DemoAgent:
 
     def adopt(self, row: dict[str, Any]) -> str:
         """A paused run from the journal (the process restarted): wait for its decision again."""
-        run = self.run_from({"external_id": row["external_id"], "workflow_id": row["workflow_id"],
-                             "checkpoint_id": row["checkpoint_id"], "resume_state": row["resume_state"]})
+        run = self.run_from(
+            {
+                "external_id": row["external_id"],
+                "workflow_id": row["workflow_id"],
+                "checkpoint_id": row["checkpoint_id"],
+                "resume_state": row["resume_state"],
+            }
+        )
         return self.drive(run, waiting=True)
 
     def proceed(self, run: Run, *, fault_factor: float = 1.0) -> str:
@@ -205,13 +235,15 @@ class DemoAgent:
                 if self.stop.is_set():
                     # The fleet is stopping: leave the run between two reports, as a killed process would.
                     # It stays "running" in the journal; the next start of the fleet picks it up as an orphan.
-                    log.info("%s %s: the fleet is stopping; leaving the run before step %s", self.name,
-                             run.external_id, name)
+                    log.info(
+                        "%s %s: the fleet is stopping; leaving the run before step %s", self.name, run.external_id, name
+                    )
                     return "stopped"
                 spec = self.plan[name]
                 fault = self.drilled_fault(run) or self.faults.pick(spec, len(self.plan), factor=fault_factor)
                 {"tool": self.tool_step, "model": self.model_step, "effect": self.effect_step}[spec.kind](
-                    run, spec, fault)
+                    run, spec, fault
+                )
                 run.remaining.remove(name)
                 if run.held:
                     return self.stop_held(run)
@@ -236,17 +268,34 @@ class DemoAgent:
         for its decision there. Nothing more is attempted, so nothing more can go wrong meanwhile."""
         checkpoint = self.client.get_checkpoint(run.held)
         run.checkpoint_id, run.resume_state, run.held = str(checkpoint["id"]), checkpoint.get("resume_state") or {}, ""
-        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=WAITING,
-                              workflow_id=run.workflow_id, checkpoint_id=run.checkpoint_id, state=run.state(),
-                              resume_state=run.resume_state)
-        log.info("%s %s: on hold: the console paused the run at checkpoint %s; waiting for its decision",
-                 self.name, run.external_id, run.checkpoint_id)
+        self.journal.save_run(
+            run.external_id,
+            agent=self.name,
+            kind=self.kind,
+            status=WAITING,
+            workflow_id=run.workflow_id,
+            checkpoint_id=run.checkpoint_id,
+            state=run.state(),
+            resume_state=run.resume_state,
+        )
+        log.info(
+            "%s %s: on hold: the console paused the run at checkpoint %s; waiting for its decision",
+            self.name,
+            run.external_id,
+            run.checkpoint_id,
+        )
         return "paused"
 
     def pause(self, run: Run, pause: Paused) -> str:
         try:
-            checkpoint = self.client.open_checkpoint(run.workflow_id, pause.reason, detail=pause.detail,
-                                                     at_seq=pause.at_seq, state=run.state(), plan=self.plan_of(run))
+            checkpoint = self.client.open_checkpoint(
+                run.workflow_id,
+                pause.reason,
+                detail=pause.detail,
+                at_seq=pause.at_seq,
+                state=run.state(),
+                plan=self.plan_of(run),
+            )
         except ApiError as exc:
             if exc.status != 409:
                 raise
@@ -255,12 +304,26 @@ class DemoAgent:
             self.journal.set_status(run.external_id, "lost")
             return "lost"
         run.checkpoint_id, run.resume_state = str(checkpoint["id"]), checkpoint.get("resume_state") or {}
-        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status=WAITING,
-                              workflow_id=run.workflow_id, checkpoint_id=run.checkpoint_id, state=run.state(),
-                              resume_state=run.resume_state)
+        self.journal.save_run(
+            run.external_id,
+            agent=self.name,
+            kind=self.kind,
+            status=WAITING,
+            workflow_id=run.workflow_id,
+            checkpoint_id=run.checkpoint_id,
+            state=run.state(),
+            resume_state=run.resume_state,
+        )
         unknown = [e["idempotency_key"] for e in run.resume_state.get("unknown_effects", [])]
-        log.info("%s %s: paused at step %s, %s: %s%s", self.name, run.external_id, pause.at_seq, pause.reason,
-                 pause.detail, f" (unknown: {', '.join(unknown)})" if unknown else "")
+        log.info(
+            "%s %s: paused at step %s, %s: %s%s",
+            self.name,
+            run.external_id,
+            pause.at_seq,
+            pause.reason,
+            pause.detail,
+            f" (unknown: {', '.join(unknown)})" if unknown else "",
+        )
         return "paused"
 
     def plan_of(self, run: Run) -> list[dict[str, Any]]:
@@ -294,8 +357,15 @@ class DemoAgent:
                 if exc.status != 409 or attempt == deadline_tries - 1:
                     raise
                 self.stop.wait(self.poll_interval)
-        self.journal.save_run(run.external_id, agent=self.name, kind=self.kind, status="completed",
-                              workflow_id=run.workflow_id, checkpoint_id=run.checkpoint_id, state=run.state())
+        self.journal.save_run(
+            run.external_id,
+            agent=self.name,
+            kind=self.kind,
+            status="completed",
+            workflow_id=run.workflow_id,
+            checkpoint_id=run.checkpoint_id,
+            state=run.state(),
+        )
         log.info("%s %s: completed (%s)", self.name, run.external_id, summary)
         return "completed"
 
@@ -316,12 +386,19 @@ class DemoAgent:
         remaining = state.get("remaining")
         if remaining is None:  # nothing known (a checkpoint the console opened): the whole plan, minus commits
             remaining = list(self.plan)
-        return Run(kind=self.kind, external_id=str(payload["external_id"]), workflow_id=str(payload["workflow_id"]),
-                   ticket_id=str(state.get("ticket_id") or payload["external_id"]),
-                   remaining=[name for name in remaining if name in self.plan], ticket=state.get("ticket"),
-                   decision=state.get("decision"), refs=dict(state.get("refs") or {}),
-                   checkpoint_id=str(payload.get("checkpoint_id") or ""), resume_state=resume_state,
-                   fork=state.get("fork") if isinstance(state.get("fork"), dict) else None)
+        return Run(
+            kind=self.kind,
+            external_id=str(payload["external_id"]),
+            workflow_id=str(payload["workflow_id"]),
+            ticket_id=str(state.get("ticket_id") or payload["external_id"]),
+            remaining=[name for name in remaining if name in self.plan],
+            ticket=state.get("ticket"),
+            decision=state.get("decision"),
+            refs=dict(state.get("refs") or {}),
+            checkpoint_id=str(payload.get("checkpoint_id") or ""),
+            resume_state=resume_state,
+            fork=state.get("fork") if isinstance(state.get("fork"), dict) else None,
+        )
 
     def carry_out(self, run: Run, decision: dict[str, Any]) -> str:
         action = decision.get("action")
@@ -331,8 +408,13 @@ class DemoAgent:
         if action in ("handoff", "abort"):
             status = "handed_off" if action == "handoff" else "aborted"
             self.journal.set_status(run.external_id, status)
-            log.info("%s %s: %s%s; the agent stops working on it", self.name, run.external_id,
-                     status.replace("_", " "), f" to {decision['new_owner']}" if decision.get("new_owner") else "")
+            log.info(
+                "%s %s: %s%s; the agent stops working on it",
+                self.name,
+                run.external_id,
+                status.replace("_", " "),
+                f" to {decision['new_owner']}" if decision.get("new_owner") else "",
+            )
             return status
         if action not in ("resume", "retry_step", "failover"):
             log.error("%s %s: unknown action %r ignored", self.name, run.external_id, action)
@@ -343,8 +425,9 @@ class DemoAgent:
         self.sync(run, workflow, decision.get("resume_state") or run.resume_state)
         self.journal.set_status(run.external_id, "running")
         try:
-            self.settle_unknowns(run, decision.get("resume_state") or run.resume_state,
-                                 decision.get("confirmations") or {})
+            self.settle_unknowns(
+                run, decision.get("resume_state") or run.resume_state, decision.get("confirmations") or {}
+            )
         except Paused as pause:
             return self.pause(run, pause)
         return self.proceed(run, fault_factor=self.resume_fault_factor)
@@ -363,8 +446,12 @@ class DemoAgent:
             workflow = self.client.get_workflow(run.workflow_id)
             current = self.is_current(run, decision, workflow)
             if current is False:
-                log.warning("%s %s: the decision on checkpoint %s was overtaken; not acting on it", self.name,
-                            run.external_id, run.checkpoint_id)
+                log.warning(
+                    "%s %s: the decision on checkpoint %s was overtaken; not acting on it",
+                    self.name,
+                    run.external_id,
+                    run.checkpoint_id,
+                )
                 if self.polls:
                     # Nothing is delivered to a polling agent: left waiting on the overtaken checkpoint, it
                     # would find that decision again at every look and never fetch the one on the later
@@ -375,10 +462,16 @@ class DemoAgent:
                 return workflow
             if self.stop.is_set():
                 return "stopped"
-            if workflow.get("status") in ("completed", "failed", "handed_off", "aborted") \
-                    or waited >= self.settle_timeout:
-                log.warning("%s %s: the workflow is %s, not running; not resuming", self.name, run.external_id,
-                            workflow.get("status"))
+            if (
+                workflow.get("status") in ("completed", "failed", "handed_off", "aborted")
+                or waited >= self.settle_timeout
+            ):
+                log.warning(
+                    "%s %s: the workflow is %s, not running; not resuming",
+                    self.name,
+                    run.external_id,
+                    workflow.get("status"),
+                )
                 self.journal.set_status(run.external_id, "stuck")
                 return "stuck"
             self.stop.wait(min(self.poll_interval, 0.25))
@@ -434,15 +527,29 @@ class DemoAgent:
             verdict = confirmations.get(key)
             if verdict == "happened":
                 ref = self.ledgers.lookup(key)
-                self.client.report_step(run.workflow_id, seq, name, "effect", "committed", input=effect.get("input"),
-                                        output={"confirmed_by_operator": "happened", "ref": ref},
-                                        idempotency_key=key, external_ref=ref, promise=effect.get("promise"))
+                self.client.report_step(
+                    run.workflow_id,
+                    seq,
+                    name,
+                    "effect",
+                    "committed",
+                    input=effect.get("input"),
+                    output={"confirmed_by_operator": "happened", "ref": ref},
+                    idempotency_key=key,
+                    external_ref=ref,
+                    promise=effect.get("promise"),
+                )
                 self.journal.acknowledge(run.workflow_id, seq, "committed")
                 run.committed.add(key)
                 if ref:
                     run.refs[name] = ref
-                log.info("%s %s: %s confirmed as happened (%s); not repeating it", self.name, run.external_id,
-                         key, ref or "no reference found")
+                log.info(
+                    "%s %s: %s confirmed as happened (%s); not repeating it",
+                    self.name,
+                    run.external_id,
+                    key,
+                    ref or "no reference found",
+                )
             elif verdict == "did_not_happen":
                 log.info("%s %s: %s confirmed as not done; executing it now", self.name, run.external_id, key)
                 self.execute_effect(run, spec, seq, effect.get("input") or {}, key, None)
@@ -484,10 +591,13 @@ class DemoAgent:
         drill = self.drills.get(run.workflow_id)
         if drill and status == "committed" and drill.fault in DRILL_CRASHES and seq == drill.at_seq:
             self.drills.pop(run.workflow_id)  # carried out once: a resumed run goes on
-            committed = sorted(run.committed | ({fields["idempotency_key"]} if fields.get("idempotency_key") else set()))
+            committed = sorted(
+                run.committed | ({fields["idempotency_key"]} if fields.get("idempotency_key") else set())
+            )
             try:  # what this runtime holds at the fault, for the report's "state intact"
-                self.client.record_drill_journal(run.workflow_id, committed=committed, pending=None,
-                                                 promises=self.promised.get(run.workflow_id, []))
+                self.client.record_drill_journal(
+                    run.workflow_id, committed=committed, pending=None, promises=self.promised.get(run.workflow_id, [])
+                )
             except ApiError as exc:
                 log.warning("%s %s: the drill journal was refused: %s", self.name, run.external_id, exc)
             raise DrillCrash(f"{drill.fault} after step {seq} ({spec.name})")
@@ -538,11 +648,19 @@ class DemoAgent:
         if self.provider.changed:
             amount = f"{float(amount) * 100:.2f}"
         if step_name == "decide_refund":
-            return {"decision": "refund", "amount": amount, "currency": currency,
-                    "rationale": "eligible under the 30-day refund policy"}
+            return {
+                "decision": "refund",
+                "amount": amount,
+                "currency": currency,
+                "rationale": "eligible under the 30-day refund policy",
+            }
         if step_name == "assess_dispute":
-            return {"decision": "credit", "amount": f"{float(amount) / 2:.2f}", "currency": currency,
-                    "rationale": "half of the invoice was billed in error"}
+            return {
+                "decision": "credit",
+                "amount": f"{float(amount) / 2:.2f}",
+                "currency": currency,
+                "rationale": "half of the invoice was billed in error",
+            }
         return {"category": random.Random(ticket_id).choice(("delivery", "billing", "product")), "priority": "normal"}
 
     # --- replay (docs/API.md, "Replaying a step range") ------------------------------------
@@ -570,8 +688,10 @@ class DemoAgent:
             if self.replay_misbehaviour == "extra_effect" and kind == "effect":
                 result["effects"] = [{"name": name, "idempotency_key": step.get("idempotency_key")}]
             results.append(result)
-        return {"results": results, "runtime_version": RUNTIME_VERSION + (" (provider changed)"
-                                                                         if self.provider.changed else "")}
+        return {
+            "results": results,
+            "runtime_version": RUNTIME_VERSION + (" (provider changed)" if self.provider.changed else ""),
+        }
 
     def effect_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
         if fault in ("model_timeout", "rate_limit"):
@@ -584,30 +704,45 @@ class DemoAgent:
             return
         if key in run.in_flight and key not in run.committed:
             # Reporting it again under a new seq would be a duplicate effect (the console refuses it).
-            raise Paused("other", f"{spec.name} was in flight when this run was interrupted; whether {key} "
-                                  "happened is unknown.", run.in_flight[key])
+            raise Paused(
+                "other",
+                f"{spec.name} was in flight when this run was interrupted; whether {key} happened is unknown.",
+                run.in_flight[key],
+            )
         # A failed attempt is retried as a new attempt of the same step (failed -> pending), same input and key.
         retry_seq = run.failed.pop(key, None)
         seq = retry_seq or run.take_seq()
         request = self.effect_input(run, spec) if retry_seq is None else self.recorded_input(run, seq)
-        if run.fork and run.fork.get("input_edited") and run.fork.get("step") == spec.name \
-                and isinstance(run.fork.get("input"), dict):
+        if (
+            run.fork
+            and run.fork.get("input_edited")
+            and run.fork.get("step") == spec.name
+            and isinstance(run.fork.get("input"), dict)
+        ):
             request = {**request, **run.fork["input"]}  # the operator's edited input for the step forked from
         # Reported before acting: if the call never answers, the console knows the outcome is unknown.
-        self.report(run, seq, spec, "pending", input=request, idempotency_key=key,
-                    promise=request.get("promise"))
+        self.report(run, seq, spec, "pending", input=request, idempotency_key=key, promise=request.get("promise"))
         self.execute_effect(run, spec, seq, request, key, SYSTEM_FAULTS.get(fault or ""))
 
-    def execute_effect(self, run: Run, spec: StepSpec, seq: int, request: dict[str, Any], key: str,
-                       fault: Fault | None) -> None:
+    def execute_effect(
+        self, run: Run, spec: StepSpec, seq: int, request: dict[str, Any], key: str, fault: Fault | None
+    ) -> None:
         try:
             answer = self.call_system(spec, request, key, fault)
             if self.faults.forced_kill(spec.name):
                 raise ProcessKilled(f"{self.name} died after {key} was executed, before reporting it")
         except (RateLimited, ServiceError) as exc:
             # The system refused it: nothing happened, so the effect failed and can be retried under its key.
-            self.report(run, seq, spec, "failed", input=request, output={"error": str(exc)}, idempotency_key=key,
-                        promise=request.get("promise"))
+            self.report(
+                run,
+                seq,
+                spec,
+                "failed",
+                input=request,
+                output={"error": str(exc)},
+                idempotency_key=key,
+                promise=request.get("promise"),
+            )
             reason = "rate_limit" if isinstance(exc, RateLimited) else "tool_error"
             raise Paused(reason, f"{spec.name} failed: {exc}; nothing happened, retry it under {key}.", seq) from exc
         except SystemFailure as exc:
@@ -615,10 +750,22 @@ class DemoAgent:
             reason = "rate_limit" if isinstance(exc, RateLimited) else "tool_error"
             raise Paused(reason, f"{spec.name}: {exc}; whether {key} happened is unknown.", seq) from exc
         if not REFERENCE.fullmatch(answer):
-            raise Paused("untrusted_output", f"{spec.name} answered something that is not a reference; "
-                                             f"whether {key} happened is unknown.", seq)
-        self.report(run, seq, spec, "committed", input=request, output={"ref": answer}, idempotency_key=key,
-                    external_ref=answer, promise=request.get("promise"))
+            raise Paused(
+                "untrusted_output",
+                f"{spec.name} answered something that is not a reference; whether {key} happened is unknown.",
+                seq,
+            )
+        self.report(
+            run,
+            seq,
+            spec,
+            "committed",
+            input=request,
+            output={"ref": answer},
+            idempotency_key=key,
+            external_ref=answer,
+            promise=request.get("promise"),
+        )
         run.committed.add(key)
         run.refs[spec.name] = answer
 
@@ -630,25 +777,43 @@ class DemoAgent:
 
     def effect_input(self, run: Run, spec: StepSpec) -> dict[str, Any]:
         ticket, decision = run.ticket or {}, run.decision or {}
-        amount, currency = decision.get("amount", ticket.get("amount")), decision.get("currency", ticket.get("currency"))
+        amount, currency = (
+            decision.get("amount", ticket.get("amount")),
+            decision.get("currency", ticket.get("currency")),
+        )
         if spec.name in MONEY_STEPS:
             return {"ticket": run.ticket_id, "amount": amount, "currency": currency, "to": ticket.get("customer")}
         if spec.name == "write_ticket_note":
             done = ", ".join(f"{name} {ref}" for name, ref in run.refs.items()) or "no effect yet"
             return {"ticket": run.ticket_id, "text": f"{self.name}: {self.kind.replace('_', ' ')} handled ({done})."}
         promise = next((s.promise for s in self.plan.values() if s.promise), "")
-        text = (f"Dear {ticket.get('customer', 'customer')}, we have issued {amount} {currency}: "
-                f"{promise}." if amount and self.kind != "ticket_triage" else f"Dear customer, {promise}.")
-        return {"ticket": run.ticket_id, "to": ticket.get("email"), "text": text,
-                "promise": f"customer told: {promise}"}
+        text = (
+            f"Dear {ticket.get('customer', 'customer')}, we have issued {amount} {currency}: {promise}."
+            if amount and self.kind != "ticket_triage"
+            else f"Dear customer, {promise}."
+        )
+        return {
+            "ticket": run.ticket_id,
+            "to": ticket.get("email"),
+            "text": text,
+            "promise": f"customer told: {promise}",
+        }
 
     def call_system(self, spec: StepSpec, request: dict[str, Any], key: str, fault: Fault | None) -> str:
         if spec.name in MONEY_STEPS:
-            return self.ledgers.payments.refund(key, ticket=request["ticket"], amount=str(request["amount"]),
-                                                currency=str(request["currency"]), agent=self.name, fault=fault,
-                                                operation="refund" if spec.name == "issue_refund" else "credit")
+            return self.ledgers.payments.refund(
+                key,
+                ticket=request["ticket"],
+                amount=str(request["amount"]),
+                currency=str(request["currency"]),
+                agent=self.name,
+                fault=fault,
+                operation="refund" if spec.name == "issue_refund" else "credit",
+            )
         if spec.name == "write_ticket_note":
-            return self.ledgers.tickets.add_note(key, ticket=request["ticket"], text=request["text"],
-                                                 agent=self.name, fault=fault)
-        return self.ledgers.messaging.send(key, ticket=request["ticket"], to=str(request.get("to")),
-                                           text=request["text"], agent=self.name, fault=fault)
+            return self.ledgers.tickets.add_note(
+                key, ticket=request["ticket"], text=request["text"], agent=self.name, fault=fault
+            )
+        return self.ledgers.messaging.send(
+            key, ticket=request["ticket"], to=str(request.get("to")), text=request["text"], agent=self.name, fault=fault
+        )

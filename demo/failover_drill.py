@@ -52,9 +52,17 @@ class FailoverDrill:
     """``console_url``: a running console (the tests' live server, the script's own). ``workdir``: the
     ledgers and each runtime's journal. ``server_class``: the resume server (tests hold deliveries on SQLite)."""
 
-    def __init__(self, console_url: str, workdir: Path, *, owner: Any, original: str = "support-bot",
-                 standby: str = "support-bot-standby", silence_minutes: int = 5,
-                 server_class: Callable[..., ResumeServer] = ResumeServer) -> None:
+    def __init__(
+        self,
+        console_url: str,
+        workdir: Path,
+        *,
+        owner: Any,
+        original: str = "support-bot",
+        standby: str = "support-bot-standby",
+        silence_minutes: int = 5,
+        server_class: Callable[..., ResumeServer] = ResumeServer,
+    ) -> None:
         self.console_url, self.workdir, self.owner = console_url, workdir, owner
         self.names = {"original": original, "standby": standby}
         self.server_class = server_class
@@ -72,16 +80,26 @@ class FailoverDrill:
     def register(self, role: str) -> AgentConfig:
         name = self.names[role]
         url = f"http://127.0.0.1:{self.ports[role]}/agents/{name}/resume"
-        record, token = Agent.register(name, resume_url=url, owner=self.owner,
-                                       description=f"The failover drill's {role} refund agent.")
-        return AgentConfig(name=name, kind="refund", token=token, signing_secret=record.signing_secret,
-                           resume_url=url)
+        record, token = Agent.register(
+            name, resume_url=url, owner=self.owner, description=f"The failover drill's {role} refund agent."
+        )
+        return AgentConfig(name=name, kind="refund", token=token, signing_secret=record.signing_secret, resume_url=url)
 
     def fleet(self, role: str) -> Fleet:
         """A runtime of its own: its journal, its endpoint; no launch loop (the drill starts the one run)."""
-        return Fleet(self.console_url, [self.configs[role]], port=self.ports[role], fault_rate=0.0, step_delay=0,
-                     poll_interval=0.05, retries=2, ledgers=self.ledgers, total=0,
-                     journal=Journal(self.workdir / f"{role}-runtime.sqlite3"), server_class=self.server_class)
+        return Fleet(
+            self.console_url,
+            [self.configs[role]],
+            port=self.ports[role],
+            fault_rate=0.0,
+            step_delay=0,
+            poll_interval=0.05,
+            retries=2,
+            ledgers=self.ledgers,
+            total=0,
+            journal=Journal(self.workdir / f"{role}-runtime.sqlite3"),
+            server_class=self.server_class,
+        )
 
     def agent(self, role: str) -> DemoAgent:
         return self.fleets[role].agents[self.names[role]]
@@ -94,8 +112,13 @@ class FailoverDrill:
         # The drill definition this script is: the next refund of the original fails over (it dies mid-step
         # in ``disappear``, before the fault the instruction names could come: the death is the fault).
         self.drill = Drill.objects.create(
-            agent=Agent.objects.get(name=self.names["original"]), kind="refund", fault=Drill.Fault.FAILOVER,
-            at_seq=4, runs=1, name="Disappear for ten minutes, fail over, come back (make failover-drill)")
+            agent=Agent.objects.get(name=self.names["original"]),
+            kind="refund",
+            fault=Drill.Fault.FAILOVER,
+            at_seq=4,
+            runs=1,
+            name="Disappear for ten minutes, fail over, come back (make failover-drill)",
+        )
         self.drill.start()
 
     def disappear(self) -> Workflow:
@@ -145,10 +168,15 @@ class FailoverDrill:
         note = self.key("note")
         ref = self.ledgers.lookup(note)
         return Decider(checkpoint).decide(
-            by=operator, action="failover", standby=Agent.objects.get(name=self.names["standby"]),
-            confirmations={note: "happened" if ref else "did_not_happen"}, confirmation_refs={note: ref} if ref else {},
+            by=operator,
+            action="failover",
+            standby=Agent.objects.get(name=self.names["standby"]),
+            confirmations={note: "happened" if ref else "did_not_happen"},
+            confirmation_refs={note: ref} if ref else {},
             instructions=f"{self.names['original']} has been silent for ten minutes; the note is in the ticket "
-                         f"system ({ref}). Carry on from the customer message.", money_confirmed=True)
+            f"system ({ref}). Carry on from the customer message.",
+            money_confirmed=True,
+        )
 
     def deliver(self, decision: Decision) -> str:
         """What a Celery worker does with the decision; then the standby carries it out."""

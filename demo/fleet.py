@@ -75,12 +75,26 @@ def load_agents(path: Path | None = None) -> list[AgentConfig]:
 
 
 class Fleet:
-    def __init__(self, console_url: str, configs: list[AgentConfig], *, port: int = 8765, interval: float = 4.0,
-                 max_open: int = 12, seed: int | None = None, fault_rate: float = 0.35,
-                 step_delay: float = 0.6, poll_interval: float = 2.0, retries: int = 3,
-                 ledgers: Ledgers | None = None, journal: Journal | None = None, total: int | None = None,
-                 reconcile_interval: float = 30.0, provider_changed: bool = False,
-                 server_class: Callable[..., ResumeServer] = ResumeServer) -> None:
+    def __init__(
+        self,
+        console_url: str,
+        configs: list[AgentConfig],
+        *,
+        port: int = 8765,
+        interval: float = 4.0,
+        max_open: int = 12,
+        seed: int | None = None,
+        fault_rate: float = 0.35,
+        step_delay: float = 0.6,
+        poll_interval: float = 2.0,
+        retries: int = 3,
+        ledgers: Ledgers | None = None,
+        journal: Journal | None = None,
+        total: int | None = None,
+        reconcile_interval: float = 30.0,
+        provider_changed: bool = False,
+        server_class: Callable[..., ResumeServer] = ResumeServer,
+    ) -> None:
         self.console_url = console_url
         self.provider = ProviderBehaviour(provider_changed)  # one switch for every agent and the ledgers page
         self.interval = interval
@@ -100,12 +114,26 @@ class Fleet:
                 continue
             client = RecoveryClient(console_url, config.token, timeout=10.0, retries=retries, backoff=0.5)
             self.agents[config.name] = DemoAgent(
-                config.name, client=client, ledgers=self.ledgers, journal=self.journal, kind=config.kind,
+                config.name,
+                client=client,
+                ledgers=self.ledgers,
+                journal=self.journal,
+                kind=config.kind,
                 faults=FaultPlan(fault_rate, rng=random.Random(self.rng.random())),
-                signing_secret=config.signing_secret, polls=config.polls, poll_interval=poll_interval,
-                step_delay=step_delay, stop=self.stop_event, provider=self.provider)
-        self.server = server_class({n: a for n, a in self.agents.items() if not a.polls},
-                                   journal=self.journal, ledgers=self.ledgers, port=port, provider=self.provider)
+                signing_secret=config.signing_secret,
+                polls=config.polls,
+                poll_interval=poll_interval,
+                step_delay=step_delay,
+                stop=self.stop_event,
+                provider=self.provider,
+            )
+        self.server = server_class(
+            {n: a for n, a in self.agents.items() if not a.polls},
+            journal=self.journal,
+            ledgers=self.ledgers,
+            port=port,
+            provider=self.provider,
+        )
         self.threads: list[threading.Thread] = []
         self.runs: set[threading.Thread] = set()
         self.lock = threading.Lock()
@@ -113,10 +141,13 @@ class Fleet:
     # --- lifecycle ------------------------------------------------------------------
     def start(self) -> None:
         self.server.start()
-        log.info("demo fleet: %d agent(s) (%s), resume server and ledgers at %s, console %s",
-                 len(self.agents), ", ".join(f"{n}: {a.kind}{' (polls)' if a.polls else ''}"
-                                             for n, a in self.agents.items()),
-                 self.server.url("/ledgers"), self.console_url)
+        log.info(
+            "demo fleet: %d agent(s) (%s), resume server and ledgers at %s, console %s",
+            len(self.agents),
+            ", ".join(f"{n}: {a.kind}{' (polls)' if a.polls else ''}" for n, a in self.agents.items()),
+            self.server.url("/ledgers"),
+            self.console_url,
+        )
         self.server.recover()
         self.advertise()
         self.thread(self.housekeeping, "fleet-housekeeping")
@@ -133,9 +164,12 @@ class Fleet:
                 # to no other kind of step: said here, so the console refuses the edits it would ignore.
                 # Drills: crash-after-k and failover (DemoAgent.report). Every system the demo calls is a
                 # simulated ledger (demo/systems.py): a sandbox, so its drilled money effects may run.
-                agent.client.advertise(["replay", "fork", "failover", "drill", "drill_sandbox"],
-                                       runtime_version=RUNTIME_VERSION,
-                                       kinds=[agent.kind], fork_edits=["effect"])
+                agent.client.advertise(
+                    ["replay", "fork", "failover", "drill", "drill_sandbox"],
+                    runtime_version=RUNTIME_VERSION,
+                    kinds=[agent.kind],
+                    fork_edits=["effect"],
+                )
             except (ApiError, Unavailable) as exc:
                 log.warning("%s: could not advertise its capabilities: %s", agent.name, exc)
 
@@ -183,6 +217,7 @@ class Fleet:
 
     def spawn(self, target: Any, name: str, *args: Any) -> None:
         """A thread per run in flight: a polling agent's run waits in it for its decision."""
+
         def work() -> None:
             try:
                 target(*args)
@@ -210,8 +245,12 @@ class Fleet:
             # An outage is the point where agents keep starting work into a broken provider: more of it waits.
             if waiting > self.max_open + (OUTAGE_EXTRA_OPEN if self.provider.outage else 0):
                 if not holding:
-                    log.info("%s: %d checkpoints wait for a decision (max %d); holding new work",
-                             agent.name, waiting, self.max_open)
+                    log.info(
+                        "%s: %d checkpoints wait for a decision (max %d); holding new work",
+                        agent.name,
+                        waiting,
+                        self.max_open,
+                    )
                 holding = True
                 self.stop_event.wait(self.interval)
                 continue
@@ -223,8 +262,13 @@ class Fleet:
                     run = agent.create_run()
             except Unavailable as exc:
                 outage = min(max(outage * 2, 2.0), 30.0)
-                log.info("%s: console not reachable at %s yet (%s); retrying in %.0fs",
-                         agent.name, self.console_url, exc, outage)
+                log.info(
+                    "%s: console not reachable at %s yet (%s); retrying in %.0fs",
+                    agent.name,
+                    self.console_url,
+                    exc,
+                    outage,
+                )
                 self.stop_event.wait(outage)
                 continue
             except ApiError as exc:
@@ -309,8 +353,11 @@ class Fleet:
         elif not agent.polls:
             # Left to the console: its silence sweep pauses the run and the decision comes to the resume
             # endpoint. Asking again meanwhile would count as a sign of life and hold the sweep off.
-            log.info("%s %s: orphaned by a restart; the console pauses it when it has been silent long enough",
-                     agent.name, external_id)
+            log.info(
+                "%s %s: orphaned by a restart; the console pauses it when it has been silent long enough",
+                agent.name,
+                external_id,
+            )
             self.journal.set_status(external_id, ORPHANED, workflow_id=workflow_id)
             return
         else:
@@ -318,10 +365,18 @@ class Fleet:
             checkpoint = self.report_lost_track(agent, row, workflow)
             if checkpoint is None:
                 return
-        log.info("%s %s: orphaned run paused at checkpoint %s; waiting for its decision", agent.name,
-                 external_id, checkpoint["id"])
-        self.journal.wait_again(external_id, workflow_id=workflow_id, checkpoint_id=str(checkpoint["id"]),
-                                resume_state=checkpoint.get("resume_state") or {})
+        log.info(
+            "%s %s: orphaned run paused at checkpoint %s; waiting for its decision",
+            agent.name,
+            external_id,
+            checkpoint["id"],
+        )
+        self.journal.wait_again(
+            external_id,
+            workflow_id=workflow_id,
+            checkpoint_id=str(checkpoint["id"]),
+            resume_state=checkpoint.get("resume_state") or {},
+        )
         if agent.polls and (again := self.journal.run(external_id)) is not None:
             self.adopt(agent, again)
 
@@ -332,12 +387,18 @@ class Fleet:
         elif exc.status in (401, 404):  # the console was reset: this run is gone with it
             self.journal.set_status(external_id, "gone")
 
-    def report_lost_track(self, agent: DemoAgent, row: dict[str, Any], workflow: dict[str, Any]) -> dict[str, Any] | None:
+    def report_lost_track(
+        self, agent: DemoAgent, row: dict[str, Any], workflow: dict[str, Any]
+    ) -> dict[str, Any] | None:
         last = max((int(s["seq"]) for s in workflow.get("steps") or []), default=None)
         try:
             return agent.client.open_checkpoint(
-                str(workflow["id"]), "other", at_seq=last, state=row["state"],
-                detail=f"{agent.name} restarted and lost track of this run after step {last or 0}.")
+                str(workflow["id"]),
+                "other",
+                at_seq=last,
+                state=row["state"],
+                detail=f"{agent.name} restarted and lost track of this run after step {last or 0}.",
+            )
         except ApiError as exc:
             if exc.status != 409:
                 raise

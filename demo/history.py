@@ -41,16 +41,35 @@ PREFIX = "HIST-"
 SEED = 28
 DAYS = 21
 KIND_STEPS = {  # what each demo agent's runs look like: (name, kind, moves money)
-    "refund": (("read_ticket", "tool", False), ("decide_refund", "model", False), ("issue_refund", "effect", True),
-               ("write_ticket_note", "effect", False), ("notify_customer", "effect", False)),
-    "billing_dispute": (("read_invoice", "tool", False), ("decide_credit", "model", False),
-                        ("issue_credit", "effect", True), ("write_ticket_note", "effect", False),
-                        ("notify_customer", "effect", False)),
-    "ticket_triage": (("read_ticket", "tool", False), ("classify", "model", False), ("route_ticket", "effect", False),
-                      ("notify_customer", "effect", False)),
+    "refund": (
+        ("read_ticket", "tool", False),
+        ("decide_refund", "model", False),
+        ("issue_refund", "effect", True),
+        ("write_ticket_note", "effect", False),
+        ("notify_customer", "effect", False),
+    ),
+    "billing_dispute": (
+        ("read_invoice", "tool", False),
+        ("decide_credit", "model", False),
+        ("issue_credit", "effect", True),
+        ("write_ticket_note", "effect", False),
+        ("notify_customer", "effect", False),
+    ),
+    "ticket_triage": (
+        ("read_ticket", "tool", False),
+        ("classify", "model", False),
+        ("route_ticket", "effect", False),
+        ("notify_customer", "effect", False),
+    ),
 }
-REASONS = (Reason.MODEL_TIMEOUT, Reason.TOOL_ERROR, Reason.TOOL_ERROR, Reason.RATE_LIMIT, Reason.PROVIDER_CHANGE,
-           Reason.UNTRUSTED_OUTPUT)
+REASONS = (
+    Reason.MODEL_TIMEOUT,
+    Reason.TOOL_ERROR,
+    Reason.TOOL_ERROR,
+    Reason.RATE_LIMIT,
+    Reason.PROVIDER_CHANGE,
+    Reason.UNTRUSTED_OUTPUT,
+)
 
 
 def already_seeded() -> bool:
@@ -76,9 +95,15 @@ class Desk:
     def report(self, workflow: Workflow, agent: Agent, steps: list[tuple[int, tuple[str, str, bool]]]) -> None:
         reports: list[Mapping[str, Any]] = []
         for seq, (name, kind, money) in steps:
-            report: dict[str, Any] = {"seq": seq, "name": name, "kind": kind, "status": "committed",
-                                      "input": {"ticket": workflow.external_id}, "output": {"ok": True},
-                                      "verified": kind == "tool"}
+            report: dict[str, Any] = {
+                "seq": seq,
+                "name": name,
+                "kind": kind,
+                "status": "committed",
+                "input": {"ticket": workflow.external_id},
+                "output": {"ok": True},
+                "verified": kind == "tool",
+            }
             if kind == "effect":
                 report["idempotency_key"] = f"{workflow.external_id}:{name}"
                 report["external_ref"] = f"R-{workflow.pk}-{seq}"
@@ -94,8 +119,9 @@ class Desk:
         plan = KIND_STEPS.get(kind, KIND_STEPS["refund"])
         now = self.at(start)
         external_id = f"{PREFIX}{start:%Y%m%d}-{n}"
-        workflow, _ = Workflow.objects.start(agent, external_id=external_id, kind=kind,
-                                             title=f"{kind.replace('_', ' ').capitalize()} for {external_id}")
+        workflow, _ = Workflow.objects.start(
+            agent, external_id=external_id, kind=kind, title=f"{kind.replace('_', ' ').capitalize()} for {external_id}"
+        )
         stop = self.rng.randint(2, len(plan) - 1)
         self.report(workflow, agent, list(enumerate(plan[:stop], start=1)))
         if self.rng.random() < 0.45:  # ran straight through
@@ -111,15 +137,24 @@ class Desk:
     def degrade(self, workflow: Workflow, agent: Agent, plan: Any, stop: int, now: datetime) -> None:
         self.at(now)
         reason = self.rng.choice(REASONS)
-        remaining = [{"name": name, "kind": kind, "amount": None, "currency": None, "moves_money": False}
-                     for name, kind, _ in plan[stop:]]
-        checkpoint = Checkpoint.open_for(workflow, reason=reason, detail=f"{reason.label} at step {stop + 1}",
-                                         at_seq=stop + 1, state={"remaining": [r["name"] for r in remaining]},
-                                         plan=remaining, now=now)
+        remaining = [
+            {"name": name, "kind": kind, "amount": None, "currency": None, "moves_money": False}
+            for name, kind, _ in plan[stop:]
+        ]
+        checkpoint = Checkpoint.open_for(
+            workflow,
+            reason=reason,
+            detail=f"{reason.label} at step {stop + 1}",
+            at_seq=stop + 1,
+            state={"remaining": [r["name"] for r in remaining]},
+            plan=remaining,
+            now=now,
+        )
         late = self.rng.random() < 0.2
         due = checkpoint.due_at or now + timedelta(minutes=30)
-        decide_at = due + timedelta(minutes=self.rng.randint(5, 50)) if late else \
-            now + (due - now) * self.rng.uniform(0.1, 0.8)
+        decide_at = (
+            due + timedelta(minutes=self.rng.randint(5, 50)) if late else now + (due - now) * self.rng.uniform(0.1, 0.8)
+        )
         if late:  # the clock ran out first: the sweep records it at its deadline, escalations fire
             self.at(decide_at)
             sweep_clocks(decide_at)
@@ -136,9 +171,15 @@ class Desk:
         action = self.rng.choices(["resume", "handoff", "abort"], weights=[80, 11, 9])[0]
         action = action if action in allowed else allowed[0]
         extra: dict[str, Any] = {"handoff_to": "Finance desk"} if action == "handoff" else {}
-        decision = Decider(checkpoint).decide(by=by, action=action, money_confirmed=True,
-                                     instructions="Carry on from the recorded state." if action != "abort"
-                                     else "The customer withdrew the request.", **extra)
+        decision = Decider(checkpoint).decide(
+            by=by,
+            action=action,
+            money_confirmed=True,
+            instructions="Carry on from the recorded state."
+            if action != "abort"
+            else "The customer withdrew the request.",
+            **extra,
+        )
         if decision.status == Decision.Status.PROPOSED:
             self.at(timezone.now() + timedelta(minutes=self.rng.randint(2, 9)))
             decision.approve(by=self.second if by != self.second else self.operator)
@@ -181,8 +222,10 @@ def seed(*, operator: Any, second: Any, tpm: Any, agents: list[Agent], days: int
         for back in range(days, 0, -1):
             day = today - timedelta(days=back)
             weekday = day.weekday() < 5
-            starts = sorted(day + timedelta(hours=rng.uniform(8, 18)) for _ in range(rng.randint(2, 5) if weekday
-                                                                                     else rng.randint(0, 1)))
+            starts = sorted(
+                day + timedelta(hours=rng.uniform(8, 18))
+                for _ in range(rng.randint(2, 5) if weekday else rng.randint(0, 1))
+            )
             for n, start in enumerate(starts, start=1):
                 desk.run(rng.choice(agents), n, start)
                 count += 1

@@ -70,8 +70,18 @@ class Journal(SqliteFile):
             return value
 
     # --- runs ------------------------------------------------------------------------
-    def save_run(self, external_id: str, *, agent: str, kind: str, status: str, workflow_id: str = "",
-                 checkpoint_id: str = "", state: dict[str, Any] | None = None, resume_state: dict[str, Any] | None = None) -> None:
+    def save_run(
+        self,
+        external_id: str,
+        *,
+        agent: str,
+        kind: str,
+        status: str,
+        workflow_id: str = "",
+        checkpoint_id: str = "",
+        state: dict[str, Any] | None = None,
+        resume_state: dict[str, Any] | None = None,
+    ) -> None:
         with self.connect() as conn:
             conn.execute(
                 "INSERT INTO runs (external_id, agent, kind, workflow_id, checkpoint_id, status, state,"
@@ -79,13 +89,26 @@ class Journal(SqliteFile):
                 " ON CONFLICT (external_id) DO UPDATE SET workflow_id = excluded.workflow_id,"
                 " checkpoint_id = excluded.checkpoint_id, status = excluded.status, state = excluded.state,"
                 " resume_state = excluded.resume_state, updated_at = excluded.updated_at",
-                (external_id, agent, kind, workflow_id, checkpoint_id, status, json.dumps(state or {}),
-                 json.dumps(resume_state or {}), now_iso()))
+                (
+                    external_id,
+                    agent,
+                    kind,
+                    workflow_id,
+                    checkpoint_id,
+                    status,
+                    json.dumps(state or {}),
+                    json.dumps(resume_state or {}),
+                    now_iso(),
+                ),
+            )
 
     def set_status(self, external_id: str, status: str, *, workflow_id: str | None = None) -> None:
         with self.connect() as conn:
-            conn.execute("UPDATE runs SET status = ?, workflow_id = COALESCE(?, workflow_id), updated_at = ?"
-                         " WHERE external_id = ?", (status, workflow_id, now_iso(), external_id))
+            conn.execute(
+                "UPDATE runs SET status = ?, workflow_id = COALESCE(?, workflow_id), updated_at = ?"
+                " WHERE external_id = ?",
+                (status, workflow_id, now_iso(), external_id),
+            )
 
     def run(self, external_id: str) -> dict[str, Any] | None:
         with self.connect() as conn:
@@ -110,28 +133,40 @@ class Journal(SqliteFile):
         """Workflows started so far, across restarts of the runtime (what ``--total`` counts)."""
         marks = ", ".join("?" for _ in NOT_LAUNCHED)
         with self.connect() as conn:
-            count: int = conn.execute(f"SELECT COUNT(*) FROM runs WHERE status NOT IN ({marks})",  # noqa: S608
-                                      NOT_LAUNCHED).fetchone()[0]
+            count: int = conn.execute(
+                f"SELECT COUNT(*) FROM runs WHERE status NOT IN ({marks})",  # noqa: S608
+                NOT_LAUNCHED,
+            ).fetchone()[0]
         return count
 
     # --- what the console acknowledged ---------------------------------------------------
     def acknowledge(self, workflow_id: str, seq: int, status: str) -> None:
         with self.transaction() as conn:
-            conn.execute("INSERT OR IGNORE INTO acknowledged (workflow_id, seq, status) VALUES (?, ?, ?)",
-                         (workflow_id, seq, status))
+            conn.execute(
+                "INSERT OR IGNORE INTO acknowledged (workflow_id, seq, status) VALUES (?, ?, ?)",
+                (workflow_id, seq, status),
+            )
 
     def acknowledged(self) -> list[tuple[str, int, str]]:
         """(workflow id, seq, status) of every step report the console answered with a 2xx."""
         with self.connect() as conn:
-            return [(str(w), int(q), str(s)) for w, q, s in conn.execute(
-                "SELECT workflow_id, seq, status FROM acknowledged ORDER BY workflow_id, seq")]
+            return [
+                (str(w), int(q), str(s))
+                for w, q, s in conn.execute(
+                    "SELECT workflow_id, seq, status FROM acknowledged ORDER BY workflow_id, seq"
+                )
+            ]
 
-    def wait_again(self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: dict[str, Any]) -> None:
+    def wait_again(
+        self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: dict[str, Any]
+    ) -> None:
         """An orphaned run found paused at a checkpoint: wait for its decision, keeping the saved state."""
         with self.connect() as conn:
-            conn.execute("UPDATE runs SET status = ?, workflow_id = ?, checkpoint_id = ?, resume_state = ?,"
-                         " updated_at = ? WHERE external_id = ?",
-                         (WAITING, workflow_id, checkpoint_id, json.dumps(resume_state), now_iso(), external_id))
+            conn.execute(
+                "UPDATE runs SET status = ?, workflow_id = ?, checkpoint_id = ?, resume_state = ?,"
+                " updated_at = ? WHERE external_id = ?",
+                (WAITING, workflow_id, checkpoint_id, json.dumps(resume_state), now_iso(), external_id),
+            )
 
     def waiting_count(self) -> int:
         with self.connect() as conn:
@@ -144,7 +179,9 @@ class Journal(SqliteFile):
         with self.connect() as conn:
             cursor = conn.execute(
                 "INSERT OR IGNORE INTO deliveries (delivery_id, agent, payload, status, received_at)"
-                " VALUES (?, ?, ?, 'accepted', ?)", (delivery_id, agent, json.dumps(payload), now_iso()))
+                " VALUES (?, ?, ?, 'accepted', ?)",
+                (delivery_id, agent, json.dumps(payload), now_iso()),
+            )
             return cursor.rowcount == 1
 
     def acted(self, delivery_id: str) -> None:
@@ -156,13 +193,19 @@ class Journal(SqliteFile):
         """Deliveries the resume endpoint acted on more than once: each must be acted on once, however
         often the console sends it (a restart carrying an unfinished one out again is not counted here)."""
         with self.connect() as conn:
-            return {str(d): int(n) for d, n in conn.execute(
-                "SELECT delivery_id, COUNT(*) FROM acted GROUP BY delivery_id HAVING COUNT(*) > 1")}
+            return {
+                str(d): int(n)
+                for d, n in conn.execute(
+                    "SELECT delivery_id, COUNT(*) FROM acted GROUP BY delivery_id HAVING COUNT(*) > 1"
+                )
+            }
 
     def finish_delivery(self, delivery_id: str, status: str = "done") -> None:
         with self.connect() as conn:
-            conn.execute("UPDATE deliveries SET status = ?, finished_at = ? WHERE delivery_id = ?",
-                         (status, now_iso(), delivery_id))
+            conn.execute(
+                "UPDATE deliveries SET status = ?, finished_at = ? WHERE delivery_id = ?",
+                (status, now_iso(), delivery_id),
+            )
 
     def unfinished_deliveries(self) -> list[dict[str, Any]]:
         """Accepted but never carried out: the process died in between. Picked up again at start."""
@@ -172,6 +215,7 @@ class Journal(SqliteFile):
 
     def delivery_count(self, delivery_id: str) -> int:
         with self.connect() as conn:
-            count: int = conn.execute("SELECT COUNT(*) FROM deliveries WHERE delivery_id = ?",
-                                      (delivery_id,)).fetchone()[0]
+            count: int = conn.execute(
+                "SELECT COUNT(*) FROM deliveries WHERE delivery_id = ?", (delivery_id,)
+            ).fetchone()[0]
         return count

@@ -24,6 +24,7 @@ Requests are framed by ``Content-Length`` (or a chunked body ending in the empty
 chunk); responses by ``Content-Length``. A response without a body length is cut
 inside its status line, so the client cannot mistake the fragment for an answer.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -73,14 +74,23 @@ class _Closed(Exception):
 class LossyProxy:
     """Listen on ``host:listen_port`` (0: a free port, see ``.port``) and forward to ``host:target_port``."""
 
-    def __init__(self, target_port: int, *, rng: random.Random, latency: tuple[float, float] = (0.0, 0.0),
-                 drop_mid_response: float = 0.0, black_hole: float = 0.0, hold_seconds: float = 120.0,
-                 listen_port: int = 0, host: str = "127.0.0.1", io_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        target_port: int,
+        *,
+        rng: random.Random,
+        latency: tuple[float, float] = (0.0, 0.0),
+        drop_mid_response: float = 0.0,
+        black_hole: float = 0.0,
+        hold_seconds: float = 120.0,
+        listen_port: int = 0,
+        host: str = "127.0.0.1",
+        io_timeout: float = 30.0,
+    ) -> None:
         low, high = latency
         if not 0.0 <= low <= high:
             raise ValueError(f"latency must be (low, high) with 0 <= low <= high, not {latency!r}")
-        if not (0.0 <= drop_mid_response <= 1.0 and 0.0 <= black_hole <= 1.0
-                and drop_mid_response + black_hole <= 1.0):
+        if not (0.0 <= drop_mid_response <= 1.0 and 0.0 <= black_hole <= 1.0 and drop_mid_response + black_hole <= 1.0):
             raise ValueError("drop_mid_response and black_hole are probabilities that add up to at most 1")
         self.target_port = target_port
         self.host = host
@@ -113,8 +123,7 @@ class LossyProxy:
         listener.settimeout(_POLL)
         self._listener = listener
         self.port = listener.getsockname()[1]
-        self._acceptor = threading.Thread(target=self._accept_loop, name=f"lossy-proxy-{self.port}-accept",
-                                          daemon=True)
+        self._acceptor = threading.Thread(target=self._accept_loop, name=f"lossy-proxy-{self.port}-accept", daemon=True)
         self._acceptor.start()
         return self
 
@@ -138,8 +147,9 @@ class LossyProxy:
     def __enter__(self) -> LossyProxy:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.stop()
 
     # -- what happened -------------------------------------------------------------------
@@ -203,8 +213,12 @@ class LossyProxy:
                     return
                 choice = self._choose()
                 self._sockets.add(client)
-                thread = threading.Thread(target=self._serve, args=(client, choice), daemon=True,
-                                          name=f"lossy-proxy-{self.port}-{len(self._choices)}")
+                thread = threading.Thread(
+                    target=self._serve,
+                    args=(client, choice),
+                    daemon=True,
+                    name=f"lossy-proxy-{self.port}-{len(self._choices)}",
+                )
                 self._threads.add(thread)
             thread.start()
 
@@ -232,8 +246,9 @@ class LossyProxy:
                 self._threads.discard(threading.current_thread())
 
     def _pass_through(self, client: socket.socket, target: socket.socket) -> None:
-        upstream = threading.Thread(target=_pump, args=(client, target), daemon=True,
-                                    name=f"{threading.current_thread().name}-up")
+        upstream = threading.Thread(
+            target=_pump, args=(client, target), daemon=True, name=f"{threading.current_thread().name}-up"
+        )
         with self._lock:
             self._threads.add(upstream)
         upstream.start()
@@ -292,7 +307,7 @@ def _read_head(sock: socket.socket) -> tuple[bytes, bytes]:
         if len(buffer) > _HEADER_LIMIT:
             raise _Closed("header block too long")
         buffer += _recv(sock)
-    return buffer[:end + 4], buffer[end + 4:]
+    return buffer[: end + 4], buffer[end + 4 :]
 
 
 def _header(head: bytes, name: bytes) -> bytes | None:
@@ -341,8 +356,8 @@ def _partial(head: bytes, body: bytes) -> bytes:
     With a body of known length: the head and half the body (the client's read comes up
     short). Otherwise a fragment of the status line (the client cannot parse a status)."""
     if _content_length(head) and body:
-        return head + body[:len(body) // 2]
-    return head[:head.find(b" ")] if b" " in head else b""
+        return head + body[: len(body) // 2]
+    return head[: head.find(b" ")] if b" " in head else b""
 
 
 def _recv(sock: socket.socket) -> bytes:

@@ -20,8 +20,10 @@ class StepSpec:
 
 
 # Every kind ends the same way: a note on the ticket, then the customer is told.
-RECORD_AND_TELL = (StepSpec("write_ticket_note", "effect", key="note"),
-                   StepSpec("notify_customer", "effect", key="message"))
+RECORD_AND_TELL = (
+    StepSpec("write_ticket_note", "effect", key="note"),
+    StepSpec("notify_customer", "effect", key="message"),
+)
 PLANS: dict[str, tuple[StepSpec, ...]] = {
     # The worked example.
     "refund": (
@@ -54,10 +56,14 @@ FAULTS_BY_KIND: dict[str, tuple[str, ...]] = {
     "effect": ("model_timeout", "rate_limit", "timeout_after_commit", "timeout_before_commit", "service_error"),
 }
 PROCESS_KILLED = "process_killed"  # forced only: see ProcessKilled
-SYSTEM_FAULTS = {"garbage": Fault.GARBAGE, "tool_error": Fault.ERROR, "rate_limit": Fault.RATE_LIMIT,
-                 "service_error": Fault.ERROR,
-                 "timeout_after_commit": Fault.TIMEOUT_AFTER_COMMIT,
-                 "timeout_before_commit": Fault.TIMEOUT_BEFORE_COMMIT}
+SYSTEM_FAULTS = {
+    "garbage": Fault.GARBAGE,
+    "tool_error": Fault.ERROR,
+    "rate_limit": Fault.RATE_LIMIT,
+    "service_error": Fault.ERROR,
+    "timeout_after_commit": Fault.TIMEOUT_AFTER_COMMIT,
+    "timeout_before_commit": Fault.TIMEOUT_BEFORE_COMMIT,
+}
 
 
 class ProviderBehaviour:
@@ -68,14 +74,16 @@ class ProviderBehaviour:
         self.changed = changed
         self.outage = outage
 
+
 TICKET_FIELDS = ("ticket", "customer", "email", "subject", "amount", "currency")
 
 
 class FaultPlan:
     """Where faults strike: at random with ``rate`` per workflow, or forced once per step name (tests)."""
 
-    def __init__(self, rate: float = 0.0, *, forced: dict[str, str] | None = None,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self, rate: float = 0.0, *, forced: dict[str, str] | None = None, rng: random.Random | None = None
+    ) -> None:
         self.rate = rate
         self.forced = dict(forced or {})
         self.killing: dict[str, bool] = {}
@@ -141,8 +149,14 @@ class Run:
     held: str = ""  # the console put the agent on hold: the ``held`` checkpoint it paused this run at
 
     def state(self) -> dict[str, Any]:
-        return {"kind": self.kind, "remaining": list(self.remaining), "ticket_id": self.ticket_id,
-                "ticket": self.ticket, "decision": self.decision, "refs": dict(self.refs)}
+        return {
+            "kind": self.kind,
+            "remaining": list(self.remaining),
+            "ticket_id": self.ticket_id,
+            "ticket": self.ticket,
+            "decision": self.decision,
+            "refs": dict(self.refs),
+        }
 
     def take_seq(self) -> int:
         self.next_seq += 1

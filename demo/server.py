@@ -52,8 +52,16 @@ class ResumeServer:
     """A threaded HTTP server for the fleet's agents; ``agents`` maps a name to an object with
     ``signing_secret`` and ``on_delivery(payload)`` (a ``DemoAgent``)."""
 
-    def __init__(self, agents: dict[str, Any], *, journal: Journal, ledgers: Ledgers, host: str = "127.0.0.1",
-                 port: int = 0, provider: ProviderBehaviour | None = None) -> None:
+    def __init__(
+        self,
+        agents: dict[str, Any],
+        *,
+        journal: Journal,
+        ledgers: Ledgers,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        provider: ProviderBehaviour | None = None,
+    ) -> None:
         self.agents = agents
         self.provider = provider or ProviderBehaviour()
         self.journal = journal
@@ -76,8 +84,9 @@ class ResumeServer:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
-                                       name="resume-server", daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="resume-server", daemon=True
+        )
         self.thread.start()
 
     def stop(self, *, wait: float = 10.0) -> None:
@@ -107,8 +116,9 @@ class ResumeServer:
         except ValueError:
             raise _Refused(400, "the body is not JSON") from None
 
-    def receive(self, name: str, body: bytes, signature: str | None, delivery_header: str | None
-                ) -> tuple[int, dict[str, Any]]:
+    def receive(
+        self, name: str, body: bytes, signature: str | None, delivery_header: str | None
+    ) -> tuple[int, dict[str, Any]]:
         try:
             _agent, payload = self._signed_json(name, body, signature, "delivery")
         except _Refused as refused:
@@ -119,8 +129,7 @@ class ResumeServer:
         if delivery_id != payload["delivery_id"]:
             return 400, {"error": "X-Recovery-Delivery does not match the body's delivery_id"}
         if not self.journal.accept_delivery(delivery_id, agent=name, payload=payload):
-            log.info("%s %s: delivery %s seen before; not acting again", name, payload["external_id"],
-                     delivery_id)
+            log.info("%s %s: delivery %s seen before; not acting again", name, payload["external_id"], delivery_id)
             return 200, {"status": "duplicate", "delivery_id": delivery_id}
         self.journal.acted(delivery_id)
         self.dispatch(name, delivery_id, payload)
@@ -139,8 +148,13 @@ class ResumeServer:
             self.unhang.wait(60)
         if self.replay_fault == "garbage":
             return 200, b"<html><body>502 Bad Gateway</body></html>"
-        log.info("%s %s: replaying steps %s..%s", name, request.get("external_id"), request.get("from_seq"),
-                 request.get("to_seq"))
+        log.info(
+            "%s %s: replaying steps %s..%s",
+            name,
+            request.get("external_id"),
+            request.get("from_seq"),
+            request.get("to_seq"),
+        )
         return 200, agent.replay(request)
 
     def dispatch(self, name: str, delivery_id: str, payload: dict[str, Any]) -> None:
@@ -153,8 +167,7 @@ class ResumeServer:
                     self.journal.finish_delivery(delivery_id)
             except Exception:
                 # Left "accepted": the next start of the fleet carries it out again.
-                log.exception("%s %s: carrying out delivery %s failed", name, payload.get("external_id"),
-                              delivery_id)
+                log.exception("%s %s: carrying out delivery %s failed", name, payload.get("external_id"), delivery_id)
             finally:
                 with self.lock:
                     self.workers.discard(threading.current_thread())
@@ -169,8 +182,12 @@ class ResumeServer:
         recovered = 0
         for delivery in self.journal.unfinished_deliveries():
             if delivery["agent"] in self.agents:
-                log.info("%s %s: carrying out delivery %s accepted before a restart", delivery["agent"],
-                         delivery["payload"].get("external_id"), delivery["delivery_id"])
+                log.info(
+                    "%s %s: carrying out delivery %s accepted before a restart",
+                    delivery["agent"],
+                    delivery["payload"].get("external_id"),
+                    delivery["delivery_id"],
+                )
                 self.dispatch(delivery["agent"], delivery["delivery_id"], delivery["payload"])
                 recovered += 1
         return recovered
@@ -182,36 +199,67 @@ class ResumeServer:
         rows = self.ledgers.recent(limit=300, search=search)
         cells = "".join(
             f"<tr{' class=dup' if e.idempotency_key in duplicates else ''}>"
-            + "".join(f"<td>{escape(str(v))}</td>" for v in (
-                e.executed_at, e.system, e.operation, e.idempotency_key, e.ref, e.subject,
-                f"{e.amount} {e.currency}" if e.amount else "", e.body, e.agent))
-            + "</tr>" for e in rows)
+            + "".join(
+                f"<td>{escape(str(v))}</td>"
+                for v in (
+                    e.executed_at,
+                    e.system,
+                    e.operation,
+                    e.idempotency_key,
+                    e.ref,
+                    e.subject,
+                    f"{e.amount} {e.currency}" if e.amount else "",
+                    e.body,
+                    e.agent,
+                )
+            )
+            + "</tr>"
+            for e in rows
+        )
         dup_list = "".join(f"<li><code>{escape(k)}</code> × {n}</li>" for k, n in duplicates.items())
         money = ", ".join(f"{escape(v)} {escape(c)}" for c, v in totals["money"].items()) or "nothing"
         counts = ", ".join(f"{escape(str(n))} {escape(op)}" for op, n in totals["by_operation"].items()) or "none"
         changed = self.provider.changed
-        provider = (f"<p class={'bad' if changed else 'ok'}>The provider "
-                    + ("<strong>changed behaviour</strong>: the model answers amounts in cents (replays of earlier "
-                       "workflows now drift at their model step)." if changed else "behaves as recorded.")
-                    + f"</p><form method=post action=/faults/provider><input type=hidden name=changed "
-                      f"value={'0' if changed else '1'}><button>{'Restore the provider' if changed else 'Make the provider change behaviour'}"
-                      "</button></form>")
+        provider = (
+            f"<p class={'bad' if changed else 'ok'}>The provider "
+            + (
+                "<strong>changed behaviour</strong>: the model answers amounts in cents (replays of earlier "
+                "workflows now drift at their model step)."
+                if changed
+                else "behaves as recorded."
+            )
+            + f"</p><form method=post action=/faults/provider><input type=hidden name=changed "
+            f"value={'0' if changed else '1'}><button>"
+            f"{'Restore the provider' if changed else 'Make the provider change behaviour'}"
+            "</button></form>"
+        )
         outage = self.provider.outage
-        provider += (f"<p class={'bad' if outage else 'ok'} id=outage>"
-                     + ("<strong>Provider outage</strong>: every model call fails (503), so every new workflow stops "
-                        "at its model step and the console groups them into an incident. Hold the agent from the "
-                        "incident, switch the outage off, then recover the incident in waves." if outage else
-                        "The model provider is up. An outage makes every new workflow fail at its model step: "
-                        "within a minute the console opens an incident.")
-                     + f"</p><form method=post action=/faults/outage><input type=hidden name=outage "
-                       f"value={'0' if outage else '1'}><button>{'End the provider outage' if outage else 'Start a provider outage'}"
-                       "</button></form>")
+        provider += (
+            f"<p class={'bad' if outage else 'ok'} id=outage>"
+            + (
+                "<strong>Provider outage</strong>: every model call fails (503), so every new workflow stops "
+                "at its model step and the console groups them into an incident. Hold the agent from the "
+                "incident, switch the outage off, then recover the incident in waves."
+                if outage
+                else "The model provider is up. An outage makes every new workflow fail at its model step: "
+                "within a minute the console opens an incident."
+            )
+            + f"</p><form method=post action=/faults/outage><input type=hidden name=outage "
+            f"value={'0' if outage else '1'}><button>"
+            f"{'End the provider outage' if outage else 'Start a provider outage'}"
+            "</button></form>"
+        )
         return PAGE.format(
-            provider=provider, search=escape(search, quote=True), counts=counts, money=money,
+            provider=provider,
+            search=escape(search, quote=True),
+            counts=counts,
+            money=money,
             duplicates=f"<ul class=bad>{dup_list}</ul>" if duplicates else "<p class=ok>No key was executed twice.</p>",
-            found=f"{len(rows)} execution(s) matching <code>{escape(search)}</code>" if search
+            found=f"{len(rows)} execution(s) matching <code>{escape(search)}</code>"
+            if search
             else f"The latest {len(rows)} execution(s)",
-            rows=cells or "<tr><td colspan=9>Nothing recorded.</td></tr>")
+            rows=cells or "<tr><td colspan=9>Nothing recorded.</td></tr>",
+        )
 
 
 PAGE = """<!doctype html>
@@ -271,8 +319,9 @@ class Handler(BaseHTTPRequestHandler):
             if isinstance(answer, bytes):
                 return self.send(status, answer, "text/html")
             return self.reply(status, answer)
-        status, answer = self.app.receive(match.group(1), body, self.headers.get("X-Recovery-Signature"),
-                                          self.headers.get("X-Recovery-Delivery"))
+        status, answer = self.app.receive(
+            match.group(1), body, self.headers.get("X-Recovery-Signature"), self.headers.get("X-Recovery-Delivery")
+        )
         self.reply(status, answer)
 
     def toggle_provider(self) -> None:
@@ -280,8 +329,10 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         form = parse_qs(self.rfile.read(min(length, 1000)).decode(errors="replace"))
         self.app.provider.changed = (form.get("changed") or ["0"])[0] == "1"
-        log.warning("provider behaviour %s", "CHANGED: the model answers amounts in cents" if self.app.provider.changed
-                    else "back to normal")
+        log.warning(
+            "provider behaviour %s",
+            "CHANGED: the model answers amounts in cents" if self.app.provider.changed else "back to normal",
+        )
         self.send_response(303)
         self.send_header("Location", "/ledgers")
         self.send_header("Content-Length", "0")
@@ -347,4 +398,3 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # http.server's signature
         log.debug("resume server: " + format, *args)
-

@@ -22,8 +22,10 @@ def passwords() -> dict[str, Any]:
 
 def sign_in_lines(login_url: str, known: dict[str, Any] | None = None) -> list[str]:
     known = passwords() if known is None else known
-    lines = [f"Demo logins (dev only; kept in {demo_dir() / 'users.json'}): {login_url}",
-             f"  {'user':<10}{'role':<10}password"]
+    lines = [
+        f"Demo logins (dev only; kept in {demo_dir() / 'users.json'}): {login_url}",
+        f"  {'user':<10}{'role':<10}password",
+    ]
     for username, role in USERS:
         shown = known.get(username) or f"(not on file: manage.py changepassword {username})"
         lines.append(f"  {username:<10}{role:<10}{shown}")

@@ -72,21 +72,40 @@ class SimulatedSlack:
         with self.lock:
             self.trigger_user[trigger] = user
             self.ephemeral.pop(user, None)
-        self._send({"type": "block_actions", "team": {"id": TEAM}, "user": {"id": user}, "channel": {"id": CHANNEL},
-                    "trigger_id": trigger, "actions": [{"action_id": action_id, "value": value, "type": "button"}]})
+        self._send(
+            {
+                "type": "block_actions",
+                "team": {"id": TEAM},
+                "user": {"id": user},
+                "channel": {"id": CHANNEL},
+                "trigger_id": trigger,
+                "actions": [{"action_id": action_id, "value": value, "type": "button"}],
+            }
+        )
 
     def submit(self, user: str, form: dict[str, str]) -> None:
         with self.lock:
             view = self.modals.get(user)
         if view is None:
             return
-        selects = {b.get("block_id") for b in view.get("blocks", []) if b.get("type") == "input"
-                   and b.get("element", {}).get("type") == "static_select"}
+        selects = {
+            b.get("block_id")
+            for b in view.get("blocks", [])
+            if b.get("type") == "input" and b.get("element", {}).get("type") == "static_select"
+        }
         values: dict[str, dict[str, Any]] = {
             block: {"value": {"selected_option": {"value": v}} if block in selects else {"value": v}}
-            for block, v in form.items() if v}
-        answer = self._send({"type": "view_submission", "team": {"id": TEAM}, "user": {"id": user},
-                             "view": {**view, "state": {"values": values}}})
+            for block, v in form.items()
+            if v
+        }
+        answer = self._send(
+            {
+                "type": "view_submission",
+                "team": {"id": TEAM},
+                "user": {"id": user},
+                "view": {**view, "state": {"values": values}},
+            }
+        )
         with self.lock:
             if answer.get("response_action") == "errors":
                 self.errors[user] = answer.get("errors") or {}
@@ -103,9 +122,15 @@ class SimulatedSlack:
         body = urlencode({"payload": json.dumps(payload)}).encode()
         timestamp = str(int(time.time()))
         digest = hmac.new(self.signing_secret.encode(), f"v0:{timestamp}:".encode() + body, hashlib.sha256).hexdigest()
-        request = urllib.request.Request(f"{self.console_url}/slack/interactivity/", data=body, headers={  # noqa: S310
-            "Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": timestamp,
-            "X-Slack-Signature": f"v0={digest}"})
+        request = urllib.request.Request(  # noqa: S310 - the console's own URL
+            f"{self.console_url}/slack/interactivity/",
+            data=body,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "X-Slack-Request-Timestamp": timestamp,
+                "X-Slack-Signature": f"v0={digest}",
+            },
+        )
         try:
             with urllib.request.urlopen(request, timeout=15) as response:  # noqa: S310 - the console's own URL
                 text = response.read().decode()
@@ -124,11 +149,16 @@ class SimulatedSlack:
             messages = sorted(self.messages.values(), key=lambda m: m["ts"])
             modal, errors = self.modals.get(user), dict(self.errors.get(user, {}))
             told = list(self.ephemeral.get(user, []))
-        who = " · ".join(f'<a href="/slack?as={u}"{" class=me" if u == user else ""}>{u} '
-                         f'({escape(c or "not linked")})</a>' for u, c in PEOPLE.items())
+        who = " · ".join(
+            f'<a href="/slack?as={u}"{" class=me" if u == user else ""}>{u} ({escape(c or "not linked")})</a>'
+            for u, c in PEOPLE.items()
+        )
         top = [m for m in messages if not m.get("thread_ts")]
-        html = [f"<!doctype html><title>Simulated Slack · #recovery</title><style>{_STYLE}</style>",
-                "<h1>#recovery <small>simulated Slack workspace</small></h1>", f"<p>You are {who}</p>"]
+        html = [
+            f"<!doctype html><title>Simulated Slack · #recovery</title><style>{_STYLE}</style>",
+            "<h1>#recovery <small>simulated Slack workspace</small></h1>",
+            f"<p>You are {who}</p>",
+        ]
         html += [f'<p class="ephemeral" data-testid="ephemeral">Only visible to you: {_mrkdwn(t)}</p>' for t in told]
         if modal is not None:
             html.append(_modal(user, modal, errors))
@@ -146,7 +176,7 @@ def _mrkdwn(text: str) -> str:
     plain = unescape(str(text))
     parts, last = [], 0
     for match in _LINK.finditer(plain):
-        parts.append(escape(plain[last:match.start()]))
+        parts.append(escape(plain[last : match.start()]))
         parts.append(f'<a href="{escape(match.group(1))}">{escape(match.group(2))}</a>')
         last = match.end()
     parts.append(escape(plain[last:]))
@@ -166,9 +196,13 @@ def _message(user: str, message: dict[str, Any]) -> str:
             if fields:
                 out.append(f'<div class="fields">{fields}</div>')
         elif kind == "context":
-            out.append("<p class=context>" + " ".join(_mrkdwn(e.get("text", "")) for e in block.get("elements", [])) + "</p>")
+            out.append(
+                "<p class=context>" + " ".join(_mrkdwn(e.get("text", "")) for e in block.get("elements", [])) + "</p>"
+            )
         elif kind == "actions":
-            out.append('<div class="actions">' + "".join(_button(user, e) for e in block.get("elements", [])) + "</div>")
+            out.append(
+                '<div class="actions">' + "".join(_button(user, e) for e in block.get("elements", [])) + "</div>"
+            )
     out.append("</div>")
     return "".join(out)
 
@@ -177,17 +211,21 @@ def _button(user: str, element: dict[str, Any]) -> str:
     label = escape(str(element.get("text", {}).get("text", "")))
     if element.get("url"):
         return f'<a class="button" href="{escape(str(element["url"]))}">{label}</a>'
-    return (f'<form method="post" action="/slack/press"><input type="hidden" name="as" value="{escape(user)}">'
-            f'<input type="hidden" name="action_id" value="{escape(str(element.get("action_id", "")))}">'
-            f'<input type="hidden" name="value" value="{escape(str(element.get("value", "")))}">'
-            f'<button type="submit" data-testid="slack-{escape(str(element.get("action_id", "")))}"'
-            f' class="{escape(str(element.get("style", "")))}">{label}</button></form>')
+    return (
+        f'<form method="post" action="/slack/press"><input type="hidden" name="as" value="{escape(user)}">'
+        f'<input type="hidden" name="action_id" value="{escape(str(element.get("action_id", "")))}">'
+        f'<input type="hidden" name="value" value="{escape(str(element.get("value", "")))}">'
+        f'<button type="submit" data-testid="slack-{escape(str(element.get("action_id", "")))}"'
+        f' class="{escape(str(element.get("style", "")))}">{label}</button></form>'
+    )
 
 
 def _modal(user: str, view: dict[str, Any], errors: dict[str, str]) -> str:
     title = escape(str(view.get("title", {}).get("text", "")))
-    out = [f'<div class="modal" data-testid="slack-modal"><h2>{title}</h2>',
-           f'<form method="post" action="/slack/submit"><input type="hidden" name="as" value="{escape(user)}">']
+    out = [
+        f'<div class="modal" data-testid="slack-modal"><h2>{title}</h2>',
+        f'<form method="post" action="/slack/submit"><input type="hidden" name="as" value="{escape(user)}">',
+    ]
     for block in view.get("blocks") or []:
         if block.get("type") == "section":
             out.append(f"<p>{_mrkdwn(block.get('text', {}).get('text', ''))}</p>")
@@ -198,18 +236,26 @@ def _modal(user: str, view: dict[str, Any], errors: dict[str, str]) -> str:
         label = escape(str(block.get("label", {}).get("text", "")))
         element = block.get("element") or {}
         if element.get("type") == "static_select":
-            options = "".join(f'<option value="{escape(str(o.get("value", "")))}">'
-                              f'{escape(str(o.get("text", {}).get("text", "")))}</option>' for o in element.get("options", []))
+            options = "".join(
+                f'<option value="{escape(str(o.get("value", "")))}">'
+                f"{escape(str(o.get('text', {}).get('text', '')))}</option>"
+                for o in element.get("options", [])
+            )
             field = f'<select name="{name}"><option value="">—</option>{options}</select>'
         else:
             field = f'<input name="{name}" size="50">'
-        error = f'<span class="error" data-testid="slack-error">{escape(errors[block["block_id"]])}</span>' \
-            if block.get("block_id") in errors else ""
+        error = (
+            f'<span class="error" data-testid="slack-error">{escape(errors[block["block_id"]])}</span>'
+            if block.get("block_id") in errors
+            else ""
+        )
         out.append(f"<label>{label}<br>{field}</label>{error}")
-    out.append(f'<button type="submit" class="primary" data-testid="slack-submit">'
-               f'{escape(str(view.get("submit", {}).get("text", "Submit")))}</button></form>'
-               f'<form method="post" action="/slack/close"><input type="hidden" name="as" value="{escape(user)}">'
-               '<button type="submit">Cancel</button></form></div>')
+    out.append(
+        f'<button type="submit" class="primary" data-testid="slack-submit">'
+        f"{escape(str(view.get('submit', {}).get('text', 'Submit')))}</button></form>"
+        f'<form method="post" action="/slack/close"><input type="hidden" name="as" value="{escape(user)}">'
+        '<button type="submit">Cancel</button></form></div>'
+    )
     return "".join(out)
 
 

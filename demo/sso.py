@@ -30,18 +30,22 @@ PROVIDER_NAME = "the demo identity provider"
 GROUP_CLAIM = "groups"
 # IdP group -> what it gives in the console (workflows/directory.py reads it at every sign-in).
 GROUP_MAP: dict[str, list[str]] = {
-    "rc-operators": ["role:operator"], "rc-tpm": ["role:tpm"], "rc-admins": ["role:admin"],
-    "support": ["team:support"], "billing": ["team:billing"], "billing-leads": ["team:billing", "lead:billing"],
+    "rc-operators": ["role:operator"],
+    "rc-tpm": ["role:tpm"],
+    "rc-admins": ["role:admin"],
+    "support": ["team:support"],
+    "billing": ["team:billing"],
+    "billing-leads": ["team:billing", "lead:billing"],
 }
 # The teams the mapping names, with the workflow kinds each one owns (routing rules), for seed_sso.
 TEAMS = {"support": ("Support", ["refund", "ticket_triage"]), "billing": ("Billing", ["billing_dispute"])}
 # Who is at the provider: username, groups (the console gives the role and teams the mapping says).
 PEOPLE = (
-    ("olivia", ["rc-operators", "support"]),        # operator in Support
-    ("lena", ["rc-operators", "billing-leads"]),     # operator, lead of Billing
-    ("tariq", ["rc-tpm"]),                           # TPM
-    ("ada", ["rc-admins", "support", "billing"]),    # admin in both teams
-    ("mallory", ["marketing"]),                      # in no mapped group: refused
+    ("olivia", ["rc-operators", "support"]),  # operator in Support
+    ("lena", ["rc-operators", "billing-leads"]),  # operator, lead of Billing
+    ("tariq", ["rc-tpm"]),  # TPM
+    ("ada", ["rc-admins", "support", "billing"]),  # admin in both teams
+    ("mallory", ["marketing"]),  # in no mapped group: refused
 )
 
 
@@ -66,7 +70,8 @@ def prepare(where: Path) -> dict[str, Any]:
         from cryptography.hazmat.primitives.asymmetric import rsa
 
         pem = rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
         _private(key, pem.decode())
     try:
         profile: dict[str, Any] = json.loads((where / "profile.json").read_text())
@@ -74,9 +79,15 @@ def prepare(where: Path) -> dict[str, Any]:
         profile = {}
     profile.setdefault("client_secret", secrets.token_urlsafe(32))
     known = {p["username"]: p for p in profile.get("people", [])}
-    profile["people"] = [{"username": name, "email": f"{name}@sso.demo.invalid", "groups": groups,
-                          "password": known.get(name, {}).get("password") or secrets.token_urlsafe(9)}
-                         for name, groups in PEOPLE]
+    profile["people"] = [
+        {
+            "username": name,
+            "email": f"{name}@sso.demo.invalid",
+            "groups": groups,
+            "password": known.get(name, {}).get("password") or secrets.token_urlsafe(9),
+        }
+        for name, groups in PEOPLE
+    ]
     _private(where / "profile.json", json.dumps(profile, indent=2) + "\n")
     return profile
 
@@ -89,11 +100,16 @@ def console_env(profile: dict[str, Any], port: int) -> dict[str, str]:
     """The console's single sign-on variables (README "Single sign-on") for this provider."""
     url = provider_url(port)
     return {
-        "OIDC_PROVIDER_NAME": PROVIDER_NAME, "OIDC_RP_CLIENT_ID": CLIENT_ID,
-        "OIDC_RP_CLIENT_SECRET": profile["client_secret"], "OIDC_OP_ISSUER": f"{url}/o",
-        "OIDC_OP_AUTHORIZATION_ENDPOINT": f"{url}/o/authorize/", "OIDC_OP_TOKEN_ENDPOINT": f"{url}/o/token/",
-        "OIDC_OP_USER_ENDPOINT": f"{url}/o/userinfo/", "OIDC_OP_JWKS_ENDPOINT": f"{url}/o/.well-known/jwks.json",
-        "OIDC_RP_SCOPES": "openid email profile groups", "OIDC_GROUP_CLAIM": GROUP_CLAIM,
+        "OIDC_PROVIDER_NAME": PROVIDER_NAME,
+        "OIDC_RP_CLIENT_ID": CLIENT_ID,
+        "OIDC_RP_CLIENT_SECRET": profile["client_secret"],
+        "OIDC_OP_ISSUER": f"{url}/o",
+        "OIDC_OP_AUTHORIZATION_ENDPOINT": f"{url}/o/authorize/",
+        "OIDC_OP_TOKEN_ENDPOINT": f"{url}/o/token/",
+        "OIDC_OP_USER_ENDPOINT": f"{url}/o/userinfo/",
+        "OIDC_OP_JWKS_ENDPOINT": f"{url}/o/.well-known/jwks.json",
+        "OIDC_RP_SCOPES": "openid email profile groups",
+        "OIDC_GROUP_CLAIM": GROUP_CLAIM,
         "OIDC_GROUP_MAP": json.dumps(GROUP_MAP),
     }
 
@@ -102,18 +118,36 @@ def provider_command(where: Path, port: int, console: str) -> tuple[list[str], d
     """How to start the provider: its command line and environment."""
     profile = json.loads((where / "profile.json").read_text())
     (where / "people.json").write_text(json.dumps(profile["people"]))
-    env = {**os.environ, "OIDC_PROVIDER_DB": str(where / "provider.sqlite3"), "OIDC_PROVIDER_KEY": str(where / "key.pem"),
-           "OIDC_PROVIDER_ISSUER": f"{provider_url(port)}/o", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "OIDC_PROVIDER_DB": str(where / "provider.sqlite3"),
+        "OIDC_PROVIDER_KEY": str(where / "key.pem"),
+        "OIDC_PROVIDER_ISSUER": f"{provider_url(port)}/o",
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    return ([sys.executable, "-m", "tests.oidc_provider.serve", str(port), CLIENT_ID, profile["client_secret"],
-             f"{console.rstrip('/')}/oidc/callback/", str(where / "people.json")], env)
+    return (
+        [
+            sys.executable,
+            "-m",
+            "tests.oidc_provider.serve",
+            str(port),
+            CLIENT_ID,
+            profile["client_secret"],
+            f"{console.rstrip('/')}/oidc/callback/",
+            str(where / "people.json"),
+        ],
+        env,
+    )
 
 
 def sign_in_lines(profile: dict[str, Any], port: int, console: str) -> list[str]:
     mapping = {group: ", ".join(grants) for group, grants in GROUP_MAP.items()}
-    lines = [f"Single sign-on (dev only; kept in {home()}/profile.json): {console.rstrip('/')}/login/ → "
-             f"\"Sign in with {PROVIDER_NAME}\" (provider at {provider_url(port)})",
-             f"  {'user':<10}{'password':<16}groups → console"]
+    lines = [
+        f"Single sign-on (dev only; kept in {home()}/profile.json): {console.rstrip('/')}/login/ → "
+        f'"Sign in with {PROVIDER_NAME}" (provider at {provider_url(port)})',
+        f"  {'user':<10}{'password':<16}groups → console",
+    ]
     for person in profile["people"]:
         grants = "; ".join(f"{g}: {mapping[g]}" for g in person["groups"] if g in mapping) or "nothing (refused)"
         lines.append(f"  {person['username']:<10}{person['password']:<16}{grants}")

@@ -58,13 +58,32 @@ class ServiceError(SystemFailure):
 # What a broken upstream really sends back: an HTML error page, truncated JSON, a null.
 GARBAGE_ANSWERS = (
     "<html><body><h1>502 Bad Gateway</h1><script>alert('upstream')</script></body></html>",
-    '{"ticket": "T-10', "null", '{"amount": "forty-two", "currency": 978}', "\ufffd\ufffd\x00\x1b[2J",
+    '{"ticket": "T-10',
+    "null",
+    '{"amount": "forty-two", "currency": 978}',
+    "\ufffd\ufffd\x00\x1b[2J",
 )
 
-CUSTOMERS = ("Ada Lovelace", "Grace Hopper", "Alan Turing", "Edsger Dijkstra", "Barbara Liskov",
-             "Ken Thompson", "Margaret Hamilton", "Donald Knuth", "Radia Perlman", "Frances Allen")
-SUBJECTS = ("Charged twice for my order", "Parcel never arrived", "Item arrived broken",
-            "Cancelled subscription still billed", "Wrong size delivered", "Invoice amount is wrong")
+CUSTOMERS = (
+    "Ada Lovelace",
+    "Grace Hopper",
+    "Alan Turing",
+    "Edsger Dijkstra",
+    "Barbara Liskov",
+    "Ken Thompson",
+    "Margaret Hamilton",
+    "Donald Knuth",
+    "Radia Perlman",
+    "Frances Allen",
+)
+SUBJECTS = (
+    "Charged twice for my order",
+    "Parcel never arrived",
+    "Item arrived broken",
+    "Cancelled subscription still billed",
+    "Wrong size delivered",
+    "Invoice amount is wrong",
+)
 
 
 @dataclass(frozen=True)
@@ -109,9 +128,20 @@ class Ledgers(SqliteFile):
         self.messaging = Messaging(self)
 
     # --- writes (only through the systems below) ----------------------------------
-    def execute(self, system: str, operation: str, key: str, *, subject: str, prefix: str,
-                fault: Fault | None, agent: str = "", amount: str | None = None,
-                currency: str | None = None, body: str = "") -> str:
+    def execute(
+        self,
+        system: str,
+        operation: str,
+        key: str,
+        *,
+        subject: str,
+        prefix: str,
+        fault: Fault | None,
+        agent: str = "",
+        amount: str | None = None,
+        currency: str | None = None,
+        body: str = "",
+    ) -> str:
         """Commit one execution (no dedupe: that is the point) and answer with its reference."""
         if fault == Fault.RATE_LIMIT:
             raise RateLimited(f"{system}: 429 Too Many Requests")
@@ -124,7 +154,8 @@ class Ledgers(SqliteFile):
             conn.execute(
                 "INSERT INTO executions (system, operation, idempotency_key, ref, subject, amount, currency,"
                 " body, agent, executed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (system, operation, key, ref, subject, amount, currency, body, agent, now_iso()))
+                (system, operation, key, ref, subject, amount, currency, body, agent, now_iso()),
+            )
         if fault == Fault.TIMEOUT_AFTER_COMMIT:
             raise SystemTimeout(f"{system}: no answer within 30 s")  # same words: the caller cannot tell
         if fault == Fault.GARBAGE:
@@ -148,8 +179,10 @@ class Ledgers(SqliteFile):
         payments made under the keys of one workflow and its forks are counted together too, listed as
         ``T-1010:refund (across forks)``."""
         with self.connect() as conn:
-            rows = conn.execute("SELECT idempotency_key, COUNT(*) FROM executions GROUP BY idempotency_key"
-                                " HAVING COUNT(*) > 1 ORDER BY idempotency_key")
+            rows = conn.execute(
+                "SELECT idempotency_key, COUNT(*) FROM executions GROUP BY idempotency_key"
+                " HAVING COUNT(*) > 1 ORDER BY idempotency_key"
+            )
             found = {key: count for key, count in rows}
             money = conn.execute("SELECT idempotency_key FROM executions WHERE system = 'payments'").fetchall()
         lineages: dict[str, set[str]] = {}
@@ -163,12 +196,14 @@ class Ledgers(SqliteFile):
         with self.connect() as conn:
             counts = dict(conn.execute("SELECT operation, COUNT(*) FROM executions GROUP BY operation").fetchall())
             money: dict[str, Decimal] = {}
-            for amount, currency in conn.execute(
-                    "SELECT amount, currency FROM executions WHERE amount IS NOT NULL"):
+            for amount, currency in conn.execute("SELECT amount, currency FROM executions WHERE amount IS NOT NULL"):
                 money[currency or "?"] = money.get(currency or "?", Decimal("0")) + Decimal(amount)
-        return {"executions": sum(counts.values()), "by_operation": counts,
-                "money": {currency: str(total) for currency, total in sorted(money.items())},
-                "duplicate_keys": len(self.duplicates())}
+        return {
+            "executions": sum(counts.values()),
+            "by_operation": counts,
+            "money": {currency: str(total) for currency, total in sorted(money.items())},
+            "duplicate_keys": len(self.duplicates()),
+        }
 
     def recent(self, *, limit: int = 200, search: str = "") -> list[Execution]:
         """Newest first; ``search`` matches an idempotency key, a reference or a ticket."""
@@ -185,12 +220,30 @@ class Payments:
     def __init__(self, ledgers: Ledgers) -> None:
         self.ledgers = ledgers
 
-    def refund(self, key: str, *, ticket: str, amount: str, currency: str, agent: str = "",
-               fault: Fault | None = None, operation: str = "refund") -> str:
+    def refund(
+        self,
+        key: str,
+        *,
+        ticket: str,
+        amount: str,
+        currency: str,
+        agent: str = "",
+        fault: Fault | None = None,
+        operation: str = "refund",
+    ) -> str:
         """Move money back to the customer; answers ``R-XXXXXXXX``."""
         Decimal(amount)  # refuse a malformed amount before anything is committed
-        return self.ledgers.execute("payments", operation, key, subject=ticket, prefix="R", fault=fault,
-                                    agent=agent, amount=amount, currency=currency)
+        return self.ledgers.execute(
+            "payments",
+            operation,
+            key,
+            subject=ticket,
+            prefix="R",
+            fault=fault,
+            agent=agent,
+            amount=amount,
+            currency=currency,
+        )
 
     def lookup(self, key: str) -> str | None:
         """The reference of the refund made under ``key``, as a payments API's search would answer."""
@@ -219,20 +272,26 @@ class Tickets:
             return random.choice(GARBAGE_ANSWERS)
         rng = random.Random(ticket)  # the same ticket always reads the same
         customer = rng.choice(CUSTOMERS)
-        return {"ticket": ticket, "customer": customer,
-                "email": customer.split()[0].lower() + "@example.com", "subject": rng.choice(SUBJECTS),
-                "amount": f"{rng.randint(500, 25000) / 100:.2f}", "currency": rng.choice(("EUR", "EUR", "USD"))}
+        return {
+            "ticket": ticket,
+            "customer": customer,
+            "email": customer.split()[0].lower() + "@example.com",
+            "subject": rng.choice(SUBJECTS),
+            "amount": f"{rng.randint(500, 25000) / 100:.2f}",
+            "currency": rng.choice(("EUR", "EUR", "USD")),
+        }
 
     def add_note(self, key: str, *, ticket: str, text: str, agent: str = "", fault: Fault | None = None) -> str:
-        return self.ledgers.execute("tickets", "note", key, subject=ticket, prefix="N", fault=fault,
-                                    agent=agent, body=text)
+        return self.ledgers.execute(
+            "tickets", "note", key, subject=ticket, prefix="N", fault=fault, agent=agent, body=text
+        )
 
 
 class Messaging:
     def __init__(self, ledgers: Ledgers) -> None:
         self.ledgers = ledgers
 
-    def send(self, key: str, *, ticket: str, to: str, text: str, agent: str = "",
-             fault: Fault | None = None) -> str:
-        return self.ledgers.execute("messaging", "message", key, subject=ticket, prefix="M", fault=fault,
-                                    agent=agent, body=f"To {to}: {text}")
+    def send(self, key: str, *, ticket: str, to: str, text: str, agent: str = "", fault: Fault | None = None) -> str:
+        return self.ledgers.execute(
+            "messaging", "message", key, subject=ticket, prefix="M", fault=fault, agent=agent, body=f"To {to}: {text}"
+        )

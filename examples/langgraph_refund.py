@@ -31,8 +31,14 @@ from refund_systems import Systems, command_line
 
 APPROVAL_LIMIT = 100
 ORDER = ["read_ticket", "decide_refund", "issue_refund", "draft_note", "write_ticket_note", "notify_customer"]
-KINDS = {"read_ticket": "tool", "decide_refund": "model", "issue_refund": "effect", "draft_note": "model",
-         "write_ticket_note": "effect", "notify_customer": "effect"}
+KINDS = {
+    "read_ticket": "tool",
+    "decide_refund": "model",
+    "issue_refund": "effect",
+    "draft_note": "model",
+    "write_ticket_note": "effect",
+    "notify_customer": "effect",
+}
 
 
 class Refund(TypedDict, total=False):
@@ -57,8 +63,10 @@ def build_graph(systems: Systems, *, crash_draft: int = 0) -> Any:
         approval = None
         if amount > APPROVAL_LIMIT:
             approval = interrupt({"reason": "manual", "question": f"Approve a refund of {amount:.2f}?"})
-        return {"decision": {"refund": True, "amount": state["ticket"]["amount"], "promise": "refund within 5 days"},
-                "approval": approval or {}}
+        return {
+            "decision": {"refund": True, "amount": state["ticket"]["amount"], "promise": "refund within 5 days"},
+            "approval": approval or {},
+        }
 
     # Confirmed by an operator after a timeout: the reference is looked up by the same key.
     @effect(confirmed=lambda state, key: {"refund_ref": systems.refunds.get(key, "unknown")})
@@ -85,10 +93,10 @@ def build_graph(systems: Systems, *, crash_draft: int = 0) -> Any:
     graph = StateGraph(Refund)
     graph.add_node("read_ticket", read_ticket)
     graph.add_node("decide_refund", decide_refund, metadata={"kind": "model"})
-    graph.add_node("issue_refund", issue_refund)               # an effect by its decorator
+    graph.add_node("issue_refund", issue_refund)  # an effect by its decorator
     graph.add_node("draft_note", draft_note, metadata={"kind": "model"})
     graph.add_node("write_ticket_note", write_ticket_note)
-    graph.add_node("notify_customer", notify_customer, metadata={"kind": "effect"})   # an effect by its tag
+    graph.add_node("notify_customer", notify_customer, metadata={"kind": "effect"})  # an effect by its tag
     graph.add_edge(START, ORDER[0])
     for before, after in zip(ORDER, ORDER[1:], strict=False):
         graph.add_edge(before, after)
@@ -98,18 +106,36 @@ def build_graph(systems: Systems, *, crash_draft: int = 0) -> Any:
 
 def plan(agent_state: dict[str, Any]) -> list[dict[str, Any]]:
     """What a resume will do: the nodes from the one that stopped on, the refund with its money at stake."""
-    following = ORDER[ORDER.index(agent_state["next"][0]):] if agent_state["next"] else []
+    following = ORDER[ORDER.index(agent_state["next"][0]) :] if agent_state["next"] else []
     ticket = agent_state["graph"].get("ticket") or {}
-    return [{"name": name, "kind": KINDS[name],
-             **({"amount": ticket["amount"], "currency": ticket["currency"]} if name == "issue_refund" else {})}
-            for name in following]
+    return [
+        {
+            "name": name,
+            "kind": KINDS[name],
+            **({"amount": ticket["amount"], "currency": ticket["currency"]} if name == "issue_refund" else {}),
+        }
+        for name in following
+    ]
 
 
-def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash_draft: int = 0,
-        poll: float = 2.0, timeout: float = 3600.0, say: Any = print) -> Any:
+def run(
+    client: RecoveryClient,
+    ticket_id: str,
+    systems: Systems,
+    *,
+    crash_draft: int = 0,
+    poll: float = 2.0,
+    timeout: float = 3600.0,
+    say: Any = print,
+) -> Any:
     """Run the graph to its end, waiting at each checkpoint for the operator's decision."""
-    adapter = RecoveryGraph(client, build_graph(systems, crash_draft=crash_draft), kind="refund",
-                            title=lambda external_id: f"Refund for ticket {external_id}", plan=plan)
+    adapter = RecoveryGraph(
+        client,
+        build_graph(systems, crash_draft=crash_draft),
+        kind="refund",
+        title=lambda external_id: f"Refund for ticket {external_id}",
+        plan=plan,
+    )
     try:
         values = adapter.run(ticket_id, {"ticket_id": ticket_id})
     except Paused as paused:
@@ -132,8 +158,9 @@ def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash_draft
 
 
 def main() -> None:
-    args, client = command_line(__doc__, ticket="T-LG-1042", agent="langgraph-bot",
-                                crash="the model times out once while drafting the note")
+    args, client = command_line(
+        __doc__, ticket="T-LG-1042", agent="langgraph-bot", crash="the model times out once while drafting the note"
+    )
     systems = Systems(amount=args.amount)
     run(client, args.ticket, systems, crash_draft=1 if args.crash else 0)
     print(f"system calls: {systems.calls}")

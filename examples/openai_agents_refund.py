@@ -40,28 +40,43 @@ class ScriptedModel(Model):
     def __init__(self, ticket_id: str, *, crash_after_refund: int = 0) -> None:
         self.ticket_id, self.crashes = ticket_id, crash_after_refund
 
-    async def get_response(self, system_instructions: str | None, input: str | list[Any], *args: Any,
-                           **kwargs: Any) -> ModelResponse:
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[Any], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
         items = input if isinstance(input, list) else [{"role": "user", "content": input}]
         outputs = {i["call_id"]: i.get("output") for i in items if _type(i) == "function_call_output"}
-        done = {i["name"]: outputs[i["call_id"]] for i in items if _type(i) == "function_call"
-                and i["call_id"] in outputs}
+        done = {
+            i["name"]: outputs[i["call_id"]] for i in items if _type(i) == "function_call" and i["call_id"] in outputs
+        }
         ticket = json.loads(done["read_ticket"]) if "read_ticket" in done else None
-        plan = [("read_ticket", {"ticket_id": self.ticket_id}),
-                ("issue_refund", {"ticket_id": self.ticket_id, "amount": ticket and ticket["amount"]}),
-                ("write_ticket_note", {"ticket_id": self.ticket_id, "text": f"Refunded ({done.get('issue_refund')})."}),
-                ("notify_customer", {"ticket_id": self.ticket_id, "text": "Your refund arrives within 5 days."})]
+        plan = [
+            ("read_ticket", {"ticket_id": self.ticket_id}),
+            ("issue_refund", {"ticket_id": self.ticket_id, "amount": ticket and ticket["amount"]}),
+            ("write_ticket_note", {"ticket_id": self.ticket_id, "text": f"Refunded ({done.get('issue_refund')})."}),
+            ("notify_customer", {"ticket_id": self.ticket_id, "text": "Your refund arrives within 5 days."}),
+        ]
         for name, arguments in plan:
             if name == "write_ticket_note" and self.crashes > 0:
                 self.crashes -= 1
                 raise TimeoutError("the model did not answer within 30 s")
             if name not in done:
-                call = ResponseFunctionToolCall(type="function_call", call_id=f"call_{name}", name=name,
-                                                arguments=json.dumps(arguments), id=f"fc_{name}", status="completed")
+                call = ResponseFunctionToolCall(
+                    type="function_call",
+                    call_id=f"call_{name}",
+                    name=name,
+                    arguments=json.dumps(arguments),
+                    id=f"fc_{name}",
+                    status="completed",
+                )
                 return ModelResponse(output=[call], usage=Usage(), response_id=None)
         text = f"Refunded {ticket['amount'] if ticket else '?'} EUR ({done['issue_refund']}); the customer is told."
-        message = ResponseOutputMessage(type="message", id="msg_final", role="assistant", status="completed",
-                                        content=[ResponseOutputText(type="output_text", text=text, annotations=[])])
+        message = ResponseOutputMessage(
+            type="message",
+            id="msg_final",
+            role="assistant",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+        )
         return ModelResponse(output=[message], usage=Usage(), response_id=None)
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> Any:
@@ -102,29 +117,50 @@ def build_agent(systems: Systems, ticket_id: str, *, crash_after_refund: int = 0
         return "sent"
 
     model = ScriptedModel(ticket_id, crash_after_refund=crash_after_refund)
-    return Agent(name="support-agent", instructions="Handle refund tickets.", model=model,
-                 tools=[read_ticket, issue_refund, write_ticket_note, notify_customer])
+    return Agent(
+        name="support-agent",
+        instructions="Handle refund tickets.",
+        model=model,
+        tools=[read_ticket, issue_refund, write_ticket_note, notify_customer],
+    )
 
 
 def plan(agent_state: dict[str, Any]) -> list[dict[str, Any]] | None:
     """What a resume will do after an approval: the approved calls (money for the refund), then the rest."""
     if not agent_state.get("approvals"):
         return None  # a crash: the model decides what is left, so say nothing rather than too little
-    calls = [{"name": a["tool"], "kind": "effect", "amount": a["arguments"]["amount"], "currency": "EUR"}
-             if a["tool"] == "issue_refund" else {"name": a["tool"], "kind": "tool"}
-             for a in agent_state["approvals"]]
+    calls = [
+        {"name": a["tool"], "kind": "effect", "amount": a["arguments"]["amount"], "currency": "EUR"}
+        if a["tool"] == "issue_refund"
+        else {"name": a["tool"], "kind": "tool"}
+        for a in agent_state["approvals"]
+    ]
     return calls + [{"name": "write_ticket_note", "kind": "effect"}, {"name": "notify_customer", "kind": "effect"}]
 
 
-def runner_for(client: RecoveryClient, systems: Systems, ticket_id: str, *, crash_after_refund: int = 0
-               ) -> RecoveryRunner:
-    return RecoveryRunner(client, build_agent(systems, ticket_id, crash_after_refund=crash_after_refund),
-                          kind="refund", title=lambda external_id: f"Refund for ticket {external_id}",
-                          run_config=RunConfig(tracing_disabled=True), plan=plan)
+def runner_for(
+    client: RecoveryClient, systems: Systems, ticket_id: str, *, crash_after_refund: int = 0
+) -> RecoveryRunner:
+    return RecoveryRunner(
+        client,
+        build_agent(systems, ticket_id, crash_after_refund=crash_after_refund),
+        kind="refund",
+        title=lambda external_id: f"Refund for ticket {external_id}",
+        run_config=RunConfig(tracing_disabled=True),
+        plan=plan,
+    )
 
 
-async def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash_after_refund: int = 0,
-              poll: float = 2.0, timeout: float = 3600.0, say: Any = print) -> Any:
+async def run(
+    client: RecoveryClient,
+    ticket_id: str,
+    systems: Systems,
+    *,
+    crash_after_refund: int = 0,
+    poll: float = 2.0,
+    timeout: float = 3600.0,
+    say: Any = print,
+) -> Any:
     """Run the agent to its end, waiting at each checkpoint for the operator's decision."""
     runner = runner_for(client, systems, ticket_id, crash_after_refund=crash_after_refund)
     try:
@@ -150,8 +186,9 @@ async def run(client: RecoveryClient, ticket_id: str, systems: Systems, *, crash
 
 
 def main() -> None:
-    args, client = command_line(__doc__, ticket="T-OA-1042", agent="agents-bot",
-                                crash="the model times out once after the refund")
+    args, client = command_line(
+        __doc__, ticket="T-OA-1042", agent="agents-bot", crash="the model times out once after the refund"
+    )
     systems = Systems(amount=args.amount)
     asyncio.run(run(client, args.ticket, systems, crash_after_refund=1 if args.crash else 0))
     print(f"system calls: {systems.calls}")

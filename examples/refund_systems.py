@@ -15,10 +15,10 @@ from recovery_client import RecoveryClient
 
 @dataclass
 class Systems:
-    amount: str = "42.00"                                     # what the ticket asks to refund
-    refunds: dict[str, str] = field(default_factory=dict)     # idempotency key -> refund reference
-    notes: dict[str, str] = field(default_factory=dict)       # idempotency key -> ticket note
-    messages: dict[str, str] = field(default_factory=dict)    # idempotency key -> customer message
+    amount: str = "42.00"  # what the ticket asks to refund
+    refunds: dict[str, str] = field(default_factory=dict)  # idempotency key -> refund reference
+    notes: dict[str, str] = field(default_factory=dict)  # idempotency key -> ticket note
+    messages: dict[str, str] = field(default_factory=dict)  # idempotency key -> customer message
     calls: dict[str, int] = field(default_factory=dict)
 
     def _count(self, name: str) -> None:

@@ -12,7 +12,11 @@ from celery import shared_task
 @shared_task(ignore_result=True)
 def post(url: str, key: str) -> None:
     body = json.dumps({"key": key}).encode()
-    request = urllib.request.Request(url, data=body, method="POST",  # noqa: S310 - the bench's own receiver
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(  # noqa: S310 - the bench's own receiver
+        url,
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
         response.read()

@@ -74,20 +74,34 @@ class Version:
         archive = subprocess.run(["git", "archive", self.commit], cwd=ROOT, check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(self.tree)], input=archive, check=True)
         redis = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
-        self.env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-                    "PYTHONPATH": f"{self.tree}{os.pathsep}{self.tree / 'clients/python/src'}",
-                    "DATABASE_URL": database(os.environ["DATABASE_URL"], label),
-                    "CACHE_URL": redis_db(redis, redis_number), "CELERY_BROKER_URL": redis_db(redis, redis_number),
-                    "SECRET_KEY": "bench-only-secret-key", "DEBUG": "false", "ALLOWED_HOSTS": "127.0.0.1",
-                    "SECURE_COOKIES": "false", "MANIFEST_STATIC": "false", "LOG_LEVEL": "WARNING",
-                    "API_RATE_LIMIT_PER_MINUTE": "100000000", "API_AUTH_FAILURES_PER_MINUTE": "0",
-                    "DJANGO_SETTINGS_MODULE": "console.settings"}
+        self.env = {
+            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+            "PYTHONPATH": f"{self.tree}{os.pathsep}{self.tree / 'clients/python/src'}",
+            "DATABASE_URL": database(os.environ["DATABASE_URL"], label),
+            "CACHE_URL": redis_db(redis, redis_number),
+            "CELERY_BROKER_URL": redis_db(redis, redis_number),
+            "SECRET_KEY": "bench-only-secret-key",
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "127.0.0.1",
+            "SECURE_COOKIES": "false",
+            "MANIFEST_STATIC": "false",
+            "LOG_LEVEL": "WARNING",
+            "API_RATE_LIMIT_PER_MINUTE": "100000000",
+            "API_AUTH_FAILURES_PER_MINUTE": "0",
+            "DJANGO_SETTINGS_MODULE": "console.settings",
+        }
         self.url = f"http://127.0.0.1:{port}"
         self.server: subprocess.Popen[bytes] | None = None
 
     def manage(self, *args: str) -> str:
-        return subprocess.run([str(BIN / "python"), "manage.py", *args], cwd=self.tree, env=self.env, check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            [str(BIN / "python"), "manage.py", *args],
+            cwd=self.tree,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     def start(self) -> None:
         self.manage("migrate", "--noinput", "-v", "0")
@@ -96,8 +110,23 @@ class Version:
         empty = self.tree / "bench-gunicorn.conf.py"
         empty.write_text("")  # the same server arguments for both versions, whatever their gunicorn.conf.py says
         self.server = subprocess.Popen(
-            [str(BIN / "gunicorn"), "-c", str(empty), "console.wsgi", "-b", f"127.0.0.1:{self.port}", "-w", "1",
-             "--threads", "2"], cwd=self.tree, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                str(BIN / "gunicorn"),
+                "-c",
+                str(empty),
+                "console.wsgi",
+                "-b",
+                f"127.0.0.1:{self.port}",
+                "-w",
+                "1",
+                "--threads",
+                "2",
+            ],
+            cwd=self.tree,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -112,29 +141,48 @@ class Version:
         self.agent.headers.update({"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
         self.operator = requests.Session()
         self.operator.get(f"{self.url}/login/")
-        self.operator.post(f"{self.url}/login/", data={
-            "username": "bench-op", "password": PASSWORD,
-            "csrfmiddlewaretoken": self.operator.cookies["csrftoken"]}, headers={"Referer": f"{self.url}/login/"})
+        self.operator.post(
+            f"{self.url}/login/",
+            data={
+                "username": "bench-op",
+                "password": PASSWORD,
+                "csrfmiddlewaretoken": self.operator.cookies["csrftoken"],
+            },
+            headers={"Referer": f"{self.url}/login/"},
+        )
         assert "sessionid" in self.operator.cookies, f"{self.label}: the operator could not sign in"
 
     def seed(self, workflows: int) -> None:
         """The same workflows for both: three steps each and an open checkpoint, through the API."""
+
         def one(n: int) -> str:
             session = requests.Session()
             session.headers.update(self.agent.headers)
-            created = session.post(f"{self.url}/api/v1/workflows", json={
-                "external_id": f"T-{n}", "kind": "refund", "title": f"Refund for ticket T-{n}"}).json()
+            created = session.post(
+                f"{self.url}/api/v1/workflows",
+                json={"external_id": f"T-{n}", "kind": "refund", "title": f"Refund for ticket T-{n}"},
+            ).json()
             wid = created["id"]
-            for seq, (name, kind) in enumerate((("read_ticket", "tool"), ("decide", "model"),
-                                                ("issue_refund", "effect")), 1):
-                session.post(f"{self.url}/api/v1/workflows/{wid}/steps", json={
-                    "seq": seq, "name": name, "kind": kind, "status": "committed",
-                    "input": {"ticket": f"T-{n}", "amount": "42.00"}, "output": {"ok": True},
-                    "idempotency_key": f"T-{n}:{name}" if kind == "effect" else None}).raise_for_status()
+            for seq, (name, kind) in enumerate(
+                (("read_ticket", "tool"), ("decide", "model"), ("issue_refund", "effect")), 1
+            ):
+                session.post(
+                    f"{self.url}/api/v1/workflows/{wid}/steps",
+                    json={
+                        "seq": seq,
+                        "name": name,
+                        "kind": kind,
+                        "status": "committed",
+                        "input": {"ticket": f"T-{n}", "amount": "42.00"},
+                        "output": {"ok": True},
+                        "idempotency_key": f"T-{n}:{name}" if kind == "effect" else None,
+                    },
+                ).raise_for_status()
             if n:  # workflow 0 stays running: the step reports go there
-                session.post(f"{self.url}/api/v1/workflows/{wid}/checkpoints", json={
-                    "reason": "model_timeout", "detail": "the model timed out", "at_seq": 3,
-                    "state": {}}).raise_for_status()
+                session.post(
+                    f"{self.url}/api/v1/workflows/{wid}/checkpoints",
+                    json={"reason": "model_timeout", "detail": "the model timed out", "at_seq": 3, "state": {}},
+                ).raise_for_status()
             return str(wid)
 
         with ThreadPoolExecutor(4) as pool:
@@ -161,8 +209,14 @@ class Version:
         return elapsed
 
     def step_report(self, rng: random.Random) -> float:
-        body: dict[str, Any] = {"seq": self.next_seq, "name": "note", "kind": "tool", "status": "committed",
-                "input": {"text": "x" * rng.randrange(50, 250)}, "output": {"ok": True}}
+        body: dict[str, Any] = {
+            "seq": self.next_seq,
+            "name": "note",
+            "kind": "tool",
+            "status": "committed",
+            "input": {"text": "x" * rng.randrange(50, 250)},
+            "output": {"ok": True},
+        }
         self.next_seq += 1
         start = time.perf_counter()
         response = self.agent.post(f"{self.url}/api/v1/workflows/{self.running}/steps", json=body)
@@ -194,15 +248,20 @@ def main() -> None:
     print(f"seed {SEED}", flush=True)
     rng = random.Random(SEED)
     with tempfile.TemporaryDirectory(prefix="rc-vbench-") as workdir:
-        versions = [Version("base", args.base, args.port, 12, Path(workdir)),
-                    Version("head", args.head, args.port + 1, 13, Path(workdir))]
+        versions = [
+            Version("base", args.base, args.port, 12, Path(workdir)),
+            Version("head", args.head, args.port + 1, 13, Path(workdir)),
+        ]
         try:
             for version in versions:
                 version.start()
                 began = time.monotonic()
                 version.seed(args.workflows)
-                print(f"{version.label} = {version.rev} ({version.commit}): seeded {args.workflows} workflows "
-                      f"in {time.monotonic() - began:.0f} s", flush=True)
+                print(
+                    f"{version.label} = {version.rev} ({version.commit}): seeded {args.workflows} workflows "
+                    f"in {time.monotonic() - began:.0f} s",
+                    flush=True,
+                )
             figures: dict[tuple[str, str], list[float]] = {}
             cpu: dict[tuple[str, str], float] = {}
             for round_ in range(args.rounds):
@@ -212,26 +271,26 @@ def main() -> None:
                         version.step_report(rng)
                     began_cpu = version.cpu_ms()
                     figures.setdefault(("queue", version.label), []).extend(
-                        version.queue_page() for _ in range(args.requests))
+                        version.queue_page() for _ in range(args.requests)
+                    )
                     middle_cpu = version.cpu_ms()
                     figures.setdefault(("step", version.label), []).extend(
-                        version.step_report(rng) for _ in range(args.requests))
+                        version.step_report(rng) for _ in range(args.requests)
+                    )
                     cpu[("queue", version.label)] = cpu.get(("queue", version.label), 0.0) + middle_cpu - began_cpu
                     cpu[("step", version.label)] = cpu.get(("step", version.label), 0.0) + version.cpu_ms() - middle_cpu
         finally:
             for version in versions:
                 version.stop()
     print(f"\n{'what':<40} {'base p50':>9} {'head p50':>9} {'head/base':>9} {'base p95':>9} {'head p95':>9}")
-    for what, title in (("queue", "queue first page (50 of the open rows)"),
-                        ("step", "agent API: POST a new step")):
+    for what, title in (("queue", "queue first page (50 of the open rows)"), ("step", "agent API: POST a new step")):
         base50, base95 = summary(figures[(what, "base")])
         head50, head95 = summary(figures[(what, "head")])
         print(f"{title:<40} {base50:>9.1f} {head50:>9.1f} {head50 / base50:>8.2f}x {base95:>9.1f} {head95:>9.1f}")
     print(f"({args.rounds} rounds x {args.requests} requests of each kind per version, alternating; ms)")
     measured = args.rounds * args.requests
     print(f"\n{'server CPU per request (ms)':<40} {'base':>9} {'head':>9} {'head/base':>9}")
-    for what, title in (("queue", "queue first page (50 of the open rows)"),
-                        ("step", "agent API: POST a new step")):
+    for what, title in (("queue", "queue first page (50 of the open rows)"), ("step", "agent API: POST a new step")):
         base_cpu, head_cpu = cpu[(what, "base")] / measured, cpu[(what, "head")] / measured
         print(f"{title:<40} {base_cpu:>9.2f} {head_cpu:>9.2f} {head_cpu / base_cpu:>8.2f}x")
 

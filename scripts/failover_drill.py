@@ -24,9 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 for name in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"):  # a scratch database, never the configured one
     os.environ.pop(name, None)
-os.environ.update({"DJANGO_SETTINGS_MODULE": "console.settings", "DEBUG": "1", "SECRET_KEY": secrets.token_urlsafe(40),
-                   "VAR_DIR": tempfile.mkdtemp(prefix="rc-failover-"), "DJANGO_ALLOW_ASYNC_UNSAFE": "true",
-                   "LOG_LEVEL": "WARNING"})
+os.environ.update(
+    {
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DEBUG": "1",
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "VAR_DIR": tempfile.mkdtemp(prefix="rc-failover-"),
+        "DJANGO_ALLOW_ASYNC_UNSAFE": "true",
+        "LOG_LEVEL": "WARNING",
+    }
+)
 
 import django  # noqa: E402
 
@@ -75,8 +82,9 @@ def wait_for_decision(drill: FailoverDrill, base: str, password: str) -> Decisio
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--interactive", action="store_true",
-                        help="stop before the failover and let you make it on the workbench")
+    parser.add_argument(
+        "--interactive", action="store_true", help="stop before the failover and let you make it on the workbench"
+    )
     parser.add_argument("--port", type=int, default=0, help="the console's port (default: a free one)")
     args = parser.parse_args()
     # The 409s and the agents' own "standing down" lines are the point, printed below as the stages go.
@@ -99,8 +107,14 @@ def main() -> int:
     finally:
         drill.close()
         server.terminate()
-    print("\n" + ("All checks passed: it disappeared for ten minutes, failed over and came back with its state intact."
-                  if not failures else f"{len(failures)} check(s) failed: " + "; ".join(failures)))
+    print(
+        "\n"
+        + (
+            "All checks passed: it disappeared for ten minutes, failed over and came back with its state intact."
+            if not failures
+            else f"{len(failures)} check(s) failed: " + "; ".join(failures)
+        )
+    )
     return 1 if failures else 0
 
 
@@ -109,8 +123,10 @@ def run(drill: FailoverDrill, alice: object, base: str, password: str, *, intera
     workflow = drill.disappear()
     for step in workflow.steps.order_by("seq"):
         note(f"step {step.seq} {step.name:<18} {step.status:<9} {step.external_ref or ''}")
-    check(drill.executed() == {"refund": 1, "note": 1, "message": 0},
-          f"the ledgers: refund and note executed, no message yet ({drill.executed()})")
+    check(
+        drill.executed() == {"refund": 1, "note": 1, "message": 0},
+        f"the ledgers: refund and note executed, no message yet ({drill.executed()})",
+    )
     note("The note was written in the ticket system, but support-bot died before reporting it: the console")
     note("holds it as pending. support-bot's resume endpoint is gone with its process.")
 
@@ -124,56 +140,80 @@ def run(drill: FailoverDrill, alice: object, base: str, password: str, *, intera
     note(f"committed: {committed}")
     note(f"promises:  {', '.join(state['promises'])}")
     note(f"unknown:   {', '.join(e['idempotency_key'] for e in state['unknown_effects'])}")
-    check([e["idempotency_key"] for e in state["unknown_effects"]] == [drill.key("note")],
-          "the note is an unknown effect an operator must confirm")
+    check(
+        [e["idempotency_key"] for e in state["unknown_effects"]] == [drill.key("note")],
+        "the note is an unknown effect an operator must confirm",
+    )
 
     stage(3, "An operator confirms the note from the ledgers and fails over to support-bot-standby")
     decision = wait_for_decision(drill, base, password) if interactive else drill.fail_over(alice)
-    note(f"decision {decision.pk}: {decision.action} to {decision.standby.name if decision.standby else '?'}"
-         f" by {decision.decided_by.get_username()}: {decision.instructions[:80]}")
+    note(
+        f"decision {decision.pk}: {decision.action} to {decision.standby.name if decision.standby else '?'}"
+        f" by {decision.decided_by.get_username()}: {decision.instructions[:80]}"
+    )
     check(drill.deliver(decision) == "delivered", "the decision reached the standby's resume endpoint")
     workflow.refresh_from_db()
-    check(workflow.status == "completed" and workflow.agent.name == "support-bot-standby",
-          f"support-bot-standby completed it ({workflow.status}, agent {workflow.agent.name})")
-    check(drill.executed() == {"refund": 1, "note": 1, "message": 1} and not drill.ledgers.duplicates(),
-          f"each effect executed once: {drill.executed()}, no key twice")
-    check(drill.stand_down(decision) == "failed",
-          "the stand-down notice cannot reach support-bot yet (it will be retried)")
+    check(
+        workflow.status == "completed" and workflow.agent.name == "support-bot-standby",
+        f"support-bot-standby completed it ({workflow.status}, agent {workflow.agent.name})",
+    )
+    check(
+        drill.executed() == {"refund": 1, "note": 1, "message": 1} and not drill.ledgers.duplicates(),
+        f"each effect executed once: {drill.executed()}, no key twice",
+    )
+    check(
+        drill.stand_down(decision) == "failed",
+        "the stand-down notice cannot reach support-bot yet (it will be retried)",
+    )
 
     stage(4, "support-bot comes back")
     drill.come_back()
-    check(drill.journal_status() == "stood_down",
-          "its restarted runtime asks about the run it left and is told to stand down (409 stood_down)")
+    check(
+        drill.journal_status() == "stood_down",
+        "its restarted runtime asks about the run it left and is told to stand down (409 stood_down)",
+    )
     check(drill.stand_down(decision) == "sent", "the retried stand-down notice reaches it")
-    check(drill.frozen_run_carries_on() == "stood_down",
-          "the run its frozen process held tries to write the note again: refused, it stops")
+    check(
+        drill.frozen_run_carries_on() == "stood_down",
+        "the run its frozen process held tries to write the note again: refused, it stops",
+    )
     try:
         assert drill.frozen is not None
         drill.frozen.client.get_workflow(str(workflow.pk))
         check(False, "the console still answers support-bot about the workflow")
     except ApiError as exc:
         note(f"what support-bot is told: {exc.status} {exc.code}: {exc.message}")
-    check(drill.executed() == {"refund": 1, "note": 1, "message": 1} and not drill.ledgers.duplicates(),
-          f"still each effect once: {drill.executed()}")
+    check(
+        drill.executed() == {"refund": 1, "note": 1, "message": 1} and not drill.ledgers.duplicates(),
+        f"still each effect once: {drill.executed()}",
+    )
 
     stage(5, "The state, end to end")
     for step in workflow.steps.order_by("seq"):
-        note(f"step {step.seq} {step.name:<18} {step.status:<9} {step.idempotency_key or '':<18} "
-             f"{step.external_ref or ''}")
+        note(
+            f"step {step.seq} {step.name:<18} {step.status:<9} {step.idempotency_key or '':<18} "
+            f"{step.external_ref or ''}"
+        )
     refund = workflow.steps.get(idempotency_key=drill.key("refund"))
     check(refund.external_ref == state["committed"][0]["external_ref"], "the refund is the one committed before")
-    check(workflow.steps.get(idempotency_key=drill.key("note")).external_ref == drill.ledgers.lookup(drill.key("note")),
-          "the note carries the reference the ticket system gave the first time")
-    check(bool(workflow.steps.filter(name="notify_customer", promise__contains=state["promises"][0]).exists()),
-          f"the promise '{state['promises'][0]}' was told to the customer")
+    check(
+        workflow.steps.get(idempotency_key=drill.key("note")).external_ref == drill.ledgers.lookup(drill.key("note")),
+        "the note carries the reference the ticket system gave the first time",
+    )
+    check(
+        bool(workflow.steps.filter(name="notify_customer", promise__contains=state["promises"][0]).exists()),
+        f"the promise '{state['promises'][0]}' was told to the customer",
+    )
     verbs = dict.fromkeys(Event.objects.filter(workflow=workflow).values_list("verb", flat=True))
     note(f"event log: {', '.join(verbs)}")
     report = drill.report()
     note(f"drill report ({base}/drills/{report.drill.pk}/report/): {report.verdict}")
     for reason in report.reasons:
         note(f"  {reason}")
-    check(workflow.drill_id == report.drill.pk and report.verdict == "passed",
-          f"the drill definition's report reads passed ({report.verdict})")
+    check(
+        workflow.drill_id == report.drill.pk and report.verdict == "passed",
+        f"the drill definition's report reads passed ({report.verdict})",
+    )
     if interactive:
         input(f"\n   The workflow page: {base}/workflows/{workflow.pk}/ -- press Enter to stop the console. ")
 

@@ -51,8 +51,10 @@ def main(page: str, n: int, dump: str | None) -> None:
         timed(url), timed("/bench/trivial")
     pairs = [(timed(url), timed("/bench/trivial")) for _ in range(n)]
     page_ms, trivial_ms = statistics.median(p for p, _ in pairs), statistics.median(t for _, t in pairs)
-    print(f"{url}: {page_ms:.2f} ms vs trivial {trivial_ms:.2f} ms = {page_ms / trivial_ms:.1f}x "
-          f"(medians of {n}, load {os.getloadavg()[0]:.1f})")
+    print(
+        f"{url}: {page_ms:.2f} ms vs trivial {trivial_ms:.2f} ms = {page_ms / trivial_ms:.1f}x "
+        f"(medians of {n}, load {os.getloadavg()[0]:.1f})"
+    )
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(n):
@@ -67,5 +69,8 @@ def main(page: str, n: int, dump: str | None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "queue", int(sys.argv[2]) if len(sys.argv) > 2 else 100,
-         sys.argv[3] if len(sys.argv) > 3 else None)
+    main(
+        sys.argv[1] if len(sys.argv) > 1 else "queue",
+        int(sys.argv[2]) if len(sys.argv) > 2 else 100,
+        sys.argv[3] if len(sys.argv) > 3 else None,
+    )

@@ -36,11 +36,18 @@ def main(n: int, dump: str | None) -> None:
     print(f"seed {seed}")
     rng = random.Random(seed)
     agent, token = Agent.register(f"prof-{rng.getrandbits(32):08x}")
-    workflow = Workflow.objects.create(agent=agent, external_id=f"prof-{rng.getrandbits(40):x}", kind="refund",
-                                       title="profile")
+    workflow = Workflow.objects.create(
+        agent=agent, external_id=f"prof-{rng.getrandbits(40):x}", kind="refund", title="profile"
+    )
     client = Client(headers={"Authorization": f"Bearer {token}"})
-    body = {"name": "lookup_order", "kind": "tool", "status": "committed", "input": {"order": "O-1", "q": "x" * 80},
-            "output": {"ok": True, "items": [1, 2, 3], "note": "y" * 60}, "verified": True}
+    body = {
+        "name": "lookup_order",
+        "kind": "tool",
+        "status": "committed",
+        "input": {"order": "O-1", "q": "x" * 80},
+        "output": {"ok": True, "items": [1, 2, 3], "note": "y" * 60},
+        "verified": True,
+    }
     url = f"/api/v1/workflows/{workflow.pk}/steps"
 
     def report(seq: int) -> None:

@@ -36,10 +36,20 @@ def build(operators: list[Any], *, seed: int = 2026, days: int = 28, per_day: in
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # the in-process agent API client
     rng = random.Random(seed)
     apis = {name: AgentApi(*make_agent(name, owner=operators[0])) for name in KINDS}
-    make_runbook(slug="refund-timeouts", title="Refund: model or tool failed", workflow_kind="refund",
-                 sla_target_minutes=15, sla_warning_minutes=5)
-    make_runbook(slug="billing", title="Billing disputes", workflow_kind="billing_dispute", sla_target_minutes=60,
-                 sla_warning_minutes=15)
+    make_runbook(
+        slug="refund-timeouts",
+        title="Refund: model or tool failed",
+        workflow_kind="refund",
+        sla_target_minutes=15,
+        sla_warning_minutes=5,
+    )
+    make_runbook(
+        slug="billing",
+        title="Billing disputes",
+        workflow_kind="billing_dispute",
+        sla_target_minutes=60,
+        sla_warning_minutes=15,
+    )
     now = timezone.now()
     launched = 0
     for day in range(days, 0, -1):
@@ -57,6 +67,7 @@ def build(operators: list[Any], *, seed: int = 2026, days: int = 28, per_day: in
 def _one(rng: random.Random, api: AgentApi, name: str, ext: str, at: datetime, operators: list[Any]) -> None:
     kind, money, promise = KINDS[name]
     with time_machine.travel(at, tick=False) as clock:
+
         def later(minutes: float) -> None:
             clock.shift(timedelta(minutes=minutes))
 
@@ -66,8 +77,16 @@ def _one(rng: random.Random, api: AgentApi, name: str, ext: str, at: datetime, o
         seq, fate = 3, rng.random()
         if money:
             unknown = fate < 0.08
-            api.report(wf, seq, money, "effect", "pending" if unknown else "committed", input={"amount": "42.00"},
-                       idempotency_key=f"{ext}:{money}", external_ref=None if unknown else f"R-{ext}")
+            api.report(
+                wf,
+                seq,
+                money,
+                "effect",
+                "pending" if unknown else "committed",
+                input={"amount": "42.00"},
+                idempotency_key=f"{ext}:{money}",
+                external_ref=None if unknown else f"R-{ext}",
+            )
             seq += 1
         if fate < 0.03:
             api.finish(wf, "failed", summary="gave up")  # a blank state
@@ -89,22 +108,43 @@ def _one(rng: random.Random, api: AgentApi, name: str, ext: str, at: datetime, o
             action = rng.choices(("resume", "handoff", "abort"), weights=(85, 10, 5))[0]
             confirmations = {e["idempotency_key"]: "happened" for e in checkpoint.unknown_effects}
             other = rng.choice([o for o in operators if o != operator] or operators)
-            Decider(checkpoint).decide(by=operator, action=action, confirmations=confirmations, money_confirmed=True,
-                              confirmation_refs={key: f"R-{ext}" for key in confirmations},
-                              new_owner=other if action == "handoff" else None, instructions="carry on")
+            Decider(checkpoint).decide(
+                by=operator,
+                action=action,
+                confirmations=confirmations,
+                money_confirmed=True,
+                confirmation_refs={key: f"R-{ext}" for key in confirmations},
+                new_owner=other if action == "handoff" else None,
+                instructions="carry on",
+            )
             later(0.2)
             api.checkpoint(str(checkpoint.pk))  # the agent polls and receives the decision
             if action != "resume":
                 return
             if confirmations:
-                api.report(wf, 3, money, "effect", "committed", input={"amount": "42.00"},
-                           idempotency_key=f"{ext}:{money}", external_ref=f"R-{ext}", expect_status=200)
+                api.report(
+                    wf,
+                    3,
+                    money,
+                    "effect",
+                    "committed",
+                    input={"amount": "42.00"},
+                    idempotency_key=f"{ext}:{money}",
+                    external_ref=f"R-{ext}",
+                    expect_status=200,
+                )
             if rng.random() < 0.04 and money:  # a confused agent reports its refund again: refused, recorded
-                api.report(wf, seq, money, "effect", "committed", idempotency_key=f"{ext}:{money}",
-                           expect_status=409)
+                api.report(wf, seq, money, "effect", "committed", idempotency_key=f"{ext}:{money}", expect_status=409)
         later(rng.uniform(0.2, 2))
         api.report(wf, seq, "write_ticket_note", "effect", idempotency_key=f"{ext}:note", external_ref=f"N-{ext}")
         if rng.random() < 0.97:
-            api.report(wf, seq + 1, "notify_customer", "effect", idempotency_key=f"{ext}:message",
-                       external_ref=f"M-{ext}" if rng.random() < 0.9 else None, promise=f"customer told: {promise}")
+            api.report(
+                wf,
+                seq + 1,
+                "notify_customer",
+                "effect",
+                idempotency_key=f"{ext}:message",
+                external_ref=f"M-{ext}" if rng.random() < 0.9 else None,
+                promise=f"customer told: {promise}",
+            )
         api.finish(wf, "completed")

@@ -28,11 +28,18 @@ CHROMIUM = "/usr/bin/chromium"
 sys.path.insert(0, str(ROOT))
 for name in ("DATABASE_URL", "CELERY_BROKER_URL"):  # a scratch database, never the configured one
     os.environ.pop(name, None)
-os.environ.update({"DJANGO_SETTINGS_MODULE": "console.settings", "DEBUG": "1", "SECRET_KEY": "screenshots",
-                   "VAR_DIR": tempfile.mkdtemp(prefix="rc-screens-"), "DJANGO_ALLOW_ASYNC_UNSAFE": "true",
-                   "LOG_LEVEL": "WARNING",
-                   # A throwaway VAPID key (generated for these pictures, never used again): Web Push is on.
-                   "VAPID_PRIVATE_KEY": "Cx8auzcAvgSPAO3UhYsgUgyqOQS7r3pqJ0n3J11Imic"})
+os.environ.update(
+    {
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DEBUG": "1",
+        "SECRET_KEY": "screenshots",
+        "VAR_DIR": tempfile.mkdtemp(prefix="rc-screens-"),
+        "DJANGO_ALLOW_ASYNC_UNSAFE": "true",
+        "LOG_LEVEL": "WARNING",
+        # A throwaway VAPID key (generated for these pictures, never used again): Web Push is on.
+        "VAPID_PRIVATE_KEY": "Cx8auzcAvgSPAO3UhYsgUgyqOQS7r3pqJ0n3J11Imic",
+    }
+)
 
 import django  # noqa: E402
 
@@ -57,13 +64,31 @@ from workflows.models import Checkpoint, Comment, Decider, Incident, ReplayRun, 
 PASSWORD = "pw-" + "x" * 12
 
 OTHERS = [  # kind, title, reason, detail, minutes until due, claimed by
-    ("address_change", "Update shipping address for order O-7731", "tool_error",
-     "CRM returned 502 on PATCH /customers/4410", -6, "bob"),
+    (
+        "address_change",
+        "Update shipping address for order O-7731",
+        "tool_error",
+        "CRM returned 502 on PATCH /customers/4410",
+        -6,
+        "bob",
+    ),
     ("refund", "Refund for ticket T-1039", "untrusted_output", "refund amount differs from the order total", 3, None),
-    ("subscription_cancel", "Cancel subscription S-2291", "rate_limit", "billing API: 429 Too Many Requests", 7,
-     "alice"),
-    ("invoice_dispute", "Dispute on invoice INV-5520", "provider_change", "model answered in a new JSON shape", 12,
-     None),
+    (
+        "subscription_cancel",
+        "Cancel subscription S-2291",
+        "rate_limit",
+        "billing API: 429 Too Many Requests",
+        7,
+        "alice",
+    ),
+    (
+        "invoice_dispute",
+        "Dispute on invoice INV-5520",
+        "provider_change",
+        "model answered in a new JSON shape",
+        12,
+        None,
+    ),
     ("refund", "Refund for ticket T-1047", "model_timeout", "model call exceeded 60 s", 18, "bob"),
     ("password_reset", "Account recovery for C-88120", "manual", "operator paused: identity check", 24, None),
     ("address_change", "Update billing address for C-55014", "other", "agent went silent after step 2", 41, None),
@@ -76,65 +101,94 @@ def seed() -> Checkpoint:
     make_user("tess", role="tpm")
     support, _ = make_agent("support-agent", owner=alice)
     billing, _ = make_agent("billing-agent", owner=bob)
-    make_runbook(slug="refunds", title="Refunds interrupted mid-way", workflow_kind="refund",
-                 requires_four_eyes=True, sla_target_minutes=30, sla_warning_minutes=10,
-                 url="https://runbooks.example/refunds/interrupted",
-                 body="1. Look the refund up in the payment ledger by its idempotency key.\n"
-                      "2. Confirm whether it went out; never issue it a second time.\n"
-                      "3. Resume: the agent writes the ticket note and notifies the customer.")
+    make_runbook(
+        slug="refunds",
+        title="Refunds interrupted mid-way",
+        workflow_kind="refund",
+        requires_four_eyes=True,
+        sla_target_minutes=30,
+        sla_warning_minutes=10,
+        url="https://runbooks.example/refunds/interrupted",
+        body="1. Look the refund up in the payment ledger by its idempotency key.\n"
+        "2. Confirm whether it went out; never issue it a second time.\n"
+        "3. Resume: the agent writes the ticket note and notifies the customer.",
+    )
     make_runbook(slug="default", title="General recovery", is_default=True, url="https://runbooks.example/general")
     now = timezone.now()
     for i, (kind, title, reason, detail, due_in, who) in enumerate(OTHERS):
         agent = billing if kind in ("invoice_dispute", "subscription_cancel") else support
-        workflow = Workflow.objects.create(agent=agent, external_id=f"X-{4100 + i}", kind=kind, title=title,
-                                           owner=agent.owner)
+        workflow = Workflow.objects.create(
+            agent=agent, external_id=f"X-{4100 + i}", kind=kind, title=title, owner=agent.owner
+        )
         make_step(workflow, 1, "read_request", "tool", output={"ok": True}, verified=True)
         checkpoint = Checkpoint.open_for(workflow, reason=reason, detail=detail, at_seq=2)
         if who:
             checkpoint.claim(by=alice if who == "alice" else bob)
         Checkpoint.objects.filter(pk=checkpoint.pk).update(
-            opened_at=now - timedelta(minutes=30 - due_in), due_at=now + timedelta(minutes=due_in),
+            opened_at=now - timedelta(minutes=30 - due_in),
+            due_at=now + timedelta(minutes=due_in),
             warn_at=now + timedelta(minutes=due_in - 10),
-            breached_at=now + timedelta(minutes=due_in) if due_in < 0 else None)
+            breached_at=now + timedelta(minutes=due_in) if due_in < 0 else None,
+        )
     # The worked example of DESIGN.md, with the refund's outcome unknown.
     workflow = make_worked_example(refund_status="pending", owner=alice, agent=support)
     Workflow.objects.filter(pk=workflow.pk).update(title="Refund for ticket T-1042", external_id="T-1042")
     workflow.steps.filter(seq=3).update(idempotency_key="T-1042:issue_refund")
     workflow.refresh_from_db()
-    checkpoint = Checkpoint.open_for(workflow, reason="model_timeout", detail="model timed out after step 3",
-                                     at_seq=4, state={"remaining": ["write_ticket_note", "notify_customer"],
-                                                      "ticket": "T-1042", "customer": "C-20931"},
-                                     plan=[{"name": "write_ticket_note", "kind": "effect", "amount": None,
-                                            "currency": None, "moves_money": False},
-                                           {"name": "notify_customer", "kind": "effect", "amount": None,
-                                            "currency": None, "moves_money": False}])
+    checkpoint = Checkpoint.open_for(
+        workflow,
+        reason="model_timeout",
+        detail="model timed out after step 3",
+        at_seq=4,
+        state={"remaining": ["write_ticket_note", "notify_customer"], "ticket": "T-1042", "customer": "C-20931"},
+        plan=[
+            {"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
+            {"name": "notify_customer", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
+        ],
+    )
     Checkpoint.objects.filter(pk=checkpoint.pk).update(
-        opened_at=now - timedelta(minutes=22), due_at=now + timedelta(minutes=8), warn_at=now - timedelta(minutes=2))
+        opened_at=now - timedelta(minutes=22), due_at=now + timedelta(minutes=8), warn_at=now - timedelta(minutes=2)
+    )
     checkpoint.claim(by=alice)
-    Comment.post(checkpoint=checkpoint, author=bob, body="Payments says **R-88** settled at 09:14. "
-                                                          "@alice the note can say *refunded*.")
+    Comment.post(
+        checkpoint=checkpoint,
+        author=bob,
+        body="Payments says **R-88** settled at 09:14. @alice the note can say *refunded*.",
+    )
     # T-1048: the model timed out before the refund; bob's resume waits for a second operator.
-    ahead = Workflow.objects.create(agent=support, external_id="T-1048", kind="refund", title="Refund for T-1048",
-                                    owner=alice)
+    ahead = Workflow.objects.create(
+        agent=support, external_id="T-1048", kind="refund", title="Refund for T-1048", owner=alice
+    )
     make_step(ahead, 1, "read_ticket", "tool", output={"ticket": "T-1048", "amount": "120.60"}, verified=True)
-    proposal = Checkpoint.open_for(ahead, reason="model_timeout", detail="decide_refund: model call timed out",
-                                   at_seq=2, plan=[
-                                       {"name": "decide_refund", "kind": "model", "amount": None, "currency": None,
-                                        "moves_money": False},
-                                       {"name": "issue_refund", "kind": "effect", "amount": "120.60",
-                                        "currency": "EUR", "moves_money": True}])
-    Checkpoint.objects.filter(pk=proposal.pk).update(due_at=now + timedelta(minutes=14),
-                                                     warn_at=now + timedelta(minutes=4))
+    proposal = Checkpoint.open_for(
+        ahead,
+        reason="model_timeout",
+        detail="decide_refund: model call timed out",
+        at_seq=2,
+        plan=[
+            {"name": "decide_refund", "kind": "model", "amount": None, "currency": None, "moves_money": False},
+            {"name": "issue_refund", "kind": "effect", "amount": "120.60", "currency": "EUR", "moves_money": True},
+        ],
+    )
+    Checkpoint.objects.filter(pk=proposal.pk).update(
+        due_at=now + timedelta(minutes=14), warn_at=now + timedelta(minutes=4)
+    )
     proposal.refresh_from_db()
-    Decider(proposal).decide(by=bob, action="resume", money_confirmed=True, instructions="Ticket checked: refund 120.60.")
+    Decider(proposal).decide(
+        by=bob, action="resume", money_confirmed=True, instructions="Ticket checked: refund 120.60."
+    )
     # Work bob handed off to alice, for "My workflows".
-    handed = Workflow.objects.create(agent=billing, external_id="INV-5391", kind="invoice_dispute",
-                                     title="Dispute on invoice INV-5391", owner=bob)
+    handed = Workflow.objects.create(
+        agent=billing, external_id="INV-5391", kind="invoice_dispute", title="Dispute on invoice INV-5391", owner=bob
+    )
     make_step(handed, 1, "read_invoice", "tool", output={"total": "310.00"}, verified=True)
     paused = Checkpoint.open_for(handed, reason="untrusted_output", detail="credit note amount looks wrong", at_seq=2)
-    decision = Decider(paused).decide(by=bob, action="handoff", new_owner=alice,
-                             instructions="The customer was credited twice in March. Check with finance, "
-                                          "then close the dispute by hand.")
+    decision = Decider(paused).decide(
+        by=bob,
+        action="handoff",
+        new_owner=alice,
+        instructions="The customer was credited twice in March. Check with finance, then close the dispute by hand.",
+    )
     decision.start_attempt()
     decision.mark_succeeded()
     return checkpoint
@@ -153,8 +207,10 @@ def seed_teams() -> None:
     billing = Team.objects.create(name="Billing", slug="billing")
     support.members.add(alice)
     billing.members.add(bob)
-    for team, kinds in ((support, ("refund", "address_change", "password_reset")),
-                        (billing, ("invoice_dispute", "subscription_cancel"))):
+    for team, kinds in (
+        (support, ("refund", "address_change", "password_reset")),
+        (billing, ("invoice_dispute", "subscription_cancel")),
+    ):
         for kind in kinds:
             RoutingRule.objects.create(team=team, workflow_kind=kind)
     for checkpoint in Checkpoint.objects.unresolved().filter(team__isnull=True).select_related("workflow"):
@@ -176,28 +232,46 @@ def seed_breach_history() -> None:
     rng = random.Random(BREACH_SEED)
     print(f"breach history seed {BREACH_SEED}")
     tess = make_user("tess-history", role="tpm")
-    reasons = [BreachReason.objects.get_or_create(name=name)[0] for name in
-               ("Understaffed shift", "Waiting on finance", "Runbook unclear")]
+    reasons = [
+        BreachReason.objects.get_or_create(name=name)[0]
+        for name in ("Understaffed shift", "Waiting on finance", "Runbook unclear")
+    ]
     agents = {a.name: a for a in Agent.objects.all()}
-    kinds = [("refund", "support-agent"), ("address_change", "support-agent"), ("invoice_dispute", "billing-agent"),
-             ("subscription_cancel", "billing-agent")]
+    kinds = [
+        ("refund", "support-agent"),
+        ("address_change", "support-agent"),
+        ("invoice_dispute", "billing-agent"),
+        ("subscription_cancel", "billing-agent"),
+    ]
     now = timezone.now()
     for n in range(140):
         kind, agent_name = rng.choice(kinds)
         opened = now - timedelta(days=rng.uniform(1, 27), hours=rng.uniform(0, 6))
         evening = opened.weekday() < 5 and opened.hour >= 17
-        workflow = Workflow.objects.create(agent=agents[agent_name], external_id=f"H-{7000 + n}", kind=kind,
-                                           title=f"{kind.replace('_', ' ').capitalize()} H-{7000 + n}",
-                                           owner=agents[agent_name].owner)
-        checkpoint = Checkpoint.open_for(workflow, reason=rng.choice(["model_timeout", "tool_error", "rate_limit"]),
-                                         detail="history", at_seq=1)
+        workflow = Workflow.objects.create(
+            agent=agents[agent_name],
+            external_id=f"H-{7000 + n}",
+            kind=kind,
+            title=f"{kind.replace('_', ' ').capitalize()} H-{7000 + n}",
+            owner=agents[agent_name].owner,
+        )
+        checkpoint = Checkpoint.open_for(
+            workflow, reason=rng.choice(["model_timeout", "tool_error", "rate_limit"]), detail="history", at_seq=1
+        )
         due = opened + timedelta(minutes=30)
         late = rng.random() < (0.45 if evening else 0.12)
-        decided = due + timedelta(minutes=rng.uniform(2, 90)) if late else opened + timedelta(minutes=rng.uniform(2, 28))
+        decided = (
+            due + timedelta(minutes=rng.uniform(2, 90)) if late else opened + timedelta(minutes=rng.uniform(2, 28))
+        )
         Checkpoint.objects.filter(pk=checkpoint.pk).update(
-            status="resolved", opened_at=opened, due_at=due, warn_at=due - timedelta(minutes=10),
-            first_claimed_at=opened + timedelta(minutes=rng.uniform(1, 8)), clock_stopped_at=decided,
-            breached_at=due if late else None)
+            status="resolved",
+            opened_at=opened,
+            due_at=due,
+            warn_at=due - timedelta(minutes=10),
+            first_claimed_at=opened + timedelta(minutes=rng.uniform(1, 8)),
+            clock_stopped_at=decided,
+            breached_at=due if late else None,
+        )
         Workflow.objects.filter(pk=workflow.pk).update(status="completed")
         if late and rng.random() < 0.4:
             Checkpoint.objects.get(pk=checkpoint.pk).explain_breach(reason=rng.choice(reasons), note="", by=tess)
@@ -228,12 +302,29 @@ def seed_drills() -> int:
     fleet.api.agent.advertise(["drill", "drill_sandbox", "failover"])
     calendar = BusinessCalendar.objects.create(name="Paris office", time_zone="Europe/Paris", weekdays=[0, 1, 2, 3, 4])
     team = Team.objects.create(name="Refunds desk", slug="refunds-desk", calendar=calendar)
-    weekly = Drill.objects.create(agent=fleet.api.agent, name="Tuesday: refund agent dies after the refund",
-                                  kind="refund", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=3, runs=2, team=team,
-                                  repeat_weekday=1, repeat_at=time(10), created_by=tess)
+    weekly = Drill.objects.create(
+        agent=fleet.api.agent,
+        name="Tuesday: refund agent dies after the refund",
+        kind="refund",
+        fault=Drill.Fault.CRASH_AFTER_STEP,
+        at_seq=3,
+        runs=2,
+        team=team,
+        repeat_weekday=1,
+        repeat_at=time(10),
+        created_by=tess,
+    )
     weekly.schedule(by=tess)
-    Drill.objects.create(agent=fleet.api.agent, name="Fail over to the standby", kind="refund",
-                         fault=Drill.Fault.FAILOVER, at_seq=2, runs=3, announced=False, created_by=tess)
+    Drill.objects.create(
+        agent=fleet.api.agent,
+        name="Fail over to the standby",
+        kind="refund",
+        fault=Drill.Fault.FAILOVER,
+        at_seq=2,
+        runs=3,
+        announced=False,
+        created_by=tess,
+    )
     latest = 0
     for week, (claim, decide) in enumerate([(9, 24), (6, 15), (3, 8)]):
         occurrence = weekly.start_occurrence(by=tess)
@@ -242,8 +333,11 @@ def seed_drills() -> int:
         for n in range(2):
             ext = f"T-{2100 + 10 * week + n}"
             wf = fleet.start(ext)
-            fleet.api.client.put(f"/api/v1/workflows/{wf}/drill-journal", content_type="application/json",
-                                 data=json.dumps({"committed": [f"{ext}:refund"], "promises": ["refund within 5 days"]}))
+            fleet.api.client.put(
+                f"/api/v1/workflows/{wf}/drill-journal",
+                content_type="application/json",
+                data=json.dumps({"committed": [f"{ext}:refund"], "promises": ["refund within 5 days"]}),
+            )
             checkpoint = fleet.pause(wf)
             fleet.decide(checkpoint)
             fleet.complete(wf)
@@ -251,21 +345,27 @@ def seed_drills() -> int:
             opened = Checkpoint.objects.get(pk=checkpoint.pk).opened_at
             Checkpoint.objects.filter(pk=checkpoint.pk).update(
                 first_claimed_at=opened + timedelta(minutes=claim * rng.uniform(0.8, 1.2)),
-                first_decision_at=opened + timedelta(minutes=decide * rng.uniform(0.8, 1.2)))
+                first_decision_at=opened + timedelta(minutes=decide * rng.uniform(0.8, 1.2)),
+            )
             Step.objects.filter(workflow_id=wf, seq=3).update(
-                updated_at=opened - timedelta(minutes=rng.uniform(4, 6)))  # the silence watchdog's wait
+                updated_at=opened - timedelta(minutes=rng.uniform(4, 6))
+            )  # the silence watchdog's wait
             Decision.objects.filter(checkpoint=checkpoint).update(
-                decided_at=opened + timedelta(minutes=decide * rng.uniform(0.8, 1.2)))
+                decided_at=opened + timedelta(minutes=decide * rng.uniform(0.8, 1.2))
+            )
             Workflow.objects.filter(pk=wf).update(finished_at=opened + timedelta(minutes=decide + 3))
         Drill.objects.filter(pk=occurrence.pk).update(started_at=started, occurrence_at=started)
         latest = occurrence.pk
     return latest
 
 
-def drill_shots(browser: object, base: str) -> None:
+def drill_shots(browser: Browser, base: str) -> None:
     latest = seed_drills()
-    tpm = browser.new_page(base_url=base, viewport={"width": 1440, "height": 900},  # type: ignore[attr-defined]
-                           device_scale_factor=1)
+    tpm = browser.new_page(
+        base_url=base,
+        viewport={"width": 1440, "height": 900},
+        device_scale_factor=1,
+    )
     tpm.goto("/login/")
     tpm.fill("#id_username", "tess")
     tpm.fill("#id_password", PASSWORD)
@@ -302,11 +402,16 @@ def seed_replay() -> tuple[Workflow, Checkpoint, ReplayRun]:
     runtime = ReplayRuntime(Path(tempfile.mkdtemp(prefix="rc-replay-")), capabilities=("replay", "fork"))
     Agent.objects.filter(pk=runtime.record.pk).update(fork_edits=["effect"])  # as the demo runtime advertises
     standby, _ = Agent.register("support-bot-standby", resume_url=runtime.server.url("/agents/standby/resume"))
-    Agent.objects.filter(pk=standby.pk).update(capabilities=["failover"], kinds=["refund"],
-                                               runtime_version="demo-agent/1.1")
+    Agent.objects.filter(pk=standby.pk).update(
+        capabilities=["failover"], kinds=["refund"], runtime_version="demo-agent/1.1"
+    )
     workflow = runtime.recorded_workflow("T-4242", owner=make_user("olivia"))
-    checkpoint = Checkpoint.open_for(workflow, reason="provider_change", at_seq=7,
-                                     detail="refund 100x the ticket amount: provider changed behaviour?")
+    checkpoint = Checkpoint.open_for(
+        workflow,
+        reason="provider_change",
+        at_seq=7,
+        detail="refund 100x the ticket amount: provider changed behaviour?",
+    )
     runtime.provider.changed = True
     alice = make_user("alice")
     clean = ReplayRun.request(workflow, from_seq=1, to_seq=4, by=make_user("bob"))
@@ -318,8 +423,10 @@ def seed_replay() -> tuple[Workflow, Checkpoint, ReplayRun]:
     return workflow, checkpoint, run
 
 
-SHIPPING_REFUND = [{"name": "refund_shipping", "kind": "effect", "amount": "5.00", "currency": "EUR",
-                    "moves_money": True}, {"name": "notify_customer", "kind": "effect", "moves_money": False}]
+SHIPPING_REFUND = [
+    {"name": "refund_shipping", "kind": "effect", "amount": "5.00", "currency": "EUR", "moves_money": True},
+    {"name": "notify_customer", "kind": "effect", "moves_money": False},
+]
 
 
 def seed_incident() -> Incident:
@@ -331,14 +438,23 @@ def seed_incident() -> Incident:
     agent, _ = make_agent("refund-agent", owner=alice)
     for i in range(7):
         workflow = make_worked_example(agent=agent, refund_status="pending" if i == 0 else "committed")
-        make_checkpoint(workflow, reason="tool_error", plan=SHIPPING_REFUND,
-                        detail=f"payments API answered 502 Bad Gateway for ticket T-{5200 + i} (req {7310 + i * 13})")
+        make_checkpoint(
+            workflow,
+            reason="tool_error",
+            plan=SHIPPING_REFUND,
+            detail=f"payments API answered 502 Bad Gateway for ticket T-{5200 + i} (req {7310 + i * 13})",
+        )
     incident = Incident.objects.get(agent=agent)
     incident.take_command(alice, by=alice)
     incident.hold(by=alice, note="payments provider outage: no new refunds until it is back")
     incident.add_note("Payments status page confirms the outage; back since 14:05.", by=alice)
-    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=20,
-                            money_total={c: str(a) for c, a in Rollout.stake_of(incident, "resume").totals.items()})
+    rollout = Rollout.start(
+        incident,
+        action="resume",
+        by=alice,
+        canary_percent=20,
+        money_total={c: str(a) for c, a in Rollout.stake_of(incident, "resume").totals.items()},
+    )
     rollout.advance()
     return incident
 
@@ -354,7 +470,7 @@ def shoot_incident(browser: Browser, base: str, incident: Incident) -> None:
     page.screenshot(path=str(OUT / "incident.png"), full_page=True)
 
 
-def push_screenshot(browser: object, base: str, checkpoint: Checkpoint) -> None:
+def push_screenshot(browser: Browser, base: str, checkpoint: Checkpoint) -> None:
     """The notifications page on a phone: what pushes, and alice's devices with Web Push on."""
     from django.db import transaction
 
@@ -362,18 +478,37 @@ def push_screenshot(browser: object, base: str, checkpoint: Checkpoint) -> None:
 
     alice = make_user("alice")
     with transaction.atomic():
-        Notification.send(kind=Notification.Kind.ASSIGNED, users=[alice], checkpoint=checkpoint, key="shot:assigned",
-                          title=f"bob assigned it to you: {checkpoint.workflow.title}",
-                          body="You handled this customer's last refund.")
-        Notification.send(kind=Notification.Kind.ESCALATED, users=[alice], checkpoint=checkpoint, key="shot:escalated",
-                          title=f"Escalation level 1: {checkpoint.workflow.title}",
-                          body="Breached at 09:40 UTC; escalated to alice.")
+        Notification.send(
+            kind=Notification.Kind.ASSIGNED,
+            users=[alice],
+            checkpoint=checkpoint,
+            key="shot:assigned",
+            title=f"bob assigned it to you: {checkpoint.workflow.title}",
+            body="You handled this customer's last refund.",
+        )
+        Notification.send(
+            kind=Notification.Kind.ESCALATED,
+            users=[alice],
+            checkpoint=checkpoint,
+            key="shot:escalated",
+            title=f"Escalation level 1: {checkpoint.workflow.title}",
+            body="Breached at 09:40 UTC; escalated to alice.",
+        )
     for device, host in (("Chrome on Android", "fcm.googleapis.com"), ("Safari on iOS", "web.push.apple.com")):
-        Channel.subscribe(alice, device=device, endpoint=f"https://{host}/{device.split()[0].lower()}-demo-subscription",
-                          p256dh="BOwJoG03PpcBW69U0qLoSdqtjeePEu4Y4p5_MFWgG-6REoEBwMpC0Nf9qMZrFpiLX4mMI3Po48FNjoRiL9ThQhg",
-                          auth="AAAAAAAAAAAAAAAAAAAAAA")
-    phone = browser.new_page(base_url=base, viewport={"width": 390, "height": 844},  # type: ignore[attr-defined]
-                             device_scale_factor=1, is_mobile=True, has_touch=True)
+        Channel.subscribe(
+            alice,
+            device=device,
+            endpoint=f"https://{host}/{device.split()[0].lower()}-demo-subscription",
+            p256dh="BOwJoG03PpcBW69U0qLoSdqtjeePEu4Y4p5_MFWgG-6REoEBwMpC0Nf9qMZrFpiLX4mMI3Po48FNjoRiL9ThQhg",
+            auth="AAAAAAAAAAAAAAAAAAAAAA",
+        )
+    phone = browser.new_page(
+        base_url=base,
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=1,
+        is_mobile=True,
+        has_touch=True,
+    )
     phone.goto("/login/")
     phone.fill("#id_username", "alice")
     phone.fill("#id_password", PASSWORD)
@@ -417,9 +552,17 @@ def main() -> None:
     base = f"http://127.0.0.1:{server.port}"
     OUT.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         if "--only-push" in sys.argv:
             push_screenshot(browser, base, checkpoint)
             browser.close()
@@ -437,8 +580,9 @@ def main() -> None:
         refund = page.get_by_test_id("unknown-effect").filter(has_text="issue_refund")
         refund.get_by_test_id("confirm-happened").check()
         refund.get_by_test_id("confirm-ref").fill("R-88")
-        page.get_by_test_id("instructions").fill("Refund R-88 is in the ledger: do not issue it again. "
-                                                 "Write the ticket note, then notify the customer.")
+        page.get_by_test_id("instructions").fill(
+            "Refund R-88 is in the ledger: do not issue it again. Write the ticket note, then notify the customer."
+        )
         page.locator("body").click(position={"x": 5, "y": 200})
         page.screenshot(path=str(OUT / "workbench.png"), full_page=True)
         page.goto("/?scope=approval")
@@ -466,8 +610,9 @@ def main() -> None:
         page.get_by_test_id("workflow-link").first.click()
         page.wait_for_selector('[data-testid="forked-from"]')
         page.screenshot(path=str(OUT / "fork.png"), full_page=True)
-        phone = browser.new_page(base_url=base, viewport={"width": 390, "height": 844}, device_scale_factor=1,
-                                 is_mobile=True, has_touch=True)
+        phone = browser.new_page(
+            base_url=base, viewport={"width": 390, "height": 844}, device_scale_factor=1, is_mobile=True, has_touch=True
+        )
         phone.goto("/login/")
         phone.fill("#id_username", "alice")
         phone.fill("#id_password", PASSWORD)
@@ -497,8 +642,10 @@ def main() -> None:
         page.screenshot(path=str(OUT / "team-queue.png"))
         drill_shots(browser, base)  # last: its team is not in the team queue's picture
         browser.close()
-    print(f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, push, resumes, "
-          f"readiness, staffing, breaches, incident, team-queue, drills and drill-report .png in {OUT}")
+    print(
+        f"wrote queue, workbench, approvals, mine, workflow, replay, failover, fork, phone, push, resumes, "
+        f"readiness, staffing, breaches, incident, team-queue, drills and drill-report .png in {OUT}"
+    )
 
 
 if __name__ == "__main__":

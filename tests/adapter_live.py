@@ -38,8 +38,11 @@ def open_checkpoint(external_id: str, after: int = 0, agent: AgentThread | None 
     """Wait until the workflow has an open checkpoint newer than ``after`` (a checkpoint id)."""
     deadline = time.monotonic() + PATIENCE
     while time.monotonic() < deadline:
-        checkpoint = (Checkpoint.objects.filter(workflow__external_id=external_id, pk__gt=after,
-                                                status=Checkpoint.Status.OPEN).order_by("pk").first())
+        checkpoint = (
+            Checkpoint.objects.filter(workflow__external_id=external_id, pk__gt=after, status=Checkpoint.Status.OPEN)
+            .order_by("pk")
+            .first()
+        )
         if checkpoint is not None:
             return checkpoint
         if agent is not None and not agent.is_alive():

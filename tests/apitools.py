@@ -37,12 +37,27 @@ class AgentApi:
 
     # --- the endpoints, answering the JSON body and asserting the expected status ---
     def create_workflow(self, external_id: str = "T-1042", *, status: int = 201, **fields: Any) -> dict:
-        body = {"external_id": external_id, "kind": "refund", "title": f"Refund for ticket {external_id}",
-                "owner": None, "context": {"ticket": external_id}, **fields}
+        body = {
+            "external_id": external_id,
+            "kind": "refund",
+            "title": f"Refund for ticket {external_id}",
+            "owner": None,
+            "context": {"ticket": external_id},
+            **fields,
+        }
         return expect(self.post("/workflows", body), status)
 
-    def report(self, workflow_id: str, seq: int, name: str, kind: str = "tool", status: str = "committed", *,
-               expect_status: int = 201, **fields: Any) -> dict:
+    def report(
+        self,
+        workflow_id: str,
+        seq: int,
+        name: str,
+        kind: str = "tool",
+        status: str = "committed",
+        *,
+        expect_status: int = 201,
+        **fields: Any,
+    ) -> dict:
         body = {"seq": seq, "name": name, "kind": kind, "status": status, **fields}
         return expect(self.post(f"/workflows/{workflow_id}/steps", body), expect_status)
 
@@ -56,10 +71,12 @@ class AgentApi:
     def workflow(self, workflow_id: str) -> dict:
         return expect(self.get(f"/workflows/{workflow_id}"), 200)
 
-    def finish(self, workflow_id: str, status: str = "completed", *, expect_status: int = 200,
-               summary: str = "done") -> dict:
-        return expect(self.post(f"/workflows/{workflow_id}/finish", {"status": status, "summary": summary}),
-                      expect_status)
+    def finish(
+        self, workflow_id: str, status: str = "completed", *, expect_status: int = 200, summary: str = "done"
+    ) -> dict:
+        return expect(
+            self.post(f"/workflows/{workflow_id}/finish", {"status": status, "summary": summary}), expect_status
+        )
 
 
 def api_agent(name: str | None = None, **kwargs: Any) -> AgentApi:
@@ -89,16 +106,36 @@ def assert_error(response: Any, status: int, code: str, field: Any = UNSET) -> d
 
 
 # The worked example of DESIGN.md, as the agent reports it.
-READ_TICKET = {"seq": 1, "name": "read_ticket", "kind": "tool", "status": "committed",
-               "input": {"ticket": "T-1042"}, "output": {"ticket": "T-1042", "amount": "42.00"}, "verified": True}
-DECIDE_REFUND = {"seq": 2, "name": "decide_refund", "kind": "model", "status": "committed",
-                 "output": {"decision": "refund", "amount": "42.00"}, "promise": "refund within 5 days"}
+READ_TICKET = {
+    "seq": 1,
+    "name": "read_ticket",
+    "kind": "tool",
+    "status": "committed",
+    "input": {"ticket": "T-1042"},
+    "output": {"ticket": "T-1042", "amount": "42.00"},
+    "verified": True,
+}
+DECIDE_REFUND = {
+    "seq": 2,
+    "name": "decide_refund",
+    "kind": "model",
+    "status": "committed",
+    "output": {"decision": "refund", "amount": "42.00"},
+    "promise": "refund within 5 days",
+}
 
 
 def issue_refund(status: str = "committed", **fields: Any) -> dict:
-    return {"seq": 3, "name": "issue_refund", "kind": "effect", "status": status,
-            "input": {"amount": "42.00", "currency": "EUR"}, "idempotency_key": "T-1042:refund",
-            "external_ref": "R-88" if status == "committed" else None, **fields}
+    return {
+        "seq": 3,
+        "name": "issue_refund",
+        "kind": "effect",
+        "status": status,
+        "input": {"amount": "42.00", "currency": "EUR"},
+        "idempotency_key": "T-1042:refund",
+        "external_ref": "R-88" if status == "committed" else None,
+        **fields,
+    }
 
 
 @pytest.fixture

@@ -17,8 +17,14 @@ from typing import Any
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 PASSWORD = "pw-" + "x" * 12  # tests.helpers.make_user's default
 
 
@@ -28,8 +34,10 @@ def _static_files_without_manifest(settings: Any) -> None:
     # collectstatic first; tests render templates straight from static/.
     # (MANIFEST_STATIC set in conftest.py comes too late: pytest-django loads
     # the settings before it imports conftest.py.)
-    settings.STORAGES = {**settings.STORAGES,
-                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
 
 
 @pytest.fixture(scope="session")
@@ -113,8 +121,10 @@ class InFlight:
             while self.count > 0 or self.connections > 0:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise AssertionError(f"the live server still handles {self.count} request(s) on "
-                                         f"{self.connections} connection(s) after the teardown's wait")
+                    raise AssertionError(
+                        f"the live server still handles {self.count} request(s) on "
+                        f"{self.connections} connection(s) after the teardown's wait"
+                    )
                 self.changed.wait(left)
 
     def wait_until_idle(self, live_server: Any, timeout: float = 30.0) -> None:

@@ -21,7 +21,13 @@ from django.conf import settings
 
 from tests.stack import full_stack_required
 
-pytest_plugins = ["tests.apitools", "tests.browser_fixtures", "tests.fleet_fixtures", "tests.replaytools", "tests.slack_fake"]
+pytest_plugins = [
+    "tests.apitools",
+    "tests.browser_fixtures",
+    "tests.fleet_fixtures",
+    "tests.replaytools",
+    "tests.slack_fake",
+]
 
 
 def _on_postgres() -> bool:
@@ -39,8 +45,9 @@ CHROMIUM = "/usr/bin/chromium"
 def _missing() -> dict[str, str | None]:
     """For each marker, why its tests cannot run here (None: they can)."""
     return {
-        "postgres": None if _on_postgres() else
-        "needs PostgreSQL (row locks): set DATABASE_URL=postgres://… as .ci/run does",
+        "postgres": None
+        if _on_postgres()
+        else "needs PostgreSQL (row locks): set DATABASE_URL=postgres://… as .ci/run does",
         "redis": None if _redis_url() else "needs Redis: set CELERY_BROKER_URL=redis://… as .ci/run does",
         "browser": None if os.path.exists(CHROMIUM) else f"needs Debian's Chromium at {CHROMIUM}",
         "compose": None if shutil.which("docker-compose") else "needs docker-compose to validate the compose file",

@@ -49,25 +49,38 @@ class Fleet:
         self.journal = Journal(tmp_path / "runtime.sqlite3")
         self.agents: dict[str, Any] = {}
         self.stop = threading.Event()
-        self.server = HoldingServer(self.agents, journal=self.journal, ledgers=self.ledgers, port=0,
-                                    hold=connection.vendor == "sqlite")
+        self.server = HoldingServer(
+            self.agents, journal=self.journal, ledgers=self.ledgers, port=0, hold=connection.vendor == "sqlite"
+        )
         self.server.start()
 
     def agent(self, name="support-bot", kind="refund", *, owner, polls=False, forced=None):
         resume_url = "" if polls else self.server.url(f"/agents/{name}/resume")
         record, token = Agent.register(name, resume_url=resume_url, owner=owner)
-        agent = DemoAgent(name, client=RecoveryClient(self.console_url, token, retries=2, backoff=0.05),
-                          ledgers=self.ledgers, journal=self.journal, kind=kind,
-                          faults=FaultPlan(0.0, forced=forced), signing_secret=record.signing_secret, polls=polls,
-                          poll_interval=0.05, settle_timeout=15.0, stop=self.stop, provider=self.server.provider)
+        agent = DemoAgent(
+            name,
+            client=RecoveryClient(self.console_url, token, retries=2, backoff=0.05),
+            ledgers=self.ledgers,
+            journal=self.journal,
+            kind=kind,
+            faults=FaultPlan(0.0, forced=forced),
+            signing_secret=record.signing_secret,
+            polls=polls,
+            poll_interval=0.05,
+            settle_timeout=15.0,
+            stop=self.stop,
+            provider=self.server.provider,
+        )
         if not polls:
             self.agents[name] = agent
         return agent
 
     def executed(self, external_id):
         """How often each effect of the ticket really ran in the simulated systems."""
-        return {suffix: len(self.ledgers.executions_for(f"{external_id}:{suffix}"))
-                for suffix in ("refund", "note", "message")}
+        return {
+            suffix: len(self.ledgers.executions_for(f"{external_id}:{suffix}"))
+            for suffix in ("refund", "note", "message")
+        }
 
     def close(self):
         self.stop.set()

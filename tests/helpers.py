@@ -35,7 +35,8 @@ def squeezed(html: str) -> str:
 
 def make_user(username: str, *, role: str = "operator", password: str = "pw-" + "x" * 12):
     user, _ = get_user_model().objects.get_or_create(
-        username=username, defaults={"is_staff": role == "admin", "is_superuser": role == "admin"})
+        username=username, defaults={"is_staff": role == "admin", "is_superuser": role == "admin"}
+    )
     user.set_password(password)
     user.save()
     set_role(user, role)
@@ -48,21 +49,31 @@ def make_agent(name: str | None = None, **kwargs: Any) -> tuple[Agent, str]:
 
 def make_policy(*, target: int = 30, warning: int = 10, escalate_to: Any = None, **kwargs: Any) -> SLAPolicy:
     """A policy with a decision target; ``escalate_to`` adds a first level at the breach that reassigns."""
-    policy = SLAPolicy.objects.create(name=kwargs.pop("name", f"policy-{next(_counter)}"),
-                                      decision_target_minutes=target, decision_warning=warning, **kwargs)
+    policy = SLAPolicy.objects.create(
+        name=kwargs.pop("name", f"policy-{next(_counter)}"),
+        decision_target_minutes=target,
+        decision_warning=warning,
+        **kwargs,
+    )
     if escalate_to is not None:
         EscalationLevel.objects.create(policy=policy, delay_minutes=0, notify=True, reassign=True, user=escalate_to)
     return policy
 
 
-def make_runbook(*, sla_target_minutes: int = 30, sla_warning_minutes: int = 10, escalation_target: Any = None,
-                 **kwargs: Any) -> Runbook:
+def make_runbook(
+    *, sla_target_minutes: int = 30, sla_warning_minutes: int = 10, escalation_target: Any = None, **kwargs: Any
+) -> Runbook:
     """A runbook; the SLA keywords build its policy (as the migration turned old runbook targets into policies)."""
-    defaults = {"slug": f"runbook-{next(_counter)}", "title": "Refund runbook",
-                "url": "https://runbooks.example/refunds", "body": "Check the payment ledger."}
+    defaults = {
+        "slug": f"runbook-{next(_counter)}",
+        "title": "Refund runbook",
+        "url": "https://runbooks.example/refunds",
+        "body": "Check the payment ledger.",
+    }
     if "policy" not in kwargs:
-        kwargs["policy"] = make_policy(target=sla_target_minutes, warning=sla_warning_minutes,
-                                       escalate_to=escalation_target)
+        kwargs["policy"] = make_policy(
+            target=sla_target_minutes, warning=sla_warning_minutes, escalate_to=escalation_target
+        )
     return Runbook.objects.create(**{**defaults, **kwargs})
 
 
@@ -73,8 +84,9 @@ def make_workflow(agent: Agent | None = None, **kwargs: Any) -> Workflow:
     return Workflow.objects.create(agent=agent, **{**defaults, **kwargs})
 
 
-def make_step(workflow: Workflow, seq: int, name: str, kind: str = "tool", status: str = "committed",
-              **kwargs: Any) -> Step:
+def make_step(
+    workflow: Workflow, seq: int, name: str, kind: str = "tool", status: str = "committed", **kwargs: Any
+) -> Step:
     if kind == "effect":
         kwargs.setdefault("idempotency_key", f"{workflow.external_id}:{name}")
     return Step.objects.create(workflow=workflow, seq=seq, name=name, kind=kind, status=status, **kwargs)
@@ -84,11 +96,23 @@ def make_worked_example(*, refund_status: str = "committed", owner=None, agent: 
     """The refund of DESIGN.md, interrupted between step 3 (refund) and step 4 (ticket note)."""
     workflow = make_workflow(agent, owner=owner)
     make_step(workflow, 1, "read_ticket", "tool", output={"ticket": "T-1042", "amount": "42.00"}, verified=True)
-    make_step(workflow, 2, "decide_refund", "model", output={"decision": "refund", "amount": "42.00"},
-              promise="refund within 5 days")
-    make_step(workflow, 3, "issue_refund", "effect", status=refund_status,
-              input={"amount": "42.00", "currency": "EUR"},
-              external_ref="R-88" if refund_status == "committed" else None)
+    make_step(
+        workflow,
+        2,
+        "decide_refund",
+        "model",
+        output={"decision": "refund", "amount": "42.00"},
+        promise="refund within 5 days",
+    )
+    make_step(
+        workflow,
+        3,
+        "issue_refund",
+        "effect",
+        status=refund_status,
+        input={"amount": "42.00", "currency": "EUR"},
+        external_ref="R-88" if refund_status == "committed" else None,
+    )
     return workflow
 
 
@@ -102,7 +126,12 @@ REMAINING_PLAN = [
 def make_checkpoint(workflow: Workflow | None = None, *, reason: str = "model_timeout", **kwargs: Any) -> Checkpoint:
     """A checkpoint as a current agent opens it, with its plan (pass ``plan=None`` for one that sends none)."""
     workflow = workflow or make_worked_example()
-    return Checkpoint.open_for(workflow, reason=reason, detail=kwargs.pop("detail", "model timed out"),
-                               at_seq=kwargs.pop("at_seq", 4),
-                               state=kwargs.pop("state", {"remaining": ["write_ticket_note", "notify_customer"]}),
-                               plan=kwargs.pop("plan", REMAINING_PLAN), **kwargs)
+    return Checkpoint.open_for(
+        workflow,
+        reason=reason,
+        detail=kwargs.pop("detail", "model timed out"),
+        at_seq=kwargs.pop("at_seq", 4),
+        state=kwargs.pop("state", {"remaining": ["write_ticket_note", "notify_customer"]}),
+        plan=kwargs.pop("plan", REMAINING_PLAN),
+        **kwargs,
+    )

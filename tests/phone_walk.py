@@ -25,8 +25,10 @@ FILL: dict[str, Callable[[Objects], dict[str, Any]]] = {
     "runbook": lambda o: {"pk": o["runbook"].pk},
     "runbook_edit": lambda o: {"pk": o["runbook"].pk},
     "runbook_diff": lambda o: {"pk": o["runbook"].pk},
-    "runbook_version": lambda o: {"pk": o["runbook"].pk,
-                                  "number": o["runbook"].versions.order_by("-number").first().number},
+    "runbook_version": lambda o: {
+        "pk": o["runbook"].pk,
+        "number": o["runbook"].versions.order_by("-number").first().number,
+    },
     "resume_export": lambda o: {"table": "headline"},  # a CSV: measured only if it ever answers HTML
     "incident": lambda o: {"pk": o["incident"].pk},
     "drill_report": lambda o: {"pk": o["drill"].pk},
@@ -106,4 +108,5 @@ BROKEN_WORDS = """selector => {
 CULPRITS = """() => [...document.querySelectorAll("body *")]
     .filter(el => el.getBoundingClientRect().right > innerWidth + 1
                   && el.parentElement.getBoundingClientRect().right <= innerWidth + 1).slice(0, 5)
-    .map(el => `${el.tagName.toLowerCase()}.${[...el.classList].join(".")} to ${Math.round(el.getBoundingClientRect().right)} px`)"""
+    .map(el => `${el.tagName.toLowerCase()}.${[...el.classList].join(".")}`
+               + ` to ${Math.round(el.getBoundingClientRect().right)} px`)"""

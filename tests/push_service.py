@@ -109,12 +109,16 @@ class PushService:
     def browser(self) -> Browser:
         """A new subscription at this service, as ``PushSubscription.toJSON()`` gives it."""
         private_key = ec.generate_private_key(ec.SECP256R1())
-        public = private_key.public_key().public_bytes(serialization.Encoding.X962,
-                                                        serialization.PublicFormat.UncompressedPoint)
+        public = private_key.public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
+        )
         auth, path = secrets.token_bytes(16), f"/push/{secrets.token_urlsafe(12)}"
         browser = Browser(self.origin + path, private_key, auth)
-        browser.subscription = {"endpoint": browser.endpoint, "expirationTime": None,
-                                "keys": {"p256dh": b64(public), "auth": b64(auth)}}
+        browser.subscription = {
+            "endpoint": browser.endpoint,
+            "expirationTime": None,
+            "keys": {"p256dh": b64(public), "auth": b64(auth)},
+        }
         with self.lock:
             self.browsers[path] = browser
         return browser
@@ -124,7 +128,9 @@ class PushService:
             self.answers += list(statuses)
 
     def check(self, path: str, headers: dict[str, str], body: bytes, browser: Browser) -> Received:
-        assert headers.get("content-encoding") == "aes128gcm", f"Content-Encoding is {headers.get('content-encoding')!r}"
+        assert headers.get("content-encoding") == "aes128gcm", (
+            f"Content-Encoding is {headers.get('content-encoding')!r}"
+        )
         assert headers.get("ttl", "").isdigit(), f"TTL is {headers.get('ttl')!r}"
         scheme, _, params = headers.get("authorization", "").partition(" ")
         assert scheme == "vapid", f"Authorization scheme is {scheme!r}"
@@ -132,15 +138,21 @@ class PushService:
         assert parts.get("k") == self.vapid_public_key, "k is not the console's VAPID public key"
         key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), unb64(parts["k"]))
         try:
-            claims = jwt.decode(parts.get("t", ""), key, algorithms=["ES256"], audience=self.origin,
-                                options={"require": ["aud", "exp", "sub"]})
+            claims = jwt.decode(
+                parts.get("t", ""),
+                key,
+                algorithms=["ES256"],
+                audience=self.origin,
+                options={"require": ["aud", "exp", "sub"]},
+            )
         except jwt.PyJWTError as exc:
             raise AssertionError(f"the VAPID JWT does not verify: {exc}") from None
         assert time.time() < claims["exp"] <= time.time() + 24 * 3600, f"exp {claims['exp']} is not within 24 hours"
         assert str(claims["sub"]).startswith(("mailto:", "https:")), f"sub is {claims['sub']!r}"
         try:
-            plaintext = http_ece.decrypt(body, private_key=browser.private_key, auth_secret=browser.auth,
-                                         version="aes128gcm")
+            plaintext = http_ece.decrypt(
+                body, private_key=browser.private_key, auth_secret=browser.auth, version="aes128gcm"
+            )
         except Exception as exc:
             raise AssertionError(f"the body does not decrypt with the subscription's keys: {exc!r}") from None
         return Received(path, headers, claims, json.loads(plaintext))

@@ -20,15 +20,28 @@ from workflows.models import Checkpoint, Decider, Workflow
 
 
 def notify(seq: int, key: str) -> dict:
-    return {"seq": seq, "name": "notify_customer", "kind": "effect", "status": "committed",
-            "input": {"text": "refund issued"}, "idempotency_key": key, "external_ref": f"M-{seq}",
-            "promise": "customer told: refund within 5 days"}
+    return {
+        "seq": seq,
+        "name": "notify_customer",
+        "kind": "effect",
+        "status": "committed",
+        "input": {"text": "refund issued"},
+        "idempotency_key": key,
+        "external_ref": f"M-{seq}",
+        "promise": "customer told: refund within 5 days",
+    }
 
 
 def refund(ext: str, status: str = "committed") -> dict:
-    return {"seq": 3, "name": "issue_refund", "kind": "effect", "status": status,
-            "input": {"amount": "42.00", "currency": "EUR"}, "idempotency_key": f"{ext}:refund",
-            "external_ref": "R-88" if status == "committed" else None}
+    return {
+        "seq": 3,
+        "name": "issue_refund",
+        "kind": "effect",
+        "status": status,
+        "input": {"amount": "42.00", "currency": "EUR"},
+        "idempotency_key": f"{ext}:refund",
+        "external_ref": "R-88" if status == "committed" else None,
+    }
 
 
 @dataclass
@@ -38,12 +51,25 @@ class Fleet:
     api: AgentApi
     operator: Any
 
-    def start(self, ext: str, *, kind: str = "refund", owner: str | None = None, refund_status: str = "committed",
-              promise: bool = True) -> str:
+    def start(
+        self,
+        ext: str,
+        *,
+        kind: str = "refund",
+        owner: str | None = None,
+        refund_status: str = "committed",
+        promise: bool = True,
+    ) -> str:
         wf = self.api.create_workflow(ext, kind=kind, owner=owner)["id"]
         self.api.report(wf, 1, "read_ticket", "tool", output={"ticket": ext}, verified=True)
-        self.api.report(wf, 2, "decide_refund", "model", output={"decision": "refund"},
-                        promise="refund within 5 days" if promise else None)
+        self.api.report(
+            wf,
+            2,
+            "decide_refund",
+            "model",
+            output={"decision": "refund"},
+            promise="refund within 5 days" if promise else None,
+        )
         self.api.report(wf, 3, **{k: v for k, v in refund(ext, refund_status).items() if k != "seq"})
         return wf
 
@@ -59,8 +85,9 @@ class Fleet:
 
     def complete(self, wf: str, *, from_seq: int = 4, message: bool = True) -> None:
         ext = self.api.workflow(wf)["external_id"]
-        self.api.report(wf, from_seq, "write_ticket_note", "effect", idempotency_key=f"{ext}:note",
-                        external_ref=f"N-{from_seq}")
+        self.api.report(
+            wf, from_seq, "write_ticket_note", "effect", idempotency_key=f"{ext}:note", external_ref=f"N-{from_seq}"
+        )
         if message:
             self.api.report(wf, **notify(from_seq + 1, f"{ext}:message"))
         self.api.finish(wf, "completed")
@@ -71,8 +98,14 @@ def build_history(operator: Any, other: Any, owner: Any) -> dict[str, str]:
     fleet = Fleet(api_agent("support-bot"), operator)
     cases = {}
     # What an admin configured: a runbook for refunds whose model timed out, with a 15-minute target.
-    make_runbook(slug="refund-model-timeout", title="Refund: model timeout", workflow_kind="refund",
-                 reason="model_timeout", sla_target_minutes=15, sla_warning_minutes=5)
+    make_runbook(
+        slug="refund-model-timeout",
+        title="Refund: model timeout",
+        workflow_kind="refund",
+        reason="model_timeout",
+        sla_target_minutes=15,
+        sla_warning_minutes=5,
+    )
 
     # Ran straight through: a launch, not a degradation.
     wf = fleet.start("straight")

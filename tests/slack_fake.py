@@ -47,8 +47,7 @@ class FakeSlack:
                 method = self.path.partition("?")[0].rsplit("/", 1)[-1]
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 form = self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded")
-                arguments = ({k: v[0] for k, v in parse_qs(body.decode()).items()} if form
-                             else json.loads(body or b"{}"))
+                arguments = {k: v[0] for k, v in parse_qs(body.decode()).items()} if form else json.loads(body or b"{}")
                 with fake.lock:
                     fake.calls.append((method, arguments))
                     fake.tokens.append(self.headers.get("Authorization", ""))
@@ -66,7 +65,9 @@ class FakeSlack:
                 elif method == "chat.update":
                     answer.update(ts=arguments.get("ts"), channel=arguments.get("channel"))
                 elif method == "users.info":
-                    answer = {"ok": True, "user": user} if user is not None else {"ok": False, "error": "user_not_found"}
+                    answer = (
+                        {"ok": True, "user": user} if user is not None else {"ok": False, "error": "user_not_found"}
+                    )
                 self._answer(200, answer, {})
 
             def _answer(self, status: int, data: dict[str, Any], headers: dict[str, str]) -> None:
@@ -110,8 +111,16 @@ def slack(settings) -> Iterator[FakeSlack]:
 
 def profile(slack_user_id: str, email: str, *, confirmed: bool = True, **fields: Any) -> dict[str, Any]:
     """A ``users.info`` user object as Slack returns it (the fields the console reads, and a few more)."""
-    return {"id": slack_user_id, "team_id": TEAM, "name": email.split("@")[0], "deleted": False, "is_bot": False,
-            "is_email_confirmed": confirmed, "profile": {"email": email, "real_name": email.split("@")[0]}, **fields}
+    return {
+        "id": slack_user_id,
+        "team_id": TEAM,
+        "name": email.split("@")[0],
+        "deleted": False,
+        "is_bot": False,
+        "is_email_confirmed": confirmed,
+        "profile": {"email": email, "real_name": email.split("@")[0]},
+        **fields,
+    }
 
 
 def signed(payload: dict[str, Any], *, secret: str = SIGNING_SECRET, at: float | None = None) -> dict[str, Any]:
@@ -119,24 +128,45 @@ def signed(payload: dict[str, Any], *, secret: str = SIGNING_SECRET, at: float |
     body = urlencode({"payload": json.dumps(payload)})
     timestamp = str(int(at if at is not None else time.time()))
     digest = hmac.new(secret.encode(), f"v0:{timestamp}:{body}".encode(), hashlib.sha256).hexdigest()
-    return {"data": body, "content_type": "application/x-www-form-urlencoded",
-            "HTTP_X_SLACK_REQUEST_TIMESTAMP": timestamp, "HTTP_X_SLACK_SIGNATURE": f"v0={digest}"}
+    return {
+        "data": body,
+        "content_type": "application/x-www-form-urlencoded",
+        "HTTP_X_SLACK_REQUEST_TIMESTAMP": timestamp,
+        "HTTP_X_SLACK_SIGNATURE": f"v0={digest}",
+    }
 
 
 def button(action_id: str, value: str, *, user: str, message_ts: str = "") -> dict[str, Any]:
-    return {"type": "block_actions", "team": {"id": TEAM}, "user": {"id": user}, "channel": {"id": CHANNEL},
-            "trigger_id": "trigger-1", "container": {"message_ts": message_ts},
-            "actions": [{"action_id": action_id, "value": value, "type": "button"}]}
+    return {
+        "type": "block_actions",
+        "team": {"id": TEAM},
+        "user": {"id": user},
+        "channel": {"id": CHANNEL},
+        "trigger_id": "trigger-1",
+        "container": {"message_ts": message_ts},
+        "actions": [{"action_id": action_id, "value": value, "type": "button"}],
+    }
 
 
 def submission(view: dict[str, Any], values: dict[str, str], *, user: str) -> dict[str, Any]:
     """A submitted modal: ``values`` maps block ids to typed text, or to a select's value (blocks named so)."""
-    selects = {b["block_id"] for b in view["blocks"] if b.get("type") == "input"
-               and b["element"]["type"] == "static_select"}
-    state = {block: {"value": {"type": "static_select", "selected_option": {"value": v}} if block in selects
-                     else {"type": "plain_text_input", "value": v}} for block, v in values.items()}
-    return {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": user},
-            "view": {**view, "state": {"values": state}}}
+    selects = {
+        b["block_id"] for b in view["blocks"] if b.get("type") == "input" and b["element"]["type"] == "static_select"
+    }
+    state = {
+        block: {
+            "value": {"type": "static_select", "selected_option": {"value": v}}
+            if block in selects
+            else {"type": "plain_text_input", "value": v}
+        }
+        for block, v in values.items()
+    }
+    return {
+        "type": "view_submission",
+        "team": {"id": TEAM},
+        "user": {"id": user},
+        "view": {**view, "state": {"values": state}},
+    }
 
 
 @pytest.fixture
@@ -150,12 +180,15 @@ def simulated_slack(tmp_path, live_server, settings, transactional_db):
     from tests.helpers import make_user
     from workflows.models import SlackWorkspace
 
-    server = ResumeServer({}, journal=Journal(tmp_path / "runtime.sqlite3"),
-                          ledgers=Ledgers(tmp_path / "ledgers.sqlite3"), port=0)
+    server = ResumeServer(
+        {}, journal=Journal(tmp_path / "runtime.sqlite3"), ledgers=Ledgers(tmp_path / "ledgers.sqlite3"), port=0
+    )
     server.start()
     settings.SLACK_API_URL = server.url("/slack/api/")
-    users = {name: make_user(name, role=role) for name, role in (("operator", "operator"), ("admin", "admin"),
-                                                                   ("tpm", "tpm"))}
+    users = {
+        name: make_user(name, role=role)
+        for name, role in (("operator", "operator"), ("admin", "admin"), ("tpm", "tpm"))
+    }
     SeedDemo().seed_slack(users)
     workspace = SlackWorkspace.objects.get(team_id=slack_workspace.TEAM)
     server.slack = slack_workspace.SimulatedSlack(console_url=live_server.url, signing_secret=workspace.signing_secret)
@@ -170,5 +203,9 @@ def catch_up() -> list[str]:
     from workflows.models import SlackMessage
     from workflows.slack import outbox
 
-    return [outbox.send(pk) for pk in SlackMessage.objects.filter(version__gt=F("sent_version"))
-            .order_by("decision_id", "pk").values_list("pk", flat=True)]
+    return [
+        outbox.send(pk)
+        for pk in SlackMessage.objects.filter(version__gt=F("sent_version"))
+        .order_by("decision_id", "pk")
+        .values_list("pk", flat=True)
+    ]

@@ -32,8 +32,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(predicate: Callable[[], object], *, timeout: float = 60.0, interval: float = 0.1,
-               what: str = "condition") -> object:
+def wait_until(
+    predicate: Callable[[], object], *, timeout: float = 60.0, interval: float = 0.1, what: str = "condition"
+) -> object:
     """Poll until ``predicate()`` is truthy; a deadline, never a timed assertion."""
     deadline = time.monotonic() + timeout
     while True:
@@ -69,8 +70,9 @@ def tmpfs(folder: Path, size: str) -> Iterator[Path]:
     import pytest
 
     folder.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
+    )
     if mounted.returncode != 0:
         reason = f"this test needs a tmpfs mount (root): {mounted.stderr.strip()}"
         if full_stack_required():
@@ -86,8 +88,9 @@ class Proc:
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
         self.log = tempfile.NamedTemporaryFile(prefix=f"rc-{name}-", suffix=".log", delete=False)  # noqa: SIM115
-        self.popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+        self.popen = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def output(self) -> str:
         return Path(self.log.name).read_text(errors="replace")
@@ -123,37 +126,72 @@ class Stack:
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-        env.update({
-            "DATABASE_URL": database_url(), "CELERY_BROKER_URL": self.broker_url, "CELERY_QUEUE": self.queue,
-            "SECRET_KEY": settings.SECRET_KEY, "DEBUG": "false", "SECURE_COOKIES": "false", "CONN_MAX_AGE": "0", "MANIFEST_STATIC": "false",
-            "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
-            "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32,::1/128", "DELIVERY_REQUIRE_HTTPS": "false", **self.overrides})
+        env.update(
+            {
+                "DATABASE_URL": database_url(),
+                "CELERY_BROKER_URL": self.broker_url,
+                "CELERY_QUEUE": self.queue,
+                "SECRET_KEY": settings.SECRET_KEY,
+                "DEBUG": "false",
+                "SECURE_COOKIES": "false",
+                "CONN_MAX_AGE": "0",
+                "MANIFEST_STATIC": "false",
+                "PYTHONUNBUFFERED": "1",
+                "LOG_LEVEL": "INFO",
+                "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32,::1/128",
+                "DELIVERY_REQUIRE_HTTPS": "false",
+                **self.overrides,
+            }
+        )
         return env
 
     def start(self, name: str, argv: list[str], ready: str | None = None, timeout: float = 60.0) -> Proc:
         proc = Proc(name, argv, self.env())
         self.procs.append(proc)
         if ready:
-            wait_until(lambda: ready in proc.output() or not proc.alive(), timeout=timeout,
-                       what=f"{name} to print {ready!r}")
+            wait_until(
+                lambda: ready in proc.output() or not proc.alive(), timeout=timeout, what=f"{name} to print {ready!r}"
+            )
             assert proc.alive(), f"{name} died:\n{proc.output()[-3000:]}"
         return proc
 
     def worker(self, name: str = "w", concurrency: int = 2) -> Proc:
-        return self.start(name, [str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork",
-                                 "-c", str(concurrency), "-n", f"{name}-{self.queue}@%h", "-Q", self.queue,
-                                 "--without-gossip", "--without-mingle", "--without-heartbeat",
-                                 "--loglevel=INFO"], ready="ready.")
+        return self.start(
+            name,
+            [
+                str(BIN / "celery"),
+                "-A",
+                "console",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                str(concurrency),
+                "-n",
+                f"{name}-{self.queue}@%h",
+                "-Q",
+                self.queue,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
+            ],
+            ready="ready.",
+        )
 
     def relay(self, interval: float = 0.3) -> Proc:
-        return self.start("relay", [str(BIN / "python"), "manage.py", "run_relay", "--interval", str(interval)],
-                          ready="outbox relay")
+        return self.start(
+            "relay", [str(BIN / "python"), "manage.py", "run_relay", "--interval", str(interval)], ready="outbox relay"
+        )
 
     def beat(self, schedule: Path) -> Proc:
         """Celery beat sending the periodic sweep to this stack's queue; ``schedule`` is the test's own file
         (the default, under VAR_DIR, is shared by every process on the machine)."""
-        return self.start("beat", [str(BIN / "celery"), "-A", "console", "beat", "-s", str(schedule),
-                                   "--loglevel=INFO"], ready="beat: Starting")
+        return self.start(
+            "beat",
+            [str(BIN / "celery"), "-A", "console", "beat", "-s", str(schedule), "--loglevel=INFO"],
+            ready="beat: Starting",
+        )
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -183,9 +221,11 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                                      "--save", "", "--appendonly", "no"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_until(self.answers, timeout=20, what="redis to start")
 
     def answers(self) -> bool:
@@ -214,9 +254,14 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                record = {"body": json.loads(raw), "raw": raw, "delivery": self.headers.get("X-Recovery-Delivery"),
-                          "signature": self.headers.get("X-Recovery-Signature"), "host": self.headers.get("Host"),
-                          "path": self.path}
+                record = {
+                    "body": json.loads(raw),
+                    "raw": raw,
+                    "delivery": self.headers.get("X-Recovery-Delivery"),
+                    "signature": self.headers.get("X-Recovery-Signature"),
+                    "host": self.headers.get("Host"),
+                    "path": self.path,
+                }
                 with receiver.lock:
                     receiver.deliveries.append(record)
                 status = receiver.respond(record)
@@ -230,8 +275,7 @@ class Receiver:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         # Polls shutdown() every 50 ms (default 500): each receiver's teardown waited up to half a second.
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property

@@ -43,8 +43,10 @@ def example_path(route: str) -> str:
 
 def test_every_url_declares_an_access_rule():
     missing = [f"/{route} ({name})" for route, name, _view, rule in url_rules() if rule is None]
-    assert not missing, ("These URLs declare no access rule; decorate their views with @role_required(...) "
-                         "or @public (console/roles.py): " + ", ".join(missing))
+    assert not missing, (
+        "These URLs declare no access rule; decorate their views with @role_required(...) "
+        "or @public (console/roles.py): " + ", ".join(missing)
+    )
 
 
 def test_changing_ones_own_password_is_for_every_signed_in_role():
@@ -84,8 +86,12 @@ def everyone(db):
     admin.is_superuser = False
     admin.save()
     set_role(admin, ADMIN)
-    users = {OPERATOR: make_user("olga", role=OPERATOR), TPM: make_user("tom", role=TPM),
-             ADMIN: admin, SUPERUSER: superuser}
+    users = {
+        OPERATOR: make_user("olga", role=OPERATOR),
+        TPM: make_user("tom", role=TPM),
+        ADMIN: admin,
+        SUPERUSER: superuser,
+    }
     agent, token = make_agent("rules-agent")
     return users, token, make_checkpoint()
 
@@ -113,7 +119,6 @@ def test_every_url_lets_in_exactly_the_principals_its_rule_names(everyone, princ
             elif Event.objects.count() != events:
                 wrong.append(f"{what}, refused but an event was written")
     assert not wrong, "\n".join(wrong)
-
 
 
 def test_the_readme_matrix_is_the_one_the_rules_generate():

@@ -22,8 +22,11 @@ from console.admin import AuditedAdmin
 from tests.helpers import make_policy, make_user
 from workflows.models import BreachReason, BusinessCalendar, Channel, Event, SLAPolicy
 
-HOOKS = {"add": ("save_model", "save_related"), "change": ("save_model", "save_related"),
-         "delete": ("delete_model", "delete_queryset")}
+HOOKS = {
+    "add": ("save_model", "save_related"),
+    "change": ("save_model", "save_related"),
+    "delete": ("delete_model", "delete_queryset"),
+}
 
 
 def _allowed(model_admin: admin.ModelAdmin[Any], operation: str, request: Any) -> bool:
@@ -69,21 +72,32 @@ def test_the_walk_fails_when_one_model_goes_back_to_a_plain_model_admin(superuse
     site.register(SLAPolicy, admin.ModelAdmin)
 
     assert unaudited(site, superuser_request) == [
-        "workflows.SLAPolicy: add (save_model of ModelAdmin)", "workflows.SLAPolicy: add (save_related of ModelAdmin)",
+        "workflows.SLAPolicy: add (save_model of ModelAdmin)",
+        "workflows.SLAPolicy: add (save_related of ModelAdmin)",
         "workflows.SLAPolicy: change (save_model of ModelAdmin)",
         "workflows.SLAPolicy: change (save_related of ModelAdmin)",
         "workflows.SLAPolicy: delete (delete_model of ModelAdmin)",
-        "workflows.SLAPolicy: delete (delete_queryset of ModelAdmin)"]
+        "workflows.SLAPolicy: delete (delete_queryset of ModelAdmin)",
+    ]
 
 
 def _policy_form(policy: SLAPolicy, **changes: Any) -> dict[str, Any]:
-    data = {"name": policy.name, "claim_target_minutes": policy.claim_target_minutes or "",
-            "claim_warning": policy.claim_warning or "", "claim_warning_unit": policy.claim_warning_unit,
-            "decision_target_minutes": policy.decision_target_minutes, "decision_warning": policy.decision_warning,
-            "decision_warning_unit": policy.decision_warning_unit, "calendar": "", "watchers": "",
-            "claim_reminder_minutes": policy.claim_reminder_minutes or "",
-            "claim_release_minutes": policy.claim_release_minutes or "",
-            "levels-TOTAL_FORMS": "0", "levels-INITIAL_FORMS": "0", "_save": "Save"}
+    data = {
+        "name": policy.name,
+        "claim_target_minutes": policy.claim_target_minutes or "",
+        "claim_warning": policy.claim_warning or "",
+        "claim_warning_unit": policy.claim_warning_unit,
+        "decision_target_minutes": policy.decision_target_minutes,
+        "decision_warning": policy.decision_warning,
+        "decision_warning_unit": policy.decision_warning_unit,
+        "calendar": "",
+        "watchers": "",
+        "claim_reminder_minutes": policy.claim_reminder_minutes or "",
+        "claim_release_minutes": policy.claim_release_minutes or "",
+        "levels-TOTAL_FORMS": "0",
+        "levels-INITIAL_FORMS": "0",
+        "_save": "Save",
+    }
     return {**data, **changes}
 
 
@@ -93,8 +107,14 @@ def test_cutting_an_sla_target_from_30_to_5_minutes_is_an_audit_event(client: An
     url = reverse("admin:workflows_slapolicy_change", args=[policy.pk])
     prefix = client.get(url).context["inline_admin_formsets"][0].formset.prefix
 
-    response = client.post(url, {**_policy_form(policy, decision_target_minutes=5, decision_warning=2),
-                                 f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"})
+    response = client.post(
+        url,
+        {
+            **_policy_form(policy, decision_target_minutes=5, decision_warning=2),
+            f"{prefix}-TOTAL_FORMS": "0",
+            f"{prefix}-INITIAL_FORMS": "0",
+        },
+    )
 
     assert response.status_code == 302, response.context["errors"] if response.context else response
     event = Event.objects.get(verb=Event.Verb.ADMIN_CHANGED, subject=f"slapolicy:{policy.pk}")
@@ -106,8 +126,9 @@ def test_cutting_an_sla_target_from_30_to_5_minutes_is_an_audit_event(client: An
 def test_adding_and_deleting_in_the_newly_audited_admins_are_events(client: Any, adam: Any) -> None:
     client.force_login(adam)
 
-    client.post(reverse("admin:workflows_breachreason_add"), {"name": "Understaffed", "description": "",
-                                                             "is_active": "on"})
+    client.post(
+        reverse("admin:workflows_breachreason_add"), {"name": "Understaffed", "description": "", "is_active": "on"}
+    )
     reason = BreachReason.objects.get(name="Understaffed")
     calendar = BusinessCalendar.objects.create(name="Berlin")
     channel = Channel.objects.create(kind=Channel.Kind.EMAIL, address="ops@example.com", user=adam)
@@ -133,17 +154,36 @@ def test_creating_and_deactivating_a_user_in_the_admin_works_and_is_audited(clie
     """Issue 22, finding 4: the user's verbose name is a lazy string, which the trail's JSON refused (500)."""
     client.force_login(adam)
 
-    response = client.post(reverse("admin:auth_user_add"), {
-        "username": "carol", "usable_password": "true", "password1": "a-long-Passphrase-9",
-        "password2": "a-long-Passphrase-9", "_save": "Save"})
+    response = client.post(
+        reverse("admin:auth_user_add"),
+        {
+            "username": "carol",
+            "usable_password": "true",
+            "password1": "a-long-Passphrase-9",
+            "password2": "a-long-Passphrase-9",
+            "_save": "Save",
+        },
+    )
     assert response.status_code == 302
     carol = get_user_model().objects.get(username="carol")
     change = client.get(reverse("admin:auth_user_change", args=[carol.pk]))
     assert change.status_code == 200
-    response = client.post(reverse("admin:auth_user_change", args=[carol.pk]), {
-        "username": "carol", "first_name": "", "last_name": "", "email": "", "groups": [], "user_permissions": [],
-        "last_login_0": "", "last_login_1": "", "date_joined_0": "2026-01-01", "date_joined_1": "09:00:00",
-        "_save": "Save"})  # is_active left unticked: deactivated
+    response = client.post(
+        reverse("admin:auth_user_change", args=[carol.pk]),
+        {
+            "username": "carol",
+            "first_name": "",
+            "last_name": "",
+            "email": "",
+            "groups": [],
+            "user_permissions": [],
+            "last_login_0": "",
+            "last_login_1": "",
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "09:00:00",
+            "_save": "Save",
+        },
+    )  # is_active left unticked: deactivated
 
     assert response.status_code == 302
     carol.refresh_from_db()
@@ -159,9 +199,15 @@ def test_an_admin_setting_someone_elses_password_is_audited_without_the_password
     bob = make_user("bob")
     client.force_login(adam)
 
-    response = client.post(reverse("admin:auth_user_password_change", args=[bob.pk]), {
-        "usable_password": "true", "password1": "Another-long-pass-42", "password2": "Another-long-pass-42",
-        "set-password": "Change password"})
+    response = client.post(
+        reverse("admin:auth_user_password_change", args=[bob.pk]),
+        {
+            "usable_password": "true",
+            "password1": "Another-long-pass-42",
+            "password2": "Another-long-pass-42",
+            "set-password": "Change password",
+        },
+    )
 
     assert response.status_code == 302
     bob.refresh_from_db()
@@ -175,9 +221,15 @@ def test_a_refused_password_change_writes_nothing(client: Any, adam: Any) -> Non
     bob = make_user("bob")
     client.force_login(adam)
 
-    client.post(reverse("admin:auth_user_password_change", args=[bob.pk]), {
-        "usable_password": "true", "password1": "Another-long-pass-42", "password2": "different",
-        "set-password": "Change password"})
+    client.post(
+        reverse("admin:auth_user_password_change", args=[bob.pk]),
+        {
+            "usable_password": "true",
+            "password1": "Another-long-pass-42",
+            "password2": "different",
+            "set-password": "Change password",
+        },
+    )
 
     assert not Event.objects.filter(subject=f"user:{bob.pk}", verb=Event.Verb.ADMIN_CHANGED).exists()
 
@@ -189,20 +241,32 @@ def test_the_trail_stores_lazy_strings_dates_decimals_and_rows_as_json(adam: Any
     from django.utils.translation import gettext_lazy
 
     data: dict[Any, Any] = {
-        "model": gettext_lazy("user"), "at": datetime.time(9, 30), "amount": decimal.Decimal("1.50"),
-        "who": adam, "tags": {"b", "a"}, gettext_lazy("key"): (1, 2)}
+        "model": gettext_lazy("user"),
+        "at": datetime.time(9, 30),
+        "amount": decimal.Decimal("1.50"),
+        "who": adam,
+        "tags": {"b", "a"},
+        gettext_lazy("key"): (1, 2),
+    }
     event = Event.record(adam, Event.Verb.ADMIN_CHANGED, actor=adam, data=data)
 
     event.refresh_from_db()
-    assert event.data == {"model": "user", "at": "09:30:00", "amount": "1.50", "who": adam.get_username(),
-                          "tags": ["a", "b"], "key": [1, 2]}
+    assert event.data == {
+        "model": "user",
+        "at": "09:30:00",
+        "amount": "1.50",
+        "who": adam.get_username(),
+        "tags": ["a", "b"],
+        "key": [1, 2],
+    }
 
 
 def test_unlocking_an_account_by_deleting_its_lockout_record_is_an_audit_event(client: Any, adam: Any) -> None:
     from axes.models import AccessAttempt  # type: ignore[import-untyped]
 
-    attempt = AccessAttempt.objects.create(username="bob", ip_address="10.0.0.9", user_agent="probe",
-                                           path_info="/login/", failures_since_start=30)
+    attempt = AccessAttempt.objects.create(
+        username="bob", ip_address="10.0.0.9", user_agent="probe", path_info="/login/", failures_since_start=30
+    )
     client.force_login(adam)
 
     response = client.post(reverse("admin:axes_accessattempt_delete", args=[attempt.pk]), {"post": "yes"})

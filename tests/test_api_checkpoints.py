@@ -25,8 +25,12 @@ def paused(agent_api, *, refund: str = "committed") -> tuple[str, str]:
     workflow_id = agent_api.create_workflow("T-1042")["id"]
     for step in (READ_TICKET, DECIDE_REFUND, issue_refund(refund)):
         agent_api.report(workflow_id, **step)
-    checkpoint = agent_api.open_checkpoint(workflow_id, at_seq=4, state={"remaining": ["write_ticket_note"]},
-                                           plan=[{"name": "write_ticket_note", "kind": "effect"}])
+    checkpoint = agent_api.open_checkpoint(
+        workflow_id,
+        at_seq=4,
+        state={"remaining": ["write_ticket_note"]},
+        plan=[{"name": "write_ticket_note", "kind": "effect"}],
+    )
     return workflow_id, checkpoint["id"]
 
 
@@ -41,8 +45,7 @@ def checkpoint_of(checkpoint_id: str) -> Checkpoint:
 
 def test_opening_a_checkpoint_answers_201_and_pauses_the_workflow(bot):
     workflow_id = bot.create_workflow()["id"]
-    body = bot.open_checkpoint(workflow_id, reason="tool_error", detail="ledger 502", at_seq=1,
-                               state={"cursor": 7})
+    body = bot.open_checkpoint(workflow_id, reason="tool_error", detail="ledger 502", at_seq=1, state={"cursor": 7})
     assert CHECKPOINT_KEYS <= set(body)
     assert body["status"] == "open" and body["reason"] == "tool_error"
     assert body["runbook"] is None
@@ -54,11 +57,21 @@ def test_opening_a_checkpoint_answers_201_and_pauses_the_workflow(bot):
 
 
 def test_the_sla_clock_and_runbook_come_from_the_matching_runbook(bot):
-    make_runbook(slug="refund-timeouts", title="Refund timeouts", url="https://runbooks.example/refunds",
-                 workflow_kind="refund", reason="model_timeout", sla_target_minutes=45, sla_warning_minutes=15)
+    make_runbook(
+        slug="refund-timeouts",
+        title="Refund timeouts",
+        url="https://runbooks.example/refunds",
+        workflow_kind="refund",
+        reason="model_timeout",
+        sla_target_minutes=45,
+        sla_warning_minutes=15,
+    )
     body = bot.open_checkpoint(bot.create_workflow()["id"])
-    assert body["runbook"] == {"slug": "refund-timeouts", "title": "Refund timeouts",
-                               "url": "https://runbooks.example/refunds"}
+    assert body["runbook"] == {
+        "slug": "refund-timeouts",
+        "title": "Refund timeouts",
+        "url": "https://runbooks.example/refunds",
+    }
     due, warn = datetime.fromisoformat(body["due_at"]), datetime.fromisoformat(body["warn_at"])
     assert due - warn == timedelta(minutes=15)
     checkpoint = checkpoint_of(body["id"])
@@ -69,9 +82,13 @@ def test_the_sla_clock_and_runbook_come_from_the_matching_runbook(bot):
 def test_a_second_checkpoint_while_one_is_open_is_409(bot):
     workflow_id = bot.create_workflow()["id"]
     bot.open_checkpoint(workflow_id)
-    assert_error(bot.post(f"/workflows/{workflow_id}/checkpoints", {"reason": "manual", "detail": "",
-                                                                    "at_seq": None, "state": {}}),
-                 409, "checkpoint_open")
+    assert_error(
+        bot.post(
+            f"/workflows/{workflow_id}/checkpoints", {"reason": "manual", "detail": "", "at_seq": None, "state": {}}
+        ),
+        409,
+        "checkpoint_open",
+    )
     assert Checkpoint.objects.filter(workflow_id=workflow_id).count() == 1
 
 
@@ -85,33 +102,46 @@ def test_an_identical_resend_answers_200_with_the_open_checkpoint(bot):
     assert Event.objects.filter(workflow_id=workflow_id, verb="opened").count() == 1
 
 
-@pytest.mark.parametrize("change", [{"reason": "tool_error"}, {"detail": "another"}, {"at_seq": 4},
-                                    {"state": {"cursor": 8}}])
+@pytest.mark.parametrize(
+    "change", [{"reason": "tool_error"}, {"detail": "another"}, {"at_seq": 4}, {"state": {"cursor": 8}}]
+)
 def test_a_different_checkpoint_while_one_is_open_is_409(bot, change):
     workflow_id = bot.create_workflow()["id"]
     bot.open_checkpoint(workflow_id, at_seq=3, state={"cursor": 7})
-    body = {"reason": "model_timeout", "detail": "the model timed out", "at_seq": 3, "state": {"cursor": 7},
-            **change}
+    body = {"reason": "model_timeout", "detail": "the model timed out", "at_seq": 3, "state": {"cursor": 7}, **change}
     assert_error(bot.post(f"/workflows/{workflow_id}/checkpoints", body), 409, "checkpoint_open")
 
 
 def test_a_checkpoint_the_console_opened_is_not_the_agents_resend(bot):
     workflow_id = bot.create_workflow()["id"]
-    Checkpoint.open_for(Workflow.objects.get(pk=workflow_id), reason="model_timeout",
-                        detail="the model timed out", state={}, by_console=True)
-    assert_error(bot.post(f"/workflows/{workflow_id}/checkpoints", {"reason": "model_timeout",
-                                                                    "detail": "the model timed out",
-                                                                    "at_seq": None, "state": {}}),
-                 409, "checkpoint_open")
+    Checkpoint.open_for(
+        Workflow.objects.get(pk=workflow_id),
+        reason="model_timeout",
+        detail="the model timed out",
+        state={},
+        by_console=True,
+    )
+    assert_error(
+        bot.post(
+            f"/workflows/{workflow_id}/checkpoints",
+            {"reason": "model_timeout", "detail": "the model timed out", "at_seq": None, "state": {}},
+        ),
+        409,
+        "checkpoint_open",
+    )
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "aborted", "handed_off"])
 def test_a_finished_workflow_cannot_pause(bot, status):
     workflow_id = bot.create_workflow()["id"]
     Workflow.objects.filter(pk=workflow_id).update(status=status)
-    assert_error(bot.post(f"/workflows/{workflow_id}/checkpoints", {"reason": "manual", "detail": "",
-                                                                    "at_seq": None, "state": {}}),
-                 409, "workflow_finished")
+    assert_error(
+        bot.post(
+            f"/workflows/{workflow_id}/checkpoints", {"reason": "manual", "detail": "", "at_seq": None, "state": {}}
+        ),
+        409,
+        "workflow_finished",
+    )
     assert not Checkpoint.objects.exists()
 
 
@@ -224,8 +254,13 @@ def test_an_abort_reaches_the_agent_and_ends_the_workflow(bot, alice):
 
 def test_confirmations_of_unknown_effects_reach_the_agent(bot, alice):
     _, checkpoint_id = paused(bot, refund="pending")
-    Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume", confirmations={"T-1042:refund": "happened"},
-                                        confirmation_refs={"T-1042:refund": "R-88"}, money_confirmed=True)
+    Decider(checkpoint_of(checkpoint_id)).decide(
+        by=alice,
+        action="resume",
+        confirmations={"T-1042:refund": "happened"},
+        confirmation_refs={"T-1042:refund": "R-88"},
+        money_confirmed=True,
+    )
     decision = bot.checkpoint(checkpoint_id)["decision"]
     assert decision["confirmations"] == {"T-1042:refund": "happened"}
 
@@ -233,8 +268,9 @@ def test_confirmations_of_unknown_effects_reach_the_agent(bot, alice):
 def test_a_decision_awaiting_a_second_approval_is_not_shown_until_approved(bot, alice, bob):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     workflow_id, checkpoint_id = paused(bot, refund="pending")
-    decision = Decider(checkpoint_of(checkpoint_id)).decide(by=alice, action="resume", money_confirmed=True,
-                                                   confirmations={"T-1042:refund": "did_not_happen"})
+    decision = Decider(checkpoint_of(checkpoint_id)).decide(
+        by=alice, action="resume", money_confirmed=True, confirmations={"T-1042:refund": "did_not_happen"}
+    )
     assert decision.status == "proposed"
     body = bot.checkpoint(checkpoint_id)
     assert body["decision"] is None and body["status"] == "decided"

@@ -15,8 +15,18 @@ pytestmark = pytest.mark.django_db
 def test_without_a_hold_a_step_answer_carries_no_instruction(bot, workflow_id):
     body = expect(bot.post(f"/workflows/{workflow_id}/steps", READ_TICKET), 201)
     assert "instruction" not in body  # the answer is exactly what it always was
-    assert {"seq", "name", "kind", "status", "input", "output", "verified", "promise", "idempotency_key",
-            "external_ref"} <= set(body)
+    assert {
+        "seq",
+        "name",
+        "kind",
+        "status",
+        "input",
+        "output",
+        "verified",
+        "promise",
+        "idempotency_key",
+        "external_ref",
+    } <= set(body)
 
 
 def test_a_held_agent_is_told_to_pause_at_its_next_step_and_a_held_checkpoint_opens(bot, workflow_id, alice):
@@ -67,8 +77,9 @@ def test_a_hold_on_one_kind_leaves_other_kinds_running(bot, alice):
 def test_new_workflows_are_refused_with_409_but_a_resend_of_an_existing_one_answers_200(bot, alice):
     existing = bot.create_workflow("T-1")
     Hold.place(bot.agent, by=alice)
-    error = assert_error(bot.post("/workflows", {"external_id": "T-2", "kind": "refund", "title": "x"}), 409,
-                         "agent_on_hold", "kind")
+    error = assert_error(
+        bot.post("/workflows", {"external_id": "T-2", "kind": "refund", "title": "x"}), 409, "agent_on_hold", "kind"
+    )
     assert bot.agent.name in error["message"]
     assert bot.create_workflow("T-1", status=200)["id"] == existing["id"]
     assert Event.objects.filter(verb=Event.Verb.WORKFLOW_REFUSED_ON_HOLD, subject=f"agent:{bot.agent.pk}").count() == 1
@@ -97,8 +108,12 @@ def test_a_second_hold_on_the_same_scope_is_refused(bot, alice):
 
 
 def test_agents_cannot_open_a_held_checkpoint_themselves(bot, workflow_id):
-    assert_error(bot.post(f"/workflows/{workflow_id}/checkpoints", {"reason": "held", "detail": "", "state": {}}),
-                 422, "invalid_choice", "reason")
+    assert_error(
+        bot.post(f"/workflows/{workflow_id}/checkpoints", {"reason": "held", "detail": "", "state": {}}),
+        422,
+        "invalid_choice",
+        "reason",
+    )
 
 
 def test_a_batch_report_carries_the_instruction_too(bot, workflow_id, alice):

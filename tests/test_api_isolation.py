@@ -28,9 +28,14 @@ def alphas(alpha):
 
 def snapshot(workflow_id):
     workflow = Workflow.objects.get(pk=workflow_id)
-    return (workflow.status, workflow.last_activity_at, workflow.summary,
-            list(Step.objects.filter(workflow=workflow).values()), list(Checkpoint.objects.values()),
-            Event.objects.count())
+    return (
+        workflow.status,
+        workflow.last_activity_at,
+        workflow.summary,
+        list(Step.objects.filter(workflow=workflow).values()),
+        list(Checkpoint.objects.values()),
+        Event.objects.count(),
+    )
 
 
 def test_another_agents_workflow_is_404(beta, alphas):
@@ -43,12 +48,15 @@ def test_another_agents_checkpoint_is_404(beta, alphas):
     assert_error(beta.get(f"/checkpoints/{checkpoint_id}"), 404, "not_found")
 
 
-@pytest.mark.parametrize(("path", "body"), [
-    ("/workflows/{id}/steps", {"seq": 4, "name": "write_ticket_note", "kind": "tool", "status": "committed"}),
-    ("/workflows/{id}/steps", issue_refund()),
-    ("/workflows/{id}/checkpoints", {"reason": "manual", "detail": "", "at_seq": None, "state": {}}),
-    ("/workflows/{id}/finish", {"status": "failed", "summary": "hijacked"}),
-])
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/workflows/{id}/steps", {"seq": 4, "name": "write_ticket_note", "kind": "tool", "status": "committed"}),
+        ("/workflows/{id}/steps", issue_refund()),
+        ("/workflows/{id}/checkpoints", {"reason": "manual", "detail": "", "at_seq": None, "state": {}}),
+        ("/workflows/{id}/finish", {"status": "failed", "summary": "hijacked"}),
+    ],
+)
 def test_another_agents_workflow_cannot_be_changed_and_is_not_even_touched(beta, alphas, path, body):
     workflow_id, _ = alphas
     before = snapshot(workflow_id)

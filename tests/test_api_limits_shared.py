@@ -54,8 +54,10 @@ def _hook():
     return runpy.run_path(str(ROOT / "console" / "gunicorn.py"))["on_starting"]
 
 
-@pytest.mark.parametrize(("workers", "cache_url", "starts"), [
-    (3, "", False), (3, "locmemcache://", False), (3, "redis://redis:6379/1", True), (1, "", True)])
+@pytest.mark.parametrize(
+    ("workers", "cache_url", "starts"),
+    [(3, "", False), (3, "locmemcache://", False), (3, "redis://redis:6379/1", True), (1, "", True)],
+)
 def test_gunicorn_refuses_several_workers_with_a_per_process_cache(monkeypatch, workers, cache_url, starts):
     monkeypatch.setenv("CACHE_URL", cache_url)
     server = SimpleNamespace(cfg=SimpleNamespace(workers=workers))
@@ -69,6 +71,7 @@ def test_gunicorn_refuses_several_workers_with_a_per_process_cache(monkeypatch, 
 def test_check_deploy_flags_a_per_process_cache(settings):
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     assert "console.W001" in {m.id for m in run_checks(include_deployment_checks=True)}
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                                   "LOCATION": "redis://127.0.0.1:6386/1"}}
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:6386/1"}
+    }
     assert "console.W001" not in {m.id for m in run_checks(include_deployment_checks=True)}

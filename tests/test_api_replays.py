@@ -1,6 +1,5 @@
 """The API's additions for replays: an agent advertises what it can do, and posts a long replay's results."""
 
-
 from tests.apitools import AgentApi, assert_error, expect
 from tests.helpers import make_agent
 from workflows.models import Agent, ReplayRun
@@ -17,11 +16,22 @@ def test_an_agent_advertises_its_capabilities_and_reads_them_back(db):
     agent, token = make_agent("bot")
     api = AgentApi(agent, token)
 
-    body = expect(api.post("/agent/capabilities", {"capabilities": ["replay", "fork", "replay"],
-                                                    "runtime_version": "bot/2.3", "kinds": ["refund"]}), 200)
+    body = expect(
+        api.post(
+            "/agent/capabilities",
+            {"capabilities": ["replay", "fork", "replay"], "runtime_version": "bot/2.3", "kinds": ["refund"]},
+        ),
+        200,
+    )
 
-    assert body == {"name": "bot", "capabilities": ["fork", "replay"], "runtime_version": "bot/2.3",
-                    "kinds": ["refund"], "replay_endpoint": False, "fork_edits": []}
+    assert body == {
+        "name": "bot",
+        "capabilities": ["fork", "replay"],
+        "runtime_version": "bot/2.3",
+        "kinds": ["refund"],
+        "replay_endpoint": False,
+        "fork_edits": [],
+    }
     assert expect(api.get("/agent"), 200) == body
     agent.refresh_from_db()
     assert agent.capabilities == ["fork", "replay"]
@@ -36,9 +46,19 @@ def test_results_posted_later_are_compared_like_inline_ones(runtime, olga):
     run.start()  # the runtime answered 202
     ticket = workflow.steps.get(seq=3).output
 
-    body = expect(api.post(f"/replays/{run.replay_id}/results", {
-        "results": [{"seq": 3, "output": ticket}, {"seq": 4, "output": {"category": "changed", "priority": "normal"}}],
-        "runtime_version": "later/1"}), 200)
+    body = expect(
+        api.post(
+            f"/replays/{run.replay_id}/results",
+            {
+                "results": [
+                    {"seq": 3, "output": ticket},
+                    {"seq": 4, "output": {"category": "changed", "priority": "normal"}},
+                ],
+                "runtime_version": "later/1",
+            },
+        ),
+        200,
+    )
 
     assert body["status"] == "succeeded" and body["first_divergent_seq"] == 4
     assert body["explanation"].startswith("step 4 `classify_ticket`: output.category")

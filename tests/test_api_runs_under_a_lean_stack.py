@@ -13,7 +13,7 @@ from django.utils.module_loading import import_string
 from tests.apitools import issue_refund
 
 LEAN = "workflows.api.middleware.LeanApiMiddleware"
-BELOW = settings.MIDDLEWARE[settings.MIDDLEWARE.index(LEAN) + 1:]
+BELOW = settings.MIDDLEWARE[settings.MIDDLEWARE.index(LEAN) + 1 :]
 
 
 @pytest.fixture
@@ -27,6 +27,7 @@ def middleware_below_trips(monkeypatch):
         def call(self, request):
             ran.append(path)
             return original(self, request)
+
         return call
 
     for path in BELOW:
@@ -35,8 +36,9 @@ def middleware_below_trips(monkeypatch):
 
 
 def test_a_step_report_runs_none_of_the_pages_middleware(bot, workflow_id, middleware_below_trips):
-    response = bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", issue_refund(),
-                               content_type="application/json")
+    response = bot.client.post(
+        f"/api/v1/workflows/{workflow_id}/steps", issue_refund(), content_type="application/json"
+    )
 
     assert response.status_code == 201
     assert middleware_below_trips == []
@@ -44,11 +46,15 @@ def test_a_step_report_runs_none_of_the_pages_middleware(bot, workflow_id, middl
 
 
 def test_an_api_answer_keeps_the_headers_a_json_answer_needs(bot, workflow_id):
-    for response in (bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", issue_refund(),
-                                     content_type="application/json"),
-                     bot.client.get("/api/v1/no-such-endpoint"),
-                     bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", b"x" * (settings.API_MAX_BODY_BYTES + 1),
-                                     content_type="application/json")):
+    for response in (
+        bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", issue_refund(), content_type="application/json"),
+        bot.client.get("/api/v1/no-such-endpoint"),
+        bot.client.post(
+            f"/api/v1/workflows/{workflow_id}/steps",
+            b"x" * (settings.API_MAX_BODY_BYTES + 1),
+            content_type="application/json",
+        ),
+    ):
         assert response["Content-Type"].startswith("application/json")
         assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"]
         assert response["X-Content-Type-Options"] == "nosniff"  # SecurityMiddleware still runs first
@@ -73,8 +79,12 @@ def test_a_step_report_makes_no_session_or_user_query(bot, workflow_id):
 
 
 def test_a_host_outside_allowed_hosts_is_refused_on_the_api_too(bot, workflow_id):
-    response = bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", issue_refund(),
-                               content_type="application/json", headers={"Host": "evil.example"})
+    response = bot.client.post(
+        f"/api/v1/workflows/{workflow_id}/steps",
+        issue_refund(),
+        content_type="application/json",
+        headers={"Host": "evil.example"},
+    )
 
     assert response.status_code == 400
     assert not bot.agent.workflows.get(pk=workflow_id).steps.exists()

@@ -60,38 +60,84 @@ def _fixtures(live_url: str) -> dict[str, str]:
 
     def running(name: str) -> str:
         workflow = make_worked_example(agent=agent, owner=alice)
-        make_step(workflow, 4, f"{name}_note", "effect", status="pending",
-                  input={"note": "refund issued"})
+        make_step(workflow, 4, f"{name}_note", "effect", status="pending", input={"note": "refund issued"})
         return str(workflow.pk)
 
     paused = make_worked_example(agent=agent, owner=alice)
-    checkpoint = Checkpoint.open_for(paused, reason="model_timeout", detail="the model timed out", at_seq=3,
-                                     state={"remaining": ["write_ticket_note"]}, plan=None, actor=agent)
-    replay = ReplayRun.objects.create(workflow=paused, agent=agent, from_seq=1, to_seq=3, requested_by=alice,
-                                      status=ReplayRun.Status.RUNNING, started_at=timezone.now(),
-                                      deadline_at=timezone.now() + timedelta(hours=1))
-    return {"token": token, "read": str(paused.pk), "steps": running("steps"), "batch": running("batch"),
-            "checkpoints": running("checkpoints"), "finish": running("finish"),
-            "checkpoint_id": str(checkpoint.pk), "replay_id": str(replay.replay_id)}
+    checkpoint = Checkpoint.open_for(
+        paused,
+        reason="model_timeout",
+        detail="the model timed out",
+        at_seq=3,
+        state={"remaining": ["write_ticket_note"]},
+        plan=None,
+        actor=agent,
+    )
+    replay = ReplayRun.objects.create(
+        workflow=paused,
+        agent=agent,
+        from_seq=1,
+        to_seq=3,
+        requested_by=alice,
+        status=ReplayRun.Status.RUNNING,
+        started_at=timezone.now(),
+        deadline_at=timezone.now() + timedelta(hours=1),
+    )
+    return {
+        "token": token,
+        "read": str(paused.pk),
+        "steps": running("steps"),
+        "batch": running("batch"),
+        "checkpoints": running("checkpoints"),
+        "finish": running("finish"),
+        "checkpoint_id": str(checkpoint.pk),
+        "replay_id": str(replay.replay_id),
+    }
 
 
 # The document the server serves, read from the app at collection time so that pytest names one test per
 # operation; test_the_live_server_serves_this_document checks the server answers the same. (The lazy
 # from_fixture loader would fetch it from the live server, but fails under pytest 9.2.)
 DOCUMENT = api.get_openapi_schema()
-schema = schemathesis.openapi.from_dict(DOCUMENT, config=schemathesis.Config.from_dict({
-    "seed": SEED,
-    "generation": {"max-examples": MAX_EXAMPLES, "database": "none", "mode": "all"},
-    # Random valid and invalid examples for every operation. The coverage phase (boundaries, each
-    # constraint broken in turn) takes minutes over all of them on a 2-core machine: the table of
-    # test_the_document_and_the_server_agree_on_each_rule below makes the known edges deterministic.
-    "phases": {"examples": {"enabled": True}, "coverage": {"enabled": False}, "fuzzing": {"enabled": True},
-               "stateful": {"enabled": False}},
-    # Invalid data must be refused: schemathesis's list plus 413, the answer to a body over
-    # API_MAX_BODY_BYTES (a generated batch of 3 MB got it, seed 1406866710) — a refusal too.
-    "checks": {"negative_data_rejection": {"expected-statuses": [
-        "400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]}},
-}))
+schema = schemathesis.openapi.from_dict(
+    DOCUMENT,
+    config=schemathesis.Config.from_dict(
+        {
+            "seed": SEED,
+            "generation": {"max-examples": MAX_EXAMPLES, "database": "none", "mode": "all"},
+            # Random valid and invalid examples for every operation. The coverage phase (boundaries, each
+            # constraint broken in turn) takes minutes over all of them on a 2-core machine: the table of
+            # test_the_document_and_the_server_agree_on_each_rule below makes the known edges deterministic.
+            "phases": {
+                "examples": {"enabled": True},
+                "coverage": {"enabled": False},
+                "fuzzing": {"enabled": True},
+                "stateful": {"enabled": False},
+            },
+            # Invalid data must be refused: schemathesis's list plus 413, the answer to a body over
+            # API_MAX_BODY_BYTES (a generated batch of 3 MB got it, seed 1406866710) — a refusal too.
+            "checks": {
+                "negative_data_rejection": {
+                    "expected-statuses": [
+                        "400",
+                        "401",
+                        "403",
+                        "404",
+                        "405",
+                        "406",
+                        "409",
+                        "413",
+                        "415",
+                        "422",
+                        "428",
+                        "429",
+                        "5xx",
+                    ]
+                }
+            },
+        }
+    ),
+)
 
 
 @pytest.fixture
@@ -102,10 +148,12 @@ def agent_api(live_server, settings):
 
 
 # Which object each operation's ids name: every writing operation has a workflow of its own.
-WORKFLOW_OF = {"POST /api/v1/workflows/{workflow_id}/steps": "steps",
-               "POST /api/v1/workflows/{workflow_id}/steps/batch": "batch",
-               "POST /api/v1/workflows/{workflow_id}/checkpoints": "checkpoints",
-               "POST /api/v1/workflows/{workflow_id}/finish": "finish"}
+WORKFLOW_OF = {
+    "POST /api/v1/workflows/{workflow_id}/steps": "steps",
+    "POST /api/v1/workflows/{workflow_id}/steps/batch": "batch",
+    "POST /api/v1/workflows/{workflow_id}/checkpoints": "checkpoints",
+    "POST /api/v1/workflows/{workflow_id}/finish": "finish",
+}
 
 
 def _real_ids(case: Any, ids: dict[str, str]) -> None:
@@ -115,8 +163,11 @@ def _real_ids(case: Any, ids: dict[str, str]) -> None:
     component = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
     if component is not None and not component.mode.is_positive:
         return
-    real = {"workflow_id": ids[WORKFLOW_OF.get(case.operation.label, "read")],
-            "checkpoint_id": ids["checkpoint_id"], "replay_id": ids["replay_id"]}
+    real = {
+        "workflow_id": ids[WORKFLOW_OF.get(case.operation.label, "read")],
+        "checkpoint_id": ids["checkpoint_id"],
+        "replay_id": ids["replay_id"],
+    }
     case.path_parameters = {name: real[name] for name in case.path_parameters}
 
 
@@ -170,11 +221,12 @@ EDGES = {
     "NUL in a key of input": ("steps", {**STEP, "input": {"a\x00b": 1}}),
     "NUL in a key of an unknown field": ("steps", {**STEP, "x\x00": 1}),
     "NUL in a nested string": ("steps", {**STEP, "output": [{"note": "a\x00"}]}),
-    "NUL in a context key": ("workflows", {"external_id": "E-4", "kind": "refund", "title": "t",
-                                           "context": {"k\x00": "v"}}),
+    "NUL in a context key": (
+        "workflows",
+        {"external_id": "E-4", "kind": "refund", "title": "t", "context": {"k\x00": "v"}},
+    ),
     "NUL in a name": ("steps", {**STEP, "name": "a\x00"}),
-    "plan: amount without currency": ("checkpoints", {"reason": "manual",
-                                                      "plan": [{**PLAN_STEP, "currency": None}]}),
+    "plan: amount without currency": ("checkpoints", {"reason": "manual", "plan": [{**PLAN_STEP, "currency": None}]}),
     "plan: money on a model step": ("checkpoints", {"reason": "manual", "plan": [{**PLAN_STEP, "kind": "model"}]}),
     "plan: amount 1e5 as a string": ("checkpoints", {"reason": "manual", "plan": [{**PLAN_STEP, "amount": "1e5"}]}),
     "plan: amount 1e18": ("checkpoints", {"reason": "manual", "plan": [{**PLAN_STEP, "amount": 1e18}]}),
@@ -183,11 +235,13 @@ EDGES = {
     "replay: an empty error": ("results", {"error": ""}),
     "replay: an error": ("results", {"error": "model v3 is retired"}),
 }
-OPERATIONS = {"workflows": ("/api/v1/workflows", "WorkflowIn"),
-              "steps": ("/api/v1/workflows/{workflow_id}/steps", "StepIn"),
-              "batch": ("/api/v1/workflows/{workflow_id}/steps/batch", "StepBatchIn"),
-              "checkpoints": ("/api/v1/workflows/{workflow_id}/checkpoints", "CheckpointIn"),
-              "results": ("/api/v1/replays/{replay_id}/results", "ReplayResultsIn")}
+OPERATIONS = {
+    "workflows": ("/api/v1/workflows", "WorkflowIn"),
+    "steps": ("/api/v1/workflows/{workflow_id}/steps", "StepIn"),
+    "batch": ("/api/v1/workflows/{workflow_id}/steps/batch", "StepBatchIn"),
+    "checkpoints": ("/api/v1/workflows/{workflow_id}/checkpoints", "CheckpointIn"),
+    "results": ("/api/v1/replays/{replay_id}/results", "ReplayResultsIn"),
+}
 
 
 def _document_accepts(component: str, body: Any) -> bool:
@@ -204,14 +258,19 @@ def test_the_document_and_the_server_agree_on_each_rule(agent_api):
     disagreements = []
     for edge, (operation, body) in EDGES.items():
         path, component = OPERATIONS[operation]
-        url = base_url + path.format(workflow_id=ids["checkpoints" if operation == "checkpoints" else "steps"],
-                                     replay_id=ids["replay_id"])
-        response = requests.post(url, json=cast(dict[str, Any], body), headers={"Authorization": f"Bearer {ids['token']}"}, timeout=10)
+        url = base_url + path.format(
+            workflow_id=ids["checkpoints" if operation == "checkpoints" else "steps"], replay_id=ids["replay_id"]
+        )
+        response = requests.post(
+            url, json=cast(dict[str, Any], body), headers={"Authorization": f"Bearer {ids['token']}"}, timeout=10
+        )
         assert response.status_code in (200, 201, 409, 422), (edge, response.status_code, response.text[:300])
         server, document = response.status_code != 422, _document_accepts(component, body)
         if server != document:
-            disagreements.append(f"{edge}: the document {'accepts' if document else 'refuses'} it, the server "
-                                 f"answers {response.status_code} {response.text[:200]}")
+            disagreements.append(
+                f"{edge}: the document {'accepts' if document else 'refuses'} it, the server "
+                f"answers {response.status_code} {response.text[:200]}"
+            )
     assert not disagreements, "\n".join(disagreements)
 
 

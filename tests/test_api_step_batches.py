@@ -31,8 +31,11 @@ def recorded(workflow_id):
 
 
 def test_a_batch_records_every_step_with_its_event(bot, workflow_id):
-    steps = [step(1), step(2, "decide", "model"), step(3, "issue_refund", "effect", "pending",
-                                                        idempotency_key="T-1042:refund", input={"amount": "42.00"})]
+    steps = [
+        step(1),
+        step(2, "decide", "model"),
+        step(3, "issue_refund", "effect", "pending", idempotency_key="T-1042:refund", input={"amount": "42.00"}),
+    ]
     body = expect(batch(bot, workflow_id, steps), 201)
     assert body["created"] == [1, 2, 3]
     assert [s["seq"] for s in body["steps"]] == [1, 2, 3]
@@ -53,20 +56,36 @@ def test_the_same_batch_again_is_200_and_changes_nothing(bot, workflow_id):
 
 def test_a_batch_mixes_new_steps_resends_and_commits(bot, workflow_id):
     expect(batch(bot, workflow_id, [step(1), step(2, "issue_refund", "effect", "pending", idempotency_key="k")]), 201)
-    body = expect(batch(bot, workflow_id, [
-        step(1), step(2, "issue_refund", "effect", "committed", idempotency_key="k", external_ref="R-1"),
-        step(3, "write_note", "effect", "committed", idempotency_key="n")]), 201)
+    body = expect(
+        batch(
+            bot,
+            workflow_id,
+            [
+                step(1),
+                step(2, "issue_refund", "effect", "committed", idempotency_key="k", external_ref="R-1"),
+                step(3, "write_note", "effect", "committed", idempotency_key="n"),
+            ],
+        ),
+        201,
+    )
     assert body["created"] == [3]
     assert recorded(workflow_id) == [(1, "committed"), (2, "committed"), (3, "committed")]
     assert Step.objects.get(workflow_id=workflow_id, seq=2).external_ref == "R-1"
 
 
-@pytest.mark.parametrize(("bad", "status", "code", "field"), [
-    (step(1, "other_name"), 409, "step_conflict", "steps.2"),  # a committed step cannot change at all
-    (step(9, "refund_again", "effect", "pending", idempotency_key="k"), 409, "idempotency_key_taken",
-     "steps.2.idempotency_key"),
-    (step(4), 422, "duplicate_seq", "steps.2.seq"),
-])
+@pytest.mark.parametrize(
+    ("bad", "status", "code", "field"),
+    [
+        (step(1, "other_name"), 409, "step_conflict", "steps.2"),  # a committed step cannot change at all
+        (
+            step(9, "refund_again", "effect", "pending", idempotency_key="k"),
+            409,
+            "idempotency_key_taken",
+            "steps.2.idempotency_key",
+        ),
+        (step(4), 422, "duplicate_seq", "steps.2.seq"),
+    ],
+)
 def test_one_refused_step_records_none_of_the_batch(bot, workflow_id, bad, status, code, field):
     expect(batch(bot, workflow_id, [step(1), step(2, "issue_refund", "effect", "pending", idempotency_key="k")]), 201)
     before = (recorded(workflow_id), Event.objects.count())

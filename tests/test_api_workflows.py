@@ -53,8 +53,14 @@ def test_a_named_owner_is_a_console_user(alice):
 
 def test_an_unknown_owner_is_a_422_on_the_owner_field(db):
     bot = api_agent()
-    assert_error(bot.post("/workflows", {"external_id": "T-1", "kind": "refund", "title": "t",
-                                         "owner": "nobody", "context": {}}), 422, "unknown_owner", "owner")
+    assert_error(
+        bot.post(
+            "/workflows", {"external_id": "T-1", "kind": "refund", "title": "t", "owner": "nobody", "context": {}}
+        ),
+        422,
+        "unknown_owner",
+        "owner",
+    )
     assert not Workflow.objects.exists()
 
 
@@ -64,8 +70,12 @@ def test_a_resend_answers_the_existing_workflow_even_if_its_owner_left_since(ali
     alice.is_active = False
     alice.save()
     assert bot.create_workflow(owner="alice", status=200)["id"] == first["id"]
-    assert_error(bot.post("/workflows", {"external_id": "T-2", "kind": "refund", "title": "t", "owner": "alice"}),
-                 422, "unknown_owner", "owner")
+    assert_error(
+        bot.post("/workflows", {"external_id": "T-2", "kind": "refund", "title": "t", "owner": "alice"}),
+        422,
+        "unknown_owner",
+        "owner",
+    )
 
 
 def test_a_missing_context_is_an_empty_object(db):
@@ -119,8 +129,9 @@ def test_finishing_with_an_open_checkpoint_is_409(db):
     bot = api_agent()
     workflow_id = bot.create_workflow()["id"]
     bot.open_checkpoint(workflow_id)
-    assert_error(bot.post(f"/workflows/{workflow_id}/finish", {"status": "completed", "summary": ""}),
-                 409, "checkpoint_open")
+    assert_error(
+        bot.post(f"/workflows/{workflow_id}/finish", {"status": "completed", "summary": ""}), 409, "checkpoint_open"
+    )
     assert Workflow.objects.get(pk=workflow_id).status == "paused"
 
 
@@ -129,8 +140,9 @@ def test_finishing_with_a_decided_but_undelivered_checkpoint_is_409(alice):
     workflow = Workflow.objects.get(pk=bot.create_workflow()["id"])
     checkpoint = make_checkpoint(workflow)
     Decider(checkpoint).decide(by=alice, action="resume")
-    assert_error(bot.post(f"/workflows/{workflow.pk}/finish", {"status": "completed", "summary": ""}),
-                 409, "checkpoint_open")
+    assert_error(
+        bot.post(f"/workflows/{workflow.pk}/finish", {"status": "completed", "summary": ""}), 409, "checkpoint_open"
+    )
 
 
 def test_the_same_finish_again_is_a_harmless_retry(db):
@@ -146,8 +158,9 @@ def test_finishing_a_finished_workflow_another_way_is_409(db):
     bot = api_agent()
     workflow_id = bot.create_workflow()["id"]
     bot.finish(workflow_id, "completed")
-    assert_error(bot.post(f"/workflows/{workflow_id}/finish", {"status": "failed", "summary": ""}),
-                 409, "workflow_finished")
+    assert_error(
+        bot.post(f"/workflows/{workflow_id}/finish", {"status": "failed", "summary": ""}), 409, "workflow_finished"
+    )
     assert Workflow.objects.get(pk=workflow_id).status == "completed"
 
 
@@ -155,8 +168,9 @@ def test_a_handed_off_workflow_is_finished_by_its_new_owner_not_by_the_agent(db)
     bot = api_agent()
     workflow_id = bot.create_workflow()["id"]
     Workflow.objects.filter(pk=workflow_id).update(status=Workflow.Status.HANDED_OFF)
-    assert_error(bot.post(f"/workflows/{workflow_id}/finish", {"status": "completed", "summary": ""}),
-                 409, "workflow_finished")
+    assert_error(
+        bot.post(f"/workflows/{workflow_id}/finish", {"status": "completed", "summary": ""}), 409, "workflow_finished"
+    )
 
 
 def test_a_workflow_resumed_by_a_polling_agent_can_finish(alice):
@@ -172,8 +186,9 @@ def _an_hour_ago(workflow_id: str) -> None:
     Workflow.objects.filter(pk=workflow_id).update(last_activity_at=timezone.now() - timedelta(hours=1))
 
 
-@pytest.mark.parametrize("call", ["get", "create_again", "report_step", "open_checkpoint", "get_checkpoint",
-                                  "finish", "rejected_step"])
+@pytest.mark.parametrize(
+    "call", ["get", "create_again", "report_step", "open_checkpoint", "get_checkpoint", "finish", "rejected_step"]
+)
 def test_every_call_on_a_running_workflow_counts_as_activity_and_polling_a_paused_one_does_not(db, call):
     # Issue 8: an agent polling its paused workflow showed "last activity 0 s ago" for ten minutes.
     bot = api_agent()

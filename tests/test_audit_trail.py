@@ -23,8 +23,7 @@ from workflows.models import Decider, Event, IllegalTransition
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("statement", ["UPDATE workflows_event SET verb = 'claimed'",
-                                       "DELETE FROM workflows_event"])
+@pytest.mark.parametrize("statement", ["UPDATE workflows_event SET verb = 'claimed'", "DELETE FROM workflows_event"])
 def test_postgresql_refuses_to_change_or_remove_an_event(db, statement):
     make_checkpoint()
     before = list(Event.objects.values_list("pk", "verb"))
@@ -63,8 +62,11 @@ def test_the_migration_revokes_truncate_on_the_audit_table_from_every_role_but_i
         cursor.execute(f"CREATE ROLE {role} NOLOGIN")
         cursor.execute(f"GRANT TRUNCATE, SELECT ON workflows_event TO {role}")
         cursor.execute(_truncate_migration().REVOKE_TRUNCATE)
-        cursor.execute("SELECT has_table_privilege(%s, 'workflows_event', 'TRUNCATE'), "
-                       "has_table_privilege(%s, 'workflows_event', 'SELECT')", [role, role])
+        cursor.execute(
+            "SELECT has_table_privilege(%s, 'workflows_event', 'TRUNCATE'), "
+            "has_table_privilege(%s, 'workflows_event', 'SELECT')",
+            [role, role],
+        )
         assert cursor.fetchone() == (False, True)
 
 
@@ -100,8 +102,14 @@ def test_a_decisions_event_holds_its_instructions_confirmations_and_references(a
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     checkpoint.claim(by=alice)
     key = checkpoint.workflow.steps.get(seq=3).idempotency_key
-    Decider(checkpoint).decide(by=alice, action="resume", instructions="Write the note, then notify.",
-                      confirmations={key: "happened"}, confirmation_refs={key: "R-88"}, money_confirmed=True)
+    Decider(checkpoint).decide(
+        by=alice,
+        action="resume",
+        instructions="Write the note, then notify.",
+        confirmations={key: "happened"},
+        confirmation_refs={key: "R-88"},
+        money_confirmed=True,
+    )
     decided = Event.objects.get(checkpoint=checkpoint, verb=Event.Verb.DECIDED)
     assert decided.data["instructions"] == "Write the note, then notify."
     assert decided.data["confirmations"] == {key: "happened"}
@@ -122,13 +130,22 @@ def test_admin_changes_are_events_with_before_and_after(client, adam, alice, bob
     workflow = make_worked_example(agent=agent, owner=alice)
     client.force_login(adam)
 
-    client.post(reverse("admin:workflows_agent_change", args=[agent.pk]), {
-        "name": "billing-bot", "description": "", "resume_url": "", "owner": bob.pk, "silence_seconds": "",
-        "is_active": ""})
-    client.post(reverse("admin:workflows_workflow_change", args=[workflow.pk]), {
-        "owner": bob.pk, "steps-TOTAL_FORMS": "0", "steps-INITIAL_FORMS": "0"})
-    client.post(reverse("admin:workflows_agent_changelist"), {"action": "rotate_token",
-                                                              "_selected_action": [agent.pk]})
+    client.post(
+        reverse("admin:workflows_agent_change", args=[agent.pk]),
+        {
+            "name": "billing-bot",
+            "description": "",
+            "resume_url": "",
+            "owner": bob.pk,
+            "silence_seconds": "",
+            "is_active": "",
+        },
+    )
+    client.post(
+        reverse("admin:workflows_workflow_change", args=[workflow.pk]),
+        {"owner": bob.pk, "steps-TOTAL_FORMS": "0", "steps-INITIAL_FORMS": "0"},
+    )
+    client.post(reverse("admin:workflows_agent_changelist"), {"action": "rotate_token", "_selected_action": [agent.pk]})
 
     changed = Event.objects.get(subject=f"agent:{agent.pk}", verb=Event.Verb.ADMIN_CHANGED)
     assert changed.actor_name == "adam"
@@ -142,7 +159,7 @@ def test_admin_changes_are_events_with_before_and_after(client, adam, alice, bob
 
 
 def test_admins_filter_the_trail_and_export_it_as_csv(client, adam, alice):
-    checkpoint = make_checkpoint(detail="=HYPERLINK(\"http://evil.example\")")
+    checkpoint = make_checkpoint(detail='=HYPERLINK("http://evil.example")')
     checkpoint.claim(by=alice)
     client.force_login(adam)
     listing = client.get(reverse("admin:workflows_event_changelist"), {"q": "alice"})
@@ -150,8 +167,10 @@ def test_admins_filter_the_trail_and_export_it_as_csv(client, adam, alice):
     by_verb = client.get(reverse("admin:workflows_event_changelist"), {"verb__exact": "opened"})
     assert [e.verb for e in by_verb.context["cl"].result_list] == ["opened"]
 
-    export = client.post(reverse("admin:workflows_event_changelist"), {
-        "action": "export_csv", "_selected_action": list(Event.objects.values_list("pk", flat=True))})
+    export = client.post(
+        reverse("admin:workflows_event_changelist"),
+        {"action": "export_csv", "_selected_action": list(Event.objects.values_list("pk", flat=True))},
+    )
 
     assert export["Content-Type"] == "text/csv; charset=utf-8"
     rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
@@ -163,8 +182,9 @@ def test_admins_filter_the_trail_and_export_it_as_csv(client, adam, alice):
 def test_new_credentials_are_shown_in_the_page_body_only(client, adam):
     agent, _ = make_agent("cookie-bot")
     client.force_login(adam)
-    response = client.post(reverse("admin:workflows_agent_changelist"), {
-        "action": "rotate_token", "_selected_action": [agent.pk]})
+    response = client.post(
+        reverse("admin:workflows_agent_changelist"), {"action": "rotate_token", "_selected_action": [agent.pk]}
+    )
     agent.refresh_from_db()
     body = response.content.decode()
     assert agent.token_prefix in body and "no-store" in response["Cache-Control"]

@@ -21,8 +21,11 @@ SEED = 9031
 
 def python_timings(filters: metrics.Filters) -> tuple[timings.Timing, timings.Timing]:
     """The definition as it was computed before the database did it: every pair read into Python."""
-    rows = list(timings.with_clocks(timings.opened_checkpoints(filters))
-                .values_list("opened_at", "claimed_first_at", "first_decided_at"))
+    rows = list(
+        timings.with_clocks(timings.opened_checkpoints(filters)).values_list(
+            "opened_at", "claimed_first_at", "first_decided_at"
+        )
+    )
     claim = [(c - o).total_seconds() for o, c, _ in rows if c is not None]
     decision = [(d - o).total_seconds() for o, _, d in rows if d is not None]
     return timings.Timing.of("Time to claim", claim), timings.Timing.of("Time to decision", decision)
@@ -68,7 +71,8 @@ def test_an_even_count_has_its_median_halfway_between_the_middle_two_and_p90_is_
     decision = timings.time_to_decision(metrics.Filters.last())
     assert (decision.count, decision.median, decision.p90) == (4, 150.0, 300.0)
     assert timings.time_to_decision(metrics.Filters.last().previous()) == timings.Timing(
-        "Time to decision", 0, None, None)
+        "Time to decision", 0, None, None
+    )
 
 
 def test_the_python_median_is_the_mean_of_the_middle_two_to_the_last_bit_or_one():
@@ -112,8 +116,7 @@ def test_the_page_makes_the_same_queries_whatever_the_number_of_breaches(client,
     assert page.count('data-testid="breach-row"') == 14
 
 
-BIG_TABLES = ("workflows_checkpoint", "workflows_event", "workflows_decision", "workflows_workflow",
-              "workflows_step")
+BIG_TABLES = ("workflows_checkpoint", "workflows_event", "workflows_decision", "workflows_workflow", "workflows_step")
 
 
 @pytest.mark.postgres

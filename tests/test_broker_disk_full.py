@@ -69,7 +69,8 @@ def full_broker_folder(broker_disk):
 
 
 def test_a_full_broker_disk_is_said_on_every_page_and_the_decision_goes_out_once_there_is_room(
-        full_broker_folder, receiver, client, settings):
+    full_broker_folder, receiver, client, settings
+):
     var, filler = full_broker_folder
     settings.METRICS_ALLOWED_IPS, settings.METRICS_CACHE_SECONDS = ["127.0.0.1/32"], 0  # the scrape, uncached
     operator = make_user("alice")
@@ -79,8 +80,11 @@ def test_a_full_broker_disk_is_said_on_every_page_and_the_decision_goes_out_once
         relay = stack.relay()
         checkpoint = make_checkpoint(make_worked_example(agent=agent))
         decision = Decider(checkpoint).decide(by=operator, action="resume", instructions="go on", money_confirmed=True)
-        wait_until(lambda: relay.output().count("relay tick failed") >= 2, timeout=60,
-                   what="the relay to find the broker's disk full twice")
+        wait_until(
+            lambda: relay.output().count("relay tick failed") >= 2,
+            timeout=60,
+            what="the relay to find the broker's disk full twice",
+        )
         decision.refresh_from_db()
         assert decision.status == Decision.Status.QUEUED  # kept, and still due
         status = BrokerStatus.failing()
@@ -102,11 +106,17 @@ def test_a_full_broker_disk_is_said_on_every_page_and_the_decision_goes_out_once
         assert_nothing_written_stays(broker / "out")  # a message is written whole or not at all (folder_broker)
         filler.unlink()  # room again: nobody touches the decision
         wait_until(lambda: BrokerStatus.failing() is None, timeout=60, what="the relay to hand it over")
-        wait_until(lambda: not [p for p in broker.rglob("*") if p.is_file() and p.stat().st_size == 0], timeout=30,
-                   what="the relay to clear what the full disk left unreadable")
+        wait_until(
+            lambda: not [p for p in broker.rglob("*") if p.is_file() and p.stat().st_size == 0],
+            timeout=30,
+            what="the relay to clear what the full disk left unreadable",
+        )
         stack.worker()  # it would not even start on the empty exchange table
-        wait_until(lambda: Decision.objects.get(pk=decision.pk).status == Decision.Status.SUCCEEDED, timeout=60,
-                   what="the decision to go out once the broker has room")
+        wait_until(
+            lambda: Decision.objects.get(pk=decision.pk).status == Decision.Status.SUCCEEDED,
+            timeout=60,
+            what="the decision to go out once the broker has room",
+        )
         assert receiver.delivery_ids() == [str(decision.delivery_id)]
         assert BrokerStatus.failing() is None
         assert BANNER not in squeezed(client.get("/").content.decode())
@@ -116,7 +126,8 @@ def test_a_full_broker_disk_is_said_on_every_page_and_the_decision_goes_out_once
 
 
 def test_workers_beside_a_broker_disk_that_fills_keep_running_and_deliver_once_there_is_room(
-        broker_disk, receiver, settings):
+    broker_disk, receiver, settings
+):
     """Found by the chaos run's disk-pressure run: with kombu's own transport, a publish on the full disk
     left an empty message file, and every worker that took it stopped ("Unrecoverable error")."""
     operator = make_user("alice")
@@ -126,23 +137,34 @@ def test_workers_beside_a_broker_disk_that_fills_keep_running_and_deliver_once_t
         workers = [stack.worker("w1"), stack.worker("w2")]
         relay = stack.relay()
         first = Decider(make_checkpoint(make_worked_example(agent=agent))).decide(
-            by=operator, action="resume", instructions="go on", money_confirmed=True)
-        wait_until(lambda: receiver.delivery_ids() == [str(first.delivery_id)], timeout=60,
-                   what="a delivery while the disk has room (the exchange table written)")
+            by=operator, action="resume", instructions="go on", money_confirmed=True
+        )
+        wait_until(
+            lambda: receiver.delivery_ids() == [str(first.delivery_id)],
+            timeout=60,
+            what="a delivery while the disk has room (the exchange table written)",
+        )
         filler = broker_disk / "broker" / "filler"
         fill(filler)
         second = Decider(make_checkpoint(make_worked_example(agent=agent))).decide(
-            by=operator, action="resume", instructions="go on", money_confirmed=True)
-        wait_until(lambda: relay.output().count("relay tick failed") >= 3, timeout=60,
-                   what="the relay to find the broker's disk full three times")
+            by=operator, action="resume", instructions="go on", money_confirmed=True
+        )
+        wait_until(
+            lambda: relay.output().count("relay tick failed") >= 3,
+            timeout=60,
+            what="the relay to find the broker's disk full three times",
+        )
         time.sleep(3)  # the workers poll the folder every second: what a failed write left, they have taken
         assert [w.name for w in workers if not w.alive()] == [], "\n".join(w.output()[-2000:] for w in workers)
         assert_nothing_written_stays(broker_disk / "broker" / "out")  # nothing half written
         assert Decision.objects.get(pk=second.pk).status == Decision.Status.QUEUED
 
         filler.unlink()
-        wait_until(lambda: Decision.objects.get(pk=second.pk).status == Decision.Status.SUCCEEDED, timeout=60,
-                   what="the decision to go out once the broker has room")
+        wait_until(
+            lambda: Decision.objects.get(pk=second.pk).status == Decision.Status.SUCCEEDED,
+            timeout=60,
+            what="the decision to go out once the broker has room",
+        )
         assert receiver.delivery_ids() == [str(first.delivery_id), str(second.delivery_id)]
         assert all(w.alive() for w in workers)
         assert BrokerStatus.failing() is None

@@ -20,12 +20,24 @@ def _propose(alice):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     workflow = make_workflow()
     make_step(workflow, 1, "read_ticket", "tool", output={"ticket": "T-77"}, verified=True)
-    make_step(workflow, 2, "issue_refund", "effect", status="pending",
-              input={"order": "O-9", "amount_cents": 42000, "currency": "EUR"}, promise="refund within 5 days")
+    make_step(
+        workflow,
+        2,
+        "issue_refund",
+        "effect",
+        status="pending",
+        input={"order": "O-9", "amount_cents": 42000, "currency": "EUR"},
+        promise="refund within 5 days",
+    )
     checkpoint = make_checkpoint(workflow, at_seq=2, plan=[])
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    return Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True,
-                             instructions="The ledger has no refund for O-9: issue it once.")
+    return Decider(checkpoint).decide(
+        by=alice,
+        action="resume",
+        confirmations={key: "did_not_happen"},
+        money_confirmed=True,
+        instructions="The ledger has no refund for O-9: issue it once.",
+    )
 
 
 def test_the_approval_row_shows_amount_state_and_note_before_approve_works(new_page, alice, bob):

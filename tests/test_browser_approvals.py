@@ -17,7 +17,9 @@ def _propose(alice):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    return Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    return Decider(checkpoint).decide(
+        by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True
+    )
 
 
 def test_bob_approves_alices_proposal_from_the_awaiting_approval_tab(new_page, alice, bob):

@@ -70,12 +70,17 @@ def test_claiming_and_deciding_raise_no_csp_violation(page, alice):
 
 
 def _overlap(a, b) -> bool:
-    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
-                or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
 
 
-@pytest.mark.parametrize("viewport", [{"width": 1400, "height": 900}, {"width": 1280, "height": 640},
-                                      {"width": 390, "height": 844}])
+@pytest.mark.parametrize(
+    "viewport", [{"width": 1400, "height": 900}, {"width": 1280, "height": 640}, {"width": 390, "height": 844}]
+)
 def test_the_claim_toast_never_covers_a_decision_button(page, alice, viewport):
     page.set_viewport_size(viewport)
     checkpoint = make_checkpoint()

@@ -73,8 +73,7 @@ def define_and_start(tpm, name: str, fault: str) -> Drill:
     tpm.get_by_test_id("define-drill").click()
     row = tpm.get_by_test_id("drill-row").filter(has_text=name)
     row.get_by_test_id("start-drill").click()
-    expect(tpm.get_by_test_id("drill-row").filter(has_text=name).get_by_test_id("drill-status")).to_have_text(
-        "running")
+    expect(tpm.get_by_test_id("drill-row").filter(has_text=name).get_by_test_id("drill-status")).to_have_text("running")
     return Drill.objects.get(name=name)
 
 
@@ -93,14 +92,16 @@ def decide(operator, checkpoint: Checkpoint, action: str, standby: str = "") -> 
         operator.get_by_test_id("standby").select_option(standby)
     operator.get_by_test_id("money-confirmed").check()
     operator.get_by_test_id(f"decide-{action}").click()
-    wait_until(lambda: Decision.objects.filter(checkpoint=checkpoint).exists(), timeout=30, interval=0.05,
-               what="the decision")
+    wait_until(
+        lambda: Decision.objects.filter(checkpoint=checkpoint).exists(), timeout=30, interval=0.05, what="the decision"
+    )
     return Decision.objects.get(checkpoint=checkpoint)
 
 
 @pytest.mark.postgres
 def test_a_tpm_drills_the_demo_agent_reads_passed_then_a_dead_standby_reads_failed(
-        new_page, fleet, tess, alice, olivia, settings):
+    new_page, fleet, tess, alice, olivia, settings
+):
     settings.DELIVERY_MAX_ATTEMPTS = 1
     agent = fleet.agent("support-bot", owner=olivia)
     able("support-bot", "drill", "drill_sandbox", "failover")
@@ -125,6 +126,7 @@ def test_a_tpm_drills_the_demo_agent_reads_passed_then_a_dead_standby_reads_fail
     tpm.goto(f"/drills/{failover.pk}/report/")
     expect(tpm.get_by_test_id("verdict")).to_have_text("failed")
     expect(tpm.get_by_test_id("verdict-reason").filter(has_text="failover to dead-standby")).to_contain_text(
-        "the standby never took the run over")
+        "the standby never took the run over"
+    )
     SHOTS.mkdir(exist_ok=True)
     tpm.screenshot(path=str(SHOTS / "drill-report-failed.png"), full_page=True)

@@ -17,8 +17,13 @@ from tests.helpers import make_user
 from tests.stack import Stack, private_redis, wait_until
 from workflows.models import Checkpoint, Decision, Workflow
 
-pytestmark = [pytest.mark.browser, pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow,
-              pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]
 
 
 @pytest.fixture
@@ -33,8 +38,13 @@ def fleet(live_server, tmp_path, settings):
 def workers(live_server):
     """The production pipeline: the relay hands the decision row to a Celery worker, which delivers it."""
     with private_redis() as redis:
-        stack = Stack(redis.url, SWEEP_INTERVAL_SECONDS="0.3", DELIVERY_TIMEOUT_SECONDS="5",
-                      DELIVERY_BACKOFF_SECONDS="0.2", DELIVERY_MAX_ATTEMPTS="2")
+        stack = Stack(
+            redis.url,
+            SWEEP_INTERVAL_SECONDS="0.3",
+            DELIVERY_TIMEOUT_SECONDS="5",
+            DELIVERY_BACKOFF_SECONDS="0.2",
+            DELIVERY_MAX_ATTEMPTS="2",
+        )
         stack.worker()
         stack.relay()
         yield stack
@@ -87,8 +97,11 @@ def test_an_unknown_refund_is_confirmed_resumed_and_carried_out_exactly_once(pag
 
     # The worker delivers; the page follows the decision live.
     expect(page.get_by_test_id("decision-status")).to_have_attribute("data-status", "succeeded", timeout=60_000)
-    wait_until(lambda: Workflow.objects.get(pk=workflow.pk).status == "completed", timeout=60,
-               what="the demo runtime to finish the workflow")
+    wait_until(
+        lambda: Workflow.objects.get(pk=workflow.pk).status == "completed",
+        timeout=60,
+        what="the demo runtime to finish the workflow",
+    )
     workflow.refresh_from_db()
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
     assert fleet.ledgers.duplicates() == {}
@@ -96,8 +109,9 @@ def test_an_unknown_refund_is_confirmed_resumed_and_carried_out_exactly_once(pag
     assert Decision.objects.get().attempts == 1
 
 
-def test_a_handoff_reaches_the_agent_and_lands_in_the_new_owners_workflows(new_page, fleet, workers, olivia,
-                                                                            alice, bob):
+def test_a_handoff_reaches_the_agent_and_lands_in_the_new_owners_workflows(
+    new_page, fleet, workers, olivia, alice, bob
+):
     agent = fleet.agent(owner=olivia, forced={"write_ticket_note": "model_timeout"})
     start_in_background(agent)
     alices = new_page()
@@ -129,8 +143,7 @@ def test_an_abort_is_carried_out_and_nothing_more_happens(page, fleet, workers, 
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
 
 
-def test_a_delivery_the_agent_never_accepts_returns_the_checkpoint_to_the_queue(page, fleet, workers, olivia,
-                                                                               alice):
+def test_a_delivery_the_agent_never_accepts_returns_the_checkpoint_to_the_queue(page, fleet, workers, olivia, alice):
     agent = fleet.agent(owner=olivia, forced={"write_ticket_note": "model_timeout"})
     start_in_background(agent)
     checkpoint = claim_from_queue(page, alice)

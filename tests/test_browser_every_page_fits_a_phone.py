@@ -47,14 +47,22 @@ WIDTH = "() => document.documentElement.scrollWidth"
 def _every_kind_of_page(runtime, alice, bob, tess, adam):
     build_history(operator=alice, other=bob, owner=adam)  # the resume dashboard, readiness, staffing
     workflow = runtime.recorded_workflow("T-4242", owner=alice)
-    drifted = Checkpoint.open_for(workflow, reason="provider_change", at_seq=7,
-                                  detail="refund 100x the ticket amount: provider changed behaviour?")
+    drifted = Checkpoint.open_for(
+        workflow,
+        reason="provider_change",
+        at_seq=7,
+        detail="refund 100x the ticket amount: provider changed behaviour?",
+    )
     runtime.provider.changed = True
     replay = ReplayRun.request(workflow, from_seq=3, to_seq=7, by=alice, checkpoint=drifted)
     tasks.run_replay(replay.pk)
-    runbook = make_runbook(slug="refunds", title="Refunds interrupted mid-way", workflow_kind="refund",
-                           requires_four_eyes=True, body="1. Look the refund up in the payment ledger.\n"
-                                                         "2. Never issue it a second time.")
+    runbook = make_runbook(
+        slug="refunds",
+        title="Refunds interrupted mid-way",
+        workflow_kind="refund",
+        requires_four_eyes=True,
+        body="1. Look the refund up in the payment ledger.\n2. Never issue it a second time.",
+    )
     runbook.snapshot(by=adam)
     runbook.title = "Refunds interrupted between the refund and the ticket note"
     runbook.save()
@@ -64,28 +72,42 @@ def _every_kind_of_page(runtime, alice, bob, tess, adam):
     Comment.post(checkpoint=checkpoint, author=bob, body="Payments says **R-88** settled. @alice the note can say it.")
     breached = make_checkpoint(reason="tool_error")
     now = timezone.now()
-    Checkpoint.objects.filter(pk=breached.pk).update(opened_at=now - timedelta(hours=2), due_at=now - timedelta(hours=1),
-                                                     breached_at=now - timedelta(hours=1))
+    Checkpoint.objects.filter(pk=breached.pk).update(
+        opened_at=now - timedelta(hours=2), due_at=now - timedelta(hours=1), breached_at=now - timedelta(hours=1)
+    )
     reason = BreachReason.objects.create(name="Understaffed shift")
     Checkpoint.objects.get(pk=breached.pk).explain_breach(reason=reason, note="Two operators out sick", by=tess)
     calendar = BusinessCalendar.objects.create(name="Office hours")
     OperatorProfile.objects.create(user=alice, calendar=calendar)
     Channel.objects.create(kind="email", user=alice)
     DriftIgnoreRule.objects.create(path="output.*_at", note="timestamps differ on every run")
-    Notification.send(kind=Notification.Kind.SLA_BREACHED, title="Decision target breached: Refund for T-1042",
-                      checkpoint=breached, users=[alice, tess, adam], key="phone-walk")
+    Notification.send(
+        kind=Notification.Kind.SLA_BREACHED,
+        title="Decision target breached: Refund for T-1042",
+        checkpoint=breached,
+        users=[alice, tess, adam],
+        key="phone-walk",
+    )
     incident = Incident.open_from([checkpoint, breached], by=alice, title="Refunds stopped at the model step")
     drilled = workflow.agent
     drilled.advertise(["replay", "drill"])
-    drill = Drill(agent=drilled, name="crash after the ticket is read", fault=Drill.Fault.CRASH_AFTER_STEP,
-                  at_seq=1, runs=2)
+    drill = Drill(
+        agent=drilled, name="crash after the ticket is read", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=1, runs=2
+    )
     drill.full_clean()
     drill.save()
     from workflows.models.evidence import Evidence
 
     evidence = Evidence.submit(incident, text="ref-does-not-match-anything, PSP-1\n", by=alice)
-    return {"checkpoint": checkpoint, "workflow": workflow, "replay": replay, "runbook": runbook,
-            "incident": incident, "drill": drill, "evidence": evidence}
+    return {
+        "checkpoint": checkpoint,
+        "workflow": workflow,
+        "replay": replay,
+        "runbook": runbook,
+        "incident": incident,
+        "drill": drill,
+        "evidence": evidence,
+    }
 
 
 @pytest.fixture

@@ -28,8 +28,11 @@ def test_evidence_then_money_then_a_second_operator_approves_the_rollout(new_pag
     agent.incident_threshold = 3
     agent.save()
     for i in range(3):
-        make_checkpoint(make_worked_example(agent=agent, refund_status="pending"), reason="tool_error",
-                        detail=f"payments provider timed out for ticket T-{4000 + i}")
+        make_checkpoint(
+            make_worked_example(agent=agent, refund_status="pending"),
+            reason="tool_error",
+            detail=f"payments provider timed out for ticket T-{4000 + i}",
+        )
     incident = Incident.objects.get()
     k1, k2, k3 = sorted(e.key for e in unconfirmed_effects(incident))
 

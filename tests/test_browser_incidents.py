@@ -24,8 +24,11 @@ def test_five_failures_form_an_incident_the_operator_opens_it_and_holds_the_agen
     expect(page.locator("#incident-rows")).not_to_contain_text("Incident #")
 
     for i in range(5):
-        make_checkpoint(make_worked_example(agent=agent, refund_status="pending" if i == 0 else "committed"),
-                        reason="tool_error", detail=f"payments provider answered 502 for ticket T-{4000 + i}")
+        make_checkpoint(
+            make_worked_example(agent=agent, refund_status="pending" if i == 0 else "committed"),
+            reason="tool_error",
+            detail=f"payments provider answered 502 for ticket T-{4000 + i}",
+        )
     incident = Incident.objects.get()
 
     row = page.get_by_test_id("incident-queue-row")

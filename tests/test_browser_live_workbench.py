@@ -18,10 +18,17 @@ def report(workflow, seq, name, kind="tool", **fields):
     """A step as the agent reports it through the API (recorded with its Event)."""
     if kind == "effect":
         fields.setdefault("idempotency_key", f"{workflow.external_id}:{name}")
-    blank = {"input": None, "output": None, "verified": False, "promise": None, "idempotency_key": None,
-             "external_ref": None}
-    return workflow.record_step({**blank, "seq": seq, "name": name, "kind": kind, "status": "committed", **fields},
-                                actor=workflow.agent)[0]
+    blank = {
+        "input": None,
+        "output": None,
+        "verified": False,
+        "promise": None,
+        "idempotency_key": None,
+        "external_ref": None,
+    }
+    return workflow.record_step(
+        {**blank, "seq": seq, "name": name, "kind": kind, "status": "committed", **fields}, actor=workflow.agent
+    )[0]
 
 
 def test_claim_decide_and_delivery_update_header_clock_trajectory_and_events_together(page, alice):
@@ -95,13 +102,25 @@ def test_a_resolved_checkpoint_shows_the_interruption_beside_what_happened_after
     make_runbook(workflow_kind="refund")
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "happened"},
-                                 confirmation_refs={key: "R-88"}, money_confirmed=True)
+    decision = Decider(checkpoint).decide(
+        by=alice,
+        action="resume",
+        confirmations={key: "happened"},
+        confirmation_refs={key: "R-88"},
+        money_confirmed=True,
+    )
     decision.start_attempt()
     decision.mark_succeeded()
     workflow = checkpoint.workflow
-    report(workflow, 3, "issue_refund", "effect", input={"amount": "42.00", "currency": "EUR"}, external_ref="R-88",
-           idempotency_key=key)
+    report(
+        workflow,
+        3,
+        "issue_refund",
+        "effect",
+        input={"amount": "42.00", "currency": "EUR"},
+        external_ref="R-88",
+        idempotency_key=key,
+    )
     report(workflow, 4, "write_ticket_note", "effect", external_ref="N-7")
     report(workflow, 5, "notify_customer", "effect", external_ref="M-3")
     Workflow.objects.get(pk=workflow.pk).finish("completed", "Refunded, noted, notified.", actor=None)

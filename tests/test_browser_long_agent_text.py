@@ -18,11 +18,17 @@ TITLE = "Refund" + "A" * 294
 
 
 def _long_checkpoint(owner):
-    workflow = make_workflow(title=TITLE, external_id="T-" + "9" * 150, owner=owner,
-                             kind="refund_" + "k" * 90)
+    workflow = make_workflow(title=TITLE, external_id="T-" + "9" * 150, owner=owner, kind="refund_" + "k" * 90)
     make_step(workflow, 1, "read_" + "t" * 190, "tool", output={"blob": LONG, LONG[:300]: [LONG] * 3}, verified=True)
-    make_step(workflow, 2, "issue_refund", "effect", status="pending", input={"amount": "1" * 60, "note": LONG},
-              promise="P" * 3000)
+    make_step(
+        workflow,
+        2,
+        "issue_refund",
+        "effect",
+        status="pending",
+        input={"amount": "1" * 60, "note": LONG},
+        promise="P" * 3000,
+    )
     return make_checkpoint(workflow, detail="D" * 5000, at_seq=3, state={"memo": LONG})
 
 
@@ -38,8 +44,14 @@ def test_every_page_fits_the_window_with_unbroken_5000_character_agent_text(brow
     page = context.new_page()
     try:
         login(page, alice)
-        for path in ("/", "/?scope=mine", "/mine/", f"/checkpoints/{checkpoint.pk}/",
-                     f"/workflows/{checkpoint.workflow_id}/", "/search/?q=Refund"):
+        for path in (
+            "/",
+            "/?scope=mine",
+            "/mine/",
+            f"/checkpoints/{checkpoint.pk}/",
+            f"/workflows/{checkpoint.workflow_id}/",
+            "/search/?q=Refund",
+        ):
             page.goto(path)
             _fits(page, width)
         page.goto("/")

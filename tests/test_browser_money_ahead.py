@@ -11,9 +11,10 @@ from workflows.models import Decision
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-REFUND_AHEAD = [{"name": "decide_refund", "kind": "model", "amount": None, "currency": None, "moves_money": False},
-                {"name": "issue_refund", "kind": "effect", "amount": "120.60", "currency": "EUR",
-                 "moves_money": True}]
+REFUND_AHEAD = [
+    {"name": "decide_refund", "kind": "model", "amount": None, "currency": None, "moves_money": False},
+    {"name": "issue_refund", "kind": "effect", "amount": "120.60", "currency": "EUR", "moves_money": True},
+]
 
 
 def test_resuming_before_the_refund_asks_the_money_tick_and_a_second_operator(new_page, alice, bob):

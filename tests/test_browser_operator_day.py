@@ -95,8 +95,9 @@ def test_abort_spells_out_what_is_lost_and_nothing_happens_unless_confirmed(page
 
 def test_on_a_390_px_phone_an_operator_reads_confirms_and_decides(browser, live_server, alice):
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 390, "height": 844},
-                                  is_mobile=True, has_touch=True)
+    context = browser.new_context(
+        base_url=live_server.url, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
     page = context.new_page()
     try:
         login(page, alice)

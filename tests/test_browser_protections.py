@@ -32,8 +32,12 @@ def test_pages_carry_a_strict_content_security_policy(client, alice):
 def test_no_page_has_an_inline_script(client, alice):
     checkpoint = make_checkpoint()
     client.force_login(alice)
-    for url in (reverse("queue"), reverse("workbench", args=[checkpoint.pk]), reverse("mine"),
-                reverse("workflow", args=[checkpoint.workflow_id])):
+    for url in (
+        reverse("queue"),
+        reverse("workbench", args=[checkpoint.pk]),
+        reverse("mine"),
+        reverse("workflow", args=[checkpoint.workflow_id]),
+    ):
         html = client.get(url).content.decode()
         scripts = re.findall(r"<script\b[^>]*>", html)
         assert scripts and all("src=" in tag for tag in scripts), (url, scripts)
@@ -44,8 +48,9 @@ def test_signed_in_pages_and_partials_are_never_stored(client, alice):
     checkpoint = make_checkpoint()
     client.force_login(alice)
     page = client.get(reverse("queue"))
-    partial = client.get(reverse("workbench", args=[checkpoint.pk]), HTTP_HX_REQUEST="true",
-                         HTTP_HX_TARGET="workbench-actions")
+    partial = client.get(
+        reverse("workbench", args=[checkpoint.pk]), HTTP_HX_REQUEST="true", HTTP_HX_TARGET="workbench-actions"
+    )
     for response in (page, partial):
         assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"]
         vary = {v.strip().lower() for v in response["Vary"].split(",")}
@@ -89,8 +94,10 @@ def test_the_console_runs_in_chromium_without_a_policy_violation(page, alice):
 
     checkpoint = make_checkpoint()
     violations: list[str] = []
-    page.on("console", lambda message: violations.append(message.text)
-            if "Content Security Policy" in message.text else None)
+    page.on(
+        "console",
+        lambda message: violations.append(message.text) if "Content Security Policy" in message.text else None,
+    )
     login(page, alice)
     page.goto(f"/checkpoints/{checkpoint.pk}/")
     page.get_by_test_id("claim").click()

@@ -84,7 +84,8 @@ def test_the_countdown_ticks_turns_amber_at_the_warning_point_and_red_once_due(p
     calm, warned, overdue = make_checkpoint(), make_checkpoint(), make_checkpoint()
     for checkpoint, warn, due in ((calm, 20, 30), (warned, -1, 10), (overdue, -20, -1)):
         Checkpoint.objects.filter(pk=checkpoint.pk).update(
-            warn_at=now + timedelta(minutes=warn), due_at=now + timedelta(minutes=due))
+            warn_at=now + timedelta(minutes=warn), due_at=now + timedelta(minutes=due)
+        )
     login(page, alice)
 
     def countdown(checkpoint):

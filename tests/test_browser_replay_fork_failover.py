@@ -46,7 +46,8 @@ def test_an_operator_finds_the_ticket_replays_3_to_7_and_sees_where_the_drift_st
     expect(page.get_by_test_id("replay-status")).to_have_text("succeeded")
     amount = workflow.steps.get(seq=5).output["amount"]
     expect(page.get_by_test_id("first-divergence")).to_contain_text(
-        f"step 5 `decide_refund`: output.amount {amount} → {float(amount) * 100:.2f}")
+        f"step 5 `decide_refund`: output.amount {amount} → {float(amount) * 100:.2f}"
+    )
     rows = page.get_by_test_id("replay-row")
     expect(rows).to_have_count(5)
     expect(rows.filter(has_text="decide_refund")).to_have_attribute("data-verdict", "diverged")
@@ -99,7 +100,8 @@ def test_the_fork_form_shows_the_earlier_refund_and_demands_a_tick_naming_it(pag
     page.get_by_test_id("fork-money-confirmed").check()
     page.get_by_test_id("fork-submit").click()
     expect(page.locator(".toast-error")).to_contain_text(
-        "the original committed issue_refund (247.92 EUR) at step 6, ref R-1A2B3C4D")
+        "the original committed issue_refund (247.92 EUR) at step 6, ref R-1A2B3C4D"
+    )
     assert not Workflow.objects.filter(forked_from=workflow).exists()
     page.screenshot(path=str(tmp_path / "fork-form.png"), full_page=True)
 

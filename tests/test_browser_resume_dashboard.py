@@ -26,9 +26,14 @@ def demo_history(live_server, tmp_path, settings):
     settings.VAR_DIR = tmp_path
     olivia, alice, bob = make_user("olivia"), make_user("alice"), make_user("bob")
     fleet = Fleet(live_server.url, tmp_path)
-    agents = {kind: fleet.agent(name, kind, owner=olivia, polls=True)
-              for name, kind in (("support-bot", "refund"), ("billing-bot", "billing_dispute"),
-                                 ("triage-bot", "ticket_triage"))}
+    agents = {
+        kind: fleet.agent(name, kind, owner=olivia, polls=True)
+        for name, kind in (
+            ("support-bot", "refund"),
+            ("billing-bot", "billing_dispute"),
+            ("triage-bot", "ticket_triage"),
+        )
+    }
 
     def run(kind, forced=None, *, action="resume", **decision):
         agent = agents[kind]
@@ -42,8 +47,14 @@ def demo_history(live_server, tmp_path, settings):
         confirmations = {e["idempotency_key"]: "happened" for e in checkpoint.unknown_effects}
         refs = {key: fleet.ledgers.lookup(key) for key in confirmations}
         assert checkpoint.claim(by=alice)
-        Decider(checkpoint).decide(by=alice, action=action, confirmations=confirmations, confirmation_refs=refs,
-                          money_confirmed=True, **decision)
+        Decider(checkpoint).decide(
+            by=alice,
+            action=action,
+            confirmations=confirmations,
+            confirmation_refs=refs,
+            money_confirmed=True,
+            **decision,
+        )
         return agent.drive(work, waiting=True)
 
     try:
@@ -51,8 +62,16 @@ def demo_history(live_server, tmp_path, settings):
         assert run("refund", {"write_ticket_note": "model_timeout"}) == "completed"
         assert run("refund", {"issue_refund": "timeout_after_commit"}) == "completed"
         assert run("billing_dispute", {"assess_dispute": "model_timeout"}) == "completed"
-        assert run("billing_dispute", {"issue_credit": "rate_limit"}, action="handoff", new_owner=bob,
-                   instructions="Call the customer") == "handed_off"
+        assert (
+            run(
+                "billing_dispute",
+                {"issue_credit": "rate_limit"},
+                action="handoff",
+                new_owner=bob,
+                instructions="Call the customer",
+            )
+            == "handed_off"
+        )
         assert run("ticket_triage", {"read_ticket": "garbage"}, action="abort") == "aborted"
         assert run("ticket_triage") == "completed"
         yield fleet
@@ -61,7 +80,8 @@ def demo_history(live_server, tmp_path, settings):
 
 
 def test_a_tpm_reads_the_dashboard_drills_down_to_a_workflow_and_checks_readiness_and_staffing(
-        page, demo_history, transactional_db):
+    page, demo_history, transactional_db
+):
     tess = make_user("tess", role="tpm")
     summary = metrics.summary(metrics.Filters.last())
     clean = summary["resumed_without_data_loss"]

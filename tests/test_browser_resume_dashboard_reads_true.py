@@ -28,8 +28,9 @@ LEGENDS = """() => [...document.querySelectorAll("svg.chart")].flatMap(svg => {
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1400, "height": 900}, {"width": 390, "height": 844}])
-def test_the_dashboard_names_every_series_says_no_data_and_why_each_miss(browser, live_server, alice, bob, tess,
-                                                                         adam, viewport):
+def test_the_dashboard_names_every_series_says_no_data_and_why_each_miss(
+    browser, live_server, alice, bob, tess, adam, viewport
+):
     build_history(operator=alice, other=bob, owner=adam)
     context = browser.new_context(base_url=live_server.url, viewport=viewport)
     try:
@@ -42,9 +43,14 @@ def test_the_dashboard_names_every_series_says_no_data_and_why_each_miss(browser
         assert {metrics.FIGURES[slug].label for slug in metrics.HEADLINES} <= names
         assert [entry["name"] for entry in legends if not entry["inside"]] == []
         # Only rate_limit's checkpoint still waits: none of its workflows settled, so no share to draw.
-        bars = page.get_by_test_id("breakdown-reason").locator("svg.chart a").evaluate_all(
-            "marks => Object.fromEntries(marks.map(m => [m.querySelector('.chart-label').textContent, "
-            "m.querySelector('.chart-value').textContent]))")
+        bars = (
+            page.get_by_test_id("breakdown-reason")
+            .locator("svg.chart a")
+            .evaluate_all(
+                "marks => Object.fromEntries(marks.map(m => [m.querySelector('.chart-label').textContent, "
+                "m.querySelector('.chart-value').textContent]))"
+            )
+        )
         # The bars name reasons in words (the label filter): "rate limit", not rate_limit.
         assert bars[label(Reason.RATE_LIMIT)] == "no data", bars  # none settled
         assert bars[label(Reason.PROVIDER_CHANGE)] == "0 %", bars  # 0 of 1
@@ -53,7 +59,8 @@ def test_the_dashboard_names_every_series_says_no_data_and_why_each_miss(browser
         expect(why).to_contain_text("1 handed off to people")
         expect(why).to_contain_text("2 completed with a lost effect")
         expect(page.get_by_test_id("motion").locator("text.chart-empty").first).to_contain_text(
-            "Only one day with data so far")
+            "Only one day with data so far"
+        )
         assert page.evaluate(BROKEN_WORDS, ".grid") == []  # "refun d", "model_tim eout" in the breakdowns
         assert page.evaluate("() => document.documentElement.scrollWidth") <= viewport["width"], page.evaluate(CULPRITS)
         page.screenshot(path=f"/tmp/shots/resumes-{viewport['width']}.png", full_page=True)

@@ -21,8 +21,11 @@ def test_an_admin_creates_a_runbook_edits_it_and_reads_the_diff(page, adam):
     page.get_by_test_id("new-runbook").click()
 
     page.fill("#id_title", "Refund: the model timed out")
-    page.fill("#id_body", "1. Check the **ledger** for the refund's key.\n2. Resume when it is committed.\n"
-                          "3. <script>alert('x')</script> is text here.")
+    page.fill(
+        "#id_body",
+        "1. Check the **ledger** for the refund's key.\n2. Resume when it is committed.\n"
+        "3. <script>alert('x')</script> is text here.",
+    )
     page.fill("#id_workflow_kind", "refund")
     page.select_option("#id_reason", "model_timeout")
     page.select_option("#id_policy", label="Refunds: 20 minutes")
@@ -42,8 +45,11 @@ def test_an_admin_creates_a_runbook_edits_it_and_reads_the_diff(page, adam):
     opened_before = make_checkpoint()  # a refund whose model timed out: it opens under version 1
 
     page.get_by_test_id("edit-runbook").click()
-    page.fill("#id_body", "1. Check the **ledger** for the refund's key.\n2. Resume only when it is committed "
-                          "and has its R- reference.\n3. <script>alert('x')</script> is text here.")
+    page.fill(
+        "#id_body",
+        "1. Check the **ledger** for the refund's key.\n2. Resume only when it is committed "
+        "and has its R- reference.\n3. <script>alert('x')</script> is text here.",
+    )
     page.check("input[name=allowed_actions][value=abort]")
     page.get_by_test_id("save-runbook").click()
 
@@ -58,10 +64,12 @@ def test_an_admin_creates_a_runbook_edits_it_and_reads_the_diff(page, adam):
     page.get_by_test_id("runbook-newer").get_by_role("link", name="see what changed").click()
 
     diff = page.get_by_test_id("diff")
-    expect(diff.locator("tr.diff-old")).to_contain_text(["Allowed decisions: Resume, Hand off",
-                                                         "2. Resume when it is committed."])
-    expect(diff.locator("tr.diff-new")).to_contain_text(["Allowed decisions: Resume, Hand off, Abort",
-                                                         "has its R- reference"])
+    expect(diff.locator("tr.diff-old")).to_contain_text(
+        ["Allowed decisions: Resume, Hand off", "2. Resume when it is committed."]
+    )
+    expect(diff.locator("tr.diff-new")).to_contain_text(
+        ["Allowed decisions: Resume, Hand off, Abort", "has its R- reference"]
+    )
     expect(page.get_by_test_id("changed-fields")).to_have_text("body, allowed decisions")
     expect(diff).to_contain_text("<script>alert('x')</script> is text here.")  # shown as text, never run
     page.screenshot(path=str(SHOTS / "runbooks.png"), full_page=True)

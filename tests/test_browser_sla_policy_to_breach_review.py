@@ -1,7 +1,8 @@
-"""Issue 9's acceptance flow in Chromium: an admin sets up a one-minute SLA policy with an escalation level (Django
-admin) and a runbook using it (the console's editor), and previews it; an agent's checkpoint (over the real API) gets it; the workbench countdown
-turns amber, then red; the escalation sweep reassigns it and notifies (the bell shows it); the breach appears
-in the TPM breach review with its overrun; the TPM records a reason and exports the CSV.
+"""Issue 9's acceptance flow in Chromium: an admin sets up a one-minute SLA policy with an escalation level
+(Django admin) and a runbook using it (the console's editor), and previews it; an agent's checkpoint (over the
+real API) gets it; the workbench countdown turns amber, then red; the escalation sweep reassigns it and notifies
+(the bell shows it); the breach appears in the TPM breach review with its overrun; the TPM records a reason and
+exports the CSV.
 
 Nobody waits for real minutes. The live server runs in this process, so time-machine holds the server's clock
 and moves it by hand; Playwright's clock moves the browser's (the countdown is ticked by console.js).
@@ -36,8 +37,9 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def test_a_one_minute_policy_runs_from_the_admin_to_the_breach_review_csv(new_page, live_server, adam, alice, bob,
-                                                                          tess):
+def test_a_one_minute_policy_runs_from_the_admin_to_the_breach_review_csv(
+    new_page, live_server, adam, alice, bob, tess
+):
     start = datetime.now(UTC).replace(microsecond=0)
     with time_machine.travel(start, tick=False) as server_clock:
         admin = new_page()
@@ -49,7 +51,8 @@ def test_a_one_minute_policy_runs_from_the_admin_to_the_breach_review_csv(new_pa
         admin.goto("/runbooks/preview/?kind=refund&reason=model_timeout")
         expect(admin.get_by_test_id("preview-runbook")).to_contain_text("Refunds: the model timed out")
         expect(admin.get_by_test_id("preview-policy")).to_contain_text(
-            "Refunds within a minute: decision in 1 min (warns 30 s before)")
+            "Refunds within a minute: decision in 1 min (warns 30 s before)"
+        )
         expect(admin.get_by_test_id("preview-due")).to_contain_text(f"{start + timedelta(minutes=1):%H:%M} UTC")
         expect(admin.get_by_test_id("preview-result")).to_contain_text("version 1")
         expect(admin.get_by_test_id("preview-result")).to_contain_text("bob, reassigns")

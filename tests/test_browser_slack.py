@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_four_eyes_refund_decided_in_slack_and_approved_in_the_thread_shows_on_the_workbench(
-        simulated_slack, new_page):
+    simulated_slack, new_page
+):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     catch_up()

@@ -40,7 +40,9 @@ def test_an_empty_rejection_is_not_sent(new_page, alice, bob):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    decision = Decider(checkpoint).decide(
+        by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True
+    )
     page = new_page()
     login(page, bob)
     page.goto(f"/checkpoints/{checkpoint.pk}/")
@@ -61,8 +63,12 @@ def test_a_toast_never_covers_the_sla_clock(page, alice):
     expect(toast).to_be_visible()
 
     a, b = toast.bounding_box(), page.get_by_test_id("sla-clock").bounding_box()
-    overlap = not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"]
-                   or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+    overlap = not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
     assert not overlap, (a, b)
 
 

@@ -11,9 +11,11 @@ from tests.recovery_histories import build_history
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-HEATMAPS = {"staffing-heatmap": ("Operators needed per hour of the week", "operators needed"),
-            "arrivals-heatmap": ("Checkpoints opened per hour of the week", "checkpoints opened"),
-            "worked-heatmap": ("Operators who worked per hour of the week", "operators")}
+HEATMAPS = {
+    "staffing-heatmap": ("Operators needed per hour of the week", "operators needed"),
+    "arrivals-heatmap": ("Checkpoints opened per hour of the week", "checkpoints opened"),
+    "worked-heatmap": ("Operators who worked per hour of the week", "operators"),
+}
 # The legend's texts as Chromium drew them, each against the picture's own box.
 LEGEND = """svg => { const [, , w, h] = svg.getAttribute("viewBox").split(" ").map(Number);
   return [...svg.querySelectorAll(".chart-scale text, text.chart-legend")].map(t => { const b = t.getBBox();
@@ -21,8 +23,9 @@ LEGEND = """svg => { const [, , w, h] = svg.getAttribute("viewBox").split(" ").m
 
 
 @pytest.mark.parametrize("viewport", [{"width": 1400, "height": 900}, {"width": 390, "height": 844}])
-def test_every_staffing_heatmap_is_titled_and_says_what_its_colours_mean(browser, live_server, alice, bob, tess,
-                                                                          adam, viewport):
+def test_every_staffing_heatmap_is_titled_and_says_what_its_colours_mean(
+    browser, live_server, alice, bob, tess, adam, viewport
+):
     build_history(operator=alice, other=bob, owner=adam)
     context = browser.new_context(base_url=live_server.url, viewport=viewport)
     try:
@@ -37,7 +40,7 @@ def test_every_staffing_heatmap_is_titled_and_says_what_its_colours_mean(browser
             legend = figure.locator("svg").evaluate(LEGEND)
             texts = [entry["text"] for entry in legend]
             assert [entry["text"] for entry in legend if not entry["inside"]] == [], testid
-            *scale, sentence = texts[:texts.index(next(t for t in texts if t.startswith("Colour"))) + 1]
+            *scale, sentence = texts[: texts.index(next(t for t in texts if t.startswith("Colour"))) + 1]
             values = [float(v) for v in scale]  # up to five values, from 0 to the peak, each once
             assert values[0] == 0 and values == sorted(set(values)) and len(values) >= 2, texts
             assert sentence == f"Colour: darker is more {unit}, from {scale[0]} to {scale[-1]}", texts

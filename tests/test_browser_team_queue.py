@@ -52,7 +52,7 @@ def test_an_operator_lands_on_my_team_and_moves_rows_to_another_team(page, alice
 
 
 def test_a_lead_switches_teams_and_sees_all_teams_with_counts(page, alice, bob):
-    lena, *_ , abuse = _world(alice, bob)
+    lena, *_, abuse = _world(alice, bob)
     login(page, lena)
     expect(page.get_by_test_id("team-count-billing")).to_have_text("3")
     expect(page.get_by_test_id("team-count-trust")).to_have_text("2")

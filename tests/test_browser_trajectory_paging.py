@@ -17,8 +17,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_page_three_has_a_link_and_a_reload_keeps_it(page, alice):
     workflow = make_workflow()
-    Step.objects.bulk_create(Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed")
-                             for i in range(1, 231))  # five pages of 50
+    Step.objects.bulk_create(
+        Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed") for i in range(1, 231)
+    )  # five pages of 50
     login(page, alice)
     page.goto(f"/workflows/{workflow.pk}/")
 

@@ -16,8 +16,10 @@ from workflows import push
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-NOTIFICATIONS = "navigator.serviceWorker.ready.then(r => r.getNotifications())" \
-                ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, data: n.data})))"
+NOTIFICATIONS = (
+    "navigator.serviceWorker.ready.then(r => r.getNotifications())"
+    ".then(ns => ns.map(n => ({title: n.title, body: n.body, tag: n.tag, data: n.data})))"
+)
 
 
 def _shown(page, ready, timeout: float = 10.0) -> list[dict]:
@@ -51,17 +53,31 @@ def test_the_service_worker_shows_a_push_that_opens_the_workbench(page, alice, l
     [registration] = [r for r in registrations if r["scopeURL"] == live_server.url + "/"]
 
     def deliver(message: dict) -> None:
-        devtools.send("ServiceWorker.deliverPushMessage", {
-            "origin": live_server.url, "registrationId": registration["registrationId"], "data": json.dumps(message)})
+        devtools.send(
+            "ServiceWorker.deliverPushMessage",
+            {"origin": live_server.url, "registrationId": registration["registrationId"], "data": json.dumps(message)},
+        )
 
-    deliver({"title": "bob assigned it to you: Refund for ticket T-1042", "body": "you know this customer",
-             "url": f"{live_server.url}/checkpoints/7/", "tag": "checkpoint-7", "kind": "assigned"})
+    deliver(
+        {
+            "title": "bob assigned it to you: Refund for ticket T-1042",
+            "body": "you know this customer",
+            "url": f"{live_server.url}/checkpoints/7/",
+            "tag": "checkpoint-7",
+            "kind": "assigned",
+        }
+    )
     [shown] = _shown(page, lambda ns: len(ns) == 1)
-    assert shown == {"title": "bob assigned it to you: Refund for ticket T-1042", "body": "you know this customer",
-                     "tag": "checkpoint-7", "data": {"url": "/checkpoints/7/"}}
+    assert shown == {
+        "title": "bob assigned it to you: Refund for ticket T-1042",
+        "body": "you know this customer",
+        "tag": "checkpoint-7",
+        "data": {"url": "/checkpoints/7/"},
+    }
 
     deliver({"title": "elsewhere", "url": "https://evil.example/phish", "tag": "checkpoint-8"})
-    [elsewhere] = [n for n in _shown(page, lambda ns: any(n["tag"] == "checkpoint-8" for n in ns))
-                   if n["tag"] == "checkpoint-8"]
+    [elsewhere] = [
+        n for n in _shown(page, lambda ns: any(n["tag"] == "checkpoint-8" for n in ns)) if n["tag"] == "checkpoint-8"
+    ]
     assert elsewhere["data"] == {"url": "/"}  # a tap only ever opens the console
     assert _violations(page, console) == []

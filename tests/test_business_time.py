@@ -10,8 +10,13 @@ from workflows.business_time import Hours, add, between
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
-OFFICE = Hours(tz="Europe/Berlin", weekdays=frozenset(range(5)), start=9 * 60, end=17 * 60,
-               holidays=frozenset({date(2026, 12, 24), date(2026, 12, 25)}))
+OFFICE = Hours(
+    tz="Europe/Berlin",
+    weekdays=frozenset(range(5)),
+    start=9 * 60,
+    end=17 * 60,
+    holidays=frozenset({date(2026, 12, 24), date(2026, 12, 25)}),
+)
 
 
 def berlin(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:

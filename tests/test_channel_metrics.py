@@ -32,7 +32,9 @@ def test_time_to_decision_is_measured_by_the_channel_of_the_first_decision(alice
 
     by_channel = {t.label: t for t in sla_figures.decision_times_by_channel(metrics.Filters.last(1))}
 
-    console, slack, email = (by_channel[f"Time to decision via {label}"] for label in ("Console", "Slack", "Email link"))
+    console, slack, email = (
+        by_channel[f"Time to decision via {label}"] for label in ("Console", "Slack", "Email link")
+    )
     assert (console.count, slack.count, email.count) == (1, 2, 1)
     assert abs(slack.median - 180) < 5 and abs(console.median - 2400) < 5 and abs(email.p90 - 1200) < 5
 
@@ -47,8 +49,11 @@ def test_the_dashboard_and_metrics_show_time_to_decision_by_channel(alice, tess,
 
     settings.METRICS_TOKEN, settings.METRICS_CACHE_SECONDS = "scrape", 0
     body = Client().get("/metrics", headers={"Authorization": "Bearer scrape"}).content.decode()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(body) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
     assert samples[("recovery_decisions_by_channel_total", (("channel", "slack"),))] == 1
     assert samples[("recovery_decisions_by_channel_total", (("channel", "console"),))] == 0
     median = samples[("recovery_time_to_decision_by_channel_seconds", (("channel", "slack"), ("stat", "median")))]
@@ -102,8 +107,11 @@ def test_the_dashboard_and_metrics_show_time_to_claim_by_channel(alice, tess, se
 
     settings.METRICS_TOKEN, settings.METRICS_CACHE_SECONDS = "scrape", 0
     body = Client().get("/metrics", headers={"Authorization": "Bearer scrape"}).content.decode()
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(body) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
     median = samples[("recovery_time_to_claim_by_channel_seconds", (("channel", "slack"), ("stat", "median")))]
     assert abs(median - 120) < 5
     assert samples[("recovery_time_to_claim_by_channel_seconds", (("channel", "console"), ("stat", "count")))] == 0

@@ -15,8 +15,15 @@ def parse(markup: str) -> ET.Element:
 
 
 def test_a_line_chart_is_an_accessible_picture_with_a_gap_where_there_is_no_data():
-    svg = parse(charts.line_chart("Resumed without data loss", ["Mon", "Tue", "Wed", "Thu"],
-                                  [charts.Line("share", [0.5, None, 0.75, 1.0])], fmt=charts.percent, y_max=1.0))
+    svg = parse(
+        charts.line_chart(
+            "Resumed without data loss",
+            ["Mon", "Tue", "Wed", "Thu"],
+            [charts.Line("share", [0.5, None, 0.75, 1.0])],
+            fmt=charts.percent,
+            y_max=1.0,
+        )
+    )
     assert svg.get("role") == "img"
     title, desc = svg.find(f"{SVG}title"), svg.find(f"{SVG}desc")
     assert title.text == "Resumed without data loss"
@@ -40,17 +47,27 @@ def test_agent_supplied_labels_are_escaped_everywhere():
 
 
 def test_bars_link_only_inside_the_console():
-    markup = charts.bar_chart("By agent", [charts.Bar("a", 1, href="/resumes/workflows?agent=a"),
-                                           charts.Bar("b", 2, href="javascript:alert(1)"),
-                                           charts.Bar("c", 3, href="//evil.example/")])
+    markup = charts.bar_chart(
+        "By agent",
+        [
+            charts.Bar("a", 1, href="/resumes/workflows?agent=a"),
+            charts.Bar("b", 2, href="javascript:alert(1)"),
+            charts.Bar("c", 3, href="//evil.example/"),
+        ],
+    )
     links = parse(markup).findall(f"{SVG}a")
     assert [a.get("href") for a in links] == ["/resumes/workflows?agent=a"]
 
 
 def test_columns_put_each_series_side_by_side():
-    svg = parse(charts.column_chart("Launches and resumes", ["1", "2"],
-                                    [charts.Line("launches", [10, 20]), charts.Line("resumes", [3, 0])]))
-    bars = svg.findall(f"{SVG}rect[@class='chart-bar chart-s1']") + svg.findall(f"{SVG}rect[@class='chart-bar chart-s2']")
+    svg = parse(
+        charts.column_chart(
+            "Launches and resumes", ["1", "2"], [charts.Line("launches", [10, 20]), charts.Line("resumes", [3, 0])]
+        )
+    )
+    bars = svg.findall(f"{SVG}rect[@class='chart-bar chart-s1']") + svg.findall(
+        f"{SVG}rect[@class='chart-bar chart-s2']"
+    )
     assert len(bars) == 4
     assert svg.find(f"{SVG}desc").text == "launches: 1 10, 2 20; resumes: 1 3, 2 0"
 
@@ -71,8 +88,11 @@ def test_an_empty_bar_chart_says_so():
 def test_a_count_axis_labels_whole_numbers_only():
     import re
 
-    for peak, labels in ((1, ["0", "1", "2", "3", "4"]), (5, ["0", "2", "4", "6", "8"]),
-                         (10, ["0", "5", "10", "15", "20"])):
+    for peak, labels in (
+        (1, ["0", "1", "2", "3", "4"]),
+        (5, ["0", "2", "4", "6", "8"]),
+        (10, ["0", "5", "10", "15", "20"]),
+    ):
         svg = str(charts.column_chart("Breaches", ["Mon", "Tue"], [charts.Line("breached", [peak, 0])]))
         assert re.findall(r'class="chart-axis" x="42" y="[\d.]+" text-anchor="end">([^<]*)<', svg) == labels
 
@@ -92,10 +112,14 @@ def test_the_last_day_is_labelled_and_no_label_crowds_it():
 
 
 def test_a_bar_with_nothing_to_measure_says_no_data_and_draws_no_bar():
-    svg = parse(charts.bar_chart("Resumed without data loss by reason",
-                                 [charts.Bar("tool_error", 0.5, note="1 of 2"), charts.Bar("rate_limit", None,
-                                                                                          note="0 of 0")],
-                                 fmt=charts.percent, max_value=1.0))
+    svg = parse(
+        charts.bar_chart(
+            "Resumed without data loss by reason",
+            [charts.Bar("tool_error", 0.5, note="1 of 2"), charts.Bar("rate_limit", None, note="0 of 0")],
+            fmt=charts.percent,
+            max_value=1.0,
+        )
+    )
     values = [t.text for t in svg.iter(f"{SVG}text") if "chart-value" in t.get("class", "")]
     assert values == ["50 %", "no data"]
     assert len([r for r in svg.iter(f"{SVG}rect") if "chart-bar" in r.get("class", "")]) == 1
@@ -103,10 +127,23 @@ def test_a_bar_with_nothing_to_measure_says_no_data_and_draws_no_bar():
 
 
 def test_a_legend_too_long_for_one_row_wraps_inside_the_picture_and_the_plot_moves_down():
-    names = ["Resumed without data loss", "Preserved a user-visible checkpoint", "Returned to the same owner",
-             "Completed after interruption"]
-    svg = parse(charts.line_chart("The four shares", ["Mon", "Tue"], [charts.Line(n, [0.5, 0.6]) for n in names],
-                                  fmt=charts.percent, y_max=1.0, width=640, height=240))
+    names = [
+        "Resumed without data loss",
+        "Preserved a user-visible checkpoint",
+        "Returned to the same owner",
+        "Completed after interruption",
+    ]
+    svg = parse(
+        charts.line_chart(
+            "The four shares",
+            ["Mon", "Tue"],
+            [charts.Line(n, [0.5, 0.6]) for n in names],
+            fmt=charts.percent,
+            y_max=1.0,
+            width=640,
+            height=240,
+        )
+    )
     legend = [t for t in svg.iter(f"{SVG}text") if t.get("class") == "chart-legend"]
     assert [t.text for t in legend] == names  # every series named
     for text in legend:  # each entry ends inside the picture, at the width the chart reserves a character
@@ -119,16 +156,23 @@ def test_a_legend_too_long_for_one_row_wraps_inside_the_picture_and_the_plot_mov
 
 
 def test_a_chart_with_too_little_for_a_trend_says_so():
-    svg = parse(charts.line_chart("The four shares over time", ["Mon", "Tue"], [charts.Line("share", [None, 0.5])],
-                                  note="Only one day with data so far (Tue): a trend needs two or more"))
+    svg = parse(
+        charts.line_chart(
+            "The four shares over time",
+            ["Mon", "Tue"],
+            [charts.Line("share", [None, 0.5])],
+            note="Only one day with data so far (Tue): a trend needs two or more",
+        )
+    )
     empty = [t.text for t in svg.iter(f"{SVG}text") if t.get("class") == "chart-empty"]
     assert empty == ["Only one day with data so far (Tue): a trend needs two or more"]
     assert svg.find(f"{SVG}desc").text.startswith("Only one day with data so far")
 
 
 def test_a_heatmap_says_what_its_colours_mean_with_the_values_of_its_scale():
-    svg = parse(charts.heatmap("Operators needed", ["Mon", "Tue"], ["00", "01"], [[0, 1], [2, 4]],
-                               unit="operators needed"))
+    svg = parse(
+        charts.heatmap("Operators needed", ["Mon", "Tue"], ["00", "01"], [[0, 1], [2, 4]], unit="operators needed")
+    )
     one = parse(charts.heatmap("Operators needed", ["Mon"], ["00", "01"], [[0, 1]], unit="operators needed"))
     assert [g.find(f"{SVG}text").text for g in one.findall(f"{SVG}g[@class='chart-scale']")] == ["0", "1"]
     scale = svg.findall(f"{SVG}g[@class='chart-scale']")

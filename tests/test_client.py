@@ -43,18 +43,23 @@ def test_the_client_drives_the_worked_example_through_every_endpoint(client, ali
     workflow = client.create_workflow("T-1042", "refund", "Refund for ticket T-1042", context={"ticket": "T-1042"})
     assert client.create_workflow("T-1042", "refund", "Refund for ticket T-1042")["id"] == workflow["id"]
     workflow_id = workflow["id"]
-    client.report_step(workflow_id, 1, "read_ticket", "tool", "committed", output={"amount": "42.00"},
-                       verified=True)
+    client.report_step(workflow_id, 1, "read_ticket", "tool", "committed", output={"amount": "42.00"}, verified=True)
     client.report_step(workflow_id, 2, "decide_refund", "model", "committed", promise="refund within 5 days")
     step = client.report_step(workflow_id, 3, "issue_refund", "effect", "committed", external_ref="R-88", **REFUND)
     assert step["external_ref"] == "R-88"
 
-    checkpoint = client.open_checkpoint(workflow_id, "model_timeout", detail="timed out", at_seq=4,
-                                        state={"remaining": ["write_ticket_note"]},
-                                        plan=[{"name": "write_ticket_note", "kind": "effect"}])
+    checkpoint = client.open_checkpoint(
+        workflow_id,
+        "model_timeout",
+        detail="timed out",
+        at_seq=4,
+        state={"remaining": ["write_ticket_note"]},
+        plan=[{"name": "write_ticket_note", "kind": "effect"}],
+    )
     assert checkpoint["status"] == "open"
-    assert checkpoint["resume_state"]["plan"] == [{"name": "write_ticket_note", "kind": "effect", "amount": None,
-                                                  "currency": None, "moves_money": False}]
+    assert checkpoint["resume_state"]["plan"] == [
+        {"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False}
+    ]
     assert checkpoint["resume_state"]["promises"] == ["refund within 5 days"]
     assert client.get_checkpoint(checkpoint["id"])["decision"] is None
     assert client.get_workflow(workflow_id)["status"] == "paused"
@@ -75,12 +80,20 @@ def finish_with_a_checkpoint_open(client, workflow_id):
     client.finish(workflow_id, "completed")
 
 
-@pytest.mark.parametrize(("call", "status", "code", "field"), [
-    (lambda client, workflow_id: client.report_step(workflow_id, 1, "issue_refund", "effect", "committed"),
-     422, "idempotency_key_required", "idempotency_key"),
-    (lambda client, workflow_id: client.get_workflow("424242"), 404, "not_found", None),
-    (finish_with_a_checkpoint_open, 409, "checkpoint_open", None),
-], ids=["effect-without-key", "unknown-workflow", "finish-with-checkpoint-open"])
+@pytest.mark.parametrize(
+    ("call", "status", "code", "field"),
+    [
+        (
+            lambda client, workflow_id: client.report_step(workflow_id, 1, "issue_refund", "effect", "committed"),
+            422,
+            "idempotency_key_required",
+            "idempotency_key",
+        ),
+        (lambda client, workflow_id: client.get_workflow("424242"), 404, "not_found", None),
+        (finish_with_a_checkpoint_open, 409, "checkpoint_open", None),
+    ],
+    ids=["effect-without-key", "unknown-workflow", "finish-with-checkpoint-open"],
+)
 def test_an_api_error_carries_status_code_and_field(client, call, status, code, field):
     workflow_id = client.create_workflow("T-1", "refund", "t")["id"]
     with pytest.raises(ApiError) as raised:
@@ -213,14 +226,18 @@ def test_a_truncated_answer_is_retried(client, monkeypatch):
 
 def test_report_steps_records_a_batch_once_however_often_it_is_sent(client):
     wf = client.create_workflow("T-1042", "refund", "Refund for ticket T-1042")
-    steps = [{"seq": 1, "name": "read_ticket", "kind": "tool", "status": "committed", "verified": True},
-             {"seq": 2, "name": "issue_refund", "kind": "effect", "status": "pending", **REFUND}]
+    steps = [
+        {"seq": 1, "name": "read_ticket", "kind": "tool", "status": "committed", "verified": True},
+        {"seq": 2, "name": "issue_refund", "kind": "effect", "status": "pending", **REFUND},
+    ]
     assert client.report_steps(wf["id"], steps)["created"] == [1, 2]
     again = client.report_steps(wf["id"], steps)
     assert again["created"] == [] and [s["seq"] for s in again["steps"]] == [1, 2]
     with pytest.raises(ApiError) as refused:
-        client.report_steps(wf["id"], [{"seq": 3, "name": "again", "kind": "effect", "status": "pending",
-                                        "idempotency_key": "T-1042:refund"}])
+        client.report_steps(
+            wf["id"],
+            [{"seq": 3, "name": "again", "kind": "effect", "status": "pending", "idempotency_key": "T-1042:refund"}],
+        )
     assert (refused.value.status, refused.value.field) == (409, "steps.0.idempotency_key")
     assert Step.objects.filter(workflow_id=wf["id"]).count() == 2
 
@@ -234,14 +251,16 @@ def test_the_client_advertises_capabilities_and_posts_a_long_replays_results(cli
     agent.replay_url = "http://127.0.0.1:9/replay"  # an admin's setting
     agent.save()
     workflow = Workflow.objects.create(agent=agent, external_id="T-1", kind="refund", title="Refund")
-    Step.objects.create(workflow=workflow, seq=1, name="read_ticket", kind="tool", status="committed",
-                        output={"amount": "42.00"})
+    Step.objects.create(
+        workflow=workflow, seq=1, name="read_ticket", kind="tool", status="committed", output={"amount": "42.00"}
+    )
     run = ReplayRun.request(workflow, from_seq=1, to_seq=1, by=olivia)
     run.start()  # the runtime answered 202
 
     assert client.get_replay(str(run.replay_id))["status"] == "running"
-    done = client.post_replay_results(str(run.replay_id), [{"seq": 1, "output": {"amount": "42.00"}}],
-                                      runtime_version="support-bot/2.3")
+    done = client.post_replay_results(
+        str(run.replay_id), [{"seq": 1, "output": {"amount": "42.00"}}], runtime_version="support-bot/2.3"
+    )
     assert done["status"] == "succeeded" and done["first_divergent_seq"] is None
     with pytest.raises(ApiError) as late:
         client.post_replay_results(str(run.replay_id), error="too late")

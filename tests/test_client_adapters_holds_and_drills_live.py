@@ -28,8 +28,9 @@ def lg_run(client, external_id, systems):
 
 
 def oa_run(client, external_id, systems):
-    return asyncio.run(openai_agents_refund.run(client, external_id, systems, poll=0.05, timeout=60,
-                                                say=lambda line: None))
+    return asyncio.run(
+        openai_agents_refund.run(client, external_id, systems, poll=0.05, timeout=60, say=lambda line: None)
+    )
 
 
 ADAPTERS = {"langgraph": lg_run, "openai-agents": oa_run}
@@ -77,9 +78,14 @@ def test_a_hold_pauses_the_run_at_its_next_step_report_and_it_resumes_to_the_end
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-@pytest.mark.parametrize(("fault", "reason"), [(Drill.Fault.RATE_LIMIT_STORM, "rate_limit"),
-                                               (Drill.Fault.GARBAGE_AT_STEP, "untrusted_output"),
-                                               (Drill.Fault.PROVIDER_CHANGE, "provider_change")])
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        (Drill.Fault.RATE_LIMIT_STORM, "rate_limit"),
+        (Drill.Fault.GARBAGE_AT_STEP, "untrusted_output"),
+        (Drill.Fault.PROVIDER_CHANGE, "provider_change"),
+    ],
+)
 def test_a_drill_fault_in_the_model_step_pauses_with_its_reason(live_server, adapter, fault, reason):
     at = MODEL_STEP[adapter]
     _agent, client = drilled(live_server, f"{adapter}-bot", fault, at)

@@ -37,11 +37,14 @@ def start_drill(agent, fault, at_seq=1, **fields):
 def silence_passes(external_id):
     """What ``seconds`` of the agent's silence look like to the console: its watchdog sweeps a workflow whose
     last sign of life is that long ago (a clock for the test, not a wait)."""
+
     def sleep(seconds):
         workflow = Workflow.objects.get(external_id=external_id)
         Workflow.objects.filter(pk=workflow.pk).update(
-            last_activity_at=workflow.last_activity_at - timedelta(seconds=seconds))
+            last_activity_at=workflow.last_activity_at - timedelta(seconds=seconds)
+        )
         slept.append((seconds, pause_silent_workflows()))
+
     slept = []
     return sleep, slept
 
@@ -174,16 +177,24 @@ def test_a_failover_drill_dies_in_the_effect_and_the_standby_carries_the_workflo
     assert ran == ["read_ticket", "decide", "write_note"]
     workflow = Workflow.objects.get(external_id="T-F1")
     assert list(workflow.steps.values_list("seq", "name", "status")) == [
-        (1, "read_ticket", "committed"), (2, "decide", "committed"), (3, "write_note", "pending")]
+        (1, "read_ticket", "committed"),
+        (2, "decide", "committed"),
+        (3, "write_note", "pending"),
+    ]
     assert workflow.status == Workflow.Status.RUNNING and not workflow.checkpoints.exists()
 
     Workflow.objects.filter(pk=workflow.pk).update(last_activity_at=workflow.last_activity_at - timedelta(minutes=30))
     assert pause_silent_workflows() == 1
     checkpoint = Checkpoint.objects.get(workflow=workflow)
     assert [e["idempotency_key"] for e in checkpoint.unknown_effects] == ["T-F1:write_note"]
-    Decider(checkpoint).decide(by=alice, action="failover", standby=Agent.objects.get(pk=standby.pk),
-                               confirmations={"T-F1:write_note": "happened"},
-                               confirmation_refs={"T-F1:write_note": "N-1"}, instructions="support-bot is down.")
+    Decider(checkpoint).decide(
+        by=alice,
+        action="failover",
+        standby=Agent.objects.get(pk=standby.pk),
+        confirmations={"T-F1:write_note": "happened"},
+        confirmation_refs={"T-F1:write_note": "N-1"},
+        instructions="support-bot is down.",
+    )
 
     # The standby runs the same code: the confirmed note is recorded, not written again; the run completes.
     standby_client = console_client(live_server, standby_token, batching=batching)

@@ -19,8 +19,9 @@ def test_a_graph_that_crashes_mid_run_resumes_from_the_console_without_repeating
     _, token = make_agent("langgraph-bot", owner=make_user("olivia"))
     client = RecoveryClient(live_server.url, token, retries=3, backoff=0.05)
     systems = Systems()
-    agent = AgentThread(lambda: run(client, "T-LG-1", systems, crash_draft=1, poll=0.05, timeout=60,
-                                    say=lambda line: None))
+    agent = AgentThread(
+        lambda: run(client, "T-LG-1", systems, crash_draft=1, poll=0.05, timeout=60, say=lambda line: None)
+    )
     agent.start()
 
     checkpoint = open_checkpoint("T-LG-1", agent=agent)
@@ -32,7 +33,11 @@ def test_a_graph_that_crashes_mid_run_resumes_from_the_console_without_repeating
     assert resume_state["pending"]["name"] == "draft_note"
     assert resume_state["unknown_effects"] == []
     assert resume_state["state"]["graph"]["refund_ref"] == "R-88"  # the graph's state, as the agent state
-    assert [step["name"] for step in seen["resume_state"]["plan"]] == ["draft_note", "write_ticket_note", "notify_customer"]
+    assert [step["name"] for step in seen["resume_state"]["plan"]] == [
+        "draft_note",
+        "write_ticket_note",
+        "notify_customer",
+    ]
     assert workflow("T-LG-1").status == "paused"
 
     Decider(checkpoint).decide(by=alice, action="resume", instructions="Carry on.", money_confirmed=True)
@@ -43,6 +48,12 @@ def test_a_graph_that_crashes_mid_run_resumes_from_the_console_without_repeating
     finished = workflow("T-LG-1")
     assert (finished.status, finished.owner.username) == ("completed", "olivia")
     steps = list(finished.steps.order_by("seq").values_list("name", "status"))
-    assert steps == [("read_ticket", "committed"), ("decide_refund", "committed"), ("issue_refund", "committed"),
-                     ("draft_note", "failed"), ("draft_note", "committed"), ("write_ticket_note", "committed"),
-                     ("notify_customer", "committed")]
+    assert steps == [
+        ("read_ticket", "committed"),
+        ("decide_refund", "committed"),
+        ("issue_refund", "committed"),
+        ("draft_note", "failed"),
+        ("draft_note", "committed"),
+        ("write_ticket_note", "committed"),
+        ("notify_customer", "committed"),
+    ]

@@ -21,14 +21,16 @@ def test_a_drilled_agents_run_crashes_after_step_k_without_a_word_to_the_console
     client = RecoveryClient(live_server.url, token, retries=3, backoff=0.05)
     client.advertise(["drill"])
     agent.refresh_from_db()
-    drill = Drill(agent=agent, name="crash after the first model call", fault=Drill.Fault.CRASH_AFTER_STEP,
-                  at_seq=1, runs=1)
+    drill = Drill(
+        agent=agent, name="crash after the first model call", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=1, runs=1
+    )
     drill.full_clean()
     drill.save()
     assert drill.start()
     systems = Systems(amount="42.00")
-    thread = AgentThread(lambda: asyncio.run(run(client, "T-OA-D", systems, poll=0.05, timeout=60,
-                                                 say=lambda line: None)))
+    thread = AgentThread(
+        lambda: asyncio.run(run(client, "T-OA-D", systems, poll=0.05, timeout=60, say=lambda line: None))
+    )
     thread.start()
     with pytest.raises(DrillCrash):
         thread.outcome()

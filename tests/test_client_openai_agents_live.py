@@ -22,13 +22,19 @@ def test_an_approval_and_a_crash_mid_run_resume_from_the_console_without_repeati
     _, token = make_agent("agents-bot")
     client = RecoveryClient(live_server.url, token, retries=3, backoff=0.05)
     systems = Systems(amount="420.00")
-    agent = AgentThread(lambda: asyncio.run(run(client, "T-OA-1", systems, crash_after_refund=1, poll=0.05,
-                                                timeout=60, say=lambda line: None)))
+    agent = AgentThread(
+        lambda: asyncio.run(
+            run(client, "T-OA-1", systems, crash_after_refund=1, poll=0.05, timeout=60, say=lambda line: None)
+        )
+    )
     agent.start()
 
     approval = open_checkpoint("T-OA-1", agent=agent)
     seen = client.get_checkpoint(str(approval.pk))
-    assert (seen["reason"], seen["detail"]) == ("manual", 'Approve issue_refund({"ticket_id": "T-OA-1", "amount": "420.00"})?')
+    assert (seen["reason"], seen["detail"]) == (
+        "manual",
+        'Approve issue_refund({"ticket_id": "T-OA-1", "amount": "420.00"})?',
+    )
     assert seen["resume_state"]["pending"]["name"] == "approve issue_refund"
     assert "run_state" in seen["resume_state"]["state"]  # the SDK's saved RunState rides with the checkpoint
     refund_ahead = seen["resume_state"]["plan"][0]

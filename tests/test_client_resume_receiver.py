@@ -69,4 +69,7 @@ def test_the_receiver_verifies_the_consoles_delivery_resumes_once_and_dedupes_a_
     workflow = Workflow.objects.get(external_id="T-RR-1")
     assert workflow.status == Workflow.Status.COMPLETED
     assert list(workflow.steps.order_by("seq").values_list("name", "status")) == [
-        ("issue_refund", "committed"), ("draft_note", "failed"), ("draft_note", "committed")]
+        ("issue_refund", "committed"),
+        ("draft_note", "failed"),
+        ("draft_note", "committed"),
+    ]

@@ -15,8 +15,11 @@ pytestmark = pytest.mark.django_db
 def test_a_mention_notifies_the_named_operator_once_and_never_the_author(alice, bob):
     checkpoint = make_checkpoint()
 
-    comment = Comment.post(checkpoint=checkpoint, author=alice,
-                           body="@bob can you check R-88? cc @alice, mail me at alice@example.com, @nobody")
+    comment = Comment.post(
+        checkpoint=checkpoint,
+        author=alice,
+        body="@bob can you check R-88? cc @alice, mail me at alice@example.com, @nobody",
+    )
 
     assert comment.mentions == ["bob"]
     [note] = Notification.objects.all()
@@ -31,13 +34,17 @@ def test_markdown_is_rendered_and_scripts_are_not(client, alice, bob):
     checkpoint = make_checkpoint()
     client.force_login(alice)
 
-    client.post(reverse("comment", args=[checkpoint.pk]), {
-        "body": "**Refund R-88** is in the ledger. <script>alert(1)</script> [x](javascript:alert(2)) "
-                "<img src=x onerror=alert(3)> [ledger](https://ledger.example/R-88) @bob"})
+    client.post(
+        reverse("comment", args=[checkpoint.pk]),
+        {
+            "body": "**Refund R-88** is in the ledger. <script>alert(1)</script> [x](javascript:alert(2)) "
+            "<img src=x onerror=alert(3)> [ledger](https://ledger.example/R-88) @bob"
+        },
+    )
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
 
     assert "<strong>Refund R-88</strong>" in html
-    assert "<script>alert(1)" not in html and "href=\"javascript" not in html and "<img" not in html
+    assert "<script>alert(1)" not in html and 'href="javascript' not in html and "<img" not in html
     assert "&lt;script&gt;alert(1)" in html  # shown as text
     assert '<a href="https://ledger.example/R-88" rel="noopener noreferrer nofollow">ledger</a>' in html
     assert '<span class="mention">@bob</span>' in html
@@ -77,12 +84,13 @@ def test_a_mention_inside_a_link_url_leaves_the_link_whole(client, alice, bob):
     checkpoint = make_checkpoint()
     client.force_login(alice)
 
-    client.post(reverse("comment", args=[checkpoint.pk]), {
-        "body": "[profile](https://ledger.example/?owner=@bob) <https://ledger.example/?by=@bob> `@bob` @bob"})
+    client.post(
+        reverse("comment", args=[checkpoint.pk]),
+        {"body": "[profile](https://ledger.example/?owner=@bob) <https://ledger.example/?by=@bob> `@bob` @bob"},
+    )
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
 
-    assert ('<a href="https://ledger.example/?owner=@bob" rel="noopener noreferrer nofollow">profile</a>'
-            in html)
+    assert '<a href="https://ledger.example/?owner=@bob" rel="noopener noreferrer nofollow">profile</a>' in html
     assert '<a href="https://ledger.example/?by=@bob" rel="noopener noreferrer nofollow">' in html
     assert "<code>@bob</code>" in html
     assert html.count('<span class="mention">@bob</span>') == 2  # the text mention, and the autolink's text

@@ -57,8 +57,9 @@ def test_approving_an_answered_proposal_or_ones_own_answers_false_and_says_why(a
     make_runbook(is_default=True, requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    proposal = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
-                                 confirmations={key: "did_not_happen"})
+    proposal = Decider(checkpoint).decide(
+        by=alice, action="resume", money_confirmed=True, confirmations={key: "did_not_happen"}
+    )
     adams_view = Decision.objects.get(pk=proposal.pk)
 
     assert proposal.approve(by=alice) is False
@@ -74,11 +75,13 @@ def test_move_compares_the_expected_fields_and_writes_nothing_when_they_changed(
     checkpoint.claim(by=alice)
     before = Event.objects.count()
 
-    assert not checkpoint.move(Checkpoint.Status.OPEN, verb=Event.Verb.RELEASED, expect={"assignee_id": bob.pk},
-                               assignee=None)
+    assert not checkpoint.move(
+        Checkpoint.Status.OPEN, verb=Event.Verb.RELEASED, expect={"assignee_id": bob.pk}, assignee=None
+    )
     assert stale(checkpoint).assignee == alice and Event.objects.count() == before
-    assert checkpoint.move(Checkpoint.Status.OPEN, verb=Event.Verb.RELEASED, expect={"assignee_id": alice.pk},
-                           assignee=None)
+    assert checkpoint.move(
+        Checkpoint.Status.OPEN, verb=Event.Verb.RELEASED, expect={"assignee_id": alice.pk}, assignee=None
+    )
     assert stale(checkpoint).assignee is None
 
 

@@ -84,9 +84,12 @@ def test_the_same_step_resent_concurrently_is_recorded_once(bot, workflow_id):
 
 
 def test_different_steps_racing_for_one_seq_leave_the_winner_and_409s(bot, workflow_id):
-    calls = [lambda c=c, n=n: c.post(f"/workflows/{workflow_id}/steps",
-                                     {"seq": 4, "name": f"writer-{n}", "kind": "tool", "status": "committed"})
-             for n, c in enumerate(clients(bot))]
+    calls = [
+        lambda c=c, n=n: c.post(
+            f"/workflows/{workflow_id}/steps", {"seq": 4, "name": f"writer-{n}", "kind": "tool", "status": "committed"}
+        )
+        for n, c in enumerate(clients(bot))
+    ]
     responses = race(calls)
     assert statuses(responses) == {201: 1, 409: WRITERS - 1}
     assert codes(responses) == {"step_conflict"}
@@ -95,8 +98,10 @@ def test_different_steps_racing_for_one_seq_leave_the_winner_and_409s(bot, workf
 
 
 def test_one_idempotency_key_under_different_seqs_is_recorded_once(bot, workflow_id):
-    calls = [lambda c=c, seq=seq: c.post(f"/workflows/{workflow_id}/steps", issue_refund(seq=seq))
-             for seq, c in enumerate(clients(bot), start=3)]
+    calls = [
+        lambda c=c, seq=seq: c.post(f"/workflows/{workflow_id}/steps", issue_refund(seq=seq))
+        for seq, c in enumerate(clients(bot), start=3)
+    ]
     responses = race(calls)
     assert statuses(responses) == {201: 1, 409: WRITERS - 1}
     assert codes(responses) == {"idempotency_key_taken"}
@@ -104,9 +109,12 @@ def test_one_idempotency_key_under_different_seqs_is_recorded_once(bot, workflow
 
 
 def test_concurrent_checkpoints_open_exactly_one(bot, workflow_id):
-    calls = [lambda c=c, n=n: c.post(f"/workflows/{workflow_id}/checkpoints",
-                                     {"reason": "model_timeout", "detail": f"writer {n}", "state": {}})
-             for n, c in enumerate(clients(bot))]
+    calls = [
+        lambda c=c, n=n: c.post(
+            f"/workflows/{workflow_id}/checkpoints", {"reason": "model_timeout", "detail": f"writer {n}", "state": {}}
+        )
+        for n, c in enumerate(clients(bot))
+    ]
     responses = race(calls)
     assert statuses(responses) == {201: 1, 409: WRITERS - 1}
     assert codes(responses) == {"checkpoint_open"}
@@ -127,8 +135,10 @@ def test_concurrent_resends_of_one_checkpoint_all_get_it(bot, workflow_id):
 def test_racing_outcomes_of_a_pending_step_settle_on_one(bot, workflow_id):
     bot.report(workflow_id, **issue_refund("pending"))
     outcomes = ["committed", "failed"] * (WRITERS // 2)
-    calls = [lambda c=c, o=o: c.post(f"/workflows/{workflow_id}/steps", issue_refund(o, external_ref=None))
-             for o, c in zip(outcomes, clients(bot), strict=True)]
+    calls = [
+        lambda c=c, o=o: c.post(f"/workflows/{workflow_id}/steps", issue_refund(o, external_ref=None))
+        for o, c in zip(outcomes, clients(bot), strict=True)
+    ]
     responses = race(calls)
     final = Step.objects.get(workflow_id=workflow_id, seq=3).status
     assert final in ("committed", "failed")
@@ -140,10 +150,12 @@ def test_racing_outcomes_of_a_pending_step_settle_on_one(bot, workflow_id):
 
 def test_a_finish_racing_a_checkpoint_never_both_win(bot, workflow_id):
     finish, pause = AgentApi(bot.agent, bot.token), AgentApi(bot.agent, bot.token)
-    responses = race([
-        lambda: finish.post(f"/workflows/{workflow_id}/finish", {"status": "completed", "summary": ""}),
-        lambda: pause.post(f"/workflows/{workflow_id}/checkpoints", {"reason": "manual"}),
-    ])
+    responses = race(
+        [
+            lambda: finish.post(f"/workflows/{workflow_id}/finish", {"status": "completed", "summary": ""}),
+            lambda: pause.post(f"/workflows/{workflow_id}/checkpoints", {"reason": "manual"}),
+        ]
+    )
     assert sorted(r.status_code for r in responses) in ([200, 409], [201, 409])
     workflow = Workflow.objects.get(pk=workflow_id)
     assert (workflow.status, Checkpoint.objects.count()) in (("completed", 0), ("paused", 1))

@@ -50,13 +50,16 @@ def test_an_existing_name_is_a_clear_error_and_keeps_the_old_token(db):
     assert Agent.objects.count() == 1
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["support bot"], "not a valid name"),
-    (["x" * 65], "longer than 64"),
-    (["support-bot", "--owner", "nobody"], "No user"),
-    (["support-bot", "--resume-url", "not a url"], "not an http"),
-    (["support-bot", "--resume-url", "ftp://agent.example/resume"], "not an http"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["support bot"], "not a valid name"),
+        (["x" * 65], "longer than 64"),
+        (["support-bot", "--owner", "nobody"], "No user"),
+        (["support-bot", "--resume-url", "not a url"], "not an http"),
+        (["support-bot", "--resume-url", "ftp://agent.example/resume"], "not an http"),
+    ],
+)
 def test_bad_arguments_are_clear_errors_and_create_nothing(db, args, message):
     with pytest.raises(CommandError, match=message):
         create_agent(*args)

@@ -28,7 +28,7 @@ LEADS = ("=", "+", "-", "@", "\t", "\r")
 
 @pytest.mark.parametrize("lead", LEADS)
 def test_the_guard_defuses_every_formula_lead(lead):
-    assert safe_cell(f"{lead}HYPERLINK(\"http://evil.example\")") == f"'{lead}HYPERLINK(\"http://evil.example\")"
+    assert safe_cell(f'{lead}HYPERLINK("http://evil.example")') == f'\'{lead}HYPERLINK("http://evil.example")'
     assert safe_cell("refund") == "refund" and safe_cell(-3) == -3 and safe_cell(None) is None
 
 
@@ -44,8 +44,9 @@ def poisoned(db, adam):
     holder = make_user("-bob")
     make_user("@carol")
     make_runbook(workflow_kind="+refund", slug="-refunds")
-    workflow = make_workflow(agent, kind="+refund", title="=HYPERLINK(\"http://evil.example\")",
-                             external_id="@SUM(A1)", owner=holder)
+    workflow = make_workflow(
+        agent, kind="+refund", title='=HYPERLINK("http://evil.example")', external_id="@SUM(A1)", owner=holder
+    )
     checkpoint = make_checkpoint(workflow, detail="\t=1+1")
     checkpoint.claim(by=holder)
     tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=20))
@@ -61,8 +62,12 @@ def _every_export(client, tess, adam) -> dict[str, list[list[str]]]:
     for table in TABLES:
         exports[table] = _cells(client.get(f"/resumes/export/{table}.csv"))
     client.force_login(adam)
-    exports["audit"] = _cells(client.post(reverse("admin:workflows_event_changelist"), {
-        "action": "export_csv", "_selected_action": list(Event.objects.values_list("pk", flat=True))}))
+    exports["audit"] = _cells(
+        client.post(
+            reverse("admin:workflows_event_changelist"),
+            {"action": "export_csv", "_selected_action": list(Event.objects.values_list("pk", flat=True))},
+        )
+    )
     return exports
 
 
@@ -76,14 +81,24 @@ def test_no_cell_of_any_csv_export_starts_like_a_formula(client, tess, adam, poi
                 if cell.startswith("'"):
                     defused.add(cell)
     # The attack reached the files: each poisoned text is there, defused.
-    for text in ("'=cmd|' /C calc'!A0", "'-bob", "'-refunds", "'=HYPERLINK(\"http://evil.example\")", "'+refund",
-                 "'-2+3", "'\r=2+2"):
+    for text in (
+        "'=cmd|' /C calc'!A0",
+        "'-bob",
+        "'-refunds",
+        '\'=HYPERLINK("http://evil.example")',
+        "'+refund",
+        "'-2+3",
+        "'\r=2+2",
+    ):
         assert text in defused, text
     assert len(exports["breaches"]) == 2
 
 
 def test_one_module_writes_csv():
-    writers = [path.relative_to(ROOT).as_posix() for folder in ("console", "workflows")
-               for path in (ROOT / folder).rglob("*.py")
-               if re.search(r"\bcsv\.(writer|DictWriter)\b|from csv import .*\b(writer|DictWriter)\b", path.read_text())]
+    writers = [
+        path.relative_to(ROOT).as_posix()
+        for folder in ("console", "workflows")
+        for path in (ROOT / folder).rglob("*.py")
+        if re.search(r"\bcsv\.(writer|DictWriter)\b|from csv import .*\b(writer|DictWriter)\b", path.read_text())
+    ]
     assert writers == ["console/csv_export.py"]

@@ -24,9 +24,16 @@ from workflows.models import DailyRollup, RollupState
 
 pytestmark = pytest.mark.django_db
 
-FILTERS: list[dict[str, Any]] = [{}, {"reason": "model_timeout"}, {"reason": "provider_change"}, {"agent": "support-bot"},
-           {"kind": "refund"}, {"runbook": "refund-model-timeout"},
-           {"reason": "model_timeout", "runbook": "refund-model-timeout"}, {"agent": "nobody"}]
+FILTERS: list[dict[str, Any]] = [
+    {},
+    {"reason": "model_timeout"},
+    {"reason": "provider_change"},
+    {"agent": "support-bot"},
+    {"kind": "refund"},
+    {"runbook": "refund-model-timeout"},
+    {"reason": "model_timeout", "runbook": "refund-model-timeout"},
+    {"agent": "nobody"},
+]
 
 
 @pytest.fixture(autouse=True)
@@ -42,9 +49,18 @@ def history(alice, bob, adam):
 
 
 def stored_rows() -> set[tuple]:
-    return {(r.day, r.agent, r.kind, r.reason, r.runbook, tuple(sorted(r.counts.items())),
-             tuple(sorted((k, tuple(sorted(v.items()))) for k, v in r.timings.items())))
-            for r in DailyRollup.objects.all()}
+    return {
+        (
+            r.day,
+            r.agent,
+            r.kind,
+            r.reason,
+            r.runbook,
+            tuple(sorted(r.counts.items())),
+            tuple(sorted((k, tuple(sorted(v.items()))) for k, v in r.timings.items())),
+        )
+        for r in DailyRollup.objects.all()
+    }
 
 
 def close(approx: float | None, exact: float | None) -> bool:
@@ -58,19 +74,30 @@ def assert_same_figures(filters: metrics.Filters) -> None:
     live, mine = metrics.summary(filters), rolled.summary()
     assert mine.counts == live.counts, filters
     assert (mine.launches, mine.resumes) == (live.launches, live.resumes), filters
-    assert {s: (v.part, v.whole) for s, v in mine.shares.items()} == \
-        {s: (v.part, v.whole) for s, v in live.shares.items()}
+    assert {s: (v.part, v.whole) for s, v in mine.shares.items()} == {
+        s: (v.part, v.whole) for s, v in live.shares.items()
+    }
     for grain in metrics.GRANULARITIES:
         assert rolled.series(grain) == trends.series(filters, grain), (filters, grain)
     for dimension in metrics.DIMENSIONS:
-        assert [(r.value, r.filters, r.degraded, {s: (v.part, v.whole) for s, v in r.shares.items()})
-                for r in rolled.breakdown(dimension)] == \
-               [(r.value, r.filters, r.degraded, {s: (v.part, v.whole) for s, v in r.shares.items()})
-                for r in trends.breakdown(filters, dimension)], (filters, dimension)
+        assert [
+            (r.value, r.filters, r.degraded, {s: (v.part, v.whole) for s, v in r.shares.items()})
+            for r in rolled.breakdown(dimension)
+        ] == [
+            (r.value, r.filters, r.degraded, {s: (v.part, v.whole) for s, v in r.shares.items()})
+            for r in trends.breakdown(filters, dimension)
+        ], (filters, dimension)
     assert rolled.breach_rate() == sla_figures.breach_rate(filters)
     assert rolled.decisions_by_action_and_outcome() == sla_figures.decisions_by_action_and_outcome(filters)
-    for approx, exact in zip(rolled.timings(), (timings.time_to_claim(filters), timings.time_to_decision(filters),
-                                                timings.interruption_to_completion(filters)), strict=True):
+    for approx, exact in zip(
+        rolled.timings(),
+        (
+            timings.time_to_claim(filters),
+            timings.time_to_decision(filters),
+            timings.interruption_to_completion(filters),
+        ),
+        strict=True,
+    ):
         assert approx.label == exact.label and approx.count == exact.count
         assert close(approx.median, exact.median) and close(approx.p90, exact.p90), (approx, exact)
     # Drill-down: the rollups' count of each set is the number of workflows the live list holds.
@@ -97,11 +124,28 @@ def test_readiness_from_the_rollups_equals_readiness_computed_live(history):
         rolled, live = readiness.review(filters), readiness.review(filters, live=True)
         assert [r.kind for r in rolled] == [r.kind for r in live]
         for a, b in zip(rolled, live, strict=True):
-            assert (a.launched, a.degraded, a.interruptions, a.effects, a.tool_outputs, a.verified_outputs,
-                    a.promises, a.counts) == (b.launched, b.degraded, b.interruptions, b.effects, b.tool_outputs,
-                                              b.verified_outputs, b.promises, b.counts)
-            assert [(s.reason, s.checkpoints, s.runbook) for s in a.reasons] == \
-                   [(s.reason, s.checkpoints, s.runbook) for s in b.reasons]
+            assert (
+                a.launched,
+                a.degraded,
+                a.interruptions,
+                a.effects,
+                a.tool_outputs,
+                a.verified_outputs,
+                a.promises,
+                a.counts,
+            ) == (
+                b.launched,
+                b.degraded,
+                b.interruptions,
+                b.effects,
+                b.tool_outputs,
+                b.verified_outputs,
+                b.promises,
+                b.counts,
+            )
+            assert [(s.reason, s.checkpoints, s.runbook) for s in a.reasons] == [
+                (s.reason, s.checkpoints, s.runbook) for s in b.reasons
+            ]
             assert close(a.median_decision_seconds, b.median_decision_seconds)
             assert (a.findings, a.verdict) == (b.findings, b.verdict)
 
@@ -126,8 +170,9 @@ def test_a_late_completion_is_rolled_again_by_the_beat_task(alice):
     day = checkpoint.opened_at.date()
 
     def stored(name: str) -> int:
-        return DailyRollup.objects.get(day=day, agent="late-bot", kind="refund", reason="*",
-                                       runbook="*").counts.get(name, 0)
+        return DailyRollup.objects.get(day=day, agent="late-bot", kind="refund", reason="*", runbook="*").counts.get(
+            name, 0
+        )
 
     assert stored("in_flight") == 1 and stored("completed_after_interruption:met") == 0
     # The resume completes after its day was rolled: the page computes that day live until the next roll.
@@ -158,8 +203,9 @@ def test_the_rebuild_command_rolls_a_range_and_refuses_a_bad_one(history):
     state = RollupState.objects.get()
     assert state.last_day == today and state.first_day <= today
     DailyRollup.objects.filter(day=today).delete()
-    call_command("rebuild_rollups", "--start", today.isoformat(), "--end", today.isoformat(), "--quiet",
-                 stdout=io.StringIO())
+    call_command(
+        "rebuild_rollups", "--start", today.isoformat(), "--end", today.isoformat(), "--quiet", stdout=io.StringIO()
+    )
     assert DailyRollup.objects.filter(day=today).exists()
     assert_same_figures(metrics.Filters.last())
     with pytest.raises(CommandError, match="not a date"):

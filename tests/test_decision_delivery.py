@@ -38,8 +38,17 @@ def test_a_resume_is_posted_signed_and_the_workflow_runs_again_with_its_owner(pa
     assert delivery["signature"] == expected
     assert delivery["delivery"] == str(decision.delivery_id)
     body = delivery["body"]
-    assert set(body) >= {"workflow_id", "external_id", "checkpoint_id", "action", "instructions",
-                         "confirmations", "resume_state", "new_owner", "delivery_id"}
+    assert set(body) >= {
+        "workflow_id",
+        "external_id",
+        "checkpoint_id",
+        "action",
+        "instructions",
+        "confirmations",
+        "resume_state",
+        "new_owner",
+        "delivery_id",
+    }
     assert body["action"] == "resume" and body["delivery_id"] == str(decision.delivery_id)
     assert [s["name"] for s in body["resume_state"]["committed"]] == ["issue_refund"]
 
@@ -74,8 +83,7 @@ def test_a_failed_attempt_is_retried_later_with_the_same_delivery_id(paused, ali
     assert receiver.delivery_ids() == [str(decision.delivery_id)] * 2
 
 
-def test_after_the_last_attempt_the_checkpoint_returns_to_the_queue_with_the_failure(paused, alice, receiver,
-                                                                                       settings):
+def test_after_the_last_attempt_the_checkpoint_returns_to_the_queue_with_the_failure(paused, alice, receiver, settings):
     settings.DELIVERY_MAX_ATTEMPTS = 2
     settings.DELIVERY_BACKOFF_SECONDS = 0
     receiver.respond = lambda record: 500
@@ -96,8 +104,7 @@ def test_after_the_last_attempt_the_checkpoint_returns_to_the_queue_with_the_fai
 
 
 @pytest.mark.parametrize("failure", ["unreachable", "timeout", "crash", "bad_signature", "server_error"])
-def test_every_failure_of_an_attempt_ends_in_a_visible_state(paused, alice, receiver, settings, monkeypatch,
-                                                              failure):
+def test_every_failure_of_an_attempt_ends_in_a_visible_state(paused, alice, receiver, settings, monkeypatch, failure):
     settings.DELIVERY_TIMEOUT_SECONDS = 0.5
     if failure == "unreachable":
         receiver.close()
@@ -170,7 +177,8 @@ def due_in(decision):
 
 
 def test_the_relay_sends_a_decision_again_only_when_no_worker_took_it_and_waits_longer_each_time(
-        paused, alice, monkeypatch, settings, django_capture_on_commit_callbacks):
+    paused, alice, monkeypatch, settings, django_capture_on_commit_callbacks
+):
     settings.DELIVERY_LEASE_SECONDS = 60
     sent = []
     monkeypatch.setattr(tasks.deliver_decision, "apply_async", lambda args, **kw: sent.append(args[0]))
@@ -196,7 +204,8 @@ def test_the_relay_sends_a_decision_again_only_when_no_worker_took_it_and_waits_
 
 
 def test_the_relay_keeps_a_decision_due_when_the_broker_is_down(
-        paused, alice, monkeypatch, django_capture_on_commit_callbacks):
+    paused, alice, monkeypatch, django_capture_on_commit_callbacks
+):
     def broker_down(args, **kw):
         raise ConnectionError("Error 111 connecting to redis: Connection refused.")
 

@@ -173,9 +173,14 @@ def test_the_connection_goes_to_the_address_that_was_checked(db, settings, alice
 def test_a_name_with_any_refused_address_is_refused(db, settings, monkeypatch):
     settings.DELIVERY_REFUSE_PRIVATE_ADDRESSES = True
     settings.DELIVERY_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port))])
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, port, *a, **k: [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", port)),
+        ],
+    )
     with pytest.raises(runtime.UnsafeTarget, match="10.1.2.3 is a private address"):
         runtime.resolve(runtime.parse_target("http://mixed.test/"))
 
@@ -197,8 +202,13 @@ def test_only_http_and_https_are_ever_delivered_to(db, scheme):
         runtime.parse_target(f"{scheme}://example.com/resume")
 
 
-CONFIGURED = ["http://127.0.0.1:5432", "http://169.254.169.254/", "http://10.0.0.1/",
-              "https://metadata.google.internal/", "ftp://example.com/resume"]
+CONFIGURED = [
+    "http://127.0.0.1:5432",
+    "http://169.254.169.254/",
+    "http://10.0.0.1/",
+    "https://metadata.google.internal/",
+    "ftp://example.com/resume",
+]
 
 
 @pytest.mark.parametrize("url", CONFIGURED)
@@ -212,8 +222,9 @@ def test_create_agent_refuses_unsafe_resume_urls(db, production_rules, url):
 def test_the_admin_refuses_unsafe_resume_urls(db, client, production_rules, url):
     root = make_user("root", role="admin")
     client.force_login(root)
-    response = client.post(reverse("admin:workflows_agent_add"), {
-        "name": "unsafe-bot", "resume_url": url, "is_active": "on"})
+    response = client.post(
+        reverse("admin:workflows_agent_add"), {"name": "unsafe-bot", "resume_url": url, "is_active": "on"}
+    )
     assert response.status_code == 200, "the form comes back with an error"
     assert not Agent.objects.filter(name="unsafe-bot").exists()
     assert response.context["adminform"].form.errors["resume_url"]
@@ -221,13 +232,16 @@ def test_the_admin_refuses_unsafe_resume_urls(db, client, production_rules, url)
 
 def test_the_admin_accepts_a_public_https_url(db, client, production_rules):
     client.force_login(make_user("root", role="admin"))
-    response = client.post(reverse("admin:workflows_agent_add"), {
-        "name": "public-bot", "resume_url": "https://93.184.215.14/resume", "is_active": "on"})
+    response = client.post(
+        reverse("admin:workflows_agent_add"),
+        {"name": "public-bot", "resume_url": "https://93.184.215.14/resume", "is_active": "on"},
+    )
     assert response.status_code == 200 and 'data-testid="token"' in response.content.decode()  # shown once
     assert Agent.objects.get(name="public-bot").resume_url == "https://93.184.215.14/resume"
 
 
 # --- Notification webhooks go out under the same rules (issue 9's channels, issue 12's finding 3) -----------
+
 
 def _webhook_delivery(url: str, user, **channel_fields):
     from django.db import transaction
@@ -236,8 +250,14 @@ def _webhook_delivery(url: str, user, **channel_fields):
 
     Channel.objects.create(kind="webhook", user=user, url=url, **channel_fields)
     with transaction.atomic():
-        Notification.send(kind="sla_breached", title="Decision target breached", body="Due 10:00 UTC.",
-                          checkpoint=make_checkpoint(), users=[user], key="n1")
+        Notification.send(
+            kind="sla_breached",
+            title="Decision target breached",
+            body="Due 10:00 UTC.",
+            checkpoint=make_checkpoint(),
+            users=[user],
+            key="n1",
+        )
     return Delivery.objects.get()
 
 
@@ -261,8 +281,11 @@ def test_a_webhook_to_a_private_or_metadata_address_is_refused_before_connecting
     assert "may not go to" in delivery.last_error and REFUSED_REASON[url] in delivery.last_error
 
 
-REFUSED_REASON = {"http://127.0.0.1:5432/": "loopback", "http://169.254.169.254/latest/": "metadata",
-                  "http://10.0.0.1/hook": "private"}
+REFUSED_REASON = {
+    "http://127.0.0.1:5432/": "loopback",
+    "http://169.254.169.254/latest/": "metadata",
+    "http://10.0.0.1/hook": "private",
+}
 
 
 def test_a_webhook_needs_https_in_production_unless_its_channel_opts_out(db, alice, receiver, production_rules):
@@ -285,8 +308,10 @@ def test_the_admin_refuses_unsafe_webhook_urls(db, client, production_rules, url
 
     root = make_user("root", role="admin")
     client.force_login(root)
-    response = client.post(reverse("admin:workflows_channel_add"), {
-        "kind": "webhook", "user": root.pk, "url": url, "allow_plain_http": "on", "is_active": "on"})
+    response = client.post(
+        reverse("admin:workflows_channel_add"),
+        {"kind": "webhook", "user": root.pk, "url": url, "allow_plain_http": "on", "is_active": "on"},
+    )
     assert response.status_code == 200, "the form comes back with an error"
     assert response.context["adminform"].form.errors["url"]
     assert not Channel.objects.exists()

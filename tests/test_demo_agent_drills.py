@@ -1,5 +1,6 @@
 """The demo agents carry out drills for real (crash after step k; fail over to the standby; a rate-limit
-storm they report themselves), journal their state at the fault, and the drill report scores what happened: real agent runs over HTTP against live_server."""
+storm they report themselves), journal their state at the fault, and the drill report scores what happened:
+real agent runs over HTTP against live_server."""
 
 from datetime import timedelta
 
@@ -17,8 +18,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def drilled_run(fleet, owner, fault):
     agent = fleet.agent(owner=owner)
     able(agent.name, "drill", "drill_sandbox", "failover")
-    drill = Drill.objects.create(agent=Agent.objects.get(name=agent.name), name=f"{fault} after the refund",
-                                 kind="refund", fault=fault, at_seq=3, runs=1)
+    drill = Drill.objects.create(
+        agent=Agent.objects.get(name=agent.name),
+        name=f"{fault} after the refund",
+        kind="refund",
+        fault=fault,
+        at_seq=3,
+        runs=1,
+    )
     assert drill.start()
     run, outcome = agent.start()
     assert outcome == "crashed (drill)"
@@ -29,12 +36,16 @@ def drilled_run(fleet, owner, fault):
 
 
 def test_a_crash_after_the_refund_is_caught_resumed_once_and_scored_passed_with_its_state_intact(
-        fleet, olivia, operator):
+    fleet, olivia, operator
+):
     agent, drill, workflow, checkpoint = drilled_run(fleet, olivia, Drill.Fault.CRASH_AFTER_STEP)
     assert [s.seq for s in workflow.steps.order_by("seq")] == [1, 2, 3]  # it stopped after step k = 3
     workflow.refresh_from_db()
-    assert workflow.drill_journal == {"committed": [f"{workflow.external_id}:refund"], "pending": None,
-                                      "promises": ["refund within 5 days"]}
+    assert workflow.drill_journal == {
+        "committed": [f"{workflow.external_id}:refund"],
+        "pending": None,
+        "promises": ["refund within 5 days"],
+    }
     assert checkpoint.opened_by_console
 
     assert checkpoint.claim(by=operator)
@@ -55,14 +66,16 @@ def test_a_failover_drill_whose_standby_is_down_reads_failed_with_the_reason(fle
     able("dead-standby", "failover")
 
     assert checkpoint.claim(by=operator)
-    decision = Decider(checkpoint).decide(by=operator, action="failover", money_confirmed=True,
-                                          standby=Agent.objects.get(name="dead-standby"))
+    decision = Decider(checkpoint).decide(
+        by=operator, action="failover", money_confirmed=True, standby=Agent.objects.get(name="dead-standby")
+    )
     assert tasks.deliver_decision(decision.pk) == "retry"
 
     report = drill_report.score(drill)
     assert report.verdict == drill_report.FAILED
-    assert any("failover to dead-standby" in reason and "never took the run over" in reason
-               for reason in report.reasons), report.reasons
+    assert any(
+        "failover to dead-standby" in reason and "never took the run over" in reason for reason in report.reasons
+    ), report.reasons
 
 
 def test_a_failover_drill_completes_on_a_live_standby_and_passes(fleet, olivia, operator):
@@ -71,8 +84,9 @@ def test_a_failover_drill_completes_on_a_live_standby_and_passes(fleet, olivia, 
     able(standby.name, "failover")
 
     assert checkpoint.claim(by=operator)
-    decision = Decider(checkpoint).decide(by=operator, action="failover", money_confirmed=True,
-                                          standby=Agent.objects.get(name="standby-bot"))
+    decision = Decider(checkpoint).decide(
+        by=operator, action="failover", money_confirmed=True, standby=Agent.objects.get(name="standby-bot")
+    )
     deliver(fleet, decision)
 
     workflow.refresh_from_db()
@@ -83,14 +97,21 @@ def test_a_failover_drill_completes_on_a_live_standby_and_passes(fleet, olivia, 
 
 
 def test_a_rate_limit_storm_reaches_the_queue_at_step_k_without_the_silence_sweep_and_resumes_once(
-        fleet, olivia, operator):
+    fleet, olivia, operator
+):
     """The demo's seeded drill: the run meets the storm at step k and opens its own checkpoint at once (the
     newcomer sees it in the queue within seconds, not after the 5-minute silence limit); the resumed run
     carries on without a second storm and without repeating anything."""
     agent = fleet.agent(owner=olivia)
     able(agent.name, "drill", "drill_sandbox")
-    drill = Drill.objects.create(agent=Agent.objects.get(name=agent.name), name="storm from the decision",
-                                 kind="refund", fault=Drill.Fault.RATE_LIMIT_STORM, at_seq=2, runs=1)
+    drill = Drill.objects.create(
+        agent=Agent.objects.get(name=agent.name),
+        name="storm from the decision",
+        kind="refund",
+        fault=Drill.Fault.RATE_LIMIT_STORM,
+        at_seq=2,
+        runs=1,
+    )
     assert drill.start()
 
     run, outcome = agent.start()
@@ -101,14 +122,15 @@ def test_a_rate_limit_storm_reaches_the_queue_at_step_k_without_the_silence_swee
     checkpoint = Checkpoint.objects.get(workflow=workflow)
     assert checkpoint.reason == "rate_limit" and not checkpoint.opened_by_console
     assert [(s.seq, s.name, s.status) for s in workflow.steps.order_by("seq")] == [
-        (1, "read_ticket", "committed"), (2, "decide_refund", "failed")]
+        (1, "read_ticket", "committed"),
+        (2, "decide_refund", "failed"),
+    ]
 
     assert checkpoint.claim(by=operator)
     deliver(fleet, Decider(checkpoint).decide(by=operator, action="resume", money_confirmed=True))
 
     workflow.refresh_from_db()
-    assert workflow.status == Workflow.Status.COMPLETED, [
-        (c.reason, c.detail) for c in workflow.checkpoints.all()]
+    assert workflow.status == Workflow.Status.COMPLETED, [(c.reason, c.detail) for c in workflow.checkpoints.all()]
     assert workflow.checkpoints.count() == 1  # the storm was carried out once
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 1}
     report = drill_report.score(drill)

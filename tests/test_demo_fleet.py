@@ -20,7 +20,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def seeded(settings, tmp_path, transactional_db):
     settings.VAR_DIR = tmp_path  # the fleet's ledgers, journal and agents.json go here
     port = free_port()
-    call_command("seed_demo", "--fleet-port", str(port), "--history-days", "0", stdout=StringIO())  # the live fleet only
+    call_command(
+        "seed_demo", "--fleet-port", str(port), "--history-days", "0", stdout=StringIO()
+    )  # the live fleet only
     return port, load_agents()
 
 
@@ -47,8 +49,12 @@ def test_the_fleet_completes_workflows_through_the_api_and_stops_cleanly(live_se
     fleet.start()
     try:
         # The agents' own journal, not the console's database: the test thread keeps off the connection.
-        wait_until(lambda: {r["agent"] for r in fleet.journal.runs(status="completed")} == set(fleet.agents),
-                   timeout=30, interval=0.05, what="a completed workflow per agent")
+        wait_until(
+            lambda: {r["agent"] for r in fleet.journal.runs(status="completed")} == set(fleet.agents),
+            timeout=30,
+            interval=0.05,
+            what="a completed workflow per agent",
+        )
     finally:
         fleet.shutdown(timeout=30)
 
@@ -69,8 +75,12 @@ def test_new_work_is_held_while_more_checkpoints_wait_than_max_open(live_server,
         fleet.journal.save_run(f"X-{n}", agent="elsewhere", kind="refund", status="waiting")
     fleet.start()
     try:
-        wait_until(lambda: sum("holding new work" in m for m in caplog_demo.messages) >= 3,
-                   timeout=30, interval=0.05, what="every agent to hold back")
+        wait_until(
+            lambda: sum("holding new work" in m for m in caplog_demo.messages) >= 3,
+            timeout=30,
+            interval=0.05,
+            what="every agent to hold back",
+        )
     finally:
         fleet.shutdown(timeout=30)
     assert fleet.busy() == []
@@ -81,8 +91,12 @@ def test_a_console_that_is_not_up_yet_is_retried_politely(seeded, caplog_demo):
     fleet = fleet_for(f"http://127.0.0.1:{free_port()}", seeded, retries=0)
     fleet.start()
     try:
-        wait_until(lambda: any("console not reachable" in m for m in caplog_demo.messages),
-                   timeout=30, interval=0.05, what="the fleet to notice the console is down")
+        wait_until(
+            lambda: any("console not reachable" in m for m in caplog_demo.messages),
+            timeout=30,
+            interval=0.05,
+            what="the fleet to notice the console is down",
+        )
     finally:
         fleet.shutdown(timeout=30)
     assert fleet.busy() == []
@@ -98,10 +112,18 @@ def test_the_fleet_stops_at_its_total_and_a_restarted_fleet_does_not_start_over(
     fleet = fleet_for(live_server.url, seeded, fault_rate=0.0, interval=interval, total=4)
     fleet.start()
     try:
-        wait_until(lambda: len(fleet.journal.runs(status="completed")) == 4, timeout=60, interval=0.05,
-                   what="four completed runs")
-        wait_until(lambda: not any(t.is_alive() for t in fleet.threads if t.name.startswith("launch-")),
-                   timeout=30, interval=0.05, what="the launch loops to stop at the total")
+        wait_until(
+            lambda: len(fleet.journal.runs(status="completed")) == 4,
+            timeout=60,
+            interval=0.05,
+            what="four completed runs",
+        )
+        wait_until(
+            lambda: not any(t.is_alive() for t in fleet.threads if t.name.startswith("launch-")),
+            timeout=30,
+            interval=0.05,
+            what="the launch loops to stop at the total",
+        )
     finally:
         fleet.shutdown(timeout=30)
     assert fleet.busy() == []
@@ -109,8 +131,12 @@ def test_the_fleet_stops_at_its_total_and_a_restarted_fleet_does_not_start_over(
     restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, interval=interval, total=4)
     restarted.start()  # the journal counts what the killed process launched
     try:
-        wait_until(lambda: not any(t.is_alive() for t in restarted.threads if t.name.startswith("launch-")),
-                   timeout=30, interval=0.05, what="the restarted launch loops to see the total reached")
+        wait_until(
+            lambda: not any(t.is_alive() for t in restarted.threads if t.name.startswith("launch-")),
+            timeout=30,
+            interval=0.05,
+            what="the restarted launch loops to see the total reached",
+        )
     finally:
         restarted.shutdown(timeout=30)
     assert restarted.busy() == []
@@ -137,13 +163,25 @@ def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(liv
     restarted.start()
     try:
         polled = Workflow.objects.get(external_id=runs["ticket-bot"].external_id, agent__name="ticket-bot")
-        wait_until(lambda: polled.checkpoints.exists(), timeout=30, interval=0.05,
-                   what="the polling agent to report the run it lost track of")
-        wait_until(lambda: restarted.journal.run(runs["support-bot"].external_id)["status"] == "orphaned",
-                   timeout=30, interval=0.05, what="the webhook agent's run to be left to the console")
+        wait_until(
+            lambda: polled.checkpoints.exists(),
+            timeout=30,
+            interval=0.05,
+            what="the polling agent to report the run it lost track of",
+        )
+        wait_until(
+            lambda: restarted.journal.run(runs["support-bot"].external_id)["status"] == "orphaned",
+            timeout=30,
+            interval=0.05,
+            what="the webhook agent's run to be left to the console",
+        )
         Decider(polled.checkpoints.get()).decide(by=alice, action="resume")
-        wait_until(lambda: Workflow.objects.get(pk=polled.pk).status == "completed", timeout=30, interval=0.05,
-                   what="the polling agent to find the decision and finish the run")
+        wait_until(
+            lambda: Workflow.objects.get(pk=polled.pk).status == "completed",
+            timeout=30,
+            interval=0.05,
+            what="the polling agent to find the decision and finish the run",
+        )
 
         hooked = Workflow.objects.get(external_id=runs["support-bot"].external_id, agent__name="support-bot")
         assert hooked.status == "running" and not hooked.checkpoints.exists()
@@ -152,8 +190,12 @@ def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(liv
         assert checkpoint.opened_by_console
         decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True)
         assert tasks.deliver_decision(decision.pk) == "delivered"
-        wait_until(lambda: Workflow.objects.get(pk=hooked.pk).status == "completed", timeout=30, interval=0.05,
-                   what="the webhook agent to carry the delivered decision out")
+        wait_until(
+            lambda: Workflow.objects.get(pk=hooked.pk).status == "completed",
+            timeout=30,
+            interval=0.05,
+            what="the webhook agent to carry the delivered decision out",
+        )
     finally:
         restarted.shutdown(timeout=30)
     assert restarted.busy() == []
@@ -162,8 +204,7 @@ def test_a_restarted_fleet_picks_up_the_runs_its_killed_process_left_mid_run(liv
     assert len(restarted.ledgers.executions_for(f"{runs['ticket-bot'].external_id}:message")) == 1
 
 
-def test_a_polling_agent_killed_after_fetching_its_decision_finds_the_checkpoint_that_overtook_it(
-        live_server, seeded):
+def test_a_polling_agent_killed_after_fetching_its_decision_finds_the_checkpoint_that_overtook_it(live_server, seeded):
     """Found by make chaos (1,000 workflows, seed 2026): the ticket-bot fetched its decision (for a polling
     agent that is the delivery: the workflow ran again) and was killed before it acted on it; the console's
     silence sweep paused the run at a new checkpoint and an operator decided that one. The restarted fleet's
@@ -193,12 +234,15 @@ def test_a_polling_agent_killed_after_fetching_its_decision_finds_the_checkpoint
     decision = Decider(later).decide(by=alice, action="resume")
 
     assert_a_restarted_fleet_carries_the_decision_out_once(
-        live_server, seeded, workflow, decision,
-        what="the polling agent to fetch the decision on the checkpoint that overtook its own")
+        live_server,
+        seeded,
+        workflow,
+        decision,
+        what="the polling agent to fetch the decision on the checkpoint that overtook its own",
+    )
 
 
-def test_a_workflow_paused_by_the_console_before_its_create_was_answered_is_picked_up(live_server, seeded,
-                                                                                      monkeypatch):
+def test_a_workflow_paused_by_the_console_before_its_create_was_answered_is_picked_up(live_server, seeded, monkeypatch):
     """Found by make chaos (1,000 workflows, seed 2026): the ticket-bot's create committed, the web server was
     killed before answering, and the console's silence sweep paused the new workflow before the retry was
     answered. The agent took the paused workflow for a number used before and skipped it; its checkpoint was
@@ -231,8 +275,12 @@ def test_a_workflow_paused_by_the_console_before_its_create_was_answered_is_pick
     decision = Decider(workflow.checkpoints.get(status="open")).decide(by=make_user("alice"), action="resume")
 
     assert_a_restarted_fleet_carries_the_decision_out_once(
-        live_server, seeded, workflow, decision,
-        what="the polling agent to fetch the decision on the workflow it once skipped")
+        live_server,
+        seeded,
+        workflow,
+        decision,
+        what="the polling agent to fetch the decision on the workflow it once skipped",
+    )
 
 
 def assert_a_restarted_fleet_carries_the_decision_out_once(live_server, seeded, workflow, decision, *, what):
@@ -241,8 +289,9 @@ def assert_a_restarted_fleet_carries_the_decision_out_once(live_server, seeded, 
     restarted = fleet_for(live_server.url, seeded, fault_rate=0.0, total=0, reconcile_interval=0.1)
     restarted.start()
     try:
-        wait_until(lambda: Workflow.objects.get(pk=workflow.pk).status == "completed", timeout=30, interval=0.05,
-                   what=what)
+        wait_until(
+            lambda: Workflow.objects.get(pk=workflow.pk).status == "completed", timeout=30, interval=0.05, what=what
+        )
     finally:
         restarted.shutdown(timeout=30)
     decision.refresh_from_db()
@@ -254,7 +303,8 @@ def assert_a_restarted_fleet_carries_the_decision_out_once(live_server, seeded, 
 
 @pytest.mark.parametrize("committed", [True, False], ids=["create-committed", "create-never-arrived"])
 def test_a_create_whose_answer_was_lost_is_asked_again_under_the_same_ticket_at_the_next_launch(
-        live_server, seeded, committed):
+    live_server, seeded, committed
+):
     """Found by the suite's chaos run (seed 372100): the web server was killed while a create was in flight,
     the next launch took a new ticket number, and the unanswered one waited a minute for the stale scan,
     so its workflow appeared after the run's deadline. The idempotent create is asked again at once."""

@@ -14,8 +14,9 @@ HOSTILE = "<script>alert('x')</script>"
 
 @pytest.fixture
 def server(tmp_path):
-    server = ResumeServer({}, journal=Journal(tmp_path / "runtime.sqlite3"),
-                          ledgers=Ledgers(tmp_path / "ledgers.sqlite3"), port=0)
+    server = ResumeServer(
+        {}, journal=Journal(tmp_path / "runtime.sqlite3"), ledgers=Ledgers(tmp_path / "ledgers.sqlite3"), port=0
+    )
     server.start()
     yield server
     server.stop()

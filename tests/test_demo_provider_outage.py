@@ -26,10 +26,12 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def test_the_ledgers_page_switches_the_outage_on_and_off(tmp_path):
-    server = ResumeServer({}, journal=Journal(tmp_path / "runtime.sqlite3"), ledgers=Ledgers(tmp_path / "l.sqlite3"),
-                          port=0)
+    server = ResumeServer(
+        {}, journal=Journal(tmp_path / "runtime.sqlite3"), ledgers=Ledgers(tmp_path / "l.sqlite3"), port=0
+    )
     server.start()
     try:
+
         def page():
             with urllib.request.urlopen(server.url("/ledgers"), timeout=5) as response:
                 return response.read().decode()
@@ -63,7 +65,9 @@ def test_an_outage_forms_an_incident_the_agent_honours_the_hold_and_waves_recove
     runs = [agent.start() for _ in range(5)]
     assert [outcome for _run, outcome in runs] == ["paused"] * 5
     incident = Incident.objects.get()
-    assert incident.members.count() == 5 and incident.reason == "model_timeout" and incident.step_name == "decide_refund"
+    assert (
+        incident.members.count() == 5 and incident.reason == "model_timeout" and incident.step_name == "decide_refund"
+    )
     assert "model provider unavailable" in incident.detail_pattern
     assert all(fleet.executed(run.external_id) == {"refund": 0, "note": 0, "message": 0} for run, _ in runs)
 
@@ -88,8 +92,13 @@ def test_an_outage_forms_an_incident_the_agent_honours_the_hold_and_waves_recove
     # The outage is over: the hold is lifted (a held run resumed would be held again), and one decision for the
     # incident goes out in waves (a canary of 2 of 6, then 4).
     assert pausing.lift(by=operator)
-    rollout = Rollout.start(incident, action="resume", by=operator, canary_percent=20,
-                            money_total={c: str(a) for c, a in Rollout.stake_of(incident, "resume").totals.items()})  # as typed
+    rollout = Rollout.start(
+        incident,
+        action="resume",
+        by=operator,
+        canary_percent=20,
+        money_total={c: str(a) for c, a in Rollout.stake_of(incident, "resume").totals.items()},
+    )  # as typed
     now = timezone.now()
     by_hand = []
     for minute in range(1, 10):

@@ -61,17 +61,26 @@ def test_a_crash_between_refund_and_note_resumes_without_a_second_refund(fleet, 
     assert fleet.ledgers.duplicates() == {}
     steps = list(workflow.steps.order_by("seq").values_list("name", "status", "external_ref"))
     assert [(name, status) for name, status, _ in steps] == [
-        ("read_ticket", "committed"), ("decide_refund", "committed"), ("issue_refund", "committed"),
-        ("write_ticket_note", "committed"), ("notify_customer", "committed")]
+        ("read_ticket", "committed"),
+        ("decide_refund", "committed"),
+        ("issue_refund", "committed"),
+        ("write_ticket_note", "committed"),
+        ("notify_customer", "committed"),
+    ]
     assert steps[2][2] == refund["external_ref"]
 
 
-@pytest.mark.parametrize(("fault", "executed_before", "confirmation"), [
-    ("timeout_after_commit", 1, "happened"),  # it really happened: confirmed, not repeated
-    ("timeout_before_commit", 0, "did_not_happen"),  # it did not: issued once, with the same key
-], ids=["after_commit", "before_commit"])
-def test_a_refund_that_timed_out_is_confirmed_and_issued_exactly_once(fleet, olivia, operator, fault,
-                                                                      executed_before, confirmation):
+@pytest.mark.parametrize(
+    ("fault", "executed_before", "confirmation"),
+    [
+        ("timeout_after_commit", 1, "happened"),  # it really happened: confirmed, not repeated
+        ("timeout_before_commit", 0, "did_not_happen"),  # it did not: issued once, with the same key
+    ],
+    ids=["after_commit", "before_commit"],
+)
+def test_a_refund_that_timed_out_is_confirmed_and_issued_exactly_once(
+    fleet, olivia, operator, fault, executed_before, confirmation
+):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"issue_refund": fault})
     key = f"{workflow.external_id}:refund"
     assert [e["idempotency_key"] for e in checkpoint.unknown_effects] == [key]
@@ -79,8 +88,7 @@ def test_a_refund_that_timed_out_is_confirmed_and_issued_exactly_once(fleet, oli
 
     # What the operator saw on the ledgers: the refund's reference when it happened.
     refs = {key: fleet.ledgers.executions_for(key)[0].ref} if executed_before else {}
-    resume(fleet, checkpoint, operator, confirmations={key: confirmation}, confirmation_refs=refs,
-           money_confirmed=True)
+    resume(fleet, checkpoint, operator, confirmations={key: confirmation}, confirmation_refs=refs, money_confirmed=True)
 
     workflow.refresh_from_db()
     assert workflow.status == Workflow.Status.COMPLETED
@@ -97,10 +105,15 @@ def test_a_refund_the_payment_system_refused_is_retried_under_its_key_and_commit
     assert failed.status == "failed" and checkpoint.unknown_effects == []  # refused: known not to have happened
     assert fleet.executed(workflow.external_id)["refund"] == 0
 
-    decision = Decider(checkpoint).decide(by=operator, action="retry_step", instructions="Try the refund again.",
-                                 money_confirmed=True)
-    assert decision.payload()["retry"] == {"seq": failed.seq, "name": "issue_refund", "idempotency_key": key,
-                                           "attempt": 2}
+    decision = Decider(checkpoint).decide(
+        by=operator, action="retry_step", instructions="Try the refund again.", money_confirmed=True
+    )
+    assert decision.payload()["retry"] == {
+        "seq": failed.seq,
+        "name": "issue_refund",
+        "idempotency_key": key,
+        "attempt": 2,
+    }
     deliver(fleet, decision)
 
     workflow.refresh_from_db()
@@ -177,8 +190,9 @@ def test_a_polling_agent_finds_its_decision_and_resumes_without_a_second_refund(
 
 def test_a_handoff_stops_the_agent_and_nothing_more_is_executed(fleet, olivia, operator):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
-    decision = Decider(checkpoint).decide(by=operator, action="handoff", new_owner=operator,
-                                 instructions="Write the note by hand.")
+    decision = Decider(checkpoint).decide(
+        by=operator, action="handoff", new_owner=operator, instructions="Write the note by hand."
+    )
     deliver(fleet, decision)
 
     workflow.refresh_from_db()
@@ -188,7 +202,8 @@ def test_a_handoff_stops_the_agent_and_nothing_more_is_executed(fleet, olivia, o
 
 
 def test_a_delivery_accepted_just_before_a_crash_is_carried_out_once_after_the_restart(
-        fleet, olivia, operator, tmp_path):
+    fleet, olivia, operator, tmp_path
+):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     fleet.server.dispatch = lambda *args: None  # the process dies after answering 202, before acting
 
@@ -226,8 +241,9 @@ def test_a_delivery_overtaken_by_a_later_checkpoint_is_not_acted_on_after_a_rest
 
     restarted = ResumeServer(fleet.agents, journal=Journal(fleet.journal.path), ledgers=fleet.ledgers, port=0)
     try:
-        [stale] = [d for d in restarted.journal.unfinished_deliveries()
-                   if d["delivery_id"] == str(overtaken.delivery_id)]
+        [stale] = [
+            d for d in restarted.journal.unfinished_deliveries() if d["delivery_id"] == str(overtaken.delivery_id)
+        ]
         restarted.dispatch(stale["agent"], stale["delivery_id"], stale["payload"])
         assert restarted.join(timeout=30)
         assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 1, "message": 0}

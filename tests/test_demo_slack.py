@@ -17,8 +17,11 @@ from workflows.slack import outbox
 
 
 def catch_up() -> None:
-    for pk in SlackMessage.objects.filter(version__gt=F("sent_version")).order_by("decision_id", "pk").values_list(
-            "pk", flat=True):
+    for pk in (
+        SlackMessage.objects.filter(version__gt=F("sent_version"))
+        .order_by("decision_id", "pk")
+        .values_list("pk", flat=True)
+    ):
         outbox.send(pk)
 
 
@@ -34,8 +37,14 @@ def post(server, path: str, user: str, **form: str) -> str:
 
 
 def button_value(server, action_id: str) -> str:
-    return next(e["value"] for m in server.slack.messages.values() for b in m.get("blocks") or []
-                if b["type"] == "actions" for e in b["elements"] if e["action_id"] == action_id)
+    return next(
+        e["value"]
+        for m in server.slack.messages.values()
+        for b in m.get("blocks") or []
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == action_id
+    )
 
 
 def test_a_four_eyes_refund_is_decided_and_approved_from_the_simulated_workspace(simulated_slack):

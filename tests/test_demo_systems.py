@@ -15,8 +15,9 @@ def ledgers(tmp_path):
 
 
 def refund(ledgers, key="T-1042:refund", fault=None, amount="42.00"):
-    return ledgers.payments.refund(key, ticket="T-1042", amount=amount, currency="EUR", agent="support-bot",
-                                   fault=fault)
+    return ledgers.payments.refund(
+        key, ticket="T-1042", amount=amount, currency="EUR", agent="support-bot", fault=fault
+    )
 
 
 def test_the_ledgers_live_under_var_dir_demo_by_default(settings, tmp_path):
@@ -33,8 +34,12 @@ def test_every_execution_is_recorded_with_its_key_and_survives_a_new_process(led
 
     reopened = Ledgers(ledgers.path)  # another process opening the same file
     [execution] = reopened.executions_for("T-1042:refund")
-    assert (execution.ref, execution.amount, execution.currency, execution.agent) == (ref, "42.00", "EUR",
-                                                                                        "support-bot")
+    assert (execution.ref, execution.amount, execution.currency, execution.agent) == (
+        ref,
+        "42.00",
+        "EUR",
+        "support-bot",
+    )
     assert ref.startswith("R-") and note.startswith("N-") and message.startswith("M-")
     assert reopened.executions_for("T-1042:message")[0].body == "To ada@example.com: Done."
 

@@ -16,9 +16,13 @@ def config(tmp_path, **env):
     empty = tmp_path / "empty.env"
     empty.write_text("")
     environ = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
-    return subprocess.run([shutil.which("docker-compose"), "--env-file", str(empty), "-f",
-                           str(ROOT / "docker-compose.yml"), "config"],
-                          capture_output=True, text=True, env={**environ, **env}, cwd=ROOT)
+    return subprocess.run(
+        [shutil.which("docker-compose"), "--env-file", str(empty), "-f", str(ROOT / "docker-compose.yml"), "config"],
+        capture_output=True,
+        text=True,
+        env={**environ, **env},
+        cwd=ROOT,
+    )
 
 
 def test_the_compose_file_validates_and_runs_every_service_with_health_checks(tmp_path):
@@ -54,13 +58,23 @@ def test_manage_py_check_deploy_passes_with_the_compose_production_settings(tmp_
     from workflows import push
 
     key = secrets.token_urlsafe(50)
-    result = config(tmp_path, SECRET_KEY=key, POSTGRES_PASSWORD="compose-check-db", CONSOLE_HOST="console.example.com",
-                    VAPID_PRIVATE_KEY=push.new_private_key())  # as the README says: `manage.py vapid_keys` once
+    result = config(
+        tmp_path,
+        SECRET_KEY=key,
+        POSTGRES_PASSWORD="compose-check-db",
+        CONSOLE_HOST="console.example.com",
+        VAPID_PRIVATE_KEY=push.new_private_key(),
+    )  # as the README says: `manage.py vapid_keys` once
     assert result.returncode == 0, result.stderr
     environment = yaml.safe_load(result.stdout)["services"]["web"]["environment"]
     assert environment["TLS"] == "true" and "SECURE_COOKIES" not in environment
     env = {"PATH": os.environ["PATH"], "VAR_DIR": str(tmp_path), **{k: str(v) for k, v in environment.items()}}
-    check = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                           capture_output=True, text=True, env=env, cwd=ROOT)
+    check = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "System check identified no issues" in check.stdout

@@ -7,8 +7,19 @@ from workflows.models import Checkpoint, Conflict, Decider, Decision, Event, Inv
 
 
 def report(seq, name="read_ticket", kind="tool", status="committed", **fields):
-    return {"seq": seq, "name": name, "kind": kind, "status": status, "input": None, "output": None,
-            "verified": False, "promise": None, "idempotency_key": None, "external_ref": None, **fields}
+    return {
+        "seq": seq,
+        "name": name,
+        "kind": kind,
+        "status": status,
+        "input": None,
+        "output": None,
+        "verified": False,
+        "promise": None,
+        "idempotency_key": None,
+        "external_ref": None,
+        **fields,
+    }
 
 
 def test_starting_a_workflow_twice_answers_the_first_one(db):
@@ -33,25 +44,41 @@ def test_a_started_workflow_belongs_to_the_named_user_or_the_agents_owner(db):
 def test_recording_a_step_then_its_resend_then_its_commit(db):
     workflow = make_workflow()
     agent = workflow.agent
-    step, created = workflow.record_step(report(1, "issue_refund", "effect", "pending", idempotency_key="k"),
-                                         actor=agent)
+    step, created = workflow.record_step(
+        report(1, "issue_refund", "effect", "pending", idempotency_key="k"), actor=agent
+    )
     assert created and step.status == Step.Status.PENDING
-    assert workflow.record_step(report(1, "issue_refund", "effect", "pending", idempotency_key="k"),
-                                actor=agent) == (step, False)
-    step, created = workflow.record_step(report(1, "issue_refund", "effect", "committed", external_ref="R-1"),
-                                         actor=agent)
+    assert workflow.record_step(report(1, "issue_refund", "effect", "pending", idempotency_key="k"), actor=agent) == (
+        step,
+        False,
+    )
+    step, created = workflow.record_step(
+        report(1, "issue_refund", "effect", "committed", external_ref="R-1"), actor=agent
+    )
     assert not created and step.status == Step.Status.COMMITTED and step.idempotency_key == "k"
     assert list(Event.objects.filter(workflow=workflow).values_list("verb", flat=True)) == [
-        Event.Verb.STEP_PENDING, Event.Verb.STEP_COMMITTED]
+        Event.Verb.STEP_PENDING,
+        Event.Verb.STEP_COMMITTED,
+    ]
 
 
-@pytest.mark.parametrize(("second", "code", "field"), [
-    (report(2, "refund_again", "effect", "pending", idempotency_key="k"), "idempotency_key_taken",
-     "idempotency_key"),
-    (report(1, "another_name", "effect", "pending", idempotency_key="k"), "step_conflict", "name"),
-    (report(1, "issue_refund", "effect", "pending", idempotency_key="k", input={"amount": 1}), "step_conflict",
-     "input"),
-], ids=["key_of_another_step", "new_name", "new_input"])
+@pytest.mark.parametrize(
+    ("second", "code", "field"),
+    [
+        (
+            report(2, "refund_again", "effect", "pending", idempotency_key="k"),
+            "idempotency_key_taken",
+            "idempotency_key",
+        ),
+        (report(1, "another_name", "effect", "pending", idempotency_key="k"), "step_conflict", "name"),
+        (
+            report(1, "issue_refund", "effect", "pending", idempotency_key="k", input={"amount": 1}),
+            "step_conflict",
+            "input",
+        ),
+    ],
+    ids=["key_of_another_step", "new_name", "new_input"],
+)
 def test_a_report_that_would_change_a_recorded_step_is_a_conflict_naming_the_field(db, second, code, field):
     workflow = make_workflow()
     workflow.record_step(report(1, "issue_refund", "effect", "pending", idempotency_key="k"), actor=workflow.agent)
@@ -105,8 +132,9 @@ def test_who_may_approve_is_the_models_predicate(alice, bob):
     make_runbook(is_default=True, requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    proposal = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
-                                 confirmations={key: "did_not_happen"})
+    proposal = Decider(checkpoint).decide(
+        by=alice, action="resume", money_confirmed=True, confirmations={key: "did_not_happen"}
+    )
     assert proposal.status == Decision.Status.PROPOSED
     assert not proposal.may_be_approved_by(alice) and proposal.may_be_approved_by(bob)
     assert proposal.approve(by=bob)

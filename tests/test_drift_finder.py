@@ -12,8 +12,12 @@ def test_nested_changes_additions_and_removals_have_dotted_paths():
     replayed = {"amount": "4200.00", "items": [{"sku": "A"}, {"sku": "C"}, {"sku": "D"}], "extra": True}
 
     assert paths(diff(recorded, replayed)) == [
-        ("output.amount", "changed"), ("output.items.1.sku", "changed"), ("output.items.2", "added"),
-        ("output.note", "removed"), ("output.extra", "added")]
+        ("output.amount", "changed"),
+        ("output.items.1.sku", "changed"),
+        ("output.items.2", "added"),
+        ("output.note", "removed"),
+        ("output.extra", "added"),
+    ]
 
 
 def test_json_numbers_compare_as_numbers_but_never_as_booleans_or_strings():

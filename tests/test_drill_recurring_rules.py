@@ -15,14 +15,22 @@ pytestmark = pytest.mark.django_db
 
 
 def paris_team() -> Team:
-    calendar = BusinessCalendar.objects.create(name="Paris office", time_zone="Europe/Paris",
-                                               weekdays=[0, 1, 2, 3, 4], opens=time(9), closes=time(18))
+    calendar = BusinessCalendar.objects.create(
+        name="Paris office", time_zone="Europe/Paris", weekdays=[0, 1, 2, 3, 4], opens=time(9), closes=time(18)
+    )
     return Team.objects.create(name="Refunds", slug="refunds", calendar=calendar)
 
 
 def weekly(agent, **fields) -> Drill:
-    return Drill.objects.create(agent=agent, name="Tuesday crash", fault=Drill.Fault.CRASH_AFTER_STEP, runs=2,
-                                repeat_weekday=1, repeat_at=time(10), **fields)
+    return Drill.objects.create(
+        agent=agent,
+        name="Tuesday crash",
+        fault=Drill.Fault.CRASH_AFTER_STEP,
+        runs=2,
+        repeat_weekday=1,
+        repeat_at=time(10),
+        **fields,
+    )
 
 
 def test_every_tuesday_at_ten_is_ten_in_the_teams_zone_across_a_clock_change_and_skips_its_holidays():
@@ -33,8 +41,12 @@ def test_every_tuesday_at_ten_is_ten_in_the_teams_zone_across_a_clock_change_and
     runs = drill.next_runs(after=datetime(2026, 10, 20, 12, tzinfo=UTC), count=4)
 
     # 27 Oct: Paris is back on winter time (UTC+1) after 25 Oct; 20 Oct was summer time, already past at 12:00.
-    assert runs == [datetime(2026, 10, 27, 9, tzinfo=UTC), datetime(2026, 11, 3, 9, tzinfo=UTC),
-                    datetime(2026, 11, 17, 9, tzinfo=UTC), datetime(2026, 11, 24, 9, tzinfo=UTC)]
+    assert runs == [
+        datetime(2026, 10, 27, 9, tzinfo=UTC),
+        datetime(2026, 11, 3, 9, tzinfo=UTC),
+        datetime(2026, 11, 17, 9, tzinfo=UTC),
+        datetime(2026, 11, 24, 9, tzinfo=UTC),
+    ]
     assert drill.rule_text == "every Tuesday 10:00 (Europe/Paris)"
     summer = drill.next_runs(after=datetime(2026, 10, 13, 7, tzinfo=UTC), count=1)
     assert summer == [datetime(2026, 10, 13, 8, tzinfo=UTC)]  # 10:00 CEST
@@ -43,7 +55,8 @@ def test_every_tuesday_at_ten_is_ten_in_the_teams_zone_across_a_clock_change_and
 def test_without_a_team_the_rule_is_in_the_consoles_zone():
     drill = weekly(api_agent("bot").agent)
     assert drill.next_runs(after=datetime(2026, 12, 1, 10, tzinfo=UTC), count=1) == [
-        datetime(2026, 12, 8, 10, tzinfo=UTC)]  # Tue 1 Dec 10:00 is not after itself: the next Tuesday
+        datetime(2026, 12, 8, 10, tzinfo=UTC)
+    ]  # Tue 1 Dec 10:00 is not after itself: the next Tuesday
 
 
 def test_starting_a_weekly_drill_by_hand_runs_an_occurrence_and_keeps_the_schedule():
@@ -77,8 +90,19 @@ def test_a_weekly_rule_whose_agent_dropped_drill_support_goes_back_to_draft_sayi
 
 
 def form(agent, **fields):
-    return {"name": "Weekly crash", "agent": agent.pk, "kind": "", "fault": "crash_after_step", "at_seq": 2,
-            "silent_minutes": 10, "runs": 2, "share_percent": "", "window_minutes": 60, "announced": "on", **fields}
+    return {
+        "name": "Weekly crash",
+        "agent": agent.pk,
+        "kind": "",
+        "fault": "crash_after_step",
+        "at_seq": 2,
+        "silent_minutes": 10,
+        "runs": 2,
+        "share_percent": "",
+        "window_minutes": 60,
+        "announced": "on",
+        **fields,
+    }
 
 
 def test_a_tpm_defines_a_weekly_drill_and_the_page_lists_its_next_runs(tess):
@@ -91,8 +115,12 @@ def test_a_tpm_defines_a_weekly_drill_and_the_page_lists_its_next_runs(tess):
     half = client.post("/drills/", form(agent, when="weekly", repeat_weekday=1))
     assert half.status_code == 422 and "needs a day and a time" in half.content.decode()
     assert not Drill.objects.exists()  # nothing half-saved
-    assert client.post("/drills/", form(agent, when="weekly", repeat_weekday=1, repeat_at="10:00",
-                                        team=team.pk)).status_code == 302
+    assert (
+        client.post(
+            "/drills/", form(agent, when="weekly", repeat_weekday=1, repeat_at="10:00", team=team.pk)
+        ).status_code
+        == 302
+    )
 
     drill = Drill.objects.get()
     assert drill.status == Drill.Status.SCHEDULED and drill.recurs

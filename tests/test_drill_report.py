@@ -18,8 +18,14 @@ pytestmark = pytest.mark.django_db
 
 
 def drill_on(agent, **kwargs) -> Drill:
-    return Drill.objects.create(agent=agent, name=kwargs.pop("name", "crash after the refund"),
-                                fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=3, runs=10, **kwargs)
+    return Drill.objects.create(
+        agent=agent,
+        name=kwargs.pop("name", "crash after the refund"),
+        fault=Drill.Fault.CRASH_AFTER_STEP,
+        at_seq=3,
+        runs=10,
+        **kwargs,
+    )
 
 
 def test_the_reports_shares_equal_the_dashboards_definitions_on_seeded_data(alice, bob, adam):
@@ -28,8 +34,9 @@ def test_the_reports_shares_equal_the_dashboards_definitions_on_seeded_data(alic
     drill = drill_on(Workflow.objects.first().agent)
     Workflow.objects.update(drill=drill)  # the same runs, now as a drill's
     report = drill_report.score(drill)
-    assert {s: (v.part, v.whole) for s, v in report.summary.shares.items()} == \
-           {s: (v.part, v.whole) for s, v in production.shares.items()}
+    assert {s: (v.part, v.whole) for s, v in report.summary.shares.items()} == {
+        s: (v.part, v.whole) for s, v in production.shares.items()
+    }
     assert report.summary.counts == production.counts
     assert metrics.summary(metrics.Filters.last(7)).counts["degraded"] == 0  # gone from production
     by_id = {r.external_id: r for r in report.runs}
@@ -115,8 +122,18 @@ def test_a_tpm_defines_and_starts_a_drill_and_a_refused_definition_says_why(tess
     agent = api_agent("support-bot").agent
     client = Client()
     client.force_login(tess)
-    fields = {"name": "Tuesday crash", "agent": agent.pk, "kind": "", "fault": "crash_after_step", "at_seq": 2,
-              "silent_minutes": 10, "runs": 3, "share_percent": "", "window_minutes": 60, "announced": "on"}
+    fields = {
+        "name": "Tuesday crash",
+        "agent": agent.pk,
+        "kind": "",
+        "fault": "crash_after_step",
+        "at_seq": 2,
+        "silent_minutes": 10,
+        "runs": 3,
+        "share_percent": "",
+        "window_minutes": 60,
+        "announced": "on",
+    }
     refused = client.post("/drills/", fields)
     assert refused.status_code == 422
     assert "does not advertise drill support" in refused.content.decode()

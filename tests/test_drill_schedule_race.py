@@ -41,8 +41,9 @@ def race(calls: list[Any]) -> list[Any]:
 
 
 def scheduled_drill(bot: AgentApi, **kwargs: Any) -> Drill:
-    drill = Drill.objects.create(agent=bot.agent, name="crash", fault=Drill.Fault.CRASH_AFTER_STEP,
-                                 **{"runs": 3, **kwargs})
+    drill = Drill.objects.create(
+        agent=bot.agent, name="crash", fault=Drill.Fault.CRASH_AFTER_STEP, **{"runs": 3, **kwargs}
+    )
     assert drill.schedule(timezone.now() - timedelta(seconds=1))
     return drill
 
@@ -75,8 +76,14 @@ def test_beat_processes_racing_start_each_occurrence_of_a_weekly_drill_once():
     bot = api_agent("racer")
     bot.agent.advertise(["drill"])
     now = timezone.now()
-    drill = Drill.objects.create(agent=bot.agent, name="weekly crash", fault=Drill.Fault.CRASH_AFTER_STEP, runs=3,
-                                 repeat_weekday=now.weekday(), repeat_at=(now - timedelta(minutes=5)).time())
+    drill = Drill.objects.create(
+        agent=bot.agent,
+        name="weekly crash",
+        fault=Drill.Fault.CRASH_AFTER_STEP,
+        runs=3,
+        repeat_weekday=now.weekday(),
+        repeat_at=(now - timedelta(minutes=5)).time(),
+    )
     assert drill.schedule()
     due = now - timedelta(minutes=1)  # this week's occurrence has come (the rule scheduled next week's)
     Drill.objects.filter(pk=drill.pk).update(next_run_at=due)

@@ -23,8 +23,9 @@ HELD = {"committed": ["done-1:refund"], "pending": None, "promises": ["refund wi
 
 
 def put(fleet: Fleet, wf: str, journal: dict):
-    return fleet.api.client.put(f"/api/v1/workflows/{wf}/drill-journal", data=json.dumps(journal),
-                                content_type="application/json")
+    return fleet.api.client.put(
+        f"/api/v1/workflows/{wf}/drill-journal", data=json.dumps(journal), content_type="application/json"
+    )
 
 
 def put_journal(fleet: Fleet, wf: str, journal: dict, status: int) -> dict:
@@ -34,8 +35,15 @@ def put_journal(fleet: Fleet, wf: str, journal: dict, status: int) -> dict:
 def weekly_fleet(alice) -> tuple[Drill, Fleet]:
     fleet = Fleet(api_agent("drilled-bot"), alice)
     fleet.api.agent.advertise(["drill", "drill_sandbox"])
-    definition = Drill.objects.create(agent=fleet.api.agent, name="Tuesday crash", fault=Drill.Fault.CRASH_AFTER_STEP,
-                                      at_seq=3, runs=5, repeat_weekday=1, repeat_at=time(10))
+    definition = Drill.objects.create(
+        agent=fleet.api.agent,
+        name="Tuesday crash",
+        fault=Drill.Fault.CRASH_AFTER_STEP,
+        at_seq=3,
+        runs=5,
+        repeat_weekday=1,
+        repeat_at=time(10),
+    )
     return definition, fleet
 
 
@@ -65,8 +73,15 @@ def test_a_resume_state_that_holds_the_journal_is_intact_and_one_that_misses_an_
     definition, fleet = weekly_fleet(alice)
     occurrence = definition.start_occurrence()
     run_once(fleet, "done-1", HELD)
-    run_once(fleet, "done-2", {"committed": ["done-2:refund", "done-2:voucher"],
-                               "pending": {"seq": 4, "name": "write_ticket_note"}, "promises": []})
+    run_once(
+        fleet,
+        "done-2",
+        {
+            "committed": ["done-2:refund", "done-2:voucher"],
+            "pending": {"seq": 4, "name": "write_ticket_note"},
+            "promises": [],
+        },
+    )
     run_once(fleet, "done-3", None)
 
     report = drill_report.score(occurrence)
@@ -74,8 +89,10 @@ def test_a_resume_state_that_holds_the_journal_is_intact_and_one_that_misses_an_
     by_ext = {r.external_id: r for r in report.runs}
     assert by_ext["done-1"].state_intact is True
     assert by_ext["done-2"].state_intact is False
-    assert by_ext["done-2"].state_gaps == ("committed effect done-2:voucher is missing",
-                                           "the pending action (step 4, write_ticket_note) is missing")
+    assert by_ext["done-2"].state_gaps == (
+        "committed effect done-2:voucher is missing",
+        "the pending action (step 4, write_ticket_note) is missing",
+    )
     assert by_ext["done-3"].state_intact is None and by_ext["done-3"].state_text == "not journalled"
     assert report.verdict == drill_report.FAILED
     assert any("done-2" in r and "done-2:voucher is missing" in r for r in report.reasons)
@@ -91,7 +108,9 @@ def test_the_trend_scores_each_occurrence_of_the_definition_on_the_page_and_in_t
 
     report = drill_report.score(second)
     assert [(o.drill_id, o.runs, o.verdict) for o in report.trend] == [
-        (first.pk, 1, drill_report.PASSED), (second.pk, 1, drill_report.FAILED)]
+        (first.pk, 1, drill_report.PASSED),
+        (second.pk, 1, drill_report.FAILED),
+    ]
     assert all(o.medians["to_decision"] is not None for o in report.trend)
 
     client = Client()

@@ -19,8 +19,13 @@ def drilling_agent(*extra: str) -> AgentApi:
 
 
 def make_drill(agent: Agent, **kwargs) -> Drill:
-    fields = {"name": "crash after the ticket is read", "fault": Drill.Fault.CRASH_AFTER_STEP, "at_seq": 1,
-              "runs": 2, **kwargs}
+    fields = {
+        "name": "crash after the ticket is read",
+        "fault": Drill.Fault.CRASH_AFTER_STEP,
+        "at_seq": 1,
+        "runs": 2,
+        **kwargs,
+    }
     drill = Drill(agent=agent, **fields)
     drill.full_clean()
     drill.save()
@@ -80,9 +85,16 @@ def test_an_agent_that_does_not_advertise_drills_is_never_picked_and_cannot_be_d
         Drill(agent=bot.agent, name="y", fault=Drill.Fault.GO_SILENT, runs=1).start()
 
 
-@pytest.mark.parametrize("bad, field", [({"runs": None}, "runs"), ({"runs": 1, "share_percent": 10}, "runs"),
-                                        ({"runs": 0}, "runs"), ({"runs": None, "share_percent": 101}, "share_percent"),
-                                        ({"at_seq": 0}, "at_seq")])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"runs": None}, "runs"),
+        ({"runs": 1, "share_percent": 10}, "runs"),
+        ({"runs": 0}, "runs"),
+        ({"runs": None, "share_percent": 101}, "share_percent"),
+        ({"at_seq": 0}, "at_seq"),
+    ],
+)
 def test_which_runs_take_part_is_one_clear_choice(bad, field):
     bot = drilling_agent()
     drill = Drill(agent=bot.agent, name="x", fault=Drill.Fault.CRASH_AFTER_STEP, **{"runs": 1, **bad})
@@ -93,14 +105,16 @@ def test_which_runs_take_part_is_one_clear_choice(bad, field):
 
 # --- the instruction in the step report's answer -----------------------------------------------
 
+
 def test_a_drilled_workflow_is_told_its_fault_in_every_step_answer_until_it_pauses():
     bot = drilling_agent()
     drill = make_drill(bot.agent, fault=Drill.Fault.GARBAGE_AT_STEP, at_seq=2)
     drill.start()
     wf = bot.create_workflow("T-1")["id"]
     answer = bot.report(wf, 1, "read_ticket", status="pending")
-    assert answer["instruction"] == {"drill": {"id": str(drill.pk), "fault": "garbage_at_step", "at_seq": 2,
-                                               "silent_minutes": 10}}
+    assert answer["instruction"] == {
+        "drill": {"id": str(drill.pk), "fault": "garbage_at_step", "at_seq": 2, "silent_minutes": 10}
+    }
     assert answer["seq"] == 1 and answer["status"] == "pending"  # every field of the answer is still there
     assert "instruction" in bot.report(wf, 1, "read_ticket", status="committed", expect_status=200)
     bot.open_checkpoint(wf, reason="untrusted_output")
@@ -111,8 +125,13 @@ def test_a_drilled_workflow_is_told_its_fault_in_every_step_answer_until_it_paus
 def test_an_undrilled_workflow_answers_exactly_as_before(bot, workflow_id):
     body = bot.report(workflow_id, **issue_refund())
     assert "instruction" not in body
-    batch = expect(bot.post(f"/workflows/{workflow_id}/steps/batch",
-                            {"steps": [{"seq": 4, "name": "note", "kind": "tool", "status": "committed"}]}), 201)
+    batch = expect(
+        bot.post(
+            f"/workflows/{workflow_id}/steps/batch",
+            {"steps": [{"seq": 4, "name": "note", "kind": "tool", "status": "committed"}]},
+        ),
+        201,
+    )
     assert "instruction" not in batch
 
 
@@ -120,8 +139,13 @@ def test_a_batch_report_of_a_drilled_workflow_carries_the_instruction_too():
     bot = drilling_agent()
     make_drill(bot.agent).start()
     wf = bot.create_workflow("T-1")["id"]
-    batch = expect(bot.post(f"/workflows/{wf}/steps/batch",
-                            {"steps": [{"seq": 1, "name": "read", "kind": "tool", "status": "committed"}]}), 201)
+    batch = expect(
+        bot.post(
+            f"/workflows/{wf}/steps/batch",
+            {"steps": [{"seq": 1, "name": "read", "kind": "tool", "status": "committed"}]},
+        ),
+        201,
+    )
     assert batch["instruction"]["drill"]["fault"] == "crash_after_step"
 
 
@@ -138,16 +162,19 @@ def test_the_instruction_stops_once_the_fault_opened_a_checkpoint():
 
 # --- money ---------------------------------------------------------------------------------------
 
+
 def test_a_drill_that_would_fault_after_a_money_effect_is_refused_without_a_sandbox():
     bot = drilling_agent()
     earlier = make_workflow(bot.agent, kind="refund")
     make_step(earlier, 1, "read_ticket")
     make_step(earlier, 2, "issue_refund", "effect", input={"amount": "42.00", "currency": "EUR"})
-    before_the_money = Drill(agent=bot.agent, name="early", kind="refund", fault=Drill.Fault.CRASH_AFTER_STEP,
-                             at_seq=1, runs=1)
+    before_the_money = Drill(
+        agent=bot.agent, name="early", kind="refund", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=1, runs=1
+    )
     before_the_money.full_clean()  # step 1 comes before any money: allowed
-    at_the_money = Drill(agent=bot.agent, name="late", kind="refund", fault=Drill.Fault.CRASH_AFTER_STEP,
-                         at_seq=2, runs=1)
+    at_the_money = Drill(
+        agent=bot.agent, name="late", kind="refund", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=2, runs=1
+    )
     with pytest.raises(ValidationError, match="moves money"):
         at_the_money.full_clean()
     anywhere = Drill(agent=bot.agent, name="silent", kind="refund", fault=Drill.Fault.GO_SILENT, runs=1)
@@ -180,8 +207,7 @@ def test_an_effect_name_that_moved_money_before_counts_even_without_an_amount():
     make_step(earlier, 1, "issue_refund", "effect", input={"amount": "5.00", "currency": "EUR"})
     make_drill(bot.agent, kind="refund").start()
     wf = bot.create_workflow("T-1")["id"]
-    assert_error(bot.post(f"/workflows/{wf}/steps", issue_refund(input={"ticket": "T-1"})), 409,
-                 "drill_refuses_money")
+    assert_error(bot.post(f"/workflows/{wf}/steps", issue_refund(input={"ticket": "T-1"})), 409, "drill_refuses_money")
 
 
 def test_a_sandboxed_agent_runs_its_drilled_money_effects_and_undrilled_runs_are_untouched():
@@ -202,6 +228,7 @@ def test_the_capabilities_endpoint_takes_drill_and_drill_sandbox():
 
 
 # --- scheduling: a timer column the periodic sweep reads ------------------------------------------
+
 
 def test_the_sweep_starts_a_scheduled_drill_when_its_time_comes_and_once():
     from datetime import timedelta

@@ -102,8 +102,11 @@ def test_metrics_endpoint_leaves_drills_out(fleet, settings):
     settings.METRICS_ALLOWED_IPS = []
     settings.METRICS_CACHE_SECONDS = 0
     response = Client().get("/metrics", headers={"Authorization": "Bearer scrape-token-for-tests"})
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(response.content.decode()) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for s in family.samples
+    }
     assert samples[("recovery_workflows", (("status", "paused"),))] == 1
     assert samples[("recovery_open_checkpoints", (("reason", "model_timeout"),))] == 1
     assert samples[("recovery_sla_breaches_total", ())] == 1

@@ -26,7 +26,8 @@ def test_a_failed_effect_reported_pending_again_is_a_new_attempt_under_the_same_
     step = Step.objects.get(workflow_id=workflow_id, seq=3)
     assert step.attempts == 2
     assert [(h["attempt"], h["status"], h["output"]) for h in step.history] == [
-        (1, "failed", {"error": "payments: 429"})]
+        (1, "failed", {"error": "payments: 429"})
+    ]
     verbs = list(Event.objects.filter(workflow_id=workflow_id).values_list("verb", flat=True))
     assert verbs[-4:] == ["step_pending", "step_failed", "step_retried", "step_committed"]
     assert Step.objects.filter(workflow_id=workflow_id, idempotency_key="T-1042:refund").count() == 1
@@ -35,8 +36,9 @@ def test_a_failed_effect_reported_pending_again_is_a_new_attempt_under_the_same_
 def test_a_retry_must_repeat_the_same_effect(bot, workflow_id):
     fail_refund(bot, workflow_id)
 
-    response = bot.post(f"/workflows/{workflow_id}/steps",
-                        issue_refund("pending", input={"amount": "4200.00", "currency": "EUR"}))
+    response = bot.post(
+        f"/workflows/{workflow_id}/steps", issue_refund("pending", input={"amount": "4200.00", "currency": "EUR"})
+    )
 
     assert_error(response, 409, "step_conflict", "input")
     assert Step.objects.get(workflow_id=workflow_id, seq=3).status == "failed"
@@ -47,8 +49,13 @@ def test_committed_effects_and_failed_non_effects_are_never_retried(bot, workflo
     bot.report(workflow_id, 4, "read_ledger", "tool", "failed")
 
     assert_error(bot.post(f"/workflows/{workflow_id}/steps", issue_refund("pending")), 409, "step_conflict")
-    assert_error(bot.post(f"/workflows/{workflow_id}/steps",
-                          {"seq": 4, "name": "read_ledger", "kind": "tool", "status": "pending"}), 409, "step_conflict")
+    assert_error(
+        bot.post(
+            f"/workflows/{workflow_id}/steps", {"seq": 4, "name": "read_ledger", "kind": "tool", "status": "pending"}
+        ),
+        409,
+        "step_conflict",
+    )
     with pytest.raises(IllegalTransition):
         Step.objects.get(workflow_id=workflow_id, seq=4).retry()
 
@@ -88,14 +95,25 @@ def test_racing_retries_make_one_attempt_and_the_effect_commits_once():
 def test_a_retry_step_decision_names_the_failed_effect_and_its_next_attempt(alice):
     workflow = make_workflow(external_id="T-7")
     make_step(workflow, 1, "read_ticket")
-    make_step(workflow, 2, "issue_refund", "effect", status="failed", input={"amount": "5.00"},
-              output={"error": "payments: 500"})
+    make_step(
+        workflow,
+        2,
+        "issue_refund",
+        "effect",
+        status="failed",
+        input={"amount": "5.00"},
+        output={"error": "payments: 500"},
+    )
     checkpoint = make_checkpoint(workflow, reason="tool_error", at_seq=2)
 
     decision = Decider(checkpoint).decide(by=alice, action="retry_step", money_confirmed=True)
 
-    assert decision.payload()["retry"] == {"seq": 2, "name": "issue_refund", "idempotency_key": "T-7:issue_refund",
-                                           "attempt": 2}
+    assert decision.payload()["retry"] == {
+        "seq": 2,
+        "name": "issue_refund",
+        "idempotency_key": "T-7:issue_refund",
+        "attempt": 2,
+    }
     assert checkpoint.resume_state["pending"]["seq"] == 2  # what the agent stopped at
 
 

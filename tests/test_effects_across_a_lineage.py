@@ -20,7 +20,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_fork_that_refunds_again_is_named_before_and_counted_after_in_the_ledger_the_figures_and_readiness(
-        fleet, olivia, operator):
+    fleet, olivia, operator
+):
     agent, original = finished_run(fleet, olivia)
     able(agent.name, "fork")
     refund = original.steps.get(name="issue_refund")
@@ -29,13 +30,26 @@ def test_a_fork_that_refunds_again_is_named_before_and_counted_after_in_the_ledg
 
     with pytest.raises(ValueError) as refused:
         fork_workflow(original, from_seq=2, by=operator, reason="Decide the refund again.", money_confirmed=True)
-    assert f"the original committed issue_refund ({money}) at step 3, ref {refund.external_ref}" in str(
-        refused.value)
-    decision = fork_workflow(original, from_seq=2, by=operator, reason="Decide the refund again.", money_confirmed=True,
-                             repeats_confirmed=[refund.pk])
-    assert decision.repeats_confirmed == [{"step_id": refund.pk, "workflow_id": original.pk, "seq": 3,
-                                           "name": "issue_refund", "external_ref": refund.external_ref,
-                                           "amount": refund.input["amount"], "currency": refund.input["currency"]}]
+    assert f"the original committed issue_refund ({money}) at step 3, ref {refund.external_ref}" in str(refused.value)
+    decision = fork_workflow(
+        original,
+        from_seq=2,
+        by=operator,
+        reason="Decide the refund again.",
+        money_confirmed=True,
+        repeats_confirmed=[refund.pk],
+    )
+    assert decision.repeats_confirmed == [
+        {
+            "step_id": refund.pk,
+            "workflow_id": original.pk,
+            "seq": 3,
+            "name": "issue_refund",
+            "external_ref": refund.external_ref,
+            "amount": refund.input["amount"],
+            "currency": refund.input["currency"],
+        }
+    ]
     fork = decision.checkpoint.workflow
     assert [s["amount"] for s in decision.checkpoint.plan if s["moves_money"]] == [refund.input["amount"]]
     deliver(fleet, decision)
@@ -44,8 +58,9 @@ def test_a_fork_that_refunds_again_is_named_before_and_counted_after_in_the_ledg
     assert fork.status == "completed" and fleet.executed(fork.external_id)["refund"] == 1
     # What the operator confirmed happened, and every place that counts duplicates now says so.
     assert fleet.ledgers.duplicates() == {f"{original.external_id}:refund (across forks)": 2}
-    assert set(metrics.workflows_behind(metrics.Filters.last(), "duplicate_attempt")
-               .values_list("external_id", flat=True)) == {fork.external_id}
+    assert set(
+        metrics.workflows_behind(metrics.Filters.last(), "duplicate_attempt").values_list("external_id", flat=True)
+    ) == {fork.external_id}
     findings = [f.text for f in readiness.review_kind(metrics.Filters.last(), "refund").findings]
     assert any("repeated one its lineage had committed" in text for text in findings), findings
 
@@ -55,15 +70,21 @@ def test_a_fork_that_runs_no_earlier_effect_again_counts_no_duplicate(fleet, oli
     able(agent.name, "fork")
     Agent.objects.filter(name=agent.name).update(fork_edits=["effect"])
     # Forked from the customer message: the refund and the note are carried as copies, under their keys.
-    decision = fork_workflow(original, from_seq=5, by=operator, reason="Tell the customer again, politely.",
-                             edited_input={"text": "Sorry for the wait."})
+    decision = fork_workflow(
+        original,
+        from_seq=5,
+        by=operator,
+        reason="Tell the customer again, politely.",
+        edited_input={"text": "Sorry for the wait."},
+    )
     assert not decision.checkpoint.touches_money() and decision.status == Decision.Status.QUEUED  # no tick asked
     deliver(fleet, decision)
 
     assert not [k for k in fleet.ledgers.duplicates() if "refund" in k]
     # The message was sent again (what the operator forked for): the figure counts it, the ledger's money check not.
-    behind = set(metrics.workflows_behind(metrics.Filters.last(), "duplicate_attempt").values_list("external_id",
-                                                                                                    flat=True))
+    behind = set(
+        metrics.workflows_behind(metrics.Filters.last(), "duplicate_attempt").values_list("external_id", flat=True)
+    )
     assert behind == {decision.checkpoint.workflow.external_id}
 
 
@@ -77,8 +98,9 @@ def reopened_fork(settings, alice):
     original = refund_run(agent)
     make_checkpoint(original, at_seq=4, plan=MONEY_PLAN)
     refund = original.steps.get(name="issue_refund")
-    decision = fork_workflow(original, from_seq=2, by=alice, reason="decide again", money_confirmed=True,
-                             repeats_confirmed=[refund.pk])
+    decision = fork_workflow(
+        original, from_seq=2, by=alice, reason="decide again", money_confirmed=True, repeats_confirmed=[refund.pk]
+    )
     assert decision.start_attempt() and decision.mark_attempt_failed("unreachable")
     return Checkpoint.objects.get(pk=decision.checkpoint_id), refund
 
@@ -98,16 +120,19 @@ def test_the_forks_workbench_lists_the_earlier_refund_and_a_resume_needs_its_tic
     assert "the original committed issue_refund (247.92 EUR) at step 3, ref R-0A1B2C3D" in refused.content.decode()
     assert not checkpoint.decisions.active().exists()
 
-    client.post(reverse("decide", args=[checkpoint.pk]), {"action": "resume", "money_confirmed": "1",
-                                                          "repeat": [str(refund.pk)]})
+    client.post(
+        reverse("decide", args=[checkpoint.pk]),
+        {"action": "resume", "money_confirmed": "1", "repeat": [str(refund.pk)]},
+    )
     decision = checkpoint.decisions.active().get()
     assert decision.status == Decision.Status.QUEUED and decision.repeats_confirmed[0]["step_id"] == refund.pk
 
 
 def test_a_repeated_refund_under_four_eyes_waits_for_a_second_operator_who_sees_it(reopened_fork, bob):
     checkpoint, refund = reopened_fork
-    Checkpoint.objects.filter(pk=checkpoint.pk).update(runbook_version=make_runbook(
-        slug="strict", workflow_kind="other-kind", requires_four_eyes=True).current_version)
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(
+        runbook_version=make_runbook(slug="strict", workflow_kind="other-kind", requires_four_eyes=True).current_version
+    )
     checkpoint.refresh_from_db()
     decision = Decider(checkpoint).decide(by=bob, action="resume", money_confirmed=True, repeats_confirmed=[refund.pk])
     assert decision.status == Decision.Status.PROPOSED

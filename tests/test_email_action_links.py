@@ -28,8 +28,13 @@ def _emails(settings):
 def email_links(user, checkpoint) -> dict[str, str]:
     """Tell ``user`` about ``checkpoint`` by email; the action links in it, by label, as paths."""
     Channel.objects.get_or_create(kind="email", user=user, address=f"{user.username}@example.invalid")
-    Notification.send(kind=Notification.Kind.ASSIGNED, title="A checkpoint waits", checkpoint=checkpoint,
-                      users=[user], key=f"test:{checkpoint.pk}:{user.pk}:{len(mail.outbox)}")
+    Notification.send(
+        kind=Notification.Kind.ASSIGNED,
+        title="A checkpoint waits",
+        checkpoint=checkpoint,
+        users=[user],
+        key=f"test:{checkpoint.pk}:{user.pk}:{len(mail.outbox)}",
+    )
     for pk in Delivery.objects.dispatchable().values_list("pk", flat=True):
         tasks.deliver_notification(pk)
     body = str(mail.outbox[-1].body)
@@ -102,7 +107,9 @@ def test_a_four_eyes_proposal_is_approved_from_the_email_of_another_operator_nev
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = Decider(checkpoint).decide(by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True)
+    decision = Decider(checkpoint).decide(
+        by=alice, action="resume", confirmations={key: "did_not_happen"}, money_confirmed=True
+    )
     assert decision.status == Decision.Status.PROPOSED
 
     assert email_links(alice, checkpoint) == {}  # the proposer gets no approve link

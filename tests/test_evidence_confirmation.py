@@ -31,8 +31,11 @@ def _incident(n=4, *, unknown=4):
     agent.incident_threshold = n
     agent.save()
     for i in range(n):
-        make_checkpoint(make_worked_example(agent=agent, refund_status="pending" if i < unknown else "committed"),
-                        reason="tool_error", detail=f"provider answered 502 for T-{i}")
+        make_checkpoint(
+            make_worked_example(agent=agent, refund_status="pending" if i < unknown else "committed"),
+            reason="tool_error",
+            detail=f"provider answered 502 for T-{i}",
+        )
     return Incident.objects.get()
 
 
@@ -82,19 +85,25 @@ def test_full_width_forms_are_not_folded_either():
 def test_a_header_a_reference_column_tabs_and_repeats():
     lines = read_lines("idempotency_key\treference\nA:1\tre_1\n\nB:2\t\nA:1\tre_1b\n")
     assert [(line.number, line.key, line.reference) for line in lines] == [
-        (2, "A:1", "re_1"), (4, "B:2", "B:2"), (5, "A:1", "re_1b")]
+        (2, "A:1", "re_1"),
+        (4, "B:2", "B:2"),
+        (5, "A:1", "re_1b"),
+    ]
     mixed = read_lines("A:1,re_1\nB:2\tre_2\nC:3;re_3\n")  # pasted from two exports: each line its separator
     assert [(line.key, line.reference) for line in mixed] == [("A:1", "re_1"), ("B:2", "re_2"), ("C:3", "re_3")]
 
 
-@pytest.mark.parametrize(("data", "says"), [
-    (b"", "empty"),
-    (b"  \n\t\n", "empty"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
-    (b"caf\xe9,re_1", "not UTF-8"),
-    (b"A:1\x07,re_1", "control character"),
-    (b"x" * 1_000_001, "at most"),
-])
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"", "empty"),
+        (b"  \n\t\n", "empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+        (b"caf\xe9,re_1", "not UTF-8"),
+        (b"A:1\x07,re_1", "control character"),
+        (b"x" * 1_000_001, "at most"),
+    ],
+)
 def test_bad_input_gets_a_clear_error(data, says):
     with pytest.raises(EvidenceError, match=says):
         read_lines(text_of(data))
@@ -127,7 +136,8 @@ def test_applying_confirms_the_matched_as_happened_with_their_reference_audited(
     assert trail.actor_user == alice and trail.data["unmatched_effects"] == 1 and trail.data["did_not_happen"] == 0
     member = Checkpoint.objects.get(pk=rows[k1].checkpoint_id)
     assert Event.objects.get(checkpoint=member, verb=Event.Verb.EFFECTS_CONFIRMED).data["confirmation_refs"] == {
-        k1: "re_001"}
+        k1: "re_001"
+    }
     assert _keys(incident) == [k3], "what is confirmed no longer waits"
     with pytest.raises(Conflict, match="applied already"):
         evidence.apply(by=alice, digest=preview.digest)
@@ -160,8 +170,9 @@ def test_a_matching_that_changed_since_the_preview_confirms_nothing(alice):
 def test_a_rollout_decides_the_confirmed_members_carrying_their_confirmations(alice):
     incident = _incident(4, unknown=2)
     k1, k2 = _keys(incident)
-    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=100,
-                            money_total={"EUR": "84.00"})  # the two unknown refunds may be made again
+    rollout = Rollout.start(
+        incident, action="resume", by=alice, canary_percent=100, money_total={"EUR": "84.00"}
+    )  # the two unknown refunds may be made again
     Rollout.advance_due(timezone.now())
     rollout.refresh_from_db()
     assert len(rollout.waves[0]["checkpoints"]) == 2, "the members with unknown effects wait"

@@ -39,8 +39,7 @@ def spy_on_deliveries(agent):
     return received
 
 
-def test_an_agent_silent_for_ten_minutes_fails_over_and_comes_back_to_stand_down_with_its_state_intact(
-        drill, client):
+def test_an_agent_silent_for_ten_minutes_fails_over_and_comes_back_to_stand_down_with_its_state_intact(drill, client):
     # 1. support-bot dies right after the ticket system wrote the note, before it could report it.
     workflow = drill.disappear()
     refund_key, note_key, message_key = drill.key("refund"), drill.key("note"), drill.key("message")
@@ -70,12 +69,23 @@ def test_an_agent_silent_for_ten_minutes_fails_over_and_comes_back_to_stand_down
     note_ref = drill.ledgers.lookup(note_key)
     assert note_ref and note_ref.startswith("N-")
     received = spy_on_deliveries(drill.agent("standby"))
-    client.post(reverse("decide", args=[checkpoint.pk]), {
-        "action": "failover", "standby": "support-bot-standby", "confirm_0": "happened", "ref_0": note_ref,
-        "instructions": "support-bot is gone; carry on from the customer message.", "money_confirmed": "1"})
+    client.post(
+        reverse("decide", args=[checkpoint.pk]),
+        {
+            "action": "failover",
+            "standby": "support-bot-standby",
+            "confirm_0": "happened",
+            "ref_0": note_ref,
+            "instructions": "support-bot is gone; carry on from the customer message.",
+            "money_confirmed": "1",
+        },
+    )
     decision = checkpoint.decisions.get()
     assert (decision.action, decision.standby.name, decision.replaced_agent.name) == (
-        "failover", "support-bot-standby", "support-bot")
+        "failover",
+        "support-bot-standby",
+        "support-bot",
+    )
 
     assert drill.deliver(decision) == "delivered"
     workflow.refresh_from_db()
@@ -87,7 +97,9 @@ def test_an_agent_silent_for_ten_minutes_fails_over_and_comes_back_to_stand_down
     # it reported only the note's confirmation and the message, never the ticket read or the model's decision.
     [payload] = received
     assert payload["resume_state"] == state and payload["failover"] == {"from_agent": "support-bot"}
-    by_standby = Event.objects.filter(workflow=workflow, verb__startswith="step_", actor_agent__name="support-bot-standby")
+    by_standby = Event.objects.filter(
+        workflow=workflow, verb__startswith="step_", actor_agent__name="support-bot-standby"
+    )
     assert sorted({e.data["seq"] for e in by_standby}) == [4, 5]
 
     # The stand-down notice cannot reach support-bot while it is gone: recorded, to be retried.
@@ -117,15 +129,21 @@ def test_an_agent_silent_for_ten_minutes_fails_over_and_comes_back_to_stand_down
     # The state is intact end to end: each effect once, under its key, with the reference the systems gave.
     steps = list(workflow.steps.order_by("seq").values_list("seq", "name", "status", "idempotency_key", "external_ref"))
     assert steps == [
-        (1, "read_ticket", "committed", None, None), (2, "decide_refund", "committed", None, None),
+        (1, "read_ticket", "committed", None, None),
+        (2, "decide_refund", "committed", None, None),
         (3, "issue_refund", "committed", refund_key, refund.external_ref),
         (4, "write_ticket_note", "committed", note_key, note_ref),
-        (5, "notify_customer", "committed", message_key, drill.ledgers.lookup(message_key))]
+        (5, "notify_customer", "committed", message_key, drill.ledgers.lookup(message_key)),
+    ]
     assert workflow.steps.get(seq=5).promise.startswith("customer told: refund within 5 days")
     assert Decision.objects.filter(checkpoint__workflow=workflow).count() == 1
     verbs = list(Event.objects.filter(workflow=workflow).values_list("verb", flat=True))
-    for earlier, later in [("failed_over", "resumed"), ("resumed", "finished_completed"),
-                           ("stand_down_failed", "stand_down_sent"), ("finished_completed", "stood_down_refused")]:
+    for earlier, later in [
+        ("failed_over", "resumed"),
+        ("resumed", "finished_completed"),
+        ("stand_down_failed", "stand_down_sent"),
+        ("finished_completed", "stood_down_refused"),
+    ]:
         assert verbs.index(earlier) < verbs.index(later), (earlier, later, verbs)
 
 
@@ -153,8 +171,9 @@ def test_a_stand_down_notice_the_replaced_agent_cannot_receive_is_retried_with_b
     standby, _ = make_agent("standby-bot")
     Agent.objects.filter(pk=standby.pk).update(capabilities=["failover"], kinds=["refund"])
     checkpoint = make_checkpoint(make_worked_example(agent=original))
-    decision = Decider(checkpoint).decide(by=make_user("alice"), action="failover", standby=Agent.objects.get(pk=standby.pk),
-                                 money_confirmed=True)
+    decision = Decider(checkpoint).decide(
+        by=make_user("alice"), action="failover", standby=Agent.objects.get(pk=standby.pk), money_confirmed=True
+    )
     retries = []
     monkeypatch.setattr(tasks.send_stand_down, "retry", lambda **kwargs: retries.append(kwargs) or Retry())
 
@@ -174,4 +193,10 @@ def test_a_stand_down_notice_the_replaced_agent_cannot_receive_is_retried_with_b
     assert len(retries) == 5
     failures = Event.objects.filter(workflow=checkpoint.workflow, verb=Event.Verb.STAND_DOWN_FAILED)
     assert [(e.data["attempt"], e.data["retrying"]) for e in failures] == [
-        (1, True), (2, True), (5, True), (6, True), (9, True), (tasks.STAND_DOWN_RETRIES + 1, False)]
+        (1, True),
+        (2, True),
+        (5, True),
+        (6, True),
+        (9, True),
+        (tasks.STAND_DOWN_RETRIES + 1, False),
+    ]

@@ -19,10 +19,17 @@ from tests.stack import ROOT, tmpfs
 def connection(folder, transport: str = "console.folder_broker:Transport") -> Connection:
     for sub in ("out", "processed", "control"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
-    return Connection("filesystem://", transport=transport, transport_options={
-        "data_folder_in": str(folder / "out"), "data_folder_out": str(folder / "out"),
-        "processed_folder": str(folder / "processed"), "control_folder": str(folder / "control"),
-        "store_processed": False})
+    return Connection(
+        "filesystem://",
+        transport=transport,
+        transport_options={
+            "data_folder_in": str(folder / "out"),
+            "data_folder_out": str(folder / "out"),
+            "processed_folder": str(folder / "processed"),
+            "control_folder": str(folder / "control"),
+            "store_processed": False,
+        },
+    )
 
 
 EMBEDDED = """
@@ -37,11 +44,15 @@ with app.connection_for_write() as conn:
 
 def test_the_console_uses_it_for_the_embedded_default(tmp_path):
     """What the settings pick with no broker set (a subprocess: this run's own broker may be Redis)."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("CELERY_BROKER_URL", "CELERY_BROKER_TRANSPORT", "DJANGO_SETTINGS_MODULE")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("CELERY_BROKER_URL", "CELERY_BROKER_TRANSPORT", "DJANGO_SETTINGS_MODULE")
+    }
     env.update(DJANGO_SETTINGS_MODULE="console.settings", VAR_DIR=str(tmp_path), SECRET_KEY="t")
-    out = subprocess.run([sys.executable, "-c", EMBEDDED], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", EMBEDDED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["console.folder_broker:Transport", "console.folder_broker", "Transport"]
 
@@ -146,8 +157,15 @@ def test_workers_racing_for_messages_on_another_filesystem_each_take_every_messa
         for n in range(1500):
             queue.put({"n": n, "pad": "x" * 2000})
         queue.close()
-    consumers = [subprocess.Popen([sys.executable, "-c", CONSUMER, str(folder), "console.folder_broker:Transport"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    consumers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONSUMER, str(folder), "console.folder_broker:Transport"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     results = [consumer.communicate(timeout=120) for consumer in consumers]
     assert [consumer.returncode for consumer in consumers] == [0, 0, 0], [err[-2000:] for _out, err in results]
     taken = [n for out, _err in results for n in json.loads(out)]

@@ -32,8 +32,9 @@ def test_a_fork_from_step_4_copies_steps_1_to_3_and_never_runs_them_again(fleet,
     able(agent.name, "fork")
     executed_before = fleet.executed(original.external_id)
 
-    decision = fork_workflow(original, from_seq=4, by=operator, reason="The note went to the wrong ticket.",
-                             money_confirmed=True)
+    decision = fork_workflow(
+        original, from_seq=4, by=operator, reason="The note went to the wrong ticket.", money_confirmed=True
+    )
     fork = decision.checkpoint.workflow
     deliver(fleet, decision)
 
@@ -41,8 +42,13 @@ def test_a_fork_from_step_4_copies_steps_1_to_3_and_never_runs_them_again(fleet,
     assert fork.forked_from == original and fork.forked_at_seq == 4 and fork.status == "completed"
     assert list(original.forks.all()) == [fork]
     steps = list(fork.steps.order_by("seq").values_list("seq", "name", "status"))
-    assert [name for _s, name, _st in steps] == ["read_ticket", "decide_refund", "issue_refund",
-                                                  "write_ticket_note", "notify_customer"]
+    assert [name for _s, name, _st in steps] == [
+        "read_ticket",
+        "decide_refund",
+        "issue_refund",
+        "write_ticket_note",
+        "notify_customer",
+    ]
     copied = {s.seq: s for s in fork.steps.filter(seq__lt=4)}
     assert copied[3].external_ref == original.steps.get(seq=3).external_ref  # the same refund, not a new one
     # The agent reported nothing for the copied steps: every step event of the fork is for step 4 or later.
@@ -66,11 +72,24 @@ def test_a_fork_goes_through_four_eyes_like_any_money_resume(fleet, olivia, oper
     # The original refunded at step 3 already: running issue_refund again needs its own, named tick.
     refund = original.steps.get(seq=3)
     with pytest.raises(ValueError, match=f"issue_refund .* at step 3, ref {refund.external_ref}"):
-        fork_workflow(original, from_seq=3, by=operator, reason="Refund the corrected amount.",
-                      edited_input={"amount": "20.00"}, money_confirmed=True)
+        fork_workflow(
+            original,
+            from_seq=3,
+            by=operator,
+            reason="Refund the corrected amount.",
+            edited_input={"amount": "20.00"},
+            money_confirmed=True,
+        )
     assert not original.forks.exists()
-    decision = fork_workflow(original, from_seq=3, by=operator, reason="Refund the corrected amount.",
-                             edited_input={"amount": "20.00"}, money_confirmed=True, repeats_confirmed=[refund.pk])
+    decision = fork_workflow(
+        original,
+        from_seq=3,
+        by=operator,
+        reason="Refund the corrected amount.",
+        edited_input={"amount": "20.00"},
+        money_confirmed=True,
+        repeats_confirmed=[refund.pk],
+    )
 
     assert decision.status == Decision.Status.PROPOSED
     assert decision.approve(by=make_user("carol"))
@@ -92,7 +111,8 @@ def test_an_agent_that_cannot_fork_is_refused_with_the_reason(db):
 
 
 def test_a_failover_completes_on_the_standby_with_no_duplicate_effect_and_the_original_stands_down(
-        fleet, olivia, operator):
+    fleet, olivia, operator
+):
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     standby = fleet.agent("standby-bot", owner=olivia)
     able(standby.name, "failover")
@@ -101,8 +121,13 @@ def test_a_failover_completes_on_the_standby_with_no_duplicate_effect_and_the_or
     agent.on_delivery = lambda payload: stood_down.append(payload) or original_delivery(payload)
     assert fleet.executed(workflow.external_id) == {"refund": 1, "note": 0, "message": 0}
 
-    decision = Decider(checkpoint).decide(by=operator, action="failover", standby=Agent.objects.get(name="standby-bot"),
-                                 instructions="support-bot is down; carry on from the note.", money_confirmed=True)
+    decision = Decider(checkpoint).decide(
+        by=operator,
+        action="failover",
+        standby=Agent.objects.get(name="standby-bot"),
+        instructions="support-bot is down; carry on from the note.",
+        money_confirmed=True,
+    )
     workflow.refresh_from_db()
     assert workflow.agent.name == "standby-bot" and workflow.status == "resuming"
     deliver(fleet, decision)
@@ -121,6 +146,7 @@ def test_a_failover_completes_on_the_standby_with_no_duplicate_effect_and_the_or
     assert {"failed_over", "stand_down_sent", "resumed"} <= verbs
     # The original can no longer report on it: the workflow answers it 409 stood_down, saying where it went.
     from recovery_client import ApiError
+
     with pytest.raises(ApiError) as refused:
         agent.client.get_workflow(str(workflow.pk))
     assert (refused.value.status, refused.value.code) == (409, "stood_down")
@@ -145,8 +171,9 @@ def test_a_failover_the_standby_never_receives_goes_back_to_the_original_agent(f
     agent, workflow, checkpoint = paused_run(fleet, olivia, {"write_ticket_note": "model_timeout"})
     Agent.register("dead-standby", resume_url="http://127.0.0.1:9/agents/dead-standby/resume")
     able("dead-standby", "failover")
-    decision = Decider(checkpoint).decide(by=operator, action="failover", standby=Agent.objects.get(name="dead-standby"),
-                                 money_confirmed=True)
+    decision = Decider(checkpoint).decide(
+        by=operator, action="failover", standby=Agent.objects.get(name="dead-standby"), money_confirmed=True
+    )
 
     assert tasks.deliver_decision(decision.pk) == "retry"
 
@@ -167,8 +194,10 @@ def test_the_workbench_offers_failover_only_with_a_standby_and_the_form_fails_ov
 
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
     assert 'data-testid="decide-failover"' in html and '<option value="standby-bot"' in html
-    client.post(reverse("decide", args=[checkpoint.pk]), {"action": "failover", "standby": "standby-bot",
-                                                           "money_confirmed": "1"})
+    client.post(
+        reverse("decide", args=[checkpoint.pk]),
+        {"action": "failover", "standby": "standby-bot", "money_confirmed": "1"},
+    )
 
     decision = checkpoint.decisions.get()
     assert decision.action == "failover" and decision.standby.name == "standby-bot"

@@ -15,8 +15,26 @@ pytestmark = pytest.mark.postgres
 
 def test_it_loads_every_kind_of_row_in_every_state(db):
     out = StringIO()
-    call_command("generate_volume", "--agents", "3", "--workflows", "300", "--steps", "1500", "--open", "120",
-                 "--decided", "30", "--resolved", "200", "--due", "10", "--seed", "7", stdout=out)
+    call_command(
+        "generate_volume",
+        "--agents",
+        "3",
+        "--workflows",
+        "300",
+        "--steps",
+        "1500",
+        "--open",
+        "120",
+        "--decided",
+        "30",
+        "--resolved",
+        "200",
+        "--due",
+        "10",
+        "--seed",
+        "7",
+        stdout=out,
+    )
     assert "seed 7" in out.getvalue() and "loaded" in out.getvalue()
     assert Workflow.objects.count() == 300
     assert Step.objects.count() == 1500
@@ -74,7 +92,8 @@ def test_a_breach_history_is_in_time_order_with_about_one_breach_in_ten_and_the_
     assert decided == 600 and not Checkpoint.objects.filter(status="resolved", first_decision_at__isnull=True)
     assert Checkpoint.objects.filter(breached_at__isnull=False, escalations_fired__gt=0).exists()
     assert Event.objects.filter(verb="escalated").count() == sum(
-        Checkpoint.objects.values_list("escalations_fired", flat=True))
+        Checkpoint.objects.values_list("escalations_fired", flat=True)
+    )
     client.force_login(tess)
     page = client.get(reverse("breach_review")).content.decode()
     assert page.count('data-testid="breach-row"') == 50 and 'data-testid="breach-next"' in page

@@ -44,8 +44,10 @@ def chaos_database():
     db = settings.DATABASES["default"]
     name = f"chaos_{db['NAME']}_{os.getpid()}"[:63]
     password = f":{urllib.parse.quote(db['PASSWORD'])}" if db.get("PASSWORD") else ""
-    server = f"postgresql://{urllib.parse.quote(db.get('USER') or 'postgres')}{password}@" \
-             f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}"
+    server = (
+        f"postgresql://{urllib.parse.quote(db.get('USER') or 'postgres')}{password}@"
+        f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}"
+    )
     yield f"{server}/{name}"
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
@@ -57,18 +59,50 @@ def chaos_redis():
         yield server.url
 
 
-def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_processes(chaos_database, chaos_redis,
-                                                                                          tmp_path):
+def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_processes(
+    chaos_database, chaos_redis, tmp_path
+):
     seed = random.SystemRandom().randrange(1_000_000)
     print(f"chaos seed {seed}")
     figures_path = tmp_path / "figures.json"
     env = {**os.environ, "DATABASE_URL": chaos_database, "CELERY_BROKER_URL": chaos_redis}
     result = subprocess.run(
-        [sys.executable, "-m", "scripts.chaos", "--workflows", str(WORKFLOWS), "--seed", str(seed),
-         "--hard", "--interval", "2.5", "--kill-interval", "2", "--kill-rounds", "2", "--silence", "10",
-         "--delivery-attempts", "2", "--timeout", "200", "--drain", "60", "--disk-workflows", "12",
-         "--var-dir", str(tmp_path / "var"), "--json", str(figures_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
+        [
+            sys.executable,
+            "-m",
+            "scripts.chaos",
+            "--workflows",
+            str(WORKFLOWS),
+            "--seed",
+            str(seed),
+            "--hard",
+            "--interval",
+            "2.5",
+            "--kill-interval",
+            "2",
+            "--kill-rounds",
+            "2",
+            "--silence",
+            "10",
+            "--delivery-attempts",
+            "2",
+            "--timeout",
+            "200",
+            "--drain",
+            "60",
+            "--disk-workflows",
+            "12",
+            "--var-dir",
+            str(tmp_path / "var"),
+            "--json",
+            str(figures_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
     output = result.stdout + result.stderr[-3000:]
     assert figures_path.exists(), output
     figures = json.loads(figures_path.read_text())
@@ -103,8 +137,12 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
     assert disk["decisions_lost"] == 0 and disk["disk"]["fills"] >= 2, context
     assert disk["disk"]["refused"] >= 1 and disk["disk"]["said"] == disk["disk"]["refused"], context
     assert not disk["disk"]["failing_at_end"] and not disk["disk"]["banner_at_end"], context
-    faults = re.findall(r"^  (Redis SIGKILLed, back empty|PostgreSQL gone|lossy network|worker clock ahead|"
-                        r"broker disk full)\b.* (yes|NO)$", result.stdout, re.MULTILINE)
+    faults = re.findall(
+        r"^  (Redis SIGKILLed, back empty|PostgreSQL gone|lossy network|worker clock ahead|"
+        r"broker disk full)\b.* (yes|NO)$",
+        result.stdout,
+        re.MULTILINE,
+    )
     assert [held for _fault, held in faults] == ["yes"] * 6, context  # the disk run's own table, and this one's
     # The chaos run's figures are the dashboard's: the headline CSV a TPM exports from the same database.
     start, end = figures["period"]
@@ -135,9 +173,21 @@ def dashboard_headline(database_url: str, start: str, end: str, tmp_path) -> dic
     import csv
     import io
 
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "console.settings",
-           "ALLOWED_HOSTS": "testserver", "VAR_DIR": str(tmp_path / "export"), "CELERY_BROKER_URL": "memory://"}
-    out = subprocess.run([sys.executable, "-c", DASHBOARD_EXPORT, start, end], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "ALLOWED_HOSTS": "testserver",
+        "VAR_DIR": str(tmp_path / "export"),
+        "CELERY_BROKER_URL": "memory://",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", DASHBOARD_EXPORT, start, end],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return {row["figure"]: row for row in csv.DictReader(io.StringIO(out.stdout))}

@@ -14,8 +14,7 @@ from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_ex
 from tests.stack import Stack, private_redis, wait_until
 from workflows.models import Checkpoint, Decider, Decision, Workflow
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow,
-              pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
@@ -26,8 +25,13 @@ def redis_server():
 
 @pytest.fixture
 def stack(redis_server):
-    s = Stack(redis_server.url, DELIVERY_LEASE_SECONDS="4", DELIVERY_BACKOFF_SECONDS="0.2",
-              SWEEP_INTERVAL_SECONDS="0.3", DELIVERY_TIMEOUT_SECONDS="5")
+    s = Stack(
+        redis_server.url,
+        DELIVERY_LEASE_SECONDS="4",
+        DELIVERY_BACKOFF_SECONDS="0.2",
+        SWEEP_INTERVAL_SECONDS="0.3",
+        DELIVERY_TIMEOUT_SECONDS="5",
+    )
     yield s
     s.stop()
 
@@ -38,7 +42,9 @@ def approve(receiver, n=1):
     decisions = []
     for _ in range(n):
         checkpoint = make_checkpoint(make_worked_example(agent=agent))
-        decisions.append(Decider(checkpoint).decide(by=operator, action="resume", instructions="go on", money_confirmed=True))
+        decisions.append(
+            Decider(checkpoint).decide(by=operator, action="resume", instructions="go on", money_confirmed=True)
+        )
     return decisions
 
 
@@ -63,16 +69,18 @@ def test_a_decision_approved_while_the_broker_is_down_goes_out_when_it_is_back(s
     [decision] = approve(receiver)
     decision.refresh_from_db()
     assert decision.status == "queued"  # saved and shown as queued, nothing raised at the operator
-    wait_until(lambda: relay.output().count("relay tick failed") >= 2, timeout=60,
-               what="the relay to fail against the dead broker twice")
+    wait_until(
+        lambda: relay.output().count("relay tick failed") >= 2,
+        timeout=60,
+        what="the relay to fail against the dead broker twice",
+    )
     assert receiver.deliveries == []
     redis_server.start()  # nobody touches the decision: the relay and the worker reconnect by themselves
     wait_until(lambda: succeeded([decision]), timeout=90, what="delivery after the broker came back")
     assert set(receiver.delivery_ids()) == {str(decision.delivery_id)}
 
 
-def test_a_decision_lost_with_a_redis_restarted_empty_is_sent_again_and_delivered_once(stack, receiver,
-                                                                                        redis_server):
+def test_a_decision_lost_with_a_redis_restarted_empty_is_sent_again_and_delivered_once(stack, receiver, redis_server):
     """The chaos run's hard profile, in one step: the relay handed the decision to Redis, and Redis died before
     any worker took it and came back with nothing. The outbox row's lease runs out and the relay sends it again."""
     import redis
@@ -111,8 +119,9 @@ def test_the_relay_gives_up_a_tick_promptly_when_the_broker_hangs(receiver):
     try:
         [decision] = approve(receiver)
         stack = Stack(f"redis://127.0.0.1:{hole.getsockname()[1]}/0")
-        relay = stack.start("relay-once", [str(__import__("tests.stack").stack.BIN / "python"), "manage.py",
-                                           "run_relay", "--once"])
+        relay = stack.start(
+            "relay-once", [str(__import__("tests.stack").stack.BIN / "python"), "manage.py", "run_relay", "--once"]
+        )
         wait_until(lambda: not relay.alive(), timeout=90, what="the relay tick to give up on a hanging broker")
         assert "relay tick failed" in relay.output()
         assert Decision.objects.dispatchable().filter(pk=decision.pk).exists()  # still due, not lost
@@ -152,9 +161,14 @@ def test_a_worker_killed_mid_delivery_is_replaced_and_the_decision_delivered_wit
 
 def test_a_task_redelivered_past_the_visibility_timeout_does_not_deliver_twice(redis_server, receiver):
     """Redis hands an unacked task to another worker after the visibility timeout; the lease says no."""
-    stack = Stack(redis_server.url, CELERY_VISIBILITY_TIMEOUT="1",
-                  CELERY_UNACKED_RESTORE_INTERVAL="1", DELIVERY_LEASE_SECONDS="30",
-                  SWEEP_INTERVAL_SECONDS="0.3", DELIVERY_TIMEOUT_SECONDS="20")
+    stack = Stack(
+        redis_server.url,
+        CELERY_VISIBILITY_TIMEOUT="1",
+        CELERY_UNACKED_RESTORE_INTERVAL="1",
+        DELIVERY_LEASE_SECONDS="30",
+        SWEEP_INTERVAL_SECONDS="0.3",
+        DELIVERY_TIMEOUT_SECONDS="20",
+    )
     try:
         receiver.respond = lambda record: time.sleep(6) or 200  # far longer than the visibility timeout
         w1, w2 = stack.worker("w1", concurrency=1), stack.worker("w2", concurrency=1)

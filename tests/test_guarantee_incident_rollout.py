@@ -19,8 +19,7 @@ from tests.helpers import REMAINING_PLAN, make_agent, make_user, make_workflow
 from tests.stack import Stack, private_redis, wait_until
 from workflows.models import Checkpoint, Decision, Incident, Rollout
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow,
-              pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 WINDOW = 1.0  # seconds: the rollout's "minute" in these tests
 
@@ -35,9 +34,16 @@ def redis_server():
 def stack(redis_server, tmp_path):
     # The beat sweep once a second (each sweep takes a worker process for a moment; the relay, woken by
     # NOTIFY, hands decisions over at once anyway).
-    s = Stack(redis_server.url, SWEEP_INTERVAL_SECONDS="1", ROLLOUT_RATE_WINDOW_SECONDS=str(WINDOW),
-              ROLLOUT_RECHECK_SECONDS="0.2", DELIVERY_LEASE_SECONDS="30", DELIVERY_BACKOFF_SECONDS="0.2",
-              DELIVERY_TIMEOUT_SECONDS="30", WORKER_WATCHDOG_SECONDS="0")
+    s = Stack(
+        redis_server.url,
+        SWEEP_INTERVAL_SECONDS="1",
+        ROLLOUT_RATE_WINDOW_SECONDS=str(WINDOW),
+        ROLLOUT_RECHECK_SECONDS="0.2",
+        DELIVERY_LEASE_SECONDS="30",
+        DELIVERY_BACKOFF_SECONDS="0.2",
+        DELIVERY_TIMEOUT_SECONDS="30",
+        WORKER_WATCHDOG_SECONDS="0",
+    )
     s.beat_schedule = tmp_path / "celerybeat-schedule"  # the test's own beat file
     yield s
     s.stop()
@@ -55,8 +61,13 @@ def outage(receiver, members: int) -> Incident:
     agent.incident_threshold = 5
     agent.save()
     for i in range(members):
-        Checkpoint.open_for(make_workflow(agent), reason="tool_error", at_seq=4, plan=REMAINING_PLAN,
-                            detail=f"payments provider answered 502 Bad Gateway for T-{1000 + i} (req {i:08x})")
+        Checkpoint.open_for(
+            make_workflow(agent),
+            reason="tool_error",
+            at_seq=4,
+            plan=REMAINING_PLAN,
+            detail=f"payments provider answered 502 Bad Gateway for T-{1000 + i} (req {i:08x})",
+        )
     incident = Incident.objects.get()
     assert incident.members.count() == members
     return incident
@@ -81,8 +92,9 @@ def test_a_500_member_incident_is_recovered_in_waves_every_member_delivered_once
     incident = outage(receiver, 500)
     operator = make_user("alice")
     start(stack)
-    rollout = Rollout.start(incident, action="resume", by=operator, instructions="the provider is back",
-                            per_minute=100, watch_seconds=2)
+    rollout = Rollout.start(
+        incident, action="resume", by=operator, instructions="the provider is back", per_minute=100, watch_seconds=2
+    )
 
     def completed():
         rollout.refresh_from_db()
@@ -90,8 +102,12 @@ def test_a_500_member_incident_is_recovered_in_waves_every_member_delivered_once
 
     # Deadlines, not timings: on a loaded machine 500 decisions through the single-decision path take minutes.
     wait_until(completed, timeout=900, interval=0.5, what="the rollout to complete")
-    wait_until(lambda: decisions_of(incident).filter(status=Decision.Status.SUCCEEDED).count() == 500,
-               timeout=900, interval=0.5, what="every member's decision to be delivered")
+    wait_until(
+        lambda: decisions_of(incident).filter(status=Decision.Status.SUCCEEDED).count() == 500,
+        timeout=900,
+        interval=0.5,
+        what="every member's decision to be delivered",
+    )
 
     decisions = list(decisions_of(incident))
     assert len(decisions) == 500
@@ -105,7 +121,8 @@ def test_a_500_member_incident_is_recovered_in_waves_every_member_delivered_once
     assert sizes[0] == 25, "the canary: 5 % of 500"
     assert sizes == [25, 50, 100, 100, 100, 100, 25], sizes
     assert sorted(itertools.chain.from_iterable(w["checkpoints"] for w in rollout.waves)) == sorted(
-        d.checkpoint_id for d in decisions)
+        d.checkpoint_id for d in decisions
+    )
     # The rate limit, on what the rollout decided: never more than per_minute in any window of its length.
     assert most_in_any_window([d.decided_at for d in decisions], WINDOW) <= rollout.per_minute
 

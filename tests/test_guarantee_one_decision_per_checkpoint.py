@@ -32,8 +32,9 @@ def session_for(user):
     session = SessionStore()
     session[SESSION_KEY] = str(user.pk)
     # As Django's own force_login does: the first backend that can load a user (axes' comes first and cannot).
-    session[BACKEND_SESSION_KEY] = next(path for path in settings.AUTHENTICATION_BACKENDS
-                                        if hasattr(load_backend(path), "get_user"))
+    session[BACKEND_SESSION_KEY] = next(
+        path for path in settings.AUTHENTICATION_BACKENDS if hasattr(load_backend(path), "get_user")
+    )
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.save()
     return session.session_key
@@ -49,8 +50,11 @@ def browser(base, session_key, follow):
     jar = http.cookiejar.CookieJar()
     host = urllib.parse.urlsplit(base).hostname
     for name, value in (("sessionid", session_key), ("csrftoken", CSRF)):
-        jar.set_cookie(http.cookiejar.Cookie(0, name, value, None, False, host, False, False, "/", True, False,
-                                             None, False, None, None, {}))
+        jar.set_cookie(
+            http.cookiejar.Cookie(
+                0, name, value, None, False, host, False, False, "/", True, False, None, False, None, None, {}
+            )
+        )
     handlers = [urllib.request.HTTPCookieProcessor(jar)] + ([] if follow else [NoRedirect])
     return urllib.request.build_opener(*handlers)
 
@@ -85,8 +89,22 @@ def console():
         port = free_port()
         stack = Stack(redis.url, ALLOWED_HOSTS="127.0.0.1", SWEEP_INTERVAL_SECONDS="0.3")
         try:
-            stack.start("web", [str(BIN / "gunicorn"), "console.wsgi", "-b", f"127.0.0.1:{port}", "-w", "3",
-                                "--threads", "4", "--timeout", "60"], ready="Booting worker")
+            stack.start(
+                "web",
+                [
+                    str(BIN / "gunicorn"),
+                    "console.wsgi",
+                    "-b",
+                    f"127.0.0.1:{port}",
+                    "-w",
+                    "3",
+                    "--threads",
+                    "4",
+                    "--timeout",
+                    "60",
+                ],
+                ready="Booting worker",
+            )
             yield f"http://127.0.0.1:{port}", stack, receiver
         finally:
             stack.stop()
@@ -100,8 +118,15 @@ def test_fifty_operators_approving_at_once_make_exactly_one_decision_and_one_del
     agent, _ = make_agent(resume_url=receiver.url)
     checkpoint = make_checkpoint(make_worked_example(agent=agent))
 
-    answers = burst(OPERATORS, lambda i: post(base, f"/checkpoints/{checkpoint.pk}/decide/", sessions[i], {
-        "action": "resume", "instructions": f"resume, says op{i}", "money_confirmed": "on"}))
+    answers = burst(
+        OPERATORS,
+        lambda i: post(
+            base,
+            f"/checkpoints/{checkpoint.pk}/decide/",
+            sessions[i],
+            {"action": "resume", "instructions": f"resume, says op{i}", "money_confirmed": "on"},
+        ),
+    )
 
     assert Decision.objects.filter(checkpoint=checkpoint).count() == 1, answers[:2]
     decision = Decision.objects.get(checkpoint=checkpoint)
@@ -115,8 +140,11 @@ def test_fifty_operators_approving_at_once_make_exactly_one_decision_and_one_del
 
     stack.worker()
     stack.relay()
-    wait_until(lambda: Decision.objects.get(pk=decision.pk).status == "succeeded", timeout=60,
-               what="the one decision to be delivered")
+    wait_until(
+        lambda: Decision.objects.get(pk=decision.pk).status == "succeeded",
+        timeout=60,
+        what="the one decision to be delivered",
+    )
     assert receiver.delivery_ids() == [str(decision.delivery_id)]
 
 
@@ -127,8 +155,9 @@ def test_fifty_operators_claiming_at_once_leave_one_holder_and_tell_the_others_w
     checkpoint = make_checkpoint()
 
     # Each operator's browser follows the redirect and shows the flash message it was given.
-    answers = burst(OPERATORS, lambda i: post(base, f"/checkpoints/{checkpoint.pk}/claim/", sessions[i], {},
-                                              follow=True))
+    answers = burst(
+        OPERATORS, lambda i: post(base, f"/checkpoints/{checkpoint.pk}/claim/", sessions[i], {}, follow=True)
+    )
     checkpoint.refresh_from_db()
     holder = checkpoint.assignee
     assert holder in operators

@@ -36,8 +36,11 @@ class CountingClient(RecoveryClient):
 
 
 def serve(stack, port):
-    return stack.start("web", [str(BIN / "gunicorn"), "console.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2",
-                               "--timeout", "30"], ready="Booting worker")
+    return stack.start(
+        "web",
+        [str(BIN / "gunicorn"), "console.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2", "--timeout", "30"],
+        ready="Booting worker",
+    )
 
 
 def run_agent(client, first, errors):
@@ -50,8 +53,9 @@ def run_workflow(client, n, errors):
         wf = client.create_workflow(f"T-{n}", "refund", f"Refund for ticket T-{n}")
         client.report_step(wf["id"], 1, "read_ticket", "tool", "committed", output={"n": n}, verified=True)
         client.report_step(wf["id"], 2, "decide_refund", "model", "committed", promise="refund within 5 days")
-        client.report_step(wf["id"], 3, "issue_refund", "effect", "pending", input={"amount": "42.00"},
-                           idempotency_key=f"T-{n}:refund")
+        client.report_step(
+            wf["id"], 3, "issue_refund", "effect", "pending", input={"amount": "42.00"}, idempotency_key=f"T-{n}:refund"
+        )
         client.open_checkpoint(wf["id"], "model_timeout", detail="model died", at_seq=4, state={"n": n})
     except Exception as exc:
         errors.append(f"T-{n}: {exc!r}")
@@ -89,10 +93,16 @@ def test_killing_the_web_server_mid_burst_leaves_no_half_written_state(rng):
     assert Checkpoint.objects.count() == WORKFLOWS
     assert Step.objects.count() == 3 * WORKFLOWS
     for checkpoint in Checkpoint.objects.select_related("workflow"):
-        assert set(checkpoint.resume_state) >= {"committed", "pending", "last_verified_output", "promises",
-                                                "unknown_effects"}
+        assert set(checkpoint.resume_state) >= {
+            "committed",
+            "pending",
+            "last_verified_output",
+            "promises",
+            "unknown_effects",
+        }
         assert [e["idempotency_key"] for e in checkpoint.unknown_effects] == [
-            f"{checkpoint.workflow.external_id}:refund"]
+            f"{checkpoint.workflow.external_id}:refund"
+        ]
         assert checkpoint.events.filter(verb="opened").count() == 1
     # No event without its change, no change without its event.
     assert Event.objects.filter(verb="paused").count() == WORKFLOWS

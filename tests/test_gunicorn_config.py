@@ -32,8 +32,11 @@ SAME_ARGUMENTS_FOR_TWO_VERSIONS = {"bench_versions.py"}
 
 def _commands_in_text(text: str) -> list[str]:
     """Shell lines (Makefile recipes, Procfile entries) that start gunicorn."""
-    return [line for line in text.splitlines() if re.search(r"(^|[\s/:])gunicorn(\s|$)", line)
-            and not line.lstrip().startswith("#")]
+    return [
+        line
+        for line in text.splitlines()
+        if re.search(r"(^|[\s/:])gunicorn(\s|$)", line) and not line.lstrip().startswith("#")
+    ]
 
 
 def _gunicorn_argvs(path: Path) -> list[list[Any]]:
@@ -73,12 +76,26 @@ def test_every_other_launch_path_names_the_one_config():
 
 def _start(workers: int, cache_url: str | None, port: int) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "CACHE_URL"}
-    env.update({"WEB_CONCURRENCY": str(workers), "GUNICORN_BIND": f"127.0.0.1:{port}", "GUNICORN_ACCESS_LOG": "",
-                "SECRET_KEY": "gunicorn-guard-test", "DEBUG": "false", "ALLOWED_HOSTS": "127.0.0.1"})
+    env.update(
+        {
+            "WEB_CONCURRENCY": str(workers),
+            "GUNICORN_BIND": f"127.0.0.1:{port}",
+            "GUNICORN_ACCESS_LOG": "",
+            "SECRET_KEY": "gunicorn-guard-test",
+            "DEBUG": "false",
+            "ALLOWED_HOSTS": "127.0.0.1",
+        }
+    )
     if cache_url is not None:
         env["CACHE_URL"] = cache_url
-    return subprocess.Popen([str(BIN / "gunicorn"), "-c", CONFIG, "console.wsgi"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [str(BIN / "gunicorn"), "-c", CONFIG, "console.wsgi"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 @pytest.mark.parametrize("cache_url", [None, "locmemcache://", "dummycache://"])

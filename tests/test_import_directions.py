@@ -90,7 +90,8 @@ def modules(root: Path, packages: Iterable[str] = PACKAGES) -> dict[str, Path]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[Arrow]:
@@ -108,7 +109,7 @@ def _imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[Arr
             if isinstance(child, ast.Import):
                 names = [alias.name for alias in child.names]
             elif isinstance(child, ast.ImportFrom):
-                base = ".".join(package[:len(package) - child.level + 1]) if child.level else ""
+                base = ".".join(package[: len(package) - child.level + 1]) if child.level else ""
                 origin = ".".join(p for p in (base, child.module or "") if p)
                 names = [f"{origin}.{alias.name}" for alias in child.names]
             for name in names:
@@ -189,7 +190,9 @@ def test_the_domain_never_imports_the_console_not_even_its_compatibility_names()
 
 def test_no_import_cycle_but_the_listed_ones_and_those_still_exist() -> None:
     found = arrows()
-    assert not cycles(found, KNOWN_CYCLE_ARROWS), "New import cycles:\n" + "\n".join(map(str, cycles(found, KNOWN_CYCLE_ARROWS)))
+    assert not cycles(found, KNOWN_CYCLE_ARROWS), "New import cycles:\n" + "\n".join(
+        map(str, cycles(found, KNOWN_CYCLE_ARROWS))
+    )
     running = {(a.source, a.target) for a in found if not a.type_only}
     gone = sorted(KNOWN_CYCLE_ARROWS - running)
     assert not gone, f"Remove these from KNOWN_CYCLE_ARROWS, they no longer exist: {gone}"
@@ -202,14 +205,21 @@ def test_no_cycle_at_import_time_at_all() -> None:
     assert cycles(top) == []
 
 
-@pytest.mark.parametrize(("where", "source", "wrong"), [
-    ("workflows/models/thing.py", "def f():\n    from console.roles import can_act\n", True),
-    ("workflows/models/thing.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from access import rules\n", True),
-    ("workflows/api/thing.py", "from console import views\n", True),
-    ("access/thing.py", "from workflows.api import api\n", True),
-    ("access/thing.py", "from workflows.roles import ADMIN\n", False),
-    ("console/thing.py", "from workflows.api import api\nfrom access import rules\n", False),
-])
+@pytest.mark.parametrize(
+    ("where", "source", "wrong"),
+    [
+        ("workflows/models/thing.py", "def f():\n    from console.roles import can_act\n", True),
+        (
+            "workflows/models/thing.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from access import rules\n",
+            True,
+        ),
+        ("workflows/api/thing.py", "from console import views\n", True),
+        ("access/thing.py", "from workflows.api import api\n", True),
+        ("access/thing.py", "from workflows.roles import ADMIN\n", False),
+        ("console/thing.py", "from workflows.api import api\nfrom access import rules\n", False),
+    ],
+)
 def test_the_walk_catches_an_arrow_planted_anywhere(tmp_path: Path, where: str, source: str, wrong: bool) -> None:
     for package in ("access", "console", "workflows/models", "workflows/api"):
         (tmp_path / package).mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,10 @@ def _incident(agent_name, n, *, recover_after=None, by):
     agent = make_agent(agent_name)[0]
     agent.incident_threshold = n
     agent.save()
-    members = [make_checkpoint(make_worked_example(agent=agent), reason="tool_error", detail=f"502 for T-{i}")
-               for i in range(n)]
+    members = [
+        make_checkpoint(make_worked_example(agent=agent), reason="tool_error", detail=f"502 for T-{i}")
+        for i in range(n)
+    ]
     incident = Incident.objects.get(agent=agent)
     if recover_after is not None:
         for c in members:
@@ -81,8 +83,11 @@ def test_metrics_exports_them(seeded, settings):
     settings.METRICS_ALLOWED_IPS = []
     settings.METRICS_CACHE_SECONDS = 0
     response = Client().get("/metrics", headers={"Authorization": "Bearer scrape-token-for-tests"})
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(response.content.decode()) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for s in family.samples
+    }
     assert samples[("recovery_incidents_opened_total", ())] == 4  # the merged one too: a counter
     assert samples[("recovery_incidents", (("status", "open"),))] == 3
     assert samples[("recovery_incidents", (("status", "resolved"),))] == 0

@@ -33,7 +33,7 @@ def _values(rng: random.Random) -> dict[str, str]:
         "amount": f"{rng.randrange(1, 99999) / 100:.2f} {rng.choice(['EUR', 'USD', 'GBP'])}",
         "ticket": f"T-{rng.randrange(1, 10**6)}",
         "stamp": f"2026-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}T{rng.randrange(24):02d}:"
-                 f"{rng.randrange(60):02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z",
+        f"{rng.randrange(60):02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d}Z",
         "order": f"ord_{rng.randrange(10**9)}",
         "hexid": f"{rng.getrandbits(64):016x}" if rng.random() < 0.5 else hex(rng.getrandbits(32)),
         "money": rng.choice(["€", "$", "£"]) + f"{rng.randrange(1, 5000)},{rng.randrange(100):02d}",
@@ -58,14 +58,17 @@ def test_details_of_different_failures_never_share_a_fingerprint(rng):
     assert fingerprint("tool lookup_order timed out") != fingerprint("tool lookup_customer timed out")
 
 
-@pytest.mark.parametrize(("one", "other"), [
-    ("timeout after 30s on 2026-12-01T13:09:57Z", "timeout after 31s on 2026-11-30 08:00:01+01:00"),
-    ("request 123e4567-e89b-12d3-a456-426614174000 failed", "request 00000000-0000-4000-8000-000000000001 failed"),
-    ("digest 9f86d081884c7d65 mismatch", "digest 0xdeadbeef mismatch"),
-    ("refund €42.00 failed", "refund 1,234.56 EUR failed"),
-    ("order ord_99 stuck at 12:01", "order ord_123456 stuck at 23:59:59"),
-    ("model call req_1a2b3c4d5e6f failed", "model call req_a1b2c3d4e5f6a7 failed"),
-])
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("timeout after 30s on 2026-12-01T13:09:57Z", "timeout after 31s on 2026-11-30 08:00:01+01:00"),
+        ("request 123e4567-e89b-12d3-a456-426614174000 failed", "request 00000000-0000-4000-8000-000000000001 failed"),
+        ("digest 9f86d081884c7d65 mismatch", "digest 0xdeadbeef mismatch"),
+        ("refund €42.00 failed", "refund 1,234.56 EUR failed"),
+        ("order ord_99 stuck at 12:01", "order ord_123456 stuck at 23:59:59"),
+        ("model call req_1a2b3c4d5e6f failed", "model call req_a1b2c3d4e5f6a7 failed"),
+    ],
+)
 def test_each_kind_of_variable_is_normalised_away(one, other):
     assert fingerprint(one) == fingerprint(other), (normalised_detail(one), normalised_detail(other))
 
@@ -76,10 +79,17 @@ def test_plain_words_that_look_like_hex_are_kept():
 
 # --- forming an incident ---
 
-def _failing(agent, n, *, detail="provider answered 502 for ticket {i}", kind="refund", reason="tool_error",
-             now=None):
-    return [make_checkpoint(make_worked_example(agent=agent) if kind == "refund" else _kind_workflow(agent, kind),
-                            reason=reason, detail=detail.format(i=f"T-{9000 + i}"), now=now) for i in range(n)]
+
+def _failing(agent, n, *, detail="provider answered 502 for ticket {i}", kind="refund", reason="tool_error", now=None):
+    return [
+        make_checkpoint(
+            make_worked_example(agent=agent) if kind == "refund" else _kind_workflow(agent, kind),
+            reason=reason,
+            detail=detail.format(i=f"T-{9000 + i}"),
+            now=now,
+        )
+        for i in range(n)
+    ]
 
 
 def _kind_workflow(agent, kind):
@@ -163,6 +173,7 @@ def test_a_threshold_of_zero_never_groups():
 
 # --- by hand ---
 
+
 @pytest.mark.django_db
 def test_an_operator_opens_an_incident_from_a_selection_and_it_is_audited(alice):
     agent, _ = make_agent()
@@ -194,8 +205,9 @@ def test_merging_moves_every_member_and_resolves_the_other(alice):
     assert one.members.count() == 5 and two.members.count() == 0
     assert two.status == Incident.Status.RESOLVED and two.merged_into == one
     assert not one.merge(two, by=alice), "a resolved incident cannot be merged again"
-    assert Event.objects.filter(subject=f"incident:{one.pk}", verb=Event.Verb.INCIDENT_MERGED,
-                                actor_user=alice).exists()
+    assert Event.objects.filter(
+        subject=f"incident:{one.pk}", verb=Event.Verb.INCIDENT_MERGED, actor_user=alice
+    ).exists()
     assert Event.objects.filter(subject=f"incident:{two.pk}", verb=Event.Verb.INCIDENT_MERGED).exists()
 
 
@@ -218,8 +230,9 @@ def test_a_member_selected_into_a_new_incident_leaves_its_old_one_on_the_record(
     new = Incident.open_from([moved], by=alice)
     moved.refresh_from_db()
     assert moved.incident_id == new.pk and old.members.count() == 2
-    assert Event.objects.filter(subject=f"incident:{old.pk}", verb=Event.Verb.INCIDENT_REMOVED,
-                                data__to_incident=new.pk).exists()
+    assert Event.objects.filter(
+        subject=f"incident:{old.pk}", verb=Event.Verb.INCIDENT_REMOVED, data__to_incident=new.pk
+    ).exists()
 
 
 @pytest.mark.django_db
@@ -232,4 +245,7 @@ def test_status_moves_through_the_transition_table(alice):
     assert incident.resolved_at is not None
     verbs = Event.objects.filter(subject=f"incident:{incident.pk}", verb=Event.Verb.INCIDENT_STATUS)
     assert [(e.data["from"], e.data["to"]) for e in verbs] == [
-        ("open", "mitigating"), ("mitigating", "recovering"), ("recovering", "resolved")]
+        ("open", "mitigating"),
+        ("mitigating", "recovering"),
+        ("recovering", "resolved"),
+    ]

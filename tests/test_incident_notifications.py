@@ -42,14 +42,20 @@ def watchers():
     wanda.groups.add(group)
     Channel.objects.create(kind=Channel.Kind.EMAIL, user=wanda, address="wanda@example.test")
     Channel.objects.create(kind=Channel.Kind.WEBHOOK, group=group, url="https://hooks.example.test/refunds")
-    make_runbook(workflow_kind="refund", policy=make_policy(target=30, warning=10, claim_target_minutes=5,
-                                                            claim_warning=2, watchers=group))
+    make_runbook(
+        workflow_kind="refund",
+        policy=make_policy(target=30, warning=10, claim_target_minutes=5, claim_warning=2, watchers=group),
+    )
     return group
 
 
 def _members(agent, n, *, start=0):
-    return [make_checkpoint(make_worked_example(agent=agent), reason="tool_error",
-                            detail=f"provider answered 502 for T-{start + i}") for i in range(n)]
+    return [
+        make_checkpoint(
+            make_worked_example(agent=agent), reason="tool_error", detail=f"provider answered 502 for T-{start + i}"
+        )
+        for i in range(n)
+    ]
 
 
 def _agent(threshold=5):
@@ -67,7 +73,9 @@ def test_an_incident_opening_notifies_its_watchers_once_and_later_members_notify
     incident = Incident.objects.get()
     opened = Notification.objects.filter(kind=Notification.Kind.INCIDENT_OPENED)
     assert sorted((n.recipient.username if n.recipient else n.group.name) for n in opened) == [
-        "refund-watchers", "wanda"]
+        "refund-watchers",
+        "wanda",
+    ]
     assert all(n.path == reverse("incident", args=[incident.pk]) and n.checkpoint is None for n in opened)
     assert f"Incident #{incident.pk} opened" in opened.first().title
     # Through the outbox: one delivery per channel (wanda's email, the group's webhook).
@@ -90,7 +98,11 @@ def test_the_members_watcher_news_folds_into_one_per_incident_while_a_holder_hea
     wanda_news = Notification.objects.filter(recipient__username="wanda").exclude(kind="incident_opened")
     about_incident = wanda_news.filter(path=reverse("incident", args=[incident.pk]))
     assert sorted(about_incident.values_list("kind", flat=True)) == [
-        "claim_breached", "claim_warning", "sla_breached", "sla_warning"], "once per kind, not once per member"
+        "claim_breached",
+        "claim_warning",
+        "sla_breached",
+        "sla_warning",
+    ], "once per kind, not once per member"
     assert not wanda_news.filter(checkpoint__incident=incident).exists()
     # A checkpoint outside any incident keeps its own news.
     assert set(wanda_news.filter(checkpoint=loner).values_list("kind", flat=True)) >= {"sla_breached"}

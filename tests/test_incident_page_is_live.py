@@ -21,7 +21,9 @@ def _incident(n=5):
     agent.incident_threshold = 5
     agent.save()
     for i in range(n):
-        make_checkpoint(make_worked_example(agent=agent), reason="tool_error", detail=f"provider answered 502 for T-{i}")
+        make_checkpoint(
+            make_worked_example(agent=agent), reason="tool_error", detail=f"provider answered 502 for T-{i}"
+        )
     return Incident.objects.get(), agent
 
 

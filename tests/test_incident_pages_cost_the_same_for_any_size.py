@@ -15,11 +15,18 @@ pytestmark = pytest.mark.django_db
 
 def grow(agent, incident_size: int) -> Incident:
     """Open checkpoints of one signature until the agent's incident has ``incident_size`` members."""
-    while not Incident.objects.filter(agent=agent).exists() or \
-            Incident.objects.get(agent=agent).members.count() < incident_size:
+    while (
+        not Incident.objects.filter(agent=agent).exists()
+        or Incident.objects.get(agent=agent).members.count() < incident_size
+    ):
         n = Checkpoint.objects.count()
-        Checkpoint.open_for(make_workflow(agent, context={"customer": f"C-{n}"}), reason="tool_error", at_seq=4,
-                            plan=REMAINING_PLAN, detail=f"payments provider answered 502 for T-{n}")
+        Checkpoint.open_for(
+            make_workflow(agent, context={"customer": f"C-{n}"}),
+            reason="tool_error",
+            at_seq=4,
+            plan=REMAINING_PLAN,
+            detail=f"payments provider answered 502 for T-{n}",
+        )
     return Incident.objects.get(agent=agent)
 
 
@@ -29,8 +36,7 @@ def queries(client, url: str) -> int:
     return len(ctx.captured_queries)
 
 
-def test_the_queue_and_the_incident_page_read_a_30_member_incident_in_as_many_queries_as_a_5_member_one(
-        client, alice):
+def test_the_queue_and_the_incident_page_read_a_30_member_incident_in_as_many_queries_as_a_5_member_one(client, alice):
     agent, _ = make_agent()
     agent.incident_threshold = 5
     agent.save()

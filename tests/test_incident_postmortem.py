@@ -20,8 +20,10 @@ from workflows.tasks import record_sla
 
 pytestmark = pytest.mark.django_db
 
-HOSTILE = ("provider 502 for {i}\n# Injected heading\n\n[click me](https://evil.example/x) <img src=x onerror=alert(1)> "
-           "| a | cell | **bold** www.evil.example ![pic](https://evil.example/p.png) <script>alert(1)</script>")
+HOSTILE = (
+    "provider 502 for {i}\n# Injected heading\n\n[click me](https://evil.example/x) <img src=x onerror=alert(1)> "
+    "| a | cell | **bold** www.evil.example ![pic](https://evil.example/p.png) <script>alert(1)</script>"
+)
 
 
 def _render(markdown: str) -> str:
@@ -74,10 +76,20 @@ def test_the_download_is_markdown_with_every_section_on_seeded_data(client, alic
     text = response.content.decode()
 
     headings = re.findall(r"^#{1,6} .*$", text, re.M)
-    assert headings == [f"# Postmortem draft: incident {incident.pk}", "## Summary",
-                        "## Time to detect, hold and recover", "## Timeline (UTC)", "## Blast radius",
-                        "### Money at stake", "### Promises made to users", "## Decisions and rollout waves",
-                        f"### Rollout {rollout.pk}: resume, running", "## Outcomes", "## SLA breaches", "## Action items"]
+    assert headings == [
+        f"# Postmortem draft: incident {incident.pk}",
+        "## Summary",
+        "## Time to detect, hold and recover",
+        "## Timeline (UTC)",
+        "## Blast radius",
+        "### Money at stake",
+        "### Promises made to users",
+        "## Decisions and rollout waves",
+        f"### Rollout {rollout.pk}: resume, running",
+        "## Outcomes",
+        "## SLA breaches",
+        "## Action items",
+    ]
     summary = _section(text, "Summary")
     assert "- **Members:** 4 checkpoints of 4 workflows, 4 tickets; 1 still waiting for a decision" not in summary
     assert "- **Members:** 4 checkpoints of 4 workflows, 4 tickets; 2 still waiting for a decision" in summary
@@ -132,8 +144,10 @@ def test_md_escapes_every_markdown_and_html_opening_and_keeps_one_line():
     hostile = "# h\n- item\r\n1. one > quote `code` <b>x</b> [l](u) a|b *e* _e_ ~s~ \\ &amp;"
     out = md(hostile)
     assert "\n" not in out and "\r" not in out
-    assert _render(out).strip() == "<p>" + "# h - item 1. one &gt; quote `code` &lt;b&gt;x&lt;/b&gt; [l](u) a|b *e* _e_ " \
+    assert (
+        _render(out).strip() == "<p>" + "# h - item 1. one &gt; quote `code` &lt;b&gt;x&lt;/b&gt; [l](u) a|b *e* _e_ "
         "~s~ \\ &amp;amp;" + "</p>"
+    )
     assert md("x" * 600, limit=10) == "x" * 9 + "…"
 
 

@@ -20,8 +20,11 @@ def _incident(n, *, unknown=0):
     agent.incident_threshold = n
     agent.save()
     for i in range(n):
-        make_checkpoint(make_worked_example(agent=agent, refund_status="pending" if i < unknown else "committed"),
-                        reason="tool_error", detail=f"provider answered 502 for T-{i}")
+        make_checkpoint(
+            make_worked_example(agent=agent, refund_status="pending" if i < unknown else "committed"),
+            reason="tool_error",
+            detail=f"provider answered 502 for T-{i}",
+        )
     return Incident.objects.get()
 
 
@@ -35,7 +38,8 @@ def _settle(rollout, *, fail=0):
         checkpoint = Checkpoint.objects.get(pk=pk)
         Decision.objects.filter(checkpoint=checkpoint).update(status=Decision.Status.SUCCEEDED)
         Workflow.objects.filter(pk=checkpoint.workflow_id).update(
-            status=Workflow.Status.FAILED if i < fail else Workflow.Status.COMPLETED)
+            status=Workflow.Status.FAILED if i < fail else Workflow.Status.COMPLETED
+        )
 
 
 def test_a_canary_first_then_growing_waves_each_through_the_outbox(alice):

@@ -45,8 +45,9 @@ def stamped(db):
 def test_walking_every_page_lists_each_row_once_in_order_ties_included(stamped, descending, size):
     field = "breached_at" if descending else "due_at"
     pager = KeysetPager(field, descending=descending)
-    expected = list(stamped.order_by(*((f"-{field}", "-pk") if descending else (field, "pk")))
-                    .values_list("pk", flat=True))
+    expected = list(
+        stamped.order_by(*((f"-{field}", "-pk") if descending else (field, "pk"))).values_list("pk", flat=True)
+    )
     assert walk(pager, stamped, size) == expected
 
 

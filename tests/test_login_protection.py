@@ -31,7 +31,9 @@ def test_thirty_wrong_passwords_lock_the_account_and_the_right_one_no_longer_wor
     assert response.status_code == 429
     assert "Too many failed sign-ins" in response.content.decode()
     assert "_auth_user_id" not in client.session
-    assert Event.objects.filter(verb=Event.Verb.LOGIN_FAILED, data__username="adam").count() == settings.AXES_FAILURE_LIMIT
+    assert (
+        Event.objects.filter(verb=Event.Verb.LOGIN_FAILED, data__username="adam").count() == settings.AXES_FAILURE_LIMIT
+    )
     assert Event.objects.filter(verb=Event.Verb.LOCKED_OUT, data__username="adam").count() == 1
     assert not Event.objects.filter(verb=Event.Verb.LOGGED_IN, actor_user=adam).exists()
 
@@ -56,10 +58,14 @@ def test_a_sign_in_still_forgets_its_own_typos(client, db, settings):
     for _ in range(3):
         for _ in range(settings.AXES_FAILURE_LIMIT - 1):
             client.post("/login/", {"username": "alice", "password": "typo-" + "x" * 12}, REMOTE_ADDR="192.0.2.9")
-        assert client.post("/login/", {"username": "alice", "password": PASSWORD},
-                           REMOTE_ADDR="192.0.2.9").status_code == 302
+        assert (
+            client.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="192.0.2.9").status_code
+            == 302
+        )
         client.cookies.clear()
-    assert client.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="192.0.2.9").status_code == 302
+    assert (
+        client.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="192.0.2.9").status_code == 302
+    )
 
 
 def test_a_sign_in_is_an_audit_event_with_the_address(client, db):
@@ -73,10 +79,21 @@ def test_the_lockout_counts_the_client_behind_the_proxy_not_the_proxy(client, db
     settings.TRUSTED_PROXY_COUNT = 1
     make_user("alice", password=PASSWORD)
     for _ in range(settings.AXES_FAILURE_LIMIT):
-        client.post("/login/", {"username": "mallory", "password": "x" * 12},
-                    REMOTE_ADDR="10.0.0.2", HTTP_X_FORWARDED_FOR="1.1.1.1, 203.0.113.9")
-    assert client.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="10.0.0.2",
-                       HTTP_X_FORWARDED_FOR="198.51.100.4").status_code == 302  # another client, same proxy
+        client.post(
+            "/login/",
+            {"username": "mallory", "password": "x" * 12},
+            REMOTE_ADDR="10.0.0.2",
+            HTTP_X_FORWARDED_FOR="1.1.1.1, 203.0.113.9",
+        )
+    assert (
+        client.post(
+            "/login/",
+            {"username": "alice", "password": PASSWORD},
+            REMOTE_ADDR="10.0.0.2",
+            HTTP_X_FORWARDED_FOR="198.51.100.4",
+        ).status_code
+        == 302
+    )  # another client, same proxy
     failed = Event.objects.filter(verb=Event.Verb.LOGIN_FAILED).first()
     assert failed.data["ip"] == "203.0.113.9"  # the address the proxy saw, not what the client wrote
 

@@ -20,8 +20,9 @@ CYRILLIC = "\u043erder-1042"  # Cyrillic small o, then Latin
 def test_full_width_and_other_compatibility_forms_are_the_same_id(db):
     bot = api_agent()
     first = expect(bot.post("/workflows", {"external_id": "T-1042", "kind": "refund", "title": "t"}), 201)
-    again = expect(bot.post("/workflows", {"external_id": "T\uff0d\uff11\uff10\uff14\uff12", "kind": "refund",
-                                           "title": "t"}), 200)
+    again = expect(
+        bot.post("/workflows", {"external_id": "T\uff0d\uff11\uff10\uff14\uff12", "kind": "refund", "title": "t"}), 200
+    )
     assert again["id"] == first["id"] and Workflow.objects.count() == 1
 
 

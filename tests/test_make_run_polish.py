@@ -38,8 +38,9 @@ def test_outside_the_demo_there_is_no_ledger_link(client, alice, settings):
 
 @pytest.mark.parametrize(("port", "fleet"), [("8000", "8765"), ("8100", "8865")])
 def test_the_fleet_port_follows_port(port, fleet):
-    out = subprocess.run(["make", "-n", "-s", "run", f"PORT={port}"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["make", "-n", "-s", "run", f"PORT={port}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
 
     assert f"--fleet-port {fleet}" in out and f"FLEET_PORT={fleet}" in out
     assert "--port $FLEET_PORT" in (ROOT / "Procfile.dev").read_text()
@@ -68,15 +69,21 @@ def _console_url(**env: str) -> str:
 
     environment = {k: v for k, v in os.environ.items() if k not in ("CONSOLE_URL", "CONSOLE_PORT")}
     code = "import django; django.setup(); from django.conf import settings; print(settings.CONSOLE_URL)"
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
-                          env={**environment, "DJANGO_SETTINGS_MODULE": "console.settings", "SECRET_KEY": "x",
-                               **env}).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**environment, "DJANGO_SETTINGS_MODULE": "console.settings", "SECRET_KEY": "x", **env},
+    ).stdout.strip()
 
 
 def test_notification_links_follow_the_port_make_run_was_given():
     """Issue 28 item 13: with `make run PORT=8200` the emails linked to port 8000."""
-    out = subprocess.run(["make", "-n", "-s", "run", "PORT=8200"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["make", "-n", "-s", "run", "PORT=8200"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     assert "CONSOLE_PORT=8200" in out  # every process of the fleet (the worker sends the emails) gets it
 
     assert _console_url(CONSOLE_PORT="8200") == "http://127.0.0.1:8200"

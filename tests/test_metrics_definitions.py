@@ -24,8 +24,16 @@ def behind(figure: str) -> set[str]:
 
 
 def test_degraded_means_a_checkpoint_or_a_failure_and_straight_runs_are_launches_only(history):
-    assert behind("degraded") == {"clean", "duplicate", "lost-refund", "lost-promise", "blank", "silent",
-                                  "handoff", "waiting"}
+    assert behind("degraded") == {
+        "clean",
+        "duplicate",
+        "lost-refund",
+        "lost-promise",
+        "blank",
+        "silent",
+        "handoff",
+        "waiting",
+    }
     summary = metrics.summary(metrics.Filters.last())
     assert summary.launches == 9
     assert summary.counts["degraded"] == 8
@@ -83,7 +91,10 @@ def test_timings_decisions_and_breaches_come_from_the_recorded_clocks(history):
     assert claim.median <= decision.median <= decision.p90 <= elapsed
     assert timings.interruption_to_completion(filters).count == 5
     assert sla_figures.decisions_by_action_and_outcome(filters) == {
-        ("abort", "succeeded"): 1, ("handoff", "succeeded"): 1, ("resume", "succeeded"): 4}
+        ("abort", "succeeded"): 1,
+        ("handoff", "succeeded"): 1,
+        ("resume", "succeeded"): 4,
+    }
     rate = sla_figures.breach_rate(filters)
     assert (rate.breached, rate.opened) == (0, 7)  # "blank" never opened one
 
@@ -118,8 +129,7 @@ def test_percentiles_are_nearest_rank():
 
 def test_filters_read_from_a_url_survive_bad_input():
     today = timezone.now().date()
-    filters = metrics.Filters.from_query({"start": "not-a-date", "end": "2026-01-10", "kind": " refund "},
-                                         today=today)
+    filters = metrics.Filters.from_query({"start": "not-a-date", "end": "2026-01-10", "kind": " refund "}, today=today)
     assert filters.end.isoformat() == "2026-01-10" and filters.kind == "refund"
     swapped = metrics.Filters.from_query({"start": "2026-02-10", "end": "2026-02-01"})
     assert (swapped.start.isoformat(), swapped.end.isoformat()) == ("2026-02-01", "2026-02-10")

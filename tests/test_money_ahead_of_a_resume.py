@@ -15,10 +15,10 @@ from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_
 from tests.test_demo_resume import deliver
 from workflows.models import Checkpoint, Decider, Decision, Workflow
 
-REFUND_AHEAD = [{"name": "issue_refund", "kind": "effect", "amount": "120.60", "currency": "EUR",
-                 "moves_money": True},
-                {"name": "notify_customer", "kind": "effect", "amount": None, "currency": None,
-                 "moves_money": False}]
+REFUND_AHEAD = [
+    {"name": "issue_refund", "kind": "effect", "amount": "120.60", "currency": "EUR", "moves_money": True},
+    {"name": "notify_customer", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
+]
 
 
 def interrupted_before_the_refund(**kwargs):
@@ -59,7 +59,8 @@ def test_no_plan_is_money_when_the_kind_has_moved_money_before(alice):
 
     assert checkpoint.plan is None
     assert checkpoint.money_reasons() == [
-        "the agent did not report its plan, and refund workflows have moved money before"]
+        "the agent did not report its plan, and refund workflows have moved money before"
+    ]
     with pytest.raises(ValueError, match="tick the explicit confirmation"):
         Decider(checkpoint).decide(by=alice, action="resume")
 
@@ -107,6 +108,7 @@ def test_four_eyes_on_every_resume_leaves_handoffs_alone(alice, bob):
 
 # --- the API: the plan is optional, validated, stored and answered -----------------------------------
 
+
 @pytest.fixture
 def bot(db):
     return api_agent()
@@ -120,13 +122,18 @@ def _paused(bot, **fields):
 
 
 def test_the_plan_comes_back_in_the_resume_state_normalised(bot):
-    _, checkpoint = _paused(bot, plan=[{"name": "issue_refund", "kind": "effect", "amount": 120.6,
-                                        "currency": "EUR"},
-                                       {"name": "notify_customer", "kind": "message"}])
+    _, checkpoint = _paused(
+        bot,
+        plan=[
+            {"name": "issue_refund", "kind": "effect", "amount": 120.6, "currency": "EUR"},
+            {"name": "notify_customer", "kind": "message"},
+        ],
+    )
 
     assert checkpoint["resume_state"]["plan"] == [
         {"name": "issue_refund", "kind": "effect", "amount": "120.6", "currency": "EUR", "moves_money": True},
-        {"name": "notify_customer", "kind": "message", "amount": None, "currency": None, "moves_money": False}]
+        {"name": "notify_customer", "kind": "message", "amount": None, "currency": None, "moves_money": False},
+    ]
     stored = Checkpoint.objects.get(pk=checkpoint["id"])
     assert stored.touches_money()
 
@@ -146,19 +153,31 @@ def test_an_identical_resend_with_a_plan_answers_the_same_checkpoint(bot):
     assert again["id"] == first["id"]
 
 
-@pytest.mark.parametrize(("step", "code", "field"), [
-    ({"name": "issue_refund", "kind": "effect", "amount": "120.60"}, "currency_required", "plan.0"),
-    ({"name": "issue_refund", "kind": "effect", "amount": "lots", "currency": "EUR"}, "invalid_amount",
-     "plan.0.amount"),
-    ({"name": "issue_refund", "kind": "effect", "amount": "-5", "currency": "EUR"}, "invalid_amount",
-     "plan.0.amount"),
-    ({"name": "issue_refund", "kind": "effect", "amount": "5", "currency": "euro"}, "string_pattern_mismatch",
-     "plan.0.currency"),
-    ({"name": "decide_refund", "kind": "model", "amount": "5", "currency": "EUR"}, "money_on_non_effect", "plan.0"),
-    ({"name": "issue_refund", "kind": "payment"}, "invalid_choice", "plan.0.kind"),
-    ({"kind": "effect"}, "missing_field", "plan.0.name"),
-], ids=["no-currency", "not-a-number", "negative", "bad-currency", "money-on-a-model-step", "bad-kind",
-        "no-name"])
+@pytest.mark.parametrize(
+    ("step", "code", "field"),
+    [
+        ({"name": "issue_refund", "kind": "effect", "amount": "120.60"}, "currency_required", "plan.0"),
+        (
+            {"name": "issue_refund", "kind": "effect", "amount": "lots", "currency": "EUR"},
+            "invalid_amount",
+            "plan.0.amount",
+        ),
+        (
+            {"name": "issue_refund", "kind": "effect", "amount": "-5", "currency": "EUR"},
+            "invalid_amount",
+            "plan.0.amount",
+        ),
+        (
+            {"name": "issue_refund", "kind": "effect", "amount": "5", "currency": "euro"},
+            "string_pattern_mismatch",
+            "plan.0.currency",
+        ),
+        ({"name": "decide_refund", "kind": "model", "amount": "5", "currency": "EUR"}, "money_on_non_effect", "plan.0"),
+        ({"name": "issue_refund", "kind": "payment"}, "invalid_choice", "plan.0.kind"),
+        ({"kind": "effect"}, "missing_field", "plan.0.name"),
+    ],
+    ids=["no-currency", "not-a-number", "negative", "bad-currency", "money-on-a-model-step", "bad-kind", "no-name"],
+)
 def test_a_bad_plan_step_is_a_422_naming_the_field(bot, step, code, field):
     workflow_id = bot.create_workflow("T-1049")["id"]
 
@@ -169,9 +188,9 @@ def test_a_bad_plan_step_is_a_422_naming_the_field(bot, step, code, field):
 
 # --- the regression: T-1048 through the demo fleet ---------------------------------------------------
 
+
 @pytest.mark.django_db(transaction=True)
-def test_t1048_resumed_before_its_refund_asks_money_and_four_eyes_and_refunds_once(fleet, olivia, operator,
-                                                                                   bob):
+def test_t1048_resumed_before_its_refund_asks_money_and_four_eyes_and_refunds_once(fleet, olivia, operator, bob):
     make_runbook(slug="refunds", workflow_kind="refund", requires_four_eyes=True)
     with fleet.journal.transaction() as conn:  # the next refund ticket is T-1048
         conn.execute("INSERT INTO counters (name, value) VALUES ('refund', 1047)")
@@ -184,7 +203,11 @@ def test_t1048_resumed_before_its_refund_asks_money_and_four_eyes_and_refunds_on
 
     # The agent said what a resume will do, with the refund's amount at stake.
     assert [(s["name"], s["moves_money"]) for s in checkpoint.plan] == [
-        ("decide_refund", False), ("issue_refund", True), ("write_ticket_note", False), ("notify_customer", False)]
+        ("decide_refund", False),
+        ("issue_refund", True),
+        ("write_ticket_note", False),
+        ("notify_customer", False),
+    ]
     assert (checkpoint.plan[1]["amount"], checkpoint.plan[1]["currency"]) == (ticket["amount"], ticket["currency"])
     assert checkpoint.unknown_effects == [] and checkpoint.resume_state["pending"]["name"] == "decide_refund"
 

@@ -46,9 +46,18 @@ def test_the_plan_step_without_an_amount_is_the_pending_effect_and_lends_it_noth
 
 
 def test_two_like_credits_in_the_plan_stay_two_and_a_different_amount_is_another_effect():
-    state: dict[str, Any] = {"plan": [CREDIT, CREDIT, {**CREDIT, "amount": "10.00"}],
-             "unknown_effects": [{"name": "issue_credit", "kind": "effect", "seq": 2, "idempotency_key": "k",
-                                  "input": {"amount": "64.50", "currency": "USD"}}]}
+    state: dict[str, Any] = {
+        "plan": [CREDIT, CREDIT, {**CREDIT, "amount": "10.00"}],
+        "unknown_effects": [
+            {
+                "name": "issue_credit",
+                "kind": "effect",
+                "seq": 2,
+                "idempotency_key": "k",
+                "input": {"amount": "64.50", "currency": "USD"},
+            }
+        ],
+    }
     state["pending"] = state["unknown_effects"][0]  # the pending step is the unknown one: still once
 
     money = MoneyAtStake.of(state, kind="invoice_dispute")

@@ -56,16 +56,27 @@ def _assert_guarded(client, alice, checkpoint, shown: str) -> None:
     assert decision.status == Decision.Status.PROPOSED  # four eyes: nothing goes out on one operator's word
 
 
-@pytest.mark.parametrize(("effect_input", "shown"), [
-    ({"Amount": "420.00", "Currency": "EUR"}, "420.00 EUR"),
-    ({"refund": {"amount": "420.00", "currency": "EUR"}}, "420.00 EUR"),
-    ({"amount_cents": 42000, "currency": "EUR"}, "420.00 EUR"),
-    ({"order": "O-1", "payment": {"totalPrice": {"value": "420.00", "currency": "EUR"}}}, "420.00 EUR"),
-    ({"lines": [{"sku": "A", "unitPriceMinor": 42000}], "currency": "EUR"}, "420.00 EUR"),
-    ({"note": "420.00 EUR"}, "420.00 EUR"),
-    ({"AMOUNT": 420, "CURRENCY": "eur"}, "420 EUR"),
-], ids=["Amount", "refund.amount", "amount_cents", "nested value+currency", "minor units in a list",
-        "a string", "shouting"])
+@pytest.mark.parametrize(
+    ("effect_input", "shown"),
+    [
+        ({"Amount": "420.00", "Currency": "EUR"}, "420.00 EUR"),
+        ({"refund": {"amount": "420.00", "currency": "EUR"}}, "420.00 EUR"),
+        ({"amount_cents": 42000, "currency": "EUR"}, "420.00 EUR"),
+        ({"order": "O-1", "payment": {"totalPrice": {"value": "420.00", "currency": "EUR"}}}, "420.00 EUR"),
+        ({"lines": [{"sku": "A", "unitPriceMinor": 42000}], "currency": "EUR"}, "420.00 EUR"),
+        ({"note": "420.00 EUR"}, "420.00 EUR"),
+        ({"AMOUNT": 420, "CURRENCY": "eur"}, "420 EUR"),
+    ],
+    ids=[
+        "Amount",
+        "refund.amount",
+        "amount_cents",
+        "nested value+currency",
+        "minor units in a list",
+        "a string",
+        "shouting",
+    ],
+)
 def test_a_pending_refund_in_any_spelling_asks_the_tick_and_four_eyes(client, alice, effect_input, shown):
     checkpoint = _paused_on_a_pending_effect(effect_input)
 
@@ -85,8 +96,11 @@ def test_moves_money_false_never_hides_the_amount_a_plan_step_carries(client, al
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     workflow = make_workflow()
     make_step(workflow, 1, "read_ticket", "tool", output={"ticket": "T-1"}, verified=True)
-    checkpoint = make_checkpoint(workflow, at_seq=2, plan=[
-        {"name": "issue_refund", "kind": "effect", "amount": "420.00", "currency": "EUR", "moves_money": False}])
+    checkpoint = make_checkpoint(
+        workflow,
+        at_seq=2,
+        plan=[{"name": "issue_refund", "kind": "effect", "amount": "420.00", "currency": "EUR", "moves_money": False}],
+    )
 
     assert checkpoint.money_reasons() == ["issue_refund is planned: 420.00 EUR"]
     client.force_login(alice)
@@ -101,8 +115,7 @@ def test_moves_money_false_never_hides_the_amount_a_plan_step_carries(client, al
 def _earlier_refund(kind="refund", name="issue_refund"):
     """Another workflow that committed a refund, its amount spelt as the guard never used to read it."""
     workflow = make_workflow(kind=kind)
-    make_step(workflow, 1, name, "effect", input={"refund": {"Amount": "12.00", "Currency": "EUR"}},
-              external_ref="R-1")
+    make_step(workflow, 1, name, "effect", input={"refund": {"Amount": "12.00", "Currency": "EUR"}}, external_ref="R-1")
     return workflow
 
 
@@ -114,7 +127,8 @@ def test_a_kind_that_moved_money_before_counts_when_the_agent_sends_no_plan(clie
     checkpoint = make_checkpoint(workflow, at_seq=2, plan=None, state={})
 
     assert checkpoint.money_reasons() == [
-        "the agent did not report its plan, and refund workflows have moved money before"]
+        "the agent did not report its plan, and refund workflows have moved money before"
+    ]
     client.force_login(alice)
     refused = client.post(reverse("decide", args=[checkpoint.pk]), {"action": "resume"})
     assert refused.status_code == 422 and MONEY_TICK in refused.content.decode()
@@ -124,11 +138,15 @@ def test_a_kind_that_moved_money_before_counts_when_the_agent_sends_no_plan(clie
 
 def test_an_effect_name_that_moved_money_in_another_kind_counts_with_no_amount_and_moves_money_false(client, alice):
     _earlier_refund(kind="chargeback")  # another kind of workflow refunded through issue_refund
-    checkpoint = _paused_on_a_pending_effect({"order": "O-1"}, kind="returns", plan=[
-        {"name": "issue_refund", "kind": "effect", "amount": None, "currency": None, "moves_money": False}])
+    checkpoint = _paused_on_a_pending_effect(
+        {"order": "O-1"},
+        kind="returns",
+        plan=[{"name": "issue_refund", "kind": "effect", "amount": None, "currency": None, "moves_money": False}],
+    )
 
     assert checkpoint.money_reasons() == [
-        "issue_refund (outcome unknown): amount unknown (issue_refund has moved money before)"]
+        "issue_refund (outcome unknown): amount unknown (issue_refund has moved money before)"
+    ]
     _assert_guarded(client, alice, checkpoint, "issue_refund has moved money before")
 
 
@@ -141,11 +159,22 @@ def test_a_fork_that_reruns_an_effect_with_an_edited_amount_asks_the_tick_even_f
     make_step(workflow, 2, "issue_gift", "effect", status="failed", input={"note": "a voucher"})
 
     with pytest.raises(ValueError, match="tick the explicit confirmation"):
-        fork_workflow(workflow, from_seq=2, by=alice, reason="send it again",
-                      edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}})
+        fork_workflow(
+            workflow,
+            from_seq=2,
+            by=alice,
+            reason="send it again",
+            edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}},
+        )
 
-    decision = fork_workflow(workflow, from_seq=2, by=alice, reason="send it again", money_confirmed=True,
-                             edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}})
+    decision = fork_workflow(
+        workflow,
+        from_seq=2,
+        by=alice,
+        reason="send it again",
+        money_confirmed=True,
+        edited_input={"gift": {"AmountCents": 9_999_900, "currency": "EUR"}},
+    )
     assert decision.checkpoint.money_reasons() == ["issue_gift (re-run by the fork): 99999.00 EUR"]
 
 
@@ -156,15 +185,27 @@ def test_a_recorded_step_remembers_money_in_any_spelling():
     make_step(workflow, 3, "read_ticket", "tool", input={"amount": "5.00"})  # a tool call moves nothing
 
     assert list(Step.objects.filter(workflow=workflow).order_by("seq").values_list("carries_money", flat=True)) == [
-        True, False, False]
+        True,
+        False,
+        False,
+    ]
 
 
 def test_effects_without_money_and_a_kind_that_never_moved_any_need_no_tick(client, alice):
     workflow = make_workflow(kind="ticket_triage", title="Triage Q-7")
-    make_step(workflow, 1, "set_priority", "effect", status="pending",
-              input={"field": "priority", "value": 3, "feedback": 2, "ticket_id": 42, "note": "refund asked"})
-    checkpoint = make_checkpoint(workflow, at_seq=1, plan=[
-        {"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False}])
+    make_step(
+        workflow,
+        1,
+        "set_priority",
+        "effect",
+        status="pending",
+        input={"field": "priority", "value": 3, "feedback": 2, "ticket_id": 42, "note": "refund asked"},
+    )
+    checkpoint = make_checkpoint(
+        workflow,
+        at_seq=1,
+        plan=[{"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False}],
+    )
 
     assert not checkpoint.touches_money()
     client.force_login(alice)
@@ -174,14 +215,16 @@ def test_effects_without_money_and_a_kind_that_never_moved_any_need_no_tick(clie
 
 # --- the reading itself: any shape, bounded -------------------------------------------------------------------
 
+
 def test_deep_nesting_is_read_without_recursion_error_and_counts_as_unknown_money():
     deep: dict = {"amount": "1.00"}
     for _ in range(sys.getrecursionlimit() * 3):
         deep = {"x": deep}
 
     assert [str(a) for a in amounts_in(deep)] == ["amount unknown"]  # too deep to read: fail safe
-    assert MoneyAtStake.of({"unknown_effects": [{"name": "pay", "kind": "effect", "seq": 1, "input": deep}]},
-                           kind="refund").amounts == ["amount unknown"]
+    assert MoneyAtStake.of(
+        {"unknown_effects": [{"name": "pay", "kind": "effect", "seq": 1, "input": deep}]}, kind="refund"
+    ).amounts == ["amount unknown"]
 
 
 def test_minor_units_follow_the_currency_exponent():
@@ -190,8 +233,23 @@ def test_minor_units_follow_the_currency_exponent():
     assert [str(a) for a in amounts_in({"total_minor_units": "12345", "currency": "KWD"})] == ["12.345 KWD"]
 
 
-SPELLINGS = ["amount", "Amount", "AMOUNT", "refundAmount", "refund_amount", "total", "TotalPrice", "price",
-             "unit-price", "grand total", "Amount.Value", "fee", "cost", "amt", "sum"]
+SPELLINGS = [
+    "amount",
+    "Amount",
+    "AMOUNT",
+    "refundAmount",
+    "refund_amount",
+    "total",
+    "TotalPrice",
+    "price",
+    "unit-price",
+    "grand total",
+    "Amount.Value",
+    "fee",
+    "cost",
+    "amt",
+    "sum",
+]
 MINOR_SPELLINGS = ["amount_cents", "AmountCents", "priceCents", "amount_minor", "amountInMinorUnits", "totalCents"]
 NOISE_KEYS = ["ticket", "customer", "channel", "note", "reason", "priority", "step", "context", "items", "meta"]
 
@@ -211,8 +269,9 @@ def _hide(rng: random.Random, money: tuple[str, object], depth: int):
     key, value = money
     node: object = {key: value, **({"currency": "EUR"} if rng.random() < 0.5 else {})}
     for _ in range(depth):
-        node = ({rng.choice(NOISE_KEYS): node, "sibling": _noise(rng, 1)} if rng.random() < 0.6
-                else [_noise(rng, 1), node])
+        node = (
+            {rng.choice(NOISE_KEYS): node, "sibling": _noise(rng, 1)} if rng.random() < 0.6 else [_noise(rng, 1), node]
+        )
     return node
 
 
@@ -227,9 +286,17 @@ def test_money_hidden_at_random_depths_under_random_spellings_is_always_found():
     for _ in range(400):
         if rng.random() < 0.7:
             key = rng.choice(SPELLINGS)
-            value = rng.choice([rng.randrange(1, 10**6), f"{rng.randrange(1, 10**5)}.{rng.randrange(100):02d}",
-                                rng.randrange(1, 10**4) / 4, "1,234.56", "unreadable", {"value": 7},
-                                [rng.randrange(1, 99)]])
+            value = rng.choice(
+                [
+                    rng.randrange(1, 10**6),
+                    f"{rng.randrange(1, 10**5)}.{rng.randrange(100):02d}",
+                    rng.randrange(1, 10**4) / 4,
+                    "1,234.56",
+                    "unreadable",
+                    {"value": 7},
+                    [rng.randrange(1, 99)],
+                ]
+            )
         else:
             key, value = rng.choice(MINOR_SPELLINGS), rng.choice([rng.randrange(1, 10**7), str(rng.randrange(1, 999))])
         if rng.random() < 0.1:
@@ -257,19 +324,32 @@ def test_the_migration_marks_the_effects_recorded_before_it_by_the_same_rule(tra
 
     executor = MigrationExecutor(connection)
     # Found by name, not number: migrations are renumbered when branches land together.
-    name = next(n for app, n in executor.loader.disk_migrations if app == "workflows"
-                and n.endswith("_step_carries_money"))
+    name = next(
+        n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith("_step_carries_money")
+    )
     before = [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]
     executor.migrate(before)
     old = executor.loader.project_state(before).apps
     agent = old.get_model("workflows", "Agent").objects.create(name="bot", token_hash="h" * 64, token_prefix="p")
-    workflow = old.get_model("workflows", "Workflow").objects.create(agent=agent, external_id="T-1", kind="refund",
-                                                                     title="T-1")
+    workflow = old.get_model("workflows", "Workflow").objects.create(
+        agent=agent, external_id="T-1", kind="refund", title="T-1"
+    )
     OldStep = old.get_model("workflows", "Step")
-    for seq, kind, data in [(1, "effect", {"refund": {"Amount": "9.00"}}), (2, "effect", {"note": "hi"}),
-                            (3, "tool", {"amount": "9.00"}), (4, "effect", {"amount_cents": 900})]:
-        OldStep.objects.create(workflow=workflow, seq=seq, name=f"s{seq}", kind=kind, status="committed", input=data,
-                               idempotency_key=f"k{seq}" if kind == "effect" else None)
+    for seq, kind, data in [
+        (1, "effect", {"refund": {"Amount": "9.00"}}),
+        (2, "effect", {"note": "hi"}),
+        (3, "tool", {"amount": "9.00"}),
+        (4, "effect", {"amount_cents": 900}),
+    ]:
+        OldStep.objects.create(
+            workflow=workflow,
+            seq=seq,
+            name=f"s{seq}",
+            kind=kind,
+            status="committed",
+            input=data,
+            idempotency_key=f"k{seq}" if kind == "effect" else None,
+        )
     executor = MigrationExecutor(connection)
     executor.migrate([("workflows", name)])
 

@@ -4,6 +4,7 @@ The target is a tiny threaded HTTP/1.1 server that counts the requests it handle
 ("the agent acted"); the client is urllib3 with retries off, as the console
 delivers (workflows/runtime.py).
 """
+
 import json
 import random
 import socket
@@ -36,8 +37,11 @@ def make_handler(target: Target) -> type[BaseHTTPRequestHandler]:
             with target.lock:
                 target.handled.append((self.path, body, self.client_address[1]))
             target.acted.set()
-            answer = b"" if self.path == "/empty" else json.dumps(
-                {"path": self.path, "received": len(body), "echo": body.decode()}).encode()
+            answer = (
+                b""
+                if self.path == "/empty"
+                else json.dumps({"path": self.path, "received": len(body), "echo": body.decode()}).encode()
+            )
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(answer)))
@@ -69,14 +73,22 @@ def seeded(seed: int) -> random.Random:
 
 
 def pool(proxy: LossyProxy, *, read: float = 10.0) -> urllib3.HTTPConnectionPool:
-    return urllib3.HTTPConnectionPool("127.0.0.1", proxy.port, timeout=urllib3.Timeout(connect=5.0, read=read),
-                                      retries=False, maxsize=1)
+    return urllib3.HTTPConnectionPool(
+        "127.0.0.1", proxy.port, timeout=urllib3.Timeout(connect=5.0, read=read), retries=False, maxsize=1
+    )
 
 
 def post(client: urllib3.HTTPConnectionPool, path: str, body: bytes) -> tuple[int, bytes]:
     """As runtime.post does it: no preloading, read, release the connection for reuse."""
-    response = client.urlopen("POST", path, body=body, headers={"Content-Type": "text/plain"},
-                              redirect=False, retries=False, preload_content=False)
+    response = client.urlopen(
+        "POST",
+        path,
+        body=body,
+        headers={"Content-Type": "text/plain"},
+        redirect=False,
+        retries=False,
+        preload_content=False,
+    )
     try:
         return response.status, response.read()
     finally:
@@ -100,7 +112,12 @@ def test_a_clean_connection_carries_a_large_body_and_a_second_request_on_the_sam
 
 
 def run_connections(seed: int, target: Target, count: int) -> list[Choice]:
-    settings: dict[str, Any] = {"latency": (0.001, 0.02), "drop_mid_response": 0.3, "black_hole": 0.3, "hold_seconds": 0.2}
+    settings: dict[str, Any] = {
+        "latency": (0.001, 0.02),
+        "drop_mid_response": 0.3,
+        "black_hole": 0.3,
+        "hold_seconds": 0.2,
+    }
     with LossyProxy(target.port, rng=random.Random(seed), **settings) as proxy:
         for number in range(count):
             client = pool(proxy, read=5.0)

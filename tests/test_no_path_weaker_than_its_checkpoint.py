@@ -32,18 +32,33 @@ from workflows.models import (
 
 pytestmark = pytest.mark.django_db
 
-MONEY_PLAN = [{"name": "issue_refund", "kind": "effect", "amount": "420.00", "currency": "EUR", "moves_money": True},
-              {"name": "notify_customer", "kind": "effect", "amount": None, "currency": None, "moves_money": False}]
+MONEY_PLAN = [
+    {"name": "issue_refund", "kind": "effect", "amount": "420.00", "currency": "EUR", "moves_money": True},
+    {"name": "notify_customer", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
+]
 
 
 def refund_run(agent: Agent, *, refund: str = "committed", amount: str = "247.92") -> Workflow:
     """read_ticket, decide_refund, issue_refund (``refund``), notify_customer; forkable by its agent."""
     workflow = make_workflow(agent)
     make_step(workflow, 1, "read_ticket", "tool", input={"ticket": workflow.external_id}, output={"amount": amount})
-    make_step(workflow, 2, "decide_refund", "model", input={"prompt": "what now?"},
-              output={"decision": "refund", "amount": amount, "currency": "EUR"})
-    make_step(workflow, 3, "issue_refund", "effect", status=refund, input={"amount": amount, "currency": "EUR"},
-              external_ref="R-0A1B2C3D" if refund == "committed" else None)
+    make_step(
+        workflow,
+        2,
+        "decide_refund",
+        "model",
+        input={"prompt": "what now?"},
+        output={"decision": "refund", "amount": amount, "currency": "EUR"},
+    )
+    make_step(
+        workflow,
+        3,
+        "issue_refund",
+        "effect",
+        status=refund,
+        input={"amount": amount, "currency": "EUR"},
+        external_ref="R-0A1B2C3D" if refund == "committed" else None,
+    )
     if refund == "committed":
         make_step(workflow, 4, "notify_customer", "effect", input={"text": "refunded"}, external_ref="M-1")
     return workflow
@@ -70,9 +85,14 @@ def test_a_fork_of_a_pending_refund_edited_to_99999_waits_for_a_second_operator(
     origin = make_checkpoint(original, reason="tool_error", at_seq=3, plan=MONEY_PLAN)
     assert origin.runbook_version.requires_four_eyes
 
-    decision = fork_workflow(original, from_seq=3, by=alice, reason="pay it", edited_input={"amount": "99999.00",
-                                                                                  "currency": "EUR"},
-                             money_confirmed=True)
+    decision = fork_workflow(
+        original,
+        from_seq=3,
+        by=alice,
+        reason="pay it",
+        edited_input={"amount": "99999.00", "currency": "EUR"},
+        money_confirmed=True,
+    )
 
     assert decision.status == Decision.Status.PROPOSED, "a fork went out past four eyes"
     fork_checkpoint = decision.checkpoint
@@ -158,16 +178,23 @@ def test_an_agent_advertises_the_step_kinds_it_edits_in_a_fork():
     _agent, token = make_agent("editor")
     headers: dict[str, Any] = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
     client = Client()
-    answer = client.post("/api/v1/agent/capabilities", json.dumps({"capabilities": ["fork"]}),
-                         content_type="application/json", **headers)
+    answer = client.post(
+        "/api/v1/agent/capabilities", json.dumps({"capabilities": ["fork"]}), content_type="application/json", **headers
+    )
     assert answer.status_code == 200 and answer.json()["fork_edits"] == []
-    answer = client.post("/api/v1/agent/capabilities", json.dumps({"capabilities": ["fork"],
-                                                                   "fork_edits": ["effect", "tool"]}),
-                         content_type="application/json", **headers)
+    answer = client.post(
+        "/api/v1/agent/capabilities",
+        json.dumps({"capabilities": ["fork"], "fork_edits": ["effect", "tool"]}),
+        content_type="application/json",
+        **headers,
+    )
     assert answer.status_code == 200 and answer.json()["fork_edits"] == ["effect", "tool"]
-    refused = client.post("/api/v1/agent/capabilities", json.dumps({"capabilities": ["fork"],
-                                                                    "fork_edits": ["prompt"]}),
-                          content_type="application/json", **headers)
+    refused = client.post(
+        "/api/v1/agent/capabilities",
+        json.dumps({"capabilities": ["fork"], "fork_edits": ["prompt"]}),
+        content_type="application/json",
+        **headers,
+    )
     assert refused.status_code == 422
     assert client.get("/api/v1/agent", **headers).json()["fork_edits"] == ["effect", "tool"]  # kept
 
@@ -177,13 +204,18 @@ def test_the_fork_form_answers_a_form_error_not_a_500_on_deeply_nested_json(fork
     it to the agent API's limits (workflows.api.json_body) and says what is wrong."""
     original = refund_run(forkable)
     client.force_login(alice)
-    for text, said in (("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
-                       ('{"a": ' * 70 + "1" + "}" * 70, "nested deeper than 64 levels"),
-                       ('{"amount": "1\\u0000"}', "NUL"),
-                       ('{"amount": 1' + "0" * 80 + "}", "too large to store"),
-                       ('{"amount": "' + "9" * (1024 * 1024) + '"}', "larger than")):
-        response = client.post(reverse("fork", args=[original.pk]), {
-            "from_seq": "3", "reason": "x", "edited_input": text, "money_confirmed": "1"}, follow=True)
+    for text, said in (
+        ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
+        ('{"a": ' * 70 + "1" + "}" * 70, "nested deeper than 64 levels"),
+        ('{"amount": "1\\u0000"}', "NUL"),
+        ('{"amount": 1' + "0" * 80 + "}", "too large to store"),
+        ('{"amount": "' + "9" * (1024 * 1024) + '"}', "larger than"),
+    ):
+        response = client.post(
+            reverse("fork", args=[original.pk]),
+            {"from_seq": "3", "reason": "x", "edited_input": text, "money_confirmed": "1"},
+            follow=True,
+        )
         assert response.status_code == 200
         assert said in response.content.decode(), said
     assert not original.forks.exists()
@@ -191,13 +223,18 @@ def test_the_fork_form_answers_a_form_error_not_a_500_on_deeply_nested_json(fork
 
 # --- every decision-making route, walked -------------------------------------------------------------------
 
+
 @pytest.fixture
 def four_eyes_money(forkable, alice, bob, settings):
     """Checkpoints under a four-eyes money runbook that does not allow hand-offs (a runbook for manual pauses,
     which a fork's checkpoint matches, allows everything without four eyes), claimed by alice; a proposal of
     alice's waiting for approval; a completed refund run that can be forked; a standby."""
-    make_runbook(workflow_kind="refund", reason="tool_error", requires_four_eyes=True,
-                 allowed_actions=["resume", "retry_step", "failover", "abort"])
+    make_runbook(
+        workflow_kind="refund",
+        reason="tool_error",
+        requires_four_eyes=True,
+        allowed_actions=["resume", "retry_step", "failover", "abort"],
+    )
     make_runbook(reason="manual", title="Manual pauses")
     able("standby", capabilities=["failover"], kinds=["refund"])
     paused = refund_run(forkable, refund="failed")
@@ -209,8 +246,11 @@ def four_eyes_money(forkable, alice, bob, settings):
     done = refund_run(forkable)
     make_checkpoint(done, reason="tool_error", at_seq=4, plan=MONEY_PLAN)
     Workflow.objects.filter(pk=done.pk).update(status=Workflow.Status.COMPLETED)
-    return {"checkpoint": [checkpoint.pk, waiting.pk], "decision": [proposal.pk],
-            "workflow": [paused.pk, waiting.workflow_id, done.pk]}
+    return {
+        "checkpoint": [checkpoint.pk, waiting.pk],
+        "decision": [proposal.pk],
+        "workflow": [paused.pk, waiting.workflow_id, done.pk],
+    }
 
 
 def _paths(route: str, ids: dict[str, list[int]]) -> list[str]:
@@ -231,14 +271,30 @@ def _everything(action: str, ids: dict[str, list[int]], path: str) -> dict[str, 
     from workflows.models import Step
 
     workflow = resolve(path).kwargs.get("pk") if path.startswith("/workflows/") else None
-    return {"action": action, "instructions": "one operator alone", "money_confirmed": "1",
-            "new_owner": "alice", "handoff_to": "billing team", "standby": "standby",
-            "confirm_0": "did_not_happen", "ref_0": "R-1", "from_seq": "3", "reason": "fork it alone",
-            "edited_input": '{"amount": "99999.00", "currency": "EUR"}',
-            "repeat": [str(pk) for pk in Step.objects.filter(workflow=workflow, kind="effect", status="committed")
-                       .values_list("pk", flat=True)],
-            "ids": [str(i) for i in ids["checkpoint"]], "bulk": "claim", "to": "alice", "note": "mine",
-            "summary": "done"}
+    return {
+        "action": action,
+        "instructions": "one operator alone",
+        "money_confirmed": "1",
+        "new_owner": "alice",
+        "handoff_to": "billing team",
+        "standby": "standby",
+        "confirm_0": "did_not_happen",
+        "ref_0": "R-1",
+        "from_seq": "3",
+        "reason": "fork it alone",
+        "edited_input": '{"amount": "99999.00", "currency": "EUR"}',
+        "repeat": [
+            str(pk)
+            for pk in Step.objects.filter(workflow=workflow, kind="effect", status="committed").values_list(
+                "pk", flat=True
+            )
+        ],
+        "ids": [str(i) for i in ids["checkpoint"]],
+        "bulk": "claim",
+        "to": "alice",
+        "note": "mine",
+        "summary": "done",
+    }
 
 
 def _delivered_alone() -> list[str]:
@@ -247,8 +303,12 @@ def _delivered_alone() -> list[str]:
     bad = []
     for decision in Decision.objects.select_related("checkpoint", "approved_by", "decided_by"):
         checkpoint = decision.checkpoint
-        if decision.is_in_delivery and decision.action in RESUMING_ACTIONS and checkpoint.touches_money() \
-                and (decision.approved_by is None or decision.approved_by == decision.decided_by):
+        if (
+            decision.is_in_delivery
+            and decision.action in RESUMING_ACTIONS
+            and checkpoint.touches_money()
+            and (decision.approved_by is None or decision.approved_by == decision.decided_by)
+        ):
             bad.append(f"{decision.action} on checkpoint {checkpoint.pk} went out without a second operator")
         if Decider(checkpoint).refusing_runbook(decision.action) is not None:
             bad.append(f"{decision.action} on checkpoint {checkpoint.pk} although its runbook forbids it")
@@ -256,7 +316,8 @@ def _delivered_alone() -> list[str]:
 
 
 def test_no_decision_making_url_or_api_route_delivers_a_money_decision_without_a_second_operator(
-        four_eyes_money, alice):
+    four_eyes_money, alice
+):
     ids = four_eyes_money
     _agent, token = make_agent("walker")
     operator, agent = Client(), Client(HTTP_AUTHORIZATION=f"Bearer {token}")
@@ -268,8 +329,9 @@ def test_no_decision_making_url_or_api_route_delivers_a_money_decision_without_a
         for path in _paths(route, ids):
             for action in Action.values:
                 if name.startswith("api:"):
-                    response = agent.post(path, json.dumps({"action": action, "status": "completed"}),
-                                          content_type="application/json")
+                    response = agent.post(
+                        path, json.dumps({"action": action, "status": "completed"}), content_type="application/json"
+                    )
                 else:
                     operator.force_login(alice)  # again: the walk POSTs to /logout/ too
                     response = operator.post(path, _everything(action, ids, path))

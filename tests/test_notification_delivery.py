@@ -17,9 +17,15 @@ from workflows.models import Attempt, Channel, Delivery, Notification
 def send_one(user, key="n1", **kwargs):
     checkpoint = make_checkpoint()
     with transaction.atomic():
-        [note] = Notification.send(kind="sla_breached", title="Decision target breached: <b>Refund</b> & more",
-                                   body="It was due 10:00 UTC.", checkpoint=checkpoint, users=[user], key=key,
-                                   **kwargs)
+        [note] = Notification.send(
+            kind="sla_breached",
+            title="Decision target breached: <b>Refund</b> & more",
+            body="It was due 10:00 UTC.",
+            checkpoint=checkpoint,
+            users=[user],
+            key=key,
+            **kwargs,
+        )
     return note
 
 
@@ -73,7 +79,10 @@ def test_a_failing_webhook_is_retried_with_backoff_and_every_attempt_is_recorded
     delivery.refresh_from_db()
     assert delivery.status == "sent" and delivery.attempts == 3
     assert list(Attempt.objects.values_list("number", "ok", "status_code")) == [
-        (1, False, 500), (2, False, 503), (3, True, 200)]
+        (1, False, 500),
+        (2, False, 503),
+        (3, True, 200),
+    ]
     assert len(receiver.deliveries) == 3
     body = receiver.deliveries[-1]["body"]
     assert body["event"] == "sla_breached" and body["checkpoint_id"]
@@ -119,8 +128,9 @@ def test_a_group_webhook_gets_one_message_and_members_get_their_bell(db, receive
     members = [make_user("olga"), make_user("pete")]
     checkpoint = make_checkpoint()
     with transaction.atomic():
-        Notification.send(kind="escalated", title="Escalation level 1", checkpoint=checkpoint, users=members,
-                          group=group, key="esc")
+        Notification.send(
+            kind="escalated", title="Escalation level 1", checkpoint=checkpoint, users=members, group=group, key="esc"
+        )
     assert deliver_all() == ["sent"]
     assert Notification.objects.filter(recipient__in=members).count() == 2
     assert json.loads(receiver.deliveries[0]["raw"])["title"] == "Escalation level 1"
@@ -169,8 +179,13 @@ def test_a_line_break_in_an_agents_workflow_title_still_sends_every_email_about_
     checkpoint.refresh_from_db()
     assert SlaClock(checkpoint).record_warning(checkpoint.warn_at)
     with transaction.atomic():
-        Notification.send(kind="sla_breached", title=f"Decision target breached: {TITLE_WITH_BREAKS}",
-                          checkpoint=checkpoint, users=[alice], key="breach")
+        Notification.send(
+            kind="sla_breached",
+            title=f"Decision target breached: {TITLE_WITH_BREAKS}",
+            checkpoint=checkpoint,
+            users=[alice],
+            key="breach",
+        )
 
     assert deliver_all(checkpoint.due_at) == ["sent", "sent", "sent"]  # the warning's email is due at its time
     assert len(mail.outbox) == 3

@@ -53,7 +53,8 @@ def test_the_documented_status_codes_match_the_contract(document):
     assert {"200", "201", "409"} <= set(paths["/api/v1/workflows/{workflow_id}/steps"]["post"]["responses"])
     assert {"201", "409"} <= set(paths["/api/v1/workflows/{workflow_id}/checkpoints"]["post"]["responses"])
     assert {"200", "201", "409", "413", "422"} <= set(
-        paths["/api/v1/workflows/{workflow_id}/steps/batch"]["post"]["responses"])
+        paths["/api/v1/workflows/{workflow_id}/steps/batch"]["post"]["responses"]
+    )
 
 
 def test_the_schemas_name_the_contract_fields_and_enums(document):
@@ -63,10 +64,16 @@ def test_the_schemas_name_the_contract_fields_and_enums(document):
     assert step["properties"]["kind"]["enum"] == ["model", "tool", "effect", "message"]
     assert step["properties"]["seq"]["minimum"] == 1
     assert schemas["CheckpointIn"]["properties"]["reason"]["enum"] == [
-        "model_timeout", "tool_error", "rate_limit", "provider_change", "untrusted_output", "manual", "other"]
+        "model_timeout",
+        "tool_error",
+        "rate_limit",
+        "provider_change",
+        "untrusted_output",
+        "manual",
+        "other",
+    ]
     assert set(schemas["ErrorBody"]["properties"]) == {"code", "message", "field"}
-    assert set(schemas["DecisionOut"]["properties"]["state"]["enum"]) == {"queued", "running", "succeeded",
-                                                                         "failed"}
+    assert set(schemas["DecisionOut"]["properties"]["state"]["enum"]) == {"queued", "running", "succeeded", "failed"}
 
 
 def test_the_interactive_docs_page_is_not_served(db):

@@ -26,8 +26,23 @@ from workflows.models import (
 )
 from workflows.models.runbooks import Action as RunbookAction
 
-RAW_VALUES = sorted({str(v) for enum in (Workflow.Status, Checkpoint.Status, Decision.Status, ReplayRun.Status, Action,
-                                          RunbookAction, Notification.Kind, Reason) for v in enum.values if "_" in v})
+RAW_VALUES = sorted(
+    {
+        str(v)
+        for enum in (
+            Workflow.Status,
+            Checkpoint.Status,
+            Decision.Status,
+            ReplayRun.Status,
+            Action,
+            RunbookAction,
+            Notification.Kind,
+            Reason,
+        )
+        for v in enum.values
+        if "_" in v
+    }
+)
 RAW = re.compile(r"\b(" + "|".join(RAW_VALUES) + r")\b")
 ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
@@ -73,8 +88,9 @@ def history(alice, bob):
     f.start_attempt()
     f.mark_attempt_failed("boom", now=None)
     make_step(handed.workflow, 4, "write_ticket_note", "effect", status="pending")
-    Agent.objects.filter(pk=handed.workflow.agent_id).update(replay_url="https://agent.example/replay",
-                                                             capabilities=["replay"])
+    Agent.objects.filter(pk=handed.workflow.agent_id).update(
+        replay_url="https://agent.example/replay", capabilities=["replay"]
+    )
     ReplayRun.request(Workflow.objects.get(pk=handed.workflow_id), from_seq=1, to_seq=3, by=alice)
     return {"handed": handed, "open": open_one, "failing": failing}
 
@@ -82,12 +98,24 @@ def history(alice, bob):
 def _pages(history):
     handed, open_one = history["handed"], history["open"]
     run = ReplayRun.objects.get()
-    return [reverse("queue"), reverse("mine"), reverse("notifications"), reverse("search") + "?q=Refund",
-            reverse("workbench", args=[handed.pk]), reverse("workbench", args=[open_one.pk]),
-            reverse("workbench", args=[history["failing"].pk]),
-            reverse("workflow", args=[handed.workflow_id]), reverse("workflow", args=[open_one.workflow_id]),
-            reverse("replay", args=[run.pk]), reverse("resumes"), reverse("resume_workflows"),
-            reverse("breach_review"), reverse("readiness"), reverse("staffing"), reverse("runbooks")]
+    return [
+        reverse("queue"),
+        reverse("mine"),
+        reverse("notifications"),
+        reverse("search") + "?q=Refund",
+        reverse("workbench", args=[handed.pk]),
+        reverse("workbench", args=[open_one.pk]),
+        reverse("workbench", args=[history["failing"].pk]),
+        reverse("workflow", args=[handed.workflow_id]),
+        reverse("workflow", args=[open_one.workflow_id]),
+        reverse("replay", args=[run.pk]),
+        reverse("resumes"),
+        reverse("resume_workflows"),
+        reverse("breach_review"),
+        reverse("readiness"),
+        reverse("staffing"),
+        reverse("runbooks"),
+    ]
 
 
 @pytest.mark.django_db

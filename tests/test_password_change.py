@@ -18,8 +18,9 @@ NEW = "a-longer-staple-for-2026"
 
 
 def _change(client, old=OLD, new=NEW, again=None, **extra):
-    return client.post(reverse("password_change"), {"old_password": old, "new_password1": new,
-                                                    "new_password2": again or new}, **extra)
+    return client.post(
+        reverse("password_change"), {"old_password": old, "new_password1": new, "new_password2": again or new}, **extra
+    )
 
 
 @pytest.mark.parametrize("role", ["operator", "tpm", "admin"])
@@ -43,11 +44,14 @@ def test_a_user_changes_their_own_password_stays_signed_in_and_it_is_audited(cli
     assert OLD not in str(event.data) and NEW not in str(event.data)
 
 
-@pytest.mark.parametrize(("old", "new", "error"), [
-    ("wrong-password-guess", NEW, "Your old password was entered incorrectly"),
-    (OLD, "q1w2e3r4t5y6", "This password is too common"),
-    (OLD, "Sh0rt&sweet", "This password is too short"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "error"),
+    [
+        ("wrong-password-guess", NEW, "Your old password was entered incorrectly"),
+        (OLD, "q1w2e3r4t5y6", "This password is too common"),
+        (OLD, "Sh0rt&sweet", "This password is too short"),
+    ],
+)
 def test_the_current_password_is_required_and_weak_passwords_are_refused(client, db, old, new, error):
     user = make_user("pat", password=OLD)
     client.force_login(user)
@@ -71,7 +75,9 @@ def test_guessing_the_current_password_from_a_borrowed_session_locks_out(client,
     assert response.status_code == 429
     user.refresh_from_db()
     assert user.check_password(OLD)
-    assert Event.objects.filter(verb=Event.Verb.LOGIN_FAILED, data__username="pat").count() == settings.AXES_FAILURE_LIMIT
+    assert (
+        Event.objects.filter(verb=Event.Verb.LOGIN_FAILED, data__username="pat").count() == settings.AXES_FAILURE_LIMIT
+    )
 
 
 def test_anonymous_visitors_are_sent_to_sign_in(client, db):

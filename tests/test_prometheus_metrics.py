@@ -89,6 +89,10 @@ def test_the_grafana_dashboard_queries_only_metrics_the_console_exposes(settings
     text = Client().get("/metrics").content.decode()
     exposed = {f.name + ("_total" if f.type == "counter" else "") for f in text_string_to_metric_families(text)}
     dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
-    used = {name for panel in dashboard["panels"] for target in panel["targets"]
-            for name in re.findall(r"\brecovery_[a-z_]+", target["expr"])}
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\brecovery_[a-z_]+", target["expr"])
+    }
     assert used and used <= exposed, used - exposed

@@ -33,8 +33,7 @@ SLOW_CLIENTS = 14  # of each kind, as in the review
 
 def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -55,16 +54,32 @@ def _healthz(port: int, timeout: float) -> bool:
 def stack(tmp_path: Path) -> Iterator[tuple[int, int]]:
     """(Caddy's port, gunicorn's port): the compose Caddyfile in front of gunicorn with the one config."""
     web, proxy = free_port(), free_port()
-    env = {**os.environ, "SECRET_KEY": "proxy-test", "DEBUG": "false", "ALLOWED_HOSTS": "127.0.0.1",
-           "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "VAR_DIR": str(tmp_path),
-           "MANIFEST_STATIC": "false", "WEB_CONCURRENCY": "1", "GUNICORN_THREADS": str(THREADS),
-           "GUNICORN_BIND": f"127.0.0.1:{web}", "GUNICORN_ACCESS_LOG": "",
-           "CONSOLE_HOST": f"http://127.0.0.1:{proxy}", "CONSOLE_UPSTREAM": f"127.0.0.1:{web}",
-           "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
-    gunicorn = _start([str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"], env,
-                      tmp_path / "gunicorn.log")
-    caddy = _start([str(BIN / "caddy"), "run", "--config", str(ROOT / "deploy" / "Caddyfile"),
-                    "--adapter", "caddyfile"], env, tmp_path / "caddy.log")
+    env = {
+        **os.environ,
+        "SECRET_KEY": "proxy-test",
+        "DEBUG": "false",
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "VAR_DIR": str(tmp_path),
+        "MANIFEST_STATIC": "false",
+        "WEB_CONCURRENCY": "1",
+        "GUNICORN_THREADS": str(THREADS),
+        "GUNICORN_BIND": f"127.0.0.1:{web}",
+        "GUNICORN_ACCESS_LOG": "",
+        "CONSOLE_HOST": f"http://127.0.0.1:{proxy}",
+        "CONSOLE_UPSTREAM": f"127.0.0.1:{web}",
+        "HOME": str(tmp_path),
+        "XDG_DATA_HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path),
+    }
+    gunicorn = _start(
+        [str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"], env, tmp_path / "gunicorn.log"
+    )
+    caddy = _start(
+        [str(BIN / "caddy"), "run", "--config", str(ROOT / "deploy" / "Caddyfile"), "--adapter", "caddyfile"],
+        env,
+        tmp_path / "caddy.log",
+    )
     try:
         wait_until(lambda: _healthz(web, 2) and _healthz(proxy, 2), timeout=60, what="gunicorn and Caddy")
         yield proxy, web
@@ -81,12 +96,14 @@ class SlowClients:
         for i in range(SLOW_CLIENTS):
             head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Slow: " + b"a" * 4000
             # A form post: the CSRF check reads the body before anything answers.
-            body = (b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\n")
+            body = (
+                b"POST /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\n"
+            )
             for request in (head, body):
                 sock = socket.create_connection(("127.0.0.1", port), timeout=5)
                 # The request line (and a body's headers), then a trickle.
-                sock.sendall(request if request.startswith(b"POST") else request[:request.index(b"\r\n") + 2 + i])
+                sock.sendall(request if request.startswith(b"POST") else request[: request.index(b"\r\n") + 2 + i])
                 self.sockets.append((sock, request))
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._trickle, daemon=True)
@@ -115,8 +132,13 @@ def test_the_proxy_is_the_only_published_port_and_reads_the_compose_caddyfile():
     assert "./deploy/Caddyfile:/etc/caddy/Caddyfile:ro" in proxy["volumes"]
     assert proxy["command"][:4] == ["caddy", "run", "--config", "/etc/caddy/Caddyfile"]
     caddyfile = (ROOT / "deploy" / "Caddyfile").read_text()
-    for setting in ("read_header 10s", "read_body 30s", "request_buffers 4MB", "max_size 4MB",
-                    "reverse_proxy {$CONSOLE_UPSTREAM:web:8000}"):
+    for setting in (
+        "read_header 10s",
+        "read_body 30s",
+        "request_buffers 4MB",
+        "max_size 4MB",
+        "reverse_proxy {$CONSOLE_UPSTREAM:web:8000}",
+    ):
         assert setting in caddyfile, setting
 
 

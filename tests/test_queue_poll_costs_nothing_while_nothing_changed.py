@@ -101,8 +101,11 @@ def test_only_the_poll_itself_is_answered_204(client, alice):
     client.force_login(alice)
     version = _version(client)
 
-    response = client.get(reverse("queue"), {"v": version},
-                          headers={"HX-Request": "true", "HX-Target": "queue-table", "HX-Trigger": "bulk-form"})
+    response = client.get(
+        reverse("queue"),
+        {"v": version},
+        headers={"HX-Request": "true", "HX-Target": "queue-table", "HX-Trigger": "bulk-form"},
+    )
 
     assert response.status_code == 200
 
@@ -142,8 +145,18 @@ def test_the_version_is_one_index_entry_away_however_many_steps_came_after(db):
     walking back over them on every operator's poll."""
     checkpoint = make_checkpoint()
     agent = checkpoint.workflow.agent
-    Event.objects.bulk_create([Event(workflow=checkpoint.workflow, actor_type="agent", actor_agent=agent,
-                                     verb="step_committed", data={"seq": seq}) for seq in range(5, 3005)])
+    Event.objects.bulk_create(
+        [
+            Event(
+                workflow=checkpoint.workflow,
+                actor_type="agent",
+                actor_agent=agent,
+                verb="step_committed",
+                data={"seq": seq},
+            )
+            for seq in range(5, 3005)
+        ]
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE workflows_event")
         latest = Event.objects.filter(checkpoint__isnull=False).order_by("-pk").values_list("pk", flat=True)[:1]

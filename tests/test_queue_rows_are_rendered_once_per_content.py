@@ -63,8 +63,9 @@ def test_the_row_forms_carry_this_requests_token_and_path_and_work(alice):
         tokens = re.findall(r'name="csrfmiddlewaretoken" value="([^"]+)"', row)
         assert len(tokens) == 1
         assert 'name="next" value="/?kind=refund&amp;per=25"' in row
-    response = client.post(reverse("claim", args=[checkpoint.pk]),
-                           {"csrfmiddlewaretoken": tokens[0], "next": "/?kind=refund&per=25"})
+    response = client.post(
+        reverse("claim", args=[checkpoint.pk]), {"csrfmiddlewaretoken": tokens[0], "next": "/?kind=refund&per=25"}
+    )
     assert response.status_code == 302 and response["Location"] == "/?kind=refund&per=25"
     checkpoint.refresh_from_db()
     assert checkpoint.status == Checkpoint.Status.CLAIMED and checkpoint.assignee_id == alice.pk

@@ -30,8 +30,9 @@ def test_a_kind_never_drilled_has_the_finding_and_a_drilled_one_shows_its_last_v
     [kind] = readiness.review(metrics.Filters.last(7), live=True)
     assert kind.last_drill is None and f"{NO_DRILL} (never drilled)" in findings(kind)
 
-    drill = Drill.objects.create(agent=fleet.api.agent, name="crash after the refund",
-                                 fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=3, runs=1)
+    drill = Drill.objects.create(
+        agent=fleet.api.agent, name="crash after the refund", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=3, runs=1
+    )
     drill.start()
     wf = fleet.start("drill-1")
     fleet.decide(fleet.pause(wf))

@@ -21,11 +21,16 @@ def redis_cache():
 
 def test_a_redis_cache_url_gets_the_reusing_backend_and_any_other_keeps_its_own():
     """Read from the settings as each deployment gets them (a fresh interpreter per CACHE_URL)."""
+
     def backend(cache_url: str) -> str:
         env = {**os.environ, "CACHE_URL": cache_url, "SECRET_KEY": "x", "DJANGO_SETTINGS_MODULE": "console.settings"}
-        return subprocess.run([sys.executable, "-c", "from django.conf import settings; "
-                               "print(settings.CACHES['default']['BACKEND'])"], env=env, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            [sys.executable, "-c", "from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
 
     assert backend("redis://127.0.0.1:6379/1") == "console.cache.RedisCache"
     assert backend("locmemcache://") == "django.core.cache.backends.locmem.LocMemCache"
@@ -68,8 +73,9 @@ def test_incr_is_one_round_trip_and_never_creates_a_missing_key(redis_cache, mon
     redis_cache.incr("counted")  # the script is loaded on first use
     sent = []
     original = type(client).execute_command
-    monkeypatch.setattr(type(client), "execute_command", lambda self, *args, **kw: sent.append(args[0])
-                        or original(self, *args, **kw))
+    monkeypatch.setattr(
+        type(client), "execute_command", lambda self, *args, **kw: sent.append(args[0]) or original(self, *args, **kw)
+    )
 
     assert redis_cache.incr("counted") == 7
     assert redis_cache.incr("counted", 3) == 10

@@ -79,8 +79,7 @@ def test_an_admin_ignore_rule_hides_a_difference_that_does_not_matter(runtime, o
 
 
 @pytest.mark.parametrize("misbehaviour", ["fabricate_effect", "extra_effect"])
-def test_a_runtime_that_misbehaves_on_effects_is_a_safety_violation_and_no_ledger_moves(runtime, olga,
-                                                                                       misbehaviour):
+def test_a_runtime_that_misbehaves_on_effects_is_a_safety_violation_and_no_ledger_moves(runtime, olga, misbehaviour):
     workflow = runtime.recorded_workflow()
     runtime.agent.replay_misbehaviour = misbehaviour
 
@@ -125,11 +124,14 @@ def test_an_unreachable_runtime_fails_the_replay(runtime, olga):
     assert run.status == "failed" and "could not be reached" in run.reason
 
 
-@pytest.mark.parametrize("answer, reason", [
-    ([1, 2], "expected a JSON object"),
-    ({"results": [{"seq": "3", "output": 1}]}, "results.0 needs an integer"),
-    ({"results": [{"seq": 3, "output": 1}, {"seq": 3, "output": 2}]}, "reported twice"),
-])
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        ([1, 2], "expected a JSON object"),
+        ({"results": [{"seq": "3", "output": 1}]}, "results.0 needs an integer"),
+        ({"results": [{"seq": 3, "output": 1}, {"seq": 3, "output": 2}]}, "reported twice"),
+    ],
+)
 def test_results_of_the_wrong_shape_fail_the_replay_with_the_reason(runtime, olga, answer, reason):
     run = ReplayRun.request(runtime.recorded_workflow(), from_seq=3, to_seq=4, by=olga)
     run.start()
@@ -212,7 +214,9 @@ def test_the_request_carries_recorded_inputs_and_for_effects_the_recorded_output
     payload = run.request_payload()
 
     assert [s["seq"] for s in payload["steps"]] == [5, 6]
-    assert "recorded_output" not in payload["steps"][0] and payload["steps"][0]["input"] == {"model": "support-model-v3"}
+    assert "recorded_output" not in payload["steps"][0] and payload["steps"][0]["input"] == {
+        "model": "support-model-v3"
+    }
     assert payload["steps"][1]["recorded_output"] == {"ref": "R-1A2B3C4D"}
     assert payload["steps"][1]["idempotency_key"] == "T-4242:issue_refund"
     assert payload["results_path"] == f"/api/v1/replays/{run.replay_id}/results"

@@ -44,16 +44,22 @@ def test_each_miss_of_resumed_without_data_loss_has_one_reason_live_and_rolled_u
     assert _why(rollups.Figures(period).summary().counts) == WHY  # the rollups count the same definition
     aborted = metrics.workflows_behind(period, "missed_because:aborted")
     assert list(aborted.values_list("external_id", flat=True)) == ["silent"]
-    assert list(metrics.workflows_behind(period, "missed_because:handed_off")
-                .values_list("external_id", flat=True)) == ["handoff"]
+    assert list(
+        metrics.workflows_behind(period, "missed_because:handed_off").values_list("external_id", flat=True)
+    ) == ["handoff"]
 
 
 def test_the_dashboard_card_says_why_each_was_missed_and_links_each_reason(alice, bob, adam, tess):
     build_history(operator=alice, other=bob, owner=adam)
     page = squeezed(_client(tess).get("/resumes/").content.decode())
 
-    for said in ("1</a> aborted by an operator", "1</a> handed off to people", "1</a> failed",
-                 "1</a> completed after a duplicate-effect attempt", "2</a> completed with a lost effect"):
+    for said in (
+        "1</a> aborted by an operator",
+        "1</a> handed off to people",
+        "1</a> failed",
+        "1</a> completed after a duplicate-effect attempt",
+        "2</a> completed with a lost effect",
+    ):
         assert said in page
     assert "completed without a resume" not in page  # a reason nothing fell under is not listed
     drill = _client(tess).get("/resumes/workflows/?figure=missed_because%3Aaborted").content.decode()
@@ -71,9 +77,16 @@ def test_the_timings_csv_puts_every_value_under_its_own_header(alice, bob, adam,
     assert all(len(line) == len(header) for line in lines)
     rate = sla_figures.breach_rate(metrics.Filters.last())
     breaches = [r for r in rows if r["measure"].startswith("SLA breach")]
-    assert breaches == [{"measure": "SLA breach rate (checkpoints opened)", "count": str(rate.opened),
-                         "median_seconds": "", "p90_seconds": "", "breached": str(rate.breached),
-                         "breach_rate_percent": f"{100 * rate.breached / rate.opened:.1f}"}]
+    assert breaches == [
+        {
+            "measure": "SLA breach rate (checkpoints opened)",
+            "count": str(rate.opened),
+            "median_seconds": "",
+            "p90_seconds": "",
+            "breached": str(rate.breached),
+            "breach_rate_percent": f"{100 * rate.breached / rate.opened:.1f}",
+        }
+    ]
     for clock in (r for r in rows if r not in breaches):
         assert clock["breached"] == clock["breach_rate_percent"] == ""
         assert clock["median_seconds"] == "" or float(clock["median_seconds"]) >= 0

@@ -14,11 +14,24 @@ from workflows.models import Checkpoint, Decider, Step, Workflow
 REMAINING = {"remaining": ["write_ticket_note", "notify_customer"]}
 # The agent's own account of what a resume will do: the note and the message, no more money.
 PLAN = [{"name": "write_ticket_note", "kind": "effect"}, {"name": "notify_customer", "kind": "effect"}]
-NOTE = {"seq": 4, "name": "write_ticket_note", "kind": "effect", "status": "committed",
-        "input": {"note": "Refunded 42.00 EUR (R-88)."}, "idempotency_key": "T-1042:note", "external_ref": "N-7"}
-NOTIFY = {"seq": 5, "name": "notify_customer", "kind": "effect", "status": "committed",
-          "input": {"message": "Your refund will arrive within 5 days."}, "idempotency_key": "T-1042:notify",
-          "external_ref": "M-3"}
+NOTE = {
+    "seq": 4,
+    "name": "write_ticket_note",
+    "kind": "effect",
+    "status": "committed",
+    "input": {"note": "Refunded 42.00 EUR (R-88)."},
+    "idempotency_key": "T-1042:note",
+    "external_ref": "N-7",
+}
+NOTIFY = {
+    "seq": 5,
+    "name": "notify_customer",
+    "kind": "effect",
+    "status": "committed",
+    "input": {"message": "Your refund will arrive within 5 days."},
+    "idempotency_key": "T-1042:notify",
+    "external_ref": "M-3",
+}
 
 
 @pytest.fixture
@@ -35,8 +48,14 @@ def crash_between_refund_and_note(bot, *, refund: str = "committed", **plan: lis
     workflow_id = bot.create_workflow("T-1042")["id"]
     for step in (READ_TICKET, DECIDE_REFUND, issue_refund(refund)):
         bot.report(workflow_id, **step)
-    checkpoint = bot.open_checkpoint(workflow_id, reason="model_timeout", detail="model timed out after step 3",
-                                     at_seq=4, state=REMAINING, **(plan or {"plan": PLAN}))
+    checkpoint = bot.open_checkpoint(
+        workflow_id,
+        reason="model_timeout",
+        detail="model timed out after step 3",
+        at_seq=4,
+        state=REMAINING,
+        **(plan or {"plan": PLAN}),
+    )
     return workflow_id, checkpoint
 
 
@@ -44,8 +63,9 @@ def test_the_checkpoint_says_refund_committed_note_and_message_not_done_promise_
     workflow_id, checkpoint = crash_between_refund_and_note(bot)
     state = checkpoint["resume_state"]
     # The refund is committed, with its external reference.
-    assert [(s["name"], s["status"], s["external_ref"]) for s in state["committed"]] == \
-        [("issue_refund", "committed", "R-88")]
+    assert [(s["name"], s["status"], s["external_ref"]) for s in state["committed"]] == [
+        ("issue_refund", "committed", "R-88")
+    ]
     # Neither the ticket note nor the customer message happened; nothing is pending or unknown.
     names = {s["name"] for s in state["committed"] + state["unknown_effects"]}
     assert not names & {"write_ticket_note", "notify_customer"}
@@ -62,8 +82,9 @@ def test_the_checkpoint_says_refund_committed_note_and_message_not_done_promise_
 
 def test_after_the_resume_the_refund_is_not_issued_twice_and_the_same_owner_has_the_workflow(bot, alice):
     workflow_id, checkpoint = crash_between_refund_and_note(bot)
-    Decider(Checkpoint.objects.get(pk=checkpoint["id"])).decide(by=alice, action="resume",
-                                                       instructions="Write the note, then notify.")
+    Decider(Checkpoint.objects.get(pk=checkpoint["id"])).decide(
+        by=alice, action="resume", instructions="Write the note, then notify."
+    )
     decision = bot.checkpoint(checkpoint["id"])["decision"]
     assert (decision["action"], decision["state"]) == ("resume", "succeeded")
     assert bot.workflow(workflow_id)["status"] == "running"
@@ -71,9 +92,12 @@ def test_after_the_resume_the_refund_is_not_issued_twice_and_the_same_owner_has_
     # A resumed agent that replays its log resends the refund: recorded once, not issued again.
     bot.report(workflow_id, **issue_refund(), expect_status=200)
     # Issuing the refund again under a new seq is refused by its idempotency key.
-    assert_error(bot.post(f"/workflows/{workflow_id}/steps", issue_refund(seq=6, status="pending",
-                                                                           external_ref=None)),
-                 409, "idempotency_key_taken", "idempotency_key")
+    assert_error(
+        bot.post(f"/workflows/{workflow_id}/steps", issue_refund(seq=6, status="pending", external_ref=None)),
+        409,
+        "idempotency_key_taken",
+        "idempotency_key",
+    )
     # The note and the message are written once each; a retried report changes nothing.
     for step in (NOTE, NOTIFY):
         bot.report(workflow_id, **step)
@@ -83,16 +107,20 @@ def test_after_the_resume_the_refund_is_not_issued_twice_and_the_same_owner_has_
     assert body["status"] == "completed"
     assert body["owner"] == "olivia"
     effects = Step.objects.filter(workflow_id=workflow_id, kind="effect")
-    assert sorted(effects.values_list("idempotency_key", flat=True)) == \
-        ["T-1042:note", "T-1042:notify", "T-1042:refund"]
+    assert sorted(effects.values_list("idempotency_key", flat=True)) == [
+        "T-1042:note",
+        "T-1042:notify",
+        "T-1042:refund",
+    ]
     assert Workflow.objects.get(pk=workflow_id).owner.username == "olivia"
 
 
 def test_a_refund_still_pending_at_the_crash_is_an_unknown_effect(bot):
     workflow_id, checkpoint = crash_between_refund_and_note(bot, refund="pending")
     state = checkpoint["resume_state"]
-    assert [(s["name"], s["idempotency_key"], s["status"]) for s in state["unknown_effects"]] == \
-        [("issue_refund", "T-1042:refund", "pending")]
+    assert [(s["name"], s["idempotency_key"], s["status"]) for s in state["unknown_effects"]] == [
+        ("issue_refund", "T-1042:refund", "pending")
+    ]
     assert state["committed"] == []
     assert state["pending"] is None  # an unknown effect is not a step to simply run next
     assert state["promises"] == ["refund within 5 days"]
@@ -105,8 +133,13 @@ def test_an_unknown_refund_must_be_confirmed_before_the_resume_reaches_the_agent
         Decider(stored).decide(by=alice, action="resume", money_confirmed=True)
     assert bot.checkpoint(checkpoint["id"])["decision"] is None
 
-    Decider(stored).decide(by=alice, action="resume", money_confirmed=True, confirmations={"T-1042:refund": "happened"},
-                  confirmation_refs={"T-1042:refund": "R-88"})
+    Decider(stored).decide(
+        by=alice,
+        action="resume",
+        money_confirmed=True,
+        confirmations={"T-1042:refund": "happened"},
+        confirmation_refs={"T-1042:refund": "R-88"},
+    )
     decision = bot.checkpoint(checkpoint["id"])["decision"]
     assert decision["confirmations"] == {"T-1042:refund": "happened"}
     # Told it happened, the agent records the refund as committed rather than issuing it again.

@@ -23,8 +23,12 @@ def _incident(n=3, *, plan=(SHIPPING,), agent=None):
         agent.incident_threshold = n
         agent.save()
     for i in range(n):
-        make_checkpoint(make_worked_example(agent=agent), reason="tool_error", plan=list(plan),
-                        detail=f"provider answered 502 for T-{i}")
+        make_checkpoint(
+            make_worked_example(agent=agent),
+            reason="tool_error",
+            plan=list(plan),
+            detail=f"provider answered 502 for T-{i}",
+        )
     return Incident.objects.get(agent=agent)
 
 
@@ -40,15 +44,19 @@ def test_the_total_at_stake_is_typed_per_currency_and_a_mismatch_refuses(alice):
     incident = _incident(3, plan=(SHIPPING, FEE))
     stake = Rollout.stake_of(incident, "resume")
     assert stake.text() == "15.00 EUR, 4.50 USD" and len(stake.members) == 3
-    for typed, says in [(None, "type the total at stake"), ({"EUR": "15.00"}, "in USD too"),
-                        ({"EUR": "15.01", "USD": "4.50"}, "in EUR is 15.00, not 15.01"),
-                        ({"EUR": "fifteen", "USD": "4.50"}, "not an amount of EUR"),
-                        ({"EUR": "15", "USD": "4.5", "GBP": "1"}, "No GBP is at stake")]:
+    for typed, says in [
+        (None, "type the total at stake"),
+        ({"EUR": "15.00"}, "in USD too"),
+        ({"EUR": "15.01", "USD": "4.50"}, "in EUR is 15.00, not 15.01"),
+        ({"EUR": "fifteen", "USD": "4.50"}, "not an amount of EUR"),
+        ({"EUR": "15", "USD": "4.5", "GBP": "1"}, "No GBP is at stake"),
+    ]:
         with pytest.raises(ValueError, match=says):
             Rollout.start(incident, action="resume", by=alice, money_total=typed)
     assert not Rollout.objects.exists()
-    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=100,
-                            money_total={"eur": " 15 ", "USD": "4.500"})  # the same amounts, spelled otherwise
+    rollout = Rollout.start(
+        incident, action="resume", by=alice, canary_percent=100, money_total={"eur": " 15 ", "USD": "4.500"}
+    )  # the same amounts, spelled otherwise
     assert rollout.money_total == {"EUR": "15.00", "USD": "4.50"} and rollout.money_confirmed
     started = _incident_events(incident, Event.Verb.ROLLOUT_STARTED).get()
     assert started.data["money_total"] == {"EUR": "15.00", "USD": "4.50"} and started.actor_user == alice

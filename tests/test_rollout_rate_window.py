@@ -19,8 +19,13 @@ def _incident(n: int) -> Incident:
     agent.incident_threshold = n
     agent.save()
     for i in range(n):
-        Checkpoint.open_for(make_workflow(agent), reason="tool_error", at_seq=4, plan=REMAINING_PLAN,
-                            detail=f"payments provider answered 502 for T-{i}")
+        Checkpoint.open_for(
+            make_workflow(agent),
+            reason="tool_error",
+            at_seq=4,
+            plan=REMAINING_PLAN,
+            detail=f"payments provider answered 502 for T-{i}",
+        )
     return Incident.objects.get()
 
 

@@ -88,8 +88,11 @@ def test_the_preview_takes_an_agent_and_shows_the_version_and_what_it_beat(clien
     special.body = "edited"
     special.save()
     client.force_login(adam)
-    page = squeezed(client.get(reverse("runbook_preview"),
-                               {"kind": "refund", "reason": "tool_error", "agent": "refund-bot"}).content.decode())
+    page = squeezed(
+        client.get(
+            reverse("runbook_preview"), {"kind": "refund", "reason": "tool_error", "agent": "refund-bot"}
+        ).content.decode()
+    )
     assert "Refund bot &lt;i&gt;special&lt;/i&gt;" in page
     assert 'data-testid="preview-version"' in page and "version 2" in page
     assert "it beats Refunds" in page
@@ -109,8 +112,13 @@ def test_the_one_query_matcher_picks_what_match_picks_for_every_kind_and_reason(
     kinds, reasons = ["refund", "billing", "dispute"], ["model_timeout", "tool_error", "rate_limited"]
     make_runbook(slug="default", is_default=True)
     for n in range(12):
-        make_runbook(slug=f"rb-{n}", workflow_kind=rng.choice(["", *kinds]), reason=rng.choice(["", *reasons]),
-                     agent=rng.choice([None, bot]), priority=rng.randrange(3))
+        make_runbook(
+            slug=f"rb-{n}",
+            workflow_kind=rng.choice(["", *kinds]),
+            reason=rng.choice(["", *reasons]),
+            agent=rng.choice([None, bot]),
+            priority=rng.randrange(3),
+        )
     with django_assert_num_queries(1):
         match = Runbook.matcher()
         picked = {(k, r): match(k, r) for k in [*kinds, "other"] for r in [*reasons, "manual"]}

@@ -84,8 +84,10 @@ def test_the_list_and_the_workbench_flag_a_stale_runbook(client, adam, alice):
         client.force_login(alice)
         workbench = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
     rows = {row.split('data-slug="')[1].split('"')[0]: row for row in listing.split('data-testid="runbook-row"')[1:]}
-    assert 'data-testid="stale"' in rows[runbook.slug] and 'data-testid="stale"' not in rows[
-        next(s for s in rows if s != runbook.slug)]
+    assert (
+        'data-testid="stale"' in rows[runbook.slug]
+        and 'data-testid="stale"' not in rows[next(s for s in rows if s != runbook.slug)]
+    )
     assert "1 runbook past its review date" in listing
     assert 'data-testid="runbook-stale"' in workbench and "20 Nov 2026" in workbench and "adam" in workbench
     with time_machine.travel(datetime.datetime(2026, 11, 10, tzinfo=datetime.UTC), tick=False):

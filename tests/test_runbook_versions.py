@@ -12,14 +12,23 @@ from workflows.models import Action, Checkpoint, Decider, Decision, Runbook, Run
 def edit(client, runbook, **changes):
     """Post the console's editor with the runbook's current values and ``changes``."""
     runbook.refresh_from_db()
-    data = {"title": runbook.title, "url": runbook.url, "body": runbook.body,
-            "workflow_kind": runbook.workflow_kind, "reason": runbook.reason, "priority": runbook.priority,
-            "allowed_actions": runbook.allowed_actions, "policy": runbook.policy_id or "",
-            "agent": runbook.agent_id or "", "owner": runbook.owner_id or "",
-            "review_by": runbook.review_by or "", "is_default": runbook.is_default,
-            "requires_four_eyes": runbook.requires_four_eyes,
-            "four_eyes_on_every_resume": runbook.four_eyes_on_every_resume,
-            "based_on": runbook.current_version.number}
+    data = {
+        "title": runbook.title,
+        "url": runbook.url,
+        "body": runbook.body,
+        "workflow_kind": runbook.workflow_kind,
+        "reason": runbook.reason,
+        "priority": runbook.priority,
+        "allowed_actions": runbook.allowed_actions,
+        "policy": runbook.policy_id or "",
+        "agent": runbook.agent_id or "",
+        "owner": runbook.owner_id or "",
+        "review_by": runbook.review_by or "",
+        "is_default": runbook.is_default,
+        "requires_four_eyes": runbook.requires_four_eyes,
+        "four_eyes_on_every_resume": runbook.four_eyes_on_every_resume,
+        "based_on": runbook.current_version.number,
+    }
     data.update(changes)
     data = {k: v for k, v in data.items() if v is not False}
     return client.post(reverse("runbook_edit", args=[runbook.pk]), data)
@@ -33,17 +42,21 @@ def test_a_new_runbook_is_version_1_and_a_save_that_changes_nothing_writes_no_ve
     runbook.body = "Check the ledger, then the ticket."
     runbook.save()
     assert list(runbook.versions.values_list("number", "body")) == [
-        (2, "Check the ledger, then the ticket."), (1, "Check the payment ledger.")]
+        (2, "Check the ledger, then the ticket."),
+        (1, "Check the payment ledger."),
+    ]
     assert Runbook.objects.get(pk=runbook.pk).current_version.number == 2
 
 
 def test_an_edit_in_the_console_is_a_new_version_and_an_open_checkpoint_keeps_the_one_it_opened_with(
-        client, adam, alice):
+    client, adam, alice
+):
     runbook = make_runbook(workflow_kind="refund", body="Old advice: **resume** at once.")
     before = make_checkpoint()
     client.force_login(adam)
-    answer = edit(client, runbook, body="New advice: check the ledger first.",
-                  allowed_actions=[Action.HANDOFF, Action.ABORT])
+    answer = edit(
+        client, runbook, body="New advice: check the ledger first.", allowed_actions=[Action.HANDOFF, Action.ABORT]
+    )
     assert answer.status_code == 302 and answer["Location"] == reverse("runbook", args=[runbook.pk])
     runbook.refresh_from_db()
     assert runbook.current_version.number == 2
@@ -58,7 +71,7 @@ def test_an_edit_in_the_console_is_a_new_version_and_an_open_checkpoint_keeps_th
     old_page = squeezed(client.get(reverse("workbench", args=[before.pk])).content.decode())
     assert "Old advice: <strong>resume</strong> at once." in old_page and "New advice" not in old_page
     assert 'data-testid="runbook-newer"' in old_page and "Version 2 is newer" in old_page
-    assert f'{reverse("runbook_diff", args=[runbook.pk])}?from=1&amp;to=2' in old_page
+    assert f"{reverse('runbook_diff', args=[runbook.pk])}?from=1&amp;to=2" in old_page
     assert 'data-testid="decide-resume"' in old_page  # version 1 allowed resuming: it still does
     new_page = client.get(reverse("workbench", args=[after.pk])).content.decode()
     assert "New advice" in new_page and 'data-testid="runbook-newer"' not in new_page
@@ -112,8 +125,12 @@ def test_the_history_lists_every_version_with_who_saved_it_and_what_changed(clie
 def test_the_diff_shows_removed_and_added_lines_and_escapes_what_admins_wrote(client, adam, alice):
     runbook = make_runbook(title="Refunds <b>bold</b>", body="line one\n<script>alert('old')</script>\nline three")
     client.force_login(adam)
-    edit(client, runbook, title="Refunds <img src=x onerror=alert(1)>",
-         body="line one\n<script>alert('new')</script>\nline three")
+    edit(
+        client,
+        runbook,
+        title="Refunds <img src=x onerror=alert(1)>",
+        body="line one\n<script>alert('new')</script>\nline three",
+    )
     client.force_login(alice)
     answer = client.get(reverse("runbook_diff", args=[runbook.pk]), {"from": 1, "to": 2})
     page = answer.content.decode()
@@ -164,19 +181,27 @@ def test_the_migration_gives_each_runbook_version_1_and_its_checkpoints_that_ver
 
     executor = MigrationExecutor(connection)
     # Found by name, not number: migrations are renumbered when branches land together.
-    name = next(n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith("_versioned_runbooks"))
+    name = next(
+        n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith("_versioned_runbooks")
+    )
     after = [("workflows", name)]
     before = [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]
     executor.migrate(before)
     old = executor.loader.project_state(before).apps
     agent = old.get_model("workflows", "Agent").objects.create(name="bot", token_hash="h" * 64, token_prefix="p")
-    workflow = old.get_model("workflows", "Workflow").objects.create(agent=agent, external_id="T-1", kind="refund",
-                                                                     title="T-1")
-    runbook = old.get_model("workflows", "Runbook").objects.create(slug="refunds", title="Refunds", body="Read.",
-                                                                   allowed_actions=["resume"])
+    workflow = old.get_model("workflows", "Workflow").objects.create(
+        agent=agent, external_id="T-1", kind="refund", title="T-1"
+    )
+    runbook = old.get_model("workflows", "Runbook").objects.create(
+        slug="refunds", title="Refunds", body="Read.", allowed_actions=["resume"]
+    )
     old.get_model("workflows", "Checkpoint").objects.create(
-        workflow=workflow, reason="model_timeout", runbook=runbook, warn_at="2026-01-01T00:00Z",
-        due_at="2026-01-01T00:10Z")
+        workflow=workflow,
+        reason="model_timeout",
+        runbook=runbook,
+        warn_at="2026-01-01T00:00Z",
+        due_at="2026-01-01T00:10Z",
+    )
     executor = MigrationExecutor(connection)
     executor.migrate(after)
     new = executor.loader.project_state(after).apps
@@ -186,7 +211,6 @@ def test_the_migration_gives_each_runbook_version_1_and_its_checkpoints_that_ver
     assert new.get_model("workflows", "Checkpoint").objects.get().runbook_version_id == version.pk
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
-
 
 
 def test_deleting_a_runbook_in_the_admin_keeps_its_versions_and_four_eyes_on_open_checkpoints(client, alice, adam):

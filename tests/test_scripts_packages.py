@@ -22,8 +22,9 @@ def test_every_section_of_the_package_imports_and_it_answers_help_as_a_module(pa
     assert "__main__" in sections and len(sections) >= 8, sections
     for name in sections:
         importlib.import_module(f"{package}.{name}")
-    result = subprocess.run([sys.executable, "-m", package, "--help"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", package, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"usage: python -m {package} ")
     assert root.__doc__.split("\n\n")[0] in result.stdout  # the package's docstring is the description
@@ -40,5 +41,7 @@ def test_the_chaos_options_and_report_work_across_the_sections(capsys):
     checks = dict.fromkeys(("decisions", "effects", "acknowledged", "dedupe", "launched", "reached"), True)
     rows = fault_rows(figures, {**checks, "dedupe": False})
     assert [(fault, injected, held) for fault, injected, _target, held in rows] == [
-        ("worker SIGKILLed", "2", False), ("web server SIGKILLed", "1", True),
-        ("agent fleet SIGKILLed mid-step", "0", True)]
+        ("worker SIGKILLed", "2", False),
+        ("web server SIGKILLed", "1", True),
+        ("agent fleet SIGKILLed mid-step", "0", True),
+    ]

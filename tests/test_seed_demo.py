@@ -93,8 +93,9 @@ def test_the_runbooks_match_the_worked_example_and_escalate_to_admin(db, var_dir
     # Realistic targets (issue 8: with 3-5 minutes nearly every demo row was red and colour meant nothing).
     assert all(20 <= r.policy.decision_target_minutes <= 60 for r in Runbook.objects.all())
     # Admin owns them, due for review in about six months: none is stale on a fresh demo.
-    assert all(r.owner.username == "admin" and not r.is_stale and r.current_version.number == 1
-               for r in Runbook.objects.all())
+    assert all(
+        r.owner.username == "admin" and not r.is_stale and r.current_version.number == 1 for r in Runbook.objects.all()
+    )
 
 
 def test_an_admins_edits_survive_a_reseed_and_the_ledgers_link_follows_the_fleet_port(db, var_dir):

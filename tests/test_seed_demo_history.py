@@ -40,8 +40,10 @@ def test_three_weeks_of_history_recorded_the_way_it_happens(seeded):
     assert not Checkpoint.objects.filter(workflow__in=history).exclude(status=Checkpoint.Status.RESOLVED).exists()
     # Made by the domain: each workflow has its creation event, each step its own, each decision its trail.
     assert Event.objects.filter(workflow__in=history, verb=Event.Verb.CREATED).count() == history.count()
-    assert Event.objects.filter(workflow__in=history, verb=Event.Verb.STEP_COMMITTED).count() == \
-        Step.objects.filter(workflow__in=history, status=Step.Status.COMMITTED).count()
+    assert (
+        Event.objects.filter(workflow__in=history, verb=Event.Verb.STEP_COMMITTED).count()
+        == Step.objects.filter(workflow__in=history, status=Step.Status.COMMITTED).count()
+    )
     decisions = Decision.objects.filter(checkpoint__workflow__in=history)
     assert decisions.count() >= 15 and set(decisions.values_list("status", flat=True)) == {"succeeded"}
     for decision in decisions:

@@ -10,8 +10,10 @@ from workflows.models import Decider, Event, Notification
 
 
 def claimed_checkpoint(operator):
-    make_runbook(workflow_kind="refund", policy=make_policy(target=60, warning=10, claim_reminder_minutes=10,
-                                                            claim_release_minutes=20))
+    make_runbook(
+        workflow_kind="refund",
+        policy=make_policy(target=60, warning=10, claim_reminder_minutes=10, claim_release_minutes=20),
+    )
     checkpoint = make_checkpoint()
     checkpoint.claim(by=operator)
     return checkpoint

@@ -21,8 +21,13 @@ from workflows.models import Checkpoint, Decider, Event
 
 def test_due_and_warning_times_come_from_the_matching_runbook(db):
     make_runbook(slug="default", is_default=True, sla_target_minutes=60, sla_warning_minutes=15)
-    make_runbook(slug="refund-timeouts", workflow_kind="refund", reason="model_timeout",
-                 sla_target_minutes=20, sla_warning_minutes=5)
+    make_runbook(
+        slug="refund-timeouts",
+        workflow_kind="refund",
+        reason="model_timeout",
+        sla_target_minutes=20,
+        sla_warning_minutes=5,
+    )
     checkpoint = make_checkpoint(reason="model_timeout")
     assert checkpoint.runbook.slug == "refund-timeouts"
     assert checkpoint.due_at - checkpoint.opened_at == timedelta(minutes=20)
@@ -86,8 +91,7 @@ def test_racing_schedulers_record_each_breach_once():
 def test_a_silent_agent_gets_a_checkpoint_opened_by_the_console(db, settings):
     settings.AGENT_SILENCE_SECONDS = 600
     workflow = make_worked_example()
-    workflow.__class__.objects.filter(pk=workflow.pk).update(
-        last_activity_at=timezone.now() - timedelta(seconds=601))
+    workflow.__class__.objects.filter(pk=workflow.pk).update(last_activity_at=timezone.now() - timedelta(seconds=601))
     assert tasks.pause_silent_workflows() == 1
     checkpoint = workflow.checkpoints.get()
     assert checkpoint.reason == "other" and checkpoint.opened_by_console

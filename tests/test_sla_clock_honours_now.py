@@ -34,10 +34,13 @@ def _told(kind):
     return note, list(Delivery.objects.filter(notification=note).values_list("next_attempt_at", flat=True))
 
 
-@pytest.mark.parametrize(("record", "kind", "stamp"), [
-    (SlaClock.record_warning, Notification.Kind.SLA_WARNING, "warn_at"),
-    (SlaClock.record_breach, Notification.Kind.SLA_BREACHED, "due_at"),
-])
+@pytest.mark.parametrize(
+    ("record", "kind", "stamp"),
+    [
+        (SlaClock.record_warning, Notification.Kind.SLA_WARNING, "warn_at"),
+        (SlaClock.record_breach, Notification.Kind.SLA_BREACHED, "due_at"),
+    ],
+)
 def test_a_record_is_stamped_at_its_deadline_and_told_at_the_given_now(held, record, kind, stamp):
     now = held.due_at + timedelta(minutes=17)  # not this process's clock: an hour and more from it
 

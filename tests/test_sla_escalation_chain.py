@@ -31,8 +31,10 @@ def fired(checkpoint) -> list[dict]:
 
 
 def test_each_level_fires_once_at_its_delay_after_the_breach(db, adam):
-    policy_with({"delay_minutes": 0, "notify": True, "user": adam},
-                {"delay_minutes": 15, "notify": True, "reassign": True, "user": adam})
+    policy_with(
+        {"delay_minutes": 0, "notify": True, "user": adam},
+        {"delay_minutes": 15, "notify": True, "reassign": True, "user": adam},
+    )
     checkpoint = make_checkpoint()
     due = checkpoint.due_at
     tasks.sweep_clocks(due + timedelta(minutes=1))

@@ -15,16 +15,16 @@ BERLIN = ZoneInfo("Europe/Berlin")
 
 
 def office_calendar() -> BusinessCalendar:
-    calendar = BusinessCalendar.objects.create(name="Berlin office", time_zone="Europe/Berlin",
-                                               weekdays=[0, 1, 2, 3, 4], opens="09:00", closes="17:00")
+    calendar = BusinessCalendar.objects.create(
+        name="Berlin office", time_zone="Europe/Berlin", weekdays=[0, 1, 2, 3, 4], opens="09:00", closes="17:00"
+    )
     Holiday.objects.create(calendar=calendar, day=date(2026, 12, 24), name="Heiligabend")
     Holiday.objects.create(calendar=calendar, day=date(2026, 12, 25), name="Weihnachten")
     return calendar
 
 
 def test_the_clocks_are_computed_from_the_runbooks_policy_with_both_targets(db):
-    policy = make_policy(target=60, warning=25, claim_target_minutes=10, claim_warning=20,
-                         claim_warning_unit="percent")
+    policy = make_policy(target=60, warning=25, claim_target_minutes=10, claim_warning=20, claim_warning_unit="percent")
     make_runbook(workflow_kind="refund", policy=policy)
     with time_machine.travel(datetime(2026, 12, 1, 10, tzinfo=UTC), tick=False):
         checkpoint = make_checkpoint()
@@ -71,14 +71,24 @@ def test_a_checkpoint_without_a_runbook_gets_the_default_terms(db):
     assert checkpoint.due_at - checkpoint.opened_at == timedelta(minutes=30)
 
 
-@pytest.mark.parametrize(("fields", "field", "message"), [
-    ({"decision_target_minutes": 10, "decision_warning": 10}, "decision_warning", "must be shorter than the target"),
-    ({"decision_target_minutes": 10, "decision_warning": 100, "decision_warning_unit": "percent"},
-     "decision_warning", "between 1 and 99"),
-    ({"decision_target_minutes": 10, "claim_target_minutes": 20}, "claim_target_minutes", "cannot be longer"),
-    ({"decision_target_minutes": 0}, "decision_target_minutes", "greater than or equal to 1"),
-    ({"claim_reminder_minutes": 10, "claim_release_minutes": 5}, "claim_release_minutes", "after the reminder"),
-])
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        (
+            {"decision_target_minutes": 10, "decision_warning": 10},
+            "decision_warning",
+            "must be shorter than the target",
+        ),
+        (
+            {"decision_target_minutes": 10, "decision_warning": 100, "decision_warning_unit": "percent"},
+            "decision_warning",
+            "between 1 and 99",
+        ),
+        ({"decision_target_minutes": 10, "claim_target_minutes": 20}, "claim_target_minutes", "cannot be longer"),
+        ({"decision_target_minutes": 0}, "decision_target_minutes", "greater than or equal to 1"),
+        ({"claim_reminder_minutes": 10, "claim_release_minutes": 5}, "claim_release_minutes", "after the reminder"),
+    ],
+)
 def test_a_policy_that_could_not_work_is_refused_with_a_message(db, fields, field, message):
     policy = SLAPolicy(name="bad", **fields)
     with pytest.raises(ValidationError) as error:

@@ -45,8 +45,13 @@ def four_eyes_rejected(proposer, reviewer):
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     checkpoint.claim(by=proposer)
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = Decider(checkpoint).decide(by=proposer, action="resume", confirmations={key: "happened"},
-                                 confirmation_refs={key: "R-1"}, money_confirmed=True)
+    decision = Decider(checkpoint).decide(
+        by=proposer,
+        action="resume",
+        confirmations={key: "happened"},
+        confirmation_refs={key: "R-1"},
+        money_confirmed=True,
+    )
     assert decision.status == "proposed"
     return checkpoint, decision
 
@@ -75,8 +80,10 @@ def test_a_rejected_proposal_falls_back_to_the_queue_when_the_proposer_lost_the_
     assert decision.reject(by=bob, note="not yet")
     checkpoint.refresh_from_db()
     assert checkpoint.status == "open"
-    assert Event.objects.get(checkpoint=checkpoint, verb="returned_to_queue").data["fallback"] == \
-        "alice no longer has the operator role"
+    assert (
+        Event.objects.get(checkpoint=checkpoint, verb="returned_to_queue").data["fallback"]
+        == "alice no longer has the operator role"
+    )
 
 
 def test_a_rejected_proposal_falls_back_to_the_queue_outside_the_proposers_working_hours(db, alice, bob):
@@ -87,5 +94,7 @@ def test_a_rejected_proposal_falls_back_to_the_queue_outside_the_proposers_worki
         assert decision.reject(by=bob, note="not yet")
     checkpoint.refresh_from_db()
     assert checkpoint.status == "open"
-    assert Event.objects.get(checkpoint=checkpoint, verb="returned_to_queue").data["fallback"] == \
-        "alice is outside their working hours"
+    assert (
+        Event.objects.get(checkpoint=checkpoint, verb="returned_to_queue").data["fallback"]
+        == "alice is outside their working hours"
+    )

@@ -15,18 +15,36 @@ from workflows.models import Channel, Checkpoint, Delivery, EscalationLevel, Eve
 
 
 def chain_policy(adam, watchers):
-    policy = make_policy(target=10, warning=3, claim_target_minutes=5, claim_warning=2, watchers=watchers,
-                         claim_reminder_minutes=4, claim_release_minutes=8)
+    policy = make_policy(
+        target=10,
+        warning=3,
+        claim_target_minutes=5,
+        claim_warning=2,
+        watchers=watchers,
+        claim_reminder_minutes=4,
+        claim_release_minutes=8,
+    )
     EscalationLevel.objects.create(policy=policy, delay_minutes=0, notify=True, user=adam, stop_once_claimed=False)
-    EscalationLevel.objects.create(policy=policy, delay_minutes=20, notify=True, user=adam,
-                                   repeat_every_minutes=10, max_repeats=1, stop_once_claimed=False)
+    EscalationLevel.objects.create(
+        policy=policy,
+        delay_minutes=20,
+        notify=True,
+        user=adam,
+        repeat_every_minutes=10,
+        max_repeats=1,
+        stop_once_claimed=False,
+    )
     make_runbook(workflow_kind="refund", policy=policy)
     return policy
 
 
 def expected_events(checkpoint) -> dict:
-    return {"claim_warning": checkpoint.claim_warn_at, "claim_breached": checkpoint.claim_due_at,
-            "sla_warning": checkpoint.warn_at, "sla_breached": checkpoint.due_at}
+    return {
+        "claim_warning": checkpoint.claim_warn_at,
+        "claim_breached": checkpoint.claim_due_at,
+        "sla_warning": checkpoint.warn_at,
+        "sla_breached": checkpoint.due_at,
+    }
 
 
 def test_a_scheduler_down_for_an_hour_records_everything_once_at_its_true_time(db, adam):
@@ -36,18 +54,35 @@ def test_a_scheduler_down_for_an_hour_records_everything_once_at_its_true_time(d
     checkpoint = make_checkpoint()
     due = checkpoint.due_at
     counts = tasks.sweep_clocks(checkpoint.opened_at + timedelta(hours=1))  # the first sweep in an hour
-    assert counts == {"claim_warnings": 1, "claim_breaches": 1, "warnings": 1, "breaches": 1, "escalations": 3,
-                      "reminders": 0, "releases": 0}
+    assert counts == {
+        "claim_warnings": 1,
+        "claim_breaches": 1,
+        "warnings": 1,
+        "breaches": 1,
+        "escalations": 3,
+        "reminders": 0,
+        "releases": 0,
+    }
     for verb, at in expected_events(checkpoint).items():
         assert list(Event.objects.filter(checkpoint=checkpoint, verb=verb).values_list("at", flat=True)) == [at]
     assert list(Event.objects.filter(checkpoint=checkpoint, verb="escalated").values_list("at", flat=True)) == [
-        due, due + timedelta(minutes=20), due + timedelta(minutes=30)]
+        due,
+        due + timedelta(minutes=20),
+        due + timedelta(minutes=30),
+    ]
     notified = Notification.objects.filter(checkpoint=checkpoint)
     assert sorted(notified.filter(recipient__username="wanda").values_list("kind", flat=True)) == [
-        "claim_breached", "claim_warning", "sla_breached", "sla_warning"]
+        "claim_breached",
+        "claim_warning",
+        "sla_breached",
+        "sla_warning",
+    ]
     assert notified.filter(recipient=adam, kind="escalated").count() == 3
-    assert {n.at for n in notified.filter(recipient=adam)} == {due, due + timedelta(minutes=20),
-                                                               due + timedelta(minutes=30)}
+    assert {n.at for n in notified.filter(recipient=adam)} == {
+        due,
+        due + timedelta(minutes=20),
+        due + timedelta(minutes=30),
+    }
     # Running the sweep again, or later, adds nothing.
     before = (Event.objects.count(), Notification.objects.count())
     tasks.sweep_clocks(checkpoint.opened_at + timedelta(hours=1, seconds=5))

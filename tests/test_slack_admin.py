@@ -13,10 +13,18 @@ from workflows.models import Event, SlackMessage, SlackRoute, SlackWorkspace
 def test_an_admin_connects_a_workspace_with_its_secrets_sealed_and_kept_out_of_the_trail(adam):
     client = Client()
     client.force_login(adam)
-    form = {"team_id": TEAM, "name": "Acme", "default_channel": CHANNEL, "is_active": "on",
-            "bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET,
-            "routes-TOTAL_FORMS": "0", "routes-INITIAL_FORMS": "0", "routes-MIN_NUM_FORMS": "0",
-            "routes-MAX_NUM_FORMS": "1000"}
+    form = {
+        "team_id": TEAM,
+        "name": "Acme",
+        "default_channel": CHANNEL,
+        "is_active": "on",
+        "bot_token": BOT_TOKEN,
+        "signing_secret": SIGNING_SECRET,
+        "routes-TOTAL_FORMS": "0",
+        "routes-INITIAL_FORMS": "0",
+        "routes-MIN_NUM_FORMS": "0",
+        "routes-MAX_NUM_FORMS": "1000",
+    }
 
     missing = client.post("/admin/workflows/slackworkspace/add/", {**form, "signing_secret": ""})
     assert missing.status_code == 200 and "Required to connect the workspace." in missing.content.decode()
@@ -29,8 +37,10 @@ def test_an_admin_connects_a_workspace_with_its_secrets_sealed_and_kept_out_of_t
     trail = str(Event.objects.get(verb=Event.Verb.ADMIN_CREATED, subject=f"slackworkspace:{workspace.pk}").data)
     assert BOT_TOKEN not in trail and SIGNING_SECRET not in trail
 
-    kept = client.post(f"/admin/workflows/slackworkspace/{workspace.pk}/change/",
-                       {**form, "bot_token": "", "signing_secret": "", "name": "Acme Corp"})
+    kept = client.post(
+        f"/admin/workflows/slackworkspace/{workspace.pk}/change/",
+        {**form, "bot_token": "", "signing_secret": "", "name": "Acme Corp"},
+    )
     assert kept.status_code == 302
     workspace.refresh_from_db()
     assert workspace.name == "Acme Corp" and workspace.bot_token == BOT_TOKEN  # blank keeps the stored one

@@ -42,8 +42,12 @@ def link(workspace, user, slack_id):
 
 def catch_up() -> list[str]:
     """What a worker does: send every message that is behind its checkpoint (waiting for nothing)."""
-    return [outbox.send(pk) for pk in SlackMessage.objects.filter(version__gt=F("sent_version"))
-            .order_by("decision_id", "pk").values_list("pk", flat=True)]
+    return [
+        outbox.send(pk)
+        for pk in SlackMessage.objects.filter(version__gt=F("sent_version"))
+        .order_by("decision_id", "pk")
+        .values_list("pk", flat=True)
+    ]
 
 
 def press(action_id, value, *, user, **kwargs):
@@ -51,8 +55,13 @@ def press(action_id, value, *, user, **kwargs):
 
 
 def value_of(message_blocks, action_id):
-    return next(e["value"] for b in message_blocks if b["type"] == "actions" for e in b["elements"]
-                if e["action_id"] == action_id)
+    return next(
+        e["value"]
+        for b in message_blocks
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == action_id
+    )
 
 
 def action_ids(message_blocks):
@@ -78,7 +87,8 @@ def test_an_opened_checkpoint_posts_one_message_with_its_state_due_time_money_an
 
 
 def test_every_change_from_the_console_edits_the_message_in_place_and_a_resolved_one_has_no_buttons(
-        slack, workspace, alice):
+    slack, workspace, alice
+):
     checkpoint = make_checkpoint()
     catch_up()
     ts = SlackMessage.objects.get().ts
@@ -177,15 +187,18 @@ def test_unknown_effects_and_money_are_confirmed_in_the_modal_before_a_resume(sl
     assert {"instructions", "confirm:0", "ref:0", "money"} <= blocks
 
     unconfirmed = submit(view, {"money": "42.00 EUR"}, user="UALICE")
-    assert unconfirmed["response_action"] == "errors" and "Confirm what happened" in unconfirmed["errors"]["instructions"]
+    assert (
+        unconfirmed["response_action"] == "errors" and "Confirm what happened" in unconfirmed["errors"]["instructions"]
+    )
     no_reference = submit(view, {"confirm:0": "happened", "money": "42.00 EUR"}, user="UALICE")
     assert "external reference" in no_reference["errors"]["instructions"]
     wrong_amount = submit(view, {"confirm:0": "did_not_happen", "money": "4200 EUR"}, user="UALICE")
     assert "42.00 EUR" in wrong_amount["errors"]["money"]
     assert not Decision.objects.exists()
 
-    done = submit(view, {"confirm:0": "did_not_happen", "money": " 42.00  eur ", "instructions": "issue it once"},
-                  user="UALICE")
+    done = submit(
+        view, {"confirm:0": "did_not_happen", "money": " 42.00  eur ", "instructions": "issue it once"}, user="UALICE"
+    )
 
     assert done == {"response_action": "clear"}
     decision = Decision.objects.get()
@@ -195,7 +208,8 @@ def test_unknown_effects_and_money_are_confirmed_in_the_modal_before_a_resume(sl
 
 
 def test_under_four_eyes_the_proposal_posts_in_the_thread_and_only_another_operator_approves(
-        slack, workspace, alice, bob):
+    slack, workspace, alice, bob
+):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     make_checkpoint(make_worked_example(refund_status="pending"))
     catch_up()
@@ -297,7 +311,9 @@ def test_a_hand_off_from_the_modal_names_the_new_owner_through_the_domain(slack,
     view = open_modal(slack, "handoff", user="UALICE")
     empty = submit(view, {}, user="UALICE")
     assert "needs a new owner" in empty["errors"]["instructions"]
-    assert submit(view, {"new_owner": "bob", "instructions": "VIP customer"}, user="UALICE") == {"response_action": "clear"}
+    assert submit(view, {"new_owner": "bob", "instructions": "VIP customer"}, user="UALICE") == {
+        "response_action": "clear"
+    }
 
     decision = Decision.objects.get(checkpoint=checkpoint)
     assert (decision.action, decision.new_owner, decision.channel) == ("handoff", bob, Via.SLACK)
@@ -322,8 +338,24 @@ def test_agent_text_cannot_ping_a_channel_or_forge_a_link(slack, workspace):
     assert "&lt;!channel&gt;" in text and "&amp; more" in text
 
 
-ODD_VALUES: tuple[object, ...] = (None, 1, -1, "", "x", "1:", ":", "99999999999999999999:open.0", [], {}, ["a"], {"id": 1}, True, 1.5,
-              "\x00", "<!channel>")
+ODD_VALUES: tuple[object, ...] = (
+    None,
+    1,
+    -1,
+    "",
+    "x",
+    "1:",
+    ":",
+    "99999999999999999999:open.0",
+    [],
+    {},
+    ["a"],
+    {"id": 1},
+    True,
+    1.5,
+    "\x00",
+    "<!channel>",
+)
 
 
 def test_odd_shapes_of_a_signed_payload_get_an_answer_never_a_server_error(slack, workspace, alice, rng):
@@ -332,17 +364,37 @@ def test_odd_shapes_of_a_signed_payload_get_an_answer_never_a_server_error(slack
     link(workspace, alice, "UALICE")
     resume = value_of(slack.called("chat.postMessage")[0]["blocks"], "resume")
     good_view = open_modal(slack, "resume", user="UALICE")
-    shapes = [button("resume", resume, user="UALICE"), submission(good_view, {"confirm:0": "happened"}, user="UALICE"),
-              {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": "UALICE"}, "view": {"callback_id": "decide"}}]
+    shapes = [
+        button("resume", resume, user="UALICE"),
+        submission(good_view, {"confirm:0": "happened"}, user="UALICE"),
+        {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": "UALICE"}, "view": {"callback_id": "decide"}},
+    ]
     for _ in range(150):
         payload = json.loads(json.dumps(rng.choice(shapes)))
         target = payload
-        path = rng.choice([["actions"], ["actions", 0], ["actions", 0, "value"], ["actions", 0, "action_id"], ["user"],
-                           ["view"], ["view", "private_metadata"], ["view", "state"], ["view", "state", "values"],
-                           ["trigger_id"], ["channel"], ["type"]])
+        path = rng.choice(
+            [
+                ["actions"],
+                ["actions", 0],
+                ["actions", 0, "value"],
+                ["actions", 0, "action_id"],
+                ["user"],
+                ["view"],
+                ["view", "private_metadata"],
+                ["view", "state"],
+                ["view", "state", "values"],
+                ["trigger_id"],
+                ["channel"],
+                ["type"],
+            ]
+        )
         for key in path[:-1]:
-            target = target[key] if isinstance(target, dict | list) and (
-                key in target if isinstance(target, dict) else key < len(target)) else None
+            target = (
+                target[key]
+                if isinstance(target, dict | list)
+                and (key in target if isinstance(target, dict) else key < len(target))
+                else None
+            )
             if target is None:
                 break
         if isinstance(target, dict):
@@ -354,8 +406,13 @@ def test_odd_shapes_of_a_signed_payload_get_an_answer_never_a_server_error(slack
     for body in ("payload=not-json", "payload=[1,2]", "payload=%7B%7D", "nothing=1", ""):
         timestamp = str(int(time.time()))
         digest = hmac.new(SIGNING_SECRET.encode(), f"v0:{timestamp}:{body}".encode(), "sha256").hexdigest()
-        response = Client().post(URL, data=body, content_type="application/x-www-form-urlencoded",
-                                 HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp, HTTP_X_SLACK_SIGNATURE=f"v0={digest}")
+        response = Client().post(
+            URL,
+            data=body,
+            content_type="application/x-www-form-urlencoded",
+            HTTP_X_SLACK_REQUEST_TIMESTAMP=timestamp,
+            HTTP_X_SLACK_SIGNATURE=f"v0={digest}",
+        )
         assert response.status_code == 400, body
     checkpoint.refresh_from_db()
     assert checkpoint.status in Checkpoint.OPEN_STATUSES and not Decision.objects.exists()

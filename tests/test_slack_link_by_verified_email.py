@@ -27,8 +27,13 @@ def press_claim(slack, *, user: str) -> Checkpoint:
     checkpoint = make_checkpoint()
     catch_up()
     message = slack.called("chat.postMessage")[-1]
-    claim = next(e["value"] for b in message["blocks"] if b["type"] == "actions" for e in b["elements"]
-                 if e["action_id"] == "claim")
+    claim = next(
+        e["value"]
+        for b in message["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == "claim"
+    )
     assert Client().post("/slack/interactivity/", **signed(button("claim", claim, user=user))).status_code == 200
     checkpoint.refresh_from_db()
     return checkpoint
@@ -41,7 +46,9 @@ def with_email(user, email: str):
 
 
 def told_to_link(slack) -> bool:
-    return bool(re.search(r"<https?://[^|>]+/slack/link/[^|>]+/\|Link it>", slack.called("chat.postEphemeral")[-1]["text"]))
+    return bool(
+        re.search(r"<https?://[^|>]+/slack/link/[^|>]+/\|Link it>", slack.called("chat.postEphemeral")[-1]["text"])
+    )
 
 
 def test_a_verified_email_of_one_console_user_links_them_and_the_press_acts(slack, workspace, alice):
@@ -55,7 +62,9 @@ def test_a_verified_email_of_one_console_user_links_them_and_the_press_acts(slac
     assert (link.user, link.how, link.email) == (alice, SlackLink.How.VERIFIED_EMAIL, "alice@example.com")
     assert slack.called("users.info") == [{"user": "UALICE"}] and f"Bearer {BOT_TOKEN}" in slack.tokens
     linked = Event.objects.get(verb=Event.Verb.SLACK_LINKED)
-    assert linked.actor == "alice" and event_text(linked).endswith("by the email address Slack verified (alice@example.com)")
+    assert linked.actor == "alice" and event_text(linked).endswith(
+        "by the email address Slack verified (alice@example.com)"
+    )
 
     press_claim(slack, user="UALICE")  # linked now: Slack is not asked again
     assert len(slack.called("users.info")) == 1
@@ -114,8 +123,13 @@ def test_slack_unreachable_for_the_lookup_leaves_the_link_flow(slack, workspace,
     slack.users["UALICE"] = profile("UALICE", "alice@example.com")
     checkpoint = make_checkpoint()
     catch_up()
-    claim = next(e["value"] for b in slack.called("chat.postMessage")[-1]["blocks"] if b["type"] == "actions"
-                 for e in b["elements"] if e["action_id"] == "claim")
+    claim = next(
+        e["value"]
+        for b in slack.called("chat.postMessage")[-1]["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+        if e["action_id"] == "claim"
+    )
     slack.failing.append((503, {}))  # users.info fails; the ephemeral reply after it goes through
 
     Client().post("/slack/interactivity/", **signed(button("claim", claim, user="UALICE")))

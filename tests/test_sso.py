@@ -34,8 +34,13 @@ from workflows.roles import roles_of
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_ID, CLIENT_SECRET = "recovery-console", "console-secret-" + "x" * 20
 CALLBACK = "http://testserver/oidc/callback/"
-GROUP_MAP = {"rc-operators": ["role:operator"], "rc-tpm": "role:tpm", "rc-admins": ["role:admin"],
-             "billing": ["team:billing"], "billing-leads": ["team:billing", "lead:billing"]}
+GROUP_MAP = {
+    "rc-operators": ["role:operator"],
+    "rc-tpm": "role:tpm",
+    "rc-admins": ["role:admin"],
+    "billing": ["team:billing"],
+    "billing-leads": ["team:billing", "lead:billing"],
+}
 
 
 @dataclass
@@ -48,16 +53,26 @@ class Provider:
 
     def person(self, username: str, *groups: str) -> str:
         """Create or update a person at the provider, in exactly these groups; their ``sub``."""
-        answer = requests.post(self.url + "/control/user", timeout=10, data=json.dumps(
-            {"username": username, "password": "provider-pw", "email": f"{username}@example.org",
-             "groups": list(groups)}))
+        answer = requests.post(
+            self.url + "/control/user",
+            timeout=10,
+            data=json.dumps(
+                {
+                    "username": username,
+                    "password": "provider-pw",
+                    "email": f"{username}@example.org",
+                    "groups": list(groups),
+                }
+            ),
+        )
         answer.raise_for_status()
         sub: str = answer.json()["sub"]
         return sub
 
     def logout_token(self, username: str, **claims: str) -> str:
-        answer = requests.post(self.url + "/control/logout-token", timeout=10,
-                               data=json.dumps({"username": username, **claims}))
+        answer = requests.post(
+            self.url + "/control/logout-token", timeout=10, data=json.dumps({"username": username, **claims})
+        )
         answer.raise_for_status()
         token: str = answer.json()["logout_token"]
         return token
@@ -70,17 +85,29 @@ class Provider:
 def provider(tmp_path_factory):
     home = tmp_path_factory.mktemp("oidc-provider")
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (home / "key.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                     serialization.NoEncryption()))
+    (home / "key.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "OIDC_PROVIDER_DB": str(home / "provider.sqlite3"), "OIDC_PROVIDER_KEY": str(home / "key.pem"),
-           "OIDC_PROVIDER_ISSUER": url + "/o", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "OIDC_PROVIDER_DB": str(home / "provider.sqlite3"),
+        "OIDC_PROVIDER_KEY": str(home / "key.pem"),
+        "OIDC_PROVIDER_ISSUER": url + "/o",
+        "PYTHONPATH": str(ROOT),
+    }
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    process = subprocess.Popen([sys.executable, "-m", "tests.oidc_provider.serve", str(port), CLIENT_ID, CLIENT_SECRET,
-                                CALLBACK], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.oidc_provider.serve", str(port), CLIENT_ID, CLIENT_SECRET, CALLBACK],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = process.stdout.readline()  # the provider says "ready" once it listens (or exits: EOF)
         assert line.strip() == "ready", f"the provider did not start: {line}{process.stderr.read()}"
@@ -115,8 +142,12 @@ def through_provider(client: Client, provider: Provider, username: str) -> str:
     browser = requests.Session()
     to_login = browser.get(authorize, allow_redirects=False, timeout=10)
     login_url = urljoin(authorize, to_login.headers["Location"])
-    signed = browser.post(login_url, allow_redirects=False, timeout=10, data={
-        "username": username, "password": "provider-pw", "next": parse_qs(urlparse(login_url).query)["next"][0]})
+    signed = browser.post(
+        login_url,
+        allow_redirects=False,
+        timeout=10,
+        data={"username": username, "password": "provider-pw", "next": parse_qs(urlparse(login_url).query)["next"][0]},
+    )
     back = browser.get(urljoin(authorize, signed.headers["Location"]), allow_redirects=False, timeout=10)
     callback = back.headers["Location"]
     assert callback.startswith(CALLBACK) and "code=" in callback, callback
@@ -143,8 +174,12 @@ def test_a_sign_in_maps_the_group_claim_to_a_role_and_a_team(sso, client):
     assert list(Team.objects.of(user).values_list("slug", flat=True)) == ["billing"]
     assert not user.has_usable_password()  # signs in through the provider only
     (event,) = Event.objects.filter(verb=Event.Verb.SSO_ACCESS_CHANGED, subject=f"user:{user.pk}")
-    assert event.data == {"granted": ["role operator", "team billing"], "revoked": [], "claim": "groups",
-                          "groups": ["billing", "rc-operators", "unrelated"]}
+    assert event.data == {
+        "granted": ["role operator", "team billing"],
+        "revoked": [],
+        "claim": "groups",
+        "groups": ["billing", "rc-operators", "unrelated"],
+    }
     assert Event.objects.filter(verb=Event.Verb.LOGGED_IN, actor_name="olivia").exists()
 
 
@@ -303,8 +338,11 @@ def test_local_passwords_off_but_for_break_glass_and_agents_keep_their_tokens(se
     assert b'data-testid="break-glass"' in page.content
     allowed = client.post(reverse("login"), {"username": "root-admin", "password": "pw-" + "x" * 12})
     assert allowed.status_code == 302 and allowed.wsgi_request.user.username == "root-admin"
-    assert Client().post(reverse("admin:login"), {"username": "alice", "password": "pw-" + "x" * 12}
-                         ).wsgi_request.user.is_anonymous  # the admin's login too
+    assert (
+        Client()
+        .post(reverse("admin:login"), {"username": "alice", "password": "pw-" + "x" * 12})
+        .wsgi_request.user.is_anonymous
+    )  # the admin's login too
     agent, token = make_agent("refunder")
     workflow = make_workflow(agent)
     api = Client().get(f"/api/v1/workflows/{workflow.pk}", headers={"Authorization": f"Bearer {token}"})

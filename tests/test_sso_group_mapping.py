@@ -11,13 +11,16 @@ from workflows.models import Event
 from workflows.roles import roles_of
 
 
-@pytest.mark.parametrize(("mapping", "said"), [
-    (["role:operator"], "JSON object"),
-    ({"ops": "role:wizard"}, "unknown role 'wizard'"),
-    ({"ops": "squad:billing"}, "is not role:<name>"),
-    ({"ops": ["team:"]}, "is not role:<name>"),
-    ({"ops": [1]}, "a grant or a list of grants"),
-])
+@pytest.mark.parametrize(
+    ("mapping", "said"),
+    [
+        (["role:operator"], "JSON object"),
+        ({"ops": "role:wizard"}, "unknown role 'wizard'"),
+        ({"ops": "squad:billing"}, "is not role:<name>"),
+        ({"ops": ["team:"]}, "is not role:<name>"),
+        ({"ops": [1]}, "a grant or a list of grants"),
+    ],
+)
 def test_a_bad_mapping_is_refused_with_what_is_wrong(mapping, said):
     with pytest.raises(ValueError, match=said):
         parse_mapping(mapping)

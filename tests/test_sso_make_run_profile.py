@@ -44,11 +44,23 @@ def provider(tmp_path_factory):
     env = {**os.environ, "VAR_DIR": str(var)}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     # What the Makefile runs: the variables, then the Procfile's "sso" process.
-    exports = subprocess.run([sys.executable, "-m", "demo.sso", "env", "--port", str(port), "--console", CONSOLE],
-                             cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    exports = subprocess.run(
+        [sys.executable, "-m", "demo.sso", "env", "--port", str(port), "--console", CONSOLE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     variables = dict(shlex.split(line.removeprefix("export "))[0].split("=", 1) for line in exports.splitlines())
-    process = subprocess.Popen([sys.executable, "-m", "demo.sso", "serve", "--port", str(port), "--console", CONSOLE],
-                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "demo.sso", "serve", "--port", str(port), "--console", CONSOLE],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         said = []
         for line in process.stdout:  # the sign-in lines, then "ready" once it listens (EOF: it exited)
@@ -56,7 +68,9 @@ def provider(tmp_path_factory):
             if line.strip() == "ready":
                 break
         assert said and said[-1].strip() == "ready", f"the provider did not start: {said}{process.stderr.read()}"
-        people = {p["username"]: p["password"] for p in json.loads((var / "sso" / "profile.json").read_text())["people"]}
+        people = {
+            p["username"]: p["password"] for p in json.loads((var / "sso" / "profile.json").read_text())["people"]
+        }
         yield variables, people, "".join(said)
     finally:
         process.terminate()
@@ -81,8 +95,12 @@ def sign_in(client: Client, username: str, password: str):
     to_login = browser.get(authorize, allow_redirects=False, timeout=10)
     login_url = urljoin(authorize, to_login.headers["Location"])
     assert "Password" in browser.get(login_url, timeout=10).text  # the provider's sign-in form, for a person
-    signed = browser.post(login_url, allow_redirects=False, timeout=10, data={
-        "username": username, "password": password, "next": parse_qs(urlparse(login_url).query)["next"][0]})
+    signed = browser.post(
+        login_url,
+        allow_redirects=False,
+        timeout=10,
+        data={"username": username, "password": password, "next": parse_qs(urlparse(login_url).query)["next"][0]},
+    )
     back = browser.get(urljoin(authorize, signed.headers["Location"]), allow_redirects=False, timeout=10)
     callback = back.headers["Location"]
     assert callback.startswith(CONSOLE + "/oidc/callback/"), callback
@@ -116,7 +134,9 @@ def test_the_seeded_lead_leads_billing_and_the_admin_is_in_both_teams(console, c
     assert sign_in(client, "ada", console["ada"]).status_code == 302
     ada = signed_in(client)
     assert roles_of(ada) == {"admin"} and set(Team.objects.of(ada).values_list("slug", flat=True)) == {
-        "support", "billing"}
+        "support",
+        "billing",
+    }
 
 
 def test_someone_in_no_mapped_group_is_refused(console, client):
@@ -132,13 +152,15 @@ def test_the_provider_prints_who_can_sign_in(provider):
 
 def test_only_make_run_sso_starts_the_provider():
     def dry_run(*extra: str) -> str:
-        return subprocess.run(["make", "-n", "run", *extra], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout
+        return subprocess.run(
+            ["make", "-n", "run", *extra], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
 
     plain, with_sso = dry_run(), dry_run("SSO=1", "PORT=8100")
     assert "start web worker beat relay fleet" in plain and "demo.sso" not in plain and "seed_sso" not in plain
     assert "start web worker beat relay fleet sso" in with_sso
     assert "demo.sso env --port 8101 --console http://127.0.0.1:8100" in with_sso and "seed_sso" in with_sso
     procfile = (ROOT / "Procfile.dev").read_text()
-    assert "sso: .venv/bin/python -m demo.sso serve --port $SSO_PORT --console http://127.0.0.1:$CONSOLE_PORT" \
-        in procfile
+    assert (
+        "sso: .venv/bin/python -m demo.sso serve --port $SSO_PORT --console http://127.0.0.1:$CONSOLE_PORT" in procfile
+    )

@@ -9,15 +9,18 @@ from tests.recovery_histories import build_history
 from workflows import metrics, staffing
 
 
-@pytest.mark.parametrize(("agents", "erlangs", "published"), [
-    # M/M/c textbook value (Gross & Harris, Fundamentals of Queueing Theory): c = 3, a = 2 -> 4/9.
-    (3, 2.0, 4 / 9),
-    # Read off the Erlang C curve in the classic exercise "120 customers an hour, 3 minutes each,
-    # 10 assistants": the probability of waiting is "about 0.10".
-    (10, 6.0, 0.1013),
-    # Call Centre Helper, "Erlang C Formula – Made Simple": 10 erlangs on 11 agents -> Pw = 68.21 %.
-    (11, 10.0, 0.6821),
-])
+@pytest.mark.parametrize(
+    ("agents", "erlangs", "published"),
+    [
+        # M/M/c textbook value (Gross & Harris, Fundamentals of Queueing Theory): c = 3, a = 2 -> 4/9.
+        (3, 2.0, 4 / 9),
+        # Read off the Erlang C curve in the classic exercise "120 customers an hour, 3 minutes each,
+        # 10 assistants": the probability of waiting is "about 0.10".
+        (10, 6.0, 0.1013),
+        # Call Centre Helper, "Erlang C Formula – Made Simple": 10 erlangs on 11 agents -> Pw = 68.21 %.
+        (11, 10.0, 0.6821),
+    ],
+)
 def test_the_probability_of_waiting_matches_published_tables(agents, erlangs, published):
     assert staffing.erlang_c(agents, erlangs) == pytest.approx(published, abs=5e-4)
 
@@ -67,8 +70,9 @@ def test_hours_outside_a_policys_business_calendar_need_no_operator_for_it(alice
     now = timezone.now()
     # Open all day on today's weekday only, or all day on another weekday only.
     weekday = now.weekday() if open_now else (now.weekday() + 3) % 7
-    calendar = BusinessCalendar.objects.create(name="office", time_zone="UTC", weekdays=[weekday],
-                                               opens="00:00", closes="00:00")
+    calendar = BusinessCalendar.objects.create(
+        name="office", time_zone="UTC", weekdays=[weekday], opens="00:00", closes="00:00"
+    )
     policy = SLAPolicy.objects.create(name="office hours", decision_target_minutes=30, calendar=calendar)
     make_runbook(slug="refund-office", workflow_kind="refund", reason="model_timeout", policy=policy)
     fleet = Fleet(api_agent("office-bot"), alice)

@@ -55,23 +55,36 @@ def bot(settings):
 
 def test_a_new_step_is_one_transaction_one_commit_and_four_statements(bot):
     with recorded() as seen:
-        bot.report(bot.workflow_id, 2, "issue_refund", "effect", "pending", idempotency_key="T-1:refund",
-                   input={"amount": "42.00"})
+        bot.report(
+            bot.workflow_id,
+            2,
+            "issue_refund",
+            "effect",
+            "pending",
+            idempotency_key="T-1:refund",
+            input={"amount": "42.00"},
+        )
     if connection.vendor == "postgresql":
         # Fewer still: the sign of life, the step (ON CONFLICT DO NOTHING) and its audit event are one
         # statement (data-modifying CTEs), atomic and committed on its own: no BEGIN, no COMMIT round trip.
         assert seen["commits"] == 0
         assert seen["sql"] == ["SELECT workflows_workflow", "WITH workflows_workflow"]
         one = seen["raw"][1]
-        for part in ("UPDATE workflows_workflow", "INSERT INTO workflows_step", "ON CONFLICT DO NOTHING",
-                     "INSERT INTO workflows_event"):
+        for part in (
+            "UPDATE workflows_workflow",
+            "INSERT INTO workflows_step",
+            "ON CONFLICT DO NOTHING",
+            "INSERT INTO workflows_event",
+        ):
             assert part in one
     else:
         assert seen["commits"] == 1
-        assert seen["sql"] == ["SELECT workflows_workflow",  # the agent's own workflow (404 otherwise)
-                               "UPDATE workflows_workflow",  # the sign of life, in the step's transaction
-                               "INSERT workflows_step",      # ON CONFLICT DO NOTHING: no lookup first
-                               "INSERT workflows_event"]     # the audit trail, same commit
+        assert seen["sql"] == [
+            "SELECT workflows_workflow",  # the agent's own workflow (404 otherwise)
+            "UPDATE workflows_workflow",  # the sign of life, in the step's transaction
+            "INSERT workflows_step",  # ON CONFLICT DO NOTHING: no lookup first
+            "INSERT workflows_event",
+        ]  # the audit trail, same commit
     assert Step.objects.get(workflow_id=bot.workflow_id, seq=2).status == "pending"
     assert Event.objects.filter(workflow_id=bot.workflow_id, verb="step_pending").count() == 1
 
@@ -79,10 +92,19 @@ def test_a_new_step_is_one_transaction_one_commit_and_four_statements(bot):
 def test_a_resend_and_a_commit_report_are_one_commit_each(bot):
     bot.report(bot.workflow_id, 2, "issue_refund", "effect", "pending", idempotency_key="T-1:refund")
     with recorded() as resend:
-        bot.report(bot.workflow_id, 2, "issue_refund", "effect", "pending", idempotency_key="T-1:refund",
-                   expect_status=200)
+        bot.report(
+            bot.workflow_id, 2, "issue_refund", "effect", "pending", idempotency_key="T-1:refund", expect_status=200
+        )
     with recorded() as commit:
-        bot.report(bot.workflow_id, 2, "issue_refund", "effect", "committed", idempotency_key="T-1:refund",
-                   external_ref="R-1", expect_status=200)
+        bot.report(
+            bot.workflow_id,
+            2,
+            "issue_refund",
+            "effect",
+            "committed",
+            idempotency_key="T-1:refund",
+            external_ref="R-1",
+            expect_status=200,
+        )
     assert resend["commits"] == 1 and commit["commits"] == 1
     assert Event.objects.filter(workflow_id=bot.workflow_id, verb="step_committed").count() == 2  # seq 1 and 2

@@ -37,9 +37,17 @@ def test_the_one_statement_writes_the_event_the_usual_path_writes(bot, workflow_
     usual = Event.objects.get(workflow_id=other, verb="step_committed")
 
     def shape(event: Event) -> dict:
-        return {"actor_type": event.actor_type, "actor_agent": event.actor_agent_id, "actor_name": event.actor_name,
-                "actor_user": event.actor_user_id, "checkpoint": event.checkpoint_id, "decision": event.decision_id,
-                "subject": event.subject.split(":")[0], "data": event.data, "actor": event.actor}
+        return {
+            "actor_type": event.actor_type,
+            "actor_agent": event.actor_agent_id,
+            "actor_name": event.actor_name,
+            "actor_user": event.actor_user_id,
+            "checkpoint": event.checkpoint_id,
+            "decision": event.decision_id,
+            "subject": event.subject.split(":")[0],
+            "data": event.data,
+            "actor": event.actor,
+        }
 
     assert shape(fast) == shape(usual)
     assert fast.subject == f"step:{Step.objects.get(workflow_id=workflow_id, seq=3).pk}"
@@ -49,8 +57,9 @@ def test_the_one_statement_writes_the_event_the_usual_path_writes(bot, workflow_
 def test_a_resend_and_a_taken_key_still_take_the_usual_path(bot, workflow_id):
     first = bot.report(workflow_id, **issue_refund())
     assert bot.report(workflow_id, **issue_refund(), expect_status=200) == first
-    taken = bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", {**issue_refund(), "seq": 4},
-                            content_type="application/json")
+    taken = bot.client.post(
+        f"/api/v1/workflows/{workflow_id}/steps", {**issue_refund(), "seq": 4}, content_type="application/json"
+    )
     assert taken.status_code == 409 and taken.json()["error"]["code"] == "idempotency_key_taken"
     assert Event.objects.filter(workflow_id=workflow_id, verb__startswith="step_").count() == 1
     assert Step.objects.filter(workflow_id=workflow_id).count() == 1
@@ -60,8 +69,9 @@ def test_a_finished_workflow_takes_no_step_and_is_not_touched(bot, workflow_id):
     bot.finish(workflow_id)
     before = Workflow.objects.get(pk=workflow_id).last_activity_at
 
-    response = bot.client.post(f"/api/v1/workflows/{workflow_id}/steps", issue_refund(),
-                               content_type="application/json")
+    response = bot.client.post(
+        f"/api/v1/workflows/{workflow_id}/steps", issue_refund(), content_type="application/json"
+    )
 
     assert response.status_code == 409 and response.json()["error"]["code"] == "workflow_finished"
     assert not Step.objects.filter(workflow_id=workflow_id).exists()

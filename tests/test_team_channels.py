@@ -42,7 +42,8 @@ def posted_to(checkpoint) -> str:
 
 
 def test_a_checkpoint_posts_to_its_runbooks_route_then_its_teams_channel_then_its_policys_then_the_default(
-        slack, workspace):
+    slack, workspace
+):
     policy = make_policy(name="refund terms")
     runbook = make_runbook(workflow_kind="refund", policy=policy)
     team = billing(slack_channel="C0BILLING")
@@ -92,17 +93,19 @@ def test_the_sla_notifications_of_a_teams_checkpoint_reach_the_teams_channels_as
 
 def test_the_team_hears_once_when_its_watchers_are_the_policys_and_never_a_holders_reminder(db, alice):
     watchers, team_email = group_with_email("billing-watchers")
-    billing(watchers=watchers, policy=make_policy(name="team terms", target=600, warning=10,
-                                                  claim_reminder_minutes=5))
+    billing(watchers=watchers, policy=make_policy(name="team terms", target=600, warning=10, claim_reminder_minutes=5))
     checkpoint = make_checkpoint()
     assert checkpoint.claim(by=alice)
 
     tasks.sweep_clocks(checkpoint.claimed_at + timedelta(minutes=6))  # the holder is reminded
-    assert Notification.objects.filter(checkpoint=checkpoint, kind=Notification.Kind.CLAIM_REMINDER,
-                                       recipient=alice).exists()
+    assert Notification.objects.filter(
+        checkpoint=checkpoint, kind=Notification.Kind.CLAIM_REMINDER, recipient=alice
+    ).exists()
     assert not Delivery.objects.filter(channel=team_email).exists()  # a reminder is the holder's own
 
     tasks.sweep_clocks(checkpoint.due_at + timedelta(seconds=1))
-    assert Notification.objects.filter(checkpoint=checkpoint, kind=Notification.Kind.SLA_BREACHED,
-                                       group=watchers).count() == 1
+    assert (
+        Notification.objects.filter(checkpoint=checkpoint, kind=Notification.Kind.SLA_BREACHED, group=watchers).count()
+        == 1
+    )
     assert Delivery.objects.filter(channel=team_email).count() == 2  # the warning and the breach, once each

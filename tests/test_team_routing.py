@@ -97,8 +97,9 @@ def test_a_resolved_checkpoint_is_not_transferred(teams, alice):
 
 def _escalating_to(target: str, **level) -> None:
     policy = make_policy(target=30, warning=10)
-    EscalationLevel.objects.create(policy=policy, delay_minutes=0, notify=True, reassign=True, team_target=target,
-                                   stop_once_claimed=False, **level)
+    EscalationLevel.objects.create(
+        policy=policy, delay_minutes=0, notify=True, reassign=True, team_target=target, stop_once_claimed=False, **level
+    )
     make_runbook(workflow_kind="refund", policy=policy)
 
 
@@ -163,11 +164,24 @@ def test_a_team_change_in_the_admin_is_audited_with_members_and_rules(client, ad
     client.force_login(adam)
     url = reverse("admin:workflows_team_change", args=[billing.pk])
     prefix = client.get(url).context["inline_admin_formsets"][0].formset.prefix
-    response = client.post(url, {
-        "name": "Billing", "slug": "billing", "members": [alice.pk, bob.pk], "lead": bob.pk, "policy": "",
-        "calendar": "", "watchers": "", f"{prefix}-TOTAL_FORMS": "1", f"{prefix}-INITIAL_FORMS": "0",
-        f"{prefix}-0-workflow_kind": "refund", f"{prefix}-0-priority": "3", f"{prefix}-0-agent": "",
-        "_save": "Save"})
+    response = client.post(
+        url,
+        {
+            "name": "Billing",
+            "slug": "billing",
+            "members": [alice.pk, bob.pk],
+            "lead": bob.pk,
+            "policy": "",
+            "calendar": "",
+            "watchers": "",
+            f"{prefix}-TOTAL_FORMS": "1",
+            f"{prefix}-INITIAL_FORMS": "0",
+            f"{prefix}-0-workflow_kind": "refund",
+            f"{prefix}-0-priority": "3",
+            f"{prefix}-0-agent": "",
+            "_save": "Save",
+        },
+    )
     assert response.status_code == 302, response.context["errors"] if response.context else response
     event = Event.objects.get(verb=Event.Verb.ADMIN_CHANGED, subject=f"team:{billing.pk}")
     assert event.actor_user == adam
@@ -182,8 +196,18 @@ def test_a_lead_who_is_not_a_member_is_refused(client, adam, alice, bob):
     client.force_login(adam)
     url = reverse("admin:workflows_team_change", args=[billing.pk])
     prefix = client.get(url).context["inline_admin_formsets"][0].formset.prefix
-    response = client.post(url, {"name": "Billing", "slug": "billing", "members": [alice.pk], "lead": bob.pk,
-                                 f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0", "_save": "Save"})
+    response = client.post(
+        url,
+        {
+            "name": "Billing",
+            "slug": "billing",
+            "members": [alice.pk],
+            "lead": bob.pk,
+            f"{prefix}-TOTAL_FORMS": "0",
+            f"{prefix}-INITIAL_FORMS": "0",
+            "_save": "Save",
+        },
+    )
     assert response.status_code == 200
     assert "The lead must be one of the team&#x27;s members." in response.content.decode()
     billing.refresh_from_db()

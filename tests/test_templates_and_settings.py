@@ -45,18 +45,29 @@ def test_no_attribute_value_carries_a_line_break_from_a_wrapped_template(client,
 
     class Values(HTMLParser):
         def handle_starttag(self, tag, attrs):
-            broken.extend((url, name, value) for name, value in attrs
-                          if value and "\n" in value and name not in ("hx-vals", "content"))
+            broken.extend(
+                (url, name, value)
+                for name, value in attrs
+                if value and "\n" in value and name not in ("hx-vals", "content")
+            )
 
-    for url in (reverse("queue"), reverse("mine"), reverse("workbench", args=[checkpoint.pk]),
-                reverse("workflow", args=[checkpoint.workflow_id]), reverse("notifications")):
+    for url in (
+        reverse("queue"),
+        reverse("mine"),
+        reverse("workbench", args=[checkpoint.pk]),
+        reverse("workflow", args=[checkpoint.workflow_id]),
+        reverse("notifications"),
+    ):
         Values().feed(client.get(url).content.decode())
     assert broken == []
 
 
 def test_no_template_compares_a_status_with_a_string():
-    found = [f"{p.name}: {m}" for p in TEMPLATES.rglob("*.html")
-             for m in re.findall(r"status\s*[!=]=\s*['\"]\w+['\"]", p.read_text())]
+    found = [
+        f"{p.name}: {m}"
+        for p in TEMPLATES.rglob("*.html")
+        for m in re.findall(r"status\s*[!=]=\s*['\"]\w+['\"]", p.read_text())
+    ]
     assert found == []
 
 
@@ -84,6 +95,11 @@ def test_a_var_dir_in_the_env_file_is_used(tmp_path):
     environment.update(ENV_FILE=str(env_file), DJANGO_SETTINGS_MODULE="console.settings")
     printed = subprocess.run(
         [sys.executable, "-c", "from django.conf import settings; print(settings.VAR_DIR)"],
-        env=environment, cwd=settings.BASE_DIR, capture_output=True, text=True, check=True).stdout.strip()
+        env=environment,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert printed == str(tmp_path / "from-env-file")
     assert (tmp_path / "from-env-file").is_dir()

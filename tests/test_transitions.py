@@ -33,9 +33,14 @@ def subject(model, status):
     return obj
 
 
-@pytest.mark.parametrize(("model", "current", "to", "allowed"), [
-    pytest.param(model, current, to, allowed, id=f"{model.__name__}-{current}-{to}")
-    for model in (Workflow, Checkpoint, Decision, Step) for current, to, allowed in pairs(model)])
+@pytest.mark.parametrize(
+    ("model", "current", "to", "allowed"),
+    [
+        pytest.param(model, current, to, allowed, id=f"{model.__name__}-{current}-{to}")
+        for model in (Workflow, Checkpoint, Decision, Step)
+        for current, to, allowed in pairs(model)
+    ],
+)
 def test_every_transition_is_either_allowed_or_refused(db, model, current, to, allowed):
     obj = subject(model, current)
     before = Event.objects.count()
@@ -69,7 +74,9 @@ def test_a_move_from_a_stale_status_loses_instead_of_overwriting(db):
     workflow = make_workflow()
     stale = Workflow.objects.get(pk=workflow.pk)
     assert workflow.move(Workflow.Status.COMPLETED, verb=Event.Verb.FINISHED_COMPLETED)
-    assert not stale.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED)  # running -> paused is allowed, but the row moved on
+    assert not stale.move(
+        Workflow.Status.PAUSED, verb=Event.Verb.PAUSED
+    )  # running -> paused is allowed, but the row moved on
     assert Workflow.objects.get(pk=workflow.pk).status == "completed"
 
 

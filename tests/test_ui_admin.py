@@ -13,9 +13,18 @@ from workflows.models import Agent, Event
 def test_creating_an_agent_shows_its_token_once(client, adam):
     client.force_login(adam)
 
-    response = client.post(reverse("admin:workflows_agent_add"), {
-        "name": "support-bot", "description": "", "resume_url": "http://127.0.0.1:9/resume",
-        "owner": adam.pk, "silence_seconds": "", "is_active": "on"}, follow=True)
+    response = client.post(
+        reverse("admin:workflows_agent_add"),
+        {
+            "name": "support-bot",
+            "description": "",
+            "resume_url": "http://127.0.0.1:9/resume",
+            "owner": adam.pk,
+            "silence_seconds": "",
+            "is_active": "on",
+        },
+        follow=True,
+    )
 
     token = re.search(r'data-testid="token">(rc_[\w-]+)<', response.content.decode()).group(1)
     agent = Agent.objects.get(name="support-bot")
@@ -28,8 +37,11 @@ def test_rotating_a_token_invalidates_the_old_one(client, adam):
     agent, old = make_agent("billing-bot")
     client.force_login(adam)
 
-    response = client.post(reverse("admin:workflows_agent_changelist"), {
-        "action": "rotate_token", "_selected_action": [agent.pk]}, follow=True)
+    response = client.post(
+        reverse("admin:workflows_agent_changelist"),
+        {"action": "rotate_token", "_selected_action": [agent.pk]},
+        follow=True,
+    )
 
     new = re.search(r'data-testid="token">(rc_[\w-]+)<', response.content.decode()).group(1)
     assert Agent.authenticate(old) is None and Agent.authenticate(new) == agent

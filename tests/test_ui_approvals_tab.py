@@ -20,8 +20,13 @@ pytestmark = pytest.mark.django_db
 def proposal(alice):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
-    return Decider(checkpoint).decide(by=alice, action="resume", confirmations={checkpoint.unknown_effects[0][
-        "idempotency_key"]: "did_not_happen"}, money_confirmed=True, instructions="issue it once")
+    return Decider(checkpoint).decide(
+        by=alice,
+        action="resume",
+        confirmations={checkpoint.unknown_effects[0]["idempotency_key"]: "did_not_happen"},
+        money_confirmed=True,
+        instructions="issue it once",
+    )
 
 
 def _approval_tab(client, user):
@@ -91,8 +96,9 @@ def test_my_workflows_shows_my_proposal_and_what_waits_for_me(proposal, client, 
 
 def test_the_decision_clock_keeps_running_while_a_proposal_waits(proposal, client, alice):
     checkpoint = proposal.checkpoint
-    Checkpoint.objects.filter(pk=checkpoint.pk).update(due_at=timezone.now() - timedelta(minutes=1),
-                                                       warn_at=timezone.now() - timedelta(minutes=5))
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(
+        due_at=timezone.now() - timedelta(minutes=1), warn_at=timezone.now() - timedelta(minutes=5)
+    )
 
     sweep()
 

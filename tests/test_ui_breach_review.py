@@ -68,8 +68,10 @@ def test_a_tpm_records_a_breach_reason_from_the_list_and_free_text(client, tess)
     checkpoint = breached()
     staffing = BreachReason.objects.create(name="Understaffed shift")
     client.force_login(tess)
-    response = client.post(reverse("explain_breach", args=[checkpoint.pk]),
-                           {"reason": staffing.pk, "note": "two operators off sick", "next": "?kind=refund"})
+    response = client.post(
+        reverse("explain_breach", args=[checkpoint.pk]),
+        {"reason": staffing.pk, "note": "two operators off sick", "next": "?kind=refund"},
+    )
     assert response.status_code == 302 and response["Location"].endswith("?kind=refund")
     checkpoint.refresh_from_db()
     assert checkpoint.breach_reason == staffing and checkpoint.breach_note == "two operators off sick"

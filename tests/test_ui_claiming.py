@@ -50,12 +50,14 @@ def test_the_second_claim_is_told_who_has_it(client, alice, bob):
 def test_over_htmx_the_loser_gets_the_answer_in_a_toast_and_the_fresh_row(client, alice, bob):
     checkpoint = claimed(by=alice, seen_by=bob, client=client)
 
-    response = _claim(client, checkpoint, data={"next": "/?scope=all"}, follow=True,
-                      headers={**HTMX, "HX-Target": "queue-table"})
+    response = _claim(
+        client, checkpoint, data={"next": "/?scope=all"}, follow=True, headers={**HTMX, "HX-Target": "queue-table"}
+    )
 
     trigger = json.loads(response["HX-Trigger"])
     assert trigger["console:messages"]["items"] == [
-        {"level": "error", "text": "alice has already claimed this checkpoint."}]
+        {"level": "error", "text": "alice has already claimed this checkpoint."}
+    ]
     html = response.content.decode()
     assert html.lstrip().startswith('<tbody id="queue-table"') and "alice" in html
 

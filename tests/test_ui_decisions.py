@@ -40,8 +40,9 @@ def test_resume_is_disabled_until_every_unknown_effect_is_confirmed(client, alic
 def test_a_resume_without_confirmations_is_refused_and_nothing_is_lost(client, alice, unknown_refund):
     client.force_login(alice)
 
-    response = _decide(client, unknown_refund, action="resume", instructions="carry on with the note",
-                       money_confirmed="1")
+    response = _decide(
+        client, unknown_refund, action="resume", instructions="carry on with the note", money_confirmed="1"
+    )
 
     assert response.status_code == 422
     html = response.content.decode()
@@ -85,8 +86,15 @@ def test_a_decision_touching_money_needs_the_explicit_confirmation(client, alice
 def test_resume_with_confirmations_queues_the_decision_and_shows_its_status(client, alice, unknown_refund):
     client.force_login(alice)
 
-    response = _decide(client, unknown_refund, action="resume", confirm_0="happened", ref_0="R-91",
-                       instructions="write the note, then notify", money_confirmed="1")
+    response = _decide(
+        client,
+        unknown_refund,
+        action="resume",
+        confirm_0="happened",
+        ref_0="R-91",
+        instructions="write the note, then notify",
+        money_confirmed="1",
+    )
 
     assert response.status_code == 302
     decision = Decision.objects.get()
@@ -125,7 +133,8 @@ def test_the_live_workbench_follows_delivery_in_one_poll(client, alice, unknown_
 
 
 def test_a_failed_delivery_shows_the_error_and_the_checkpoint_is_back_on_the_queue(
-        client, alice, unknown_refund, settings):
+    client, alice, unknown_refund, settings
+):
     settings.DELIVERY_MAX_ATTEMPTS = 1
     client.force_login(alice)
     _decide(client, unknown_refund, action="resume", confirm_0="did_not_happen", money_confirmed="1")
@@ -254,8 +263,11 @@ def test_only_the_runbooks_decisions_are_offered_and_accepted(client, alice):
 def test_an_htmx_decision_error_swaps_the_actions_panel_with_a_swappable_status(client, alice, unknown_refund):
     client.force_login(alice)
 
-    response = client.post(reverse("decide", args=[unknown_refund.pk]), {"action": "resume"},
-                           headers={"HX-Request": "true", "HX-Target": "workbench-actions"})
+    response = client.post(
+        reverse("decide", args=[unknown_refund.pk]),
+        {"action": "resume"},
+        headers={"HX-Request": "true", "HX-Target": "workbench-actions"},
+    )
 
     assert response.status_code == 422
     assert response.content.decode().lstrip().startswith('<aside id="workbench-actions"')

@@ -16,8 +16,9 @@ BADGE = 'data-testid="drill-badge"'
 
 def drilled_checkpoint(*, announced: bool) -> Checkpoint:
     agent, _ = make_agent()
-    drill = Drill.objects.create(agent=agent, name="crash", fault=Drill.Fault.CRASH_AFTER_STEP, runs=1,
-                                 announced=announced)
+    drill = Drill.objects.create(
+        agent=agent, name="crash", fault=Drill.Fault.CRASH_AFTER_STEP, runs=1, announced=announced
+    )
     workflow = make_worked_example(agent=agent)
     Workflow.objects.filter(pk=workflow.pk).update(drill=drill)
     return make_checkpoint(Workflow.objects.get(pk=workflow.pk))
@@ -26,8 +27,10 @@ def drilled_checkpoint(*, announced: bool) -> Checkpoint:
 def pages(user, checkpoint: Checkpoint) -> dict[str, str]:
     client = Client()
     client.force_login(user)
-    return {url: client.get(url).content.decode() for url in
-            ("/", f"/checkpoints/{checkpoint.pk}/", f"/workflows/{checkpoint.workflow_id}/")}
+    return {
+        url: client.get(url).content.decode()
+        for url in ("/", f"/checkpoints/{checkpoint.pk}/", f"/workflows/{checkpoint.workflow_id}/")
+    }
 
 
 def test_an_announced_drill_is_marked_for_operators_and_tpms_everywhere(alice, tess):

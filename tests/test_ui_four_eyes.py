@@ -14,8 +14,10 @@ def proposed(client, alice):
     make_runbook(workflow_kind="refund", requires_four_eyes=True)
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     client.force_login(alice)
-    client.post(reverse("decide", args=[checkpoint.pk]), {
-        "action": "resume", "confirm_0": "did_not_happen", "money_confirmed": "1", "instructions": "issue it once"})
+    client.post(
+        reverse("decide", args=[checkpoint.pk]),
+        {"action": "resume", "confirm_0": "did_not_happen", "money_confirmed": "1", "instructions": "issue it once"},
+    )
     return Decision.objects.get()
 
 

@@ -25,8 +25,12 @@ def _incident(n=3, *, unknown=3, plan=None):
     agent.save()
     for i in range(n):
         kwargs = {"plan": plan} if plan is not None else {}
-        make_checkpoint(make_worked_example(agent=agent, refund_status="pending" if i < unknown else "committed"),
-                        reason="tool_error", detail=f"provider answered 502 for T-{i}", **kwargs)
+        make_checkpoint(
+            make_worked_example(agent=agent, refund_status="pending" if i < unknown else "committed"),
+            reason="tool_error",
+            detail=f"provider answered 502 for T-{i}",
+            **kwargs,
+        )
     return Incident.objects.get()
 
 
@@ -42,8 +46,9 @@ def test_paste_preview_then_confirm_from_the_incident_page(client, alice):
     assert 'data-testid="incident-evidence"' in page and "3 unknown effects" in page
 
     lookalike = k2.replace("-", "\u2010", 1)  # a Unicode hyphen where the key has "-"
-    answer = client.post(reverse("submit_evidence", args=[incident.pk]),
-                         {"text": f"{k1}, re_001\n{lookalike}, re_002\nre_nothing\n"})
+    answer = client.post(
+        reverse("submit_evidence", args=[incident.pk]), {"text": f"{k1}, re_001\n{lookalike}, re_002\nre_nothing\n"}
+    )
     evidence = Evidence.objects.get()
     assert answer.status_code == 302 and answer["Location"] == reverse("evidence_preview", args=[evidence.pk])
     preview = squeezed(client.get(answer["Location"]).content.decode())
@@ -56,7 +61,8 @@ def test_paste_preview_then_confirm_from_the_incident_page(client, alice):
     digest = evidence.matching().digest
     client.post(reverse("apply_evidence", args=[evidence.pk]), {"digest": digest})
     assert list(EffectConfirmation.objects.values_list("idempotency_key", "verdict", "reference")) == [
-        (k1, "happened", "re_001")]
+        (k1, "happened", "re_001")
+    ]
     page = _page(client, incident)
     assert "confirmed 1 unknown effects as happened from the provider&#x27;s evidence" in page
     assert "2 unknown effects" in page
@@ -66,25 +72,32 @@ def test_an_uploaded_csv_and_the_did_not_happen_tick(client, alice):
     incident = _incident(2)
     k1, k2 = sorted(e.key for e in unconfirmed_effects(incident))
     client.force_login(alice)
-    upload = SimpleUploadedFile("refunds.csv", f"idempotency_key,reference\r\n{k1},re_001\r\n".encode("utf-8-sig"),
-                                content_type="text/csv")
+    upload = SimpleUploadedFile(
+        "refunds.csv", f"idempotency_key,reference\r\n{k1},re_001\r\n".encode("utf-8-sig"), content_type="text/csv"
+    )
     answer = client.post(reverse("submit_evidence", args=[incident.pk]), {"text": "", "file": upload})
     evidence = Evidence.objects.get()
     assert answer.status_code == 302 and evidence.filename == "refunds.csv"
     preview = client.get(answer["Location"]).content.decode()
     assert 'data-testid="did-not-happen"' in preview
-    client.post(reverse("apply_evidence", args=[evidence.pk]), {"digest": evidence.matching().digest,
-                                                                "did_not_happen": "1"})
+    client.post(
+        reverse("apply_evidence", args=[evidence.pk]), {"digest": evidence.matching().digest, "did_not_happen": "1"}
+    )
     assert dict(EffectConfirmation.objects.values_list("idempotency_key", "verdict")) == {
-        k1: "happened", k2: "did_not_happen"}
+        k1: "happened",
+        k2: "did_not_happen",
+    }
 
 
-@pytest.mark.parametrize(("post", "says"), [
-    ({"text": "   \n  "}, "The list is empty"),
-    ({"text": "", "file": ("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00")}, "binary file"),
-    ({"text": "", "file": ("big.csv", b"A:1,re\n" * 150_000)}, "at most 1,000,000"),
-    ({"text": "A:1\x00,re_1"}, "control character"),
-])
+@pytest.mark.parametrize(
+    ("post", "says"),
+    [
+        ({"text": "   \n  "}, "The list is empty"),
+        ({"text": "", "file": ("logo.png", b"\x89PNG\r\n\x1a\n\x00\x00")}, "binary file"),
+        ({"text": "", "file": ("big.csv", b"A:1,re\n" * 150_000)}, "at most 1,000,000"),
+        ({"text": "A:1\x00,re_1"}, "control character"),
+    ],
+)
 def test_bad_input_comes_back_with_a_clear_error_and_the_text_kept(client, alice, post, says):
     incident = _incident(2)
     client.force_login(alice)
@@ -125,8 +138,7 @@ def test_the_money_total_is_typed_on_the_rollout_form(client, alice):
     page = _page(client, incident)
     assert 'data-testid="rollout-stake">15.00 EUR<' in page and 'name="money_total_EUR"' in page
     form = {"action": "resume", "canary_percent": 100, "per_minute": 30}
-    refused = client.post(reverse("start_rollout", args=[incident.pk]), {**form, "money_total_EUR": "150"},
-                          follow=True)
+    refused = client.post(reverse("start_rollout", args=[incident.pk]), {**form, "money_total_EUR": "150"}, follow=True)
     assert "The total at stake in EUR is 15.00, not 150" in refused.content.decode()
     assert not Rollout.objects.exists()
     client.post(reverse("start_rollout", args=[incident.pk]), {**form, "money_total_EUR": "15.00"})
@@ -139,8 +151,10 @@ def test_four_eyes_on_the_page_proposed_by_one_approved_by_another(client, alice
     make_runbook(workflow_kind="refund", four_eyes_on_every_resume=True)
     incident = _incident(2, unknown=1, plan=[])
     client.force_login(alice)
-    client.post(reverse("start_rollout", args=[incident.pk]), {
-        "action": "resume", "canary_percent": 100, "per_minute": 30, "money_total_EUR": "42.00"})
+    client.post(
+        reverse("start_rollout", args=[incident.pk]),
+        {"action": "resume", "canary_percent": 100, "per_minute": 30, "money_total_EUR": "42.00"},
+    )
     rollout = Rollout.objects.get()
     assert rollout.status == Rollout.Status.PROPOSED
     page = _page(client, incident)
@@ -159,5 +173,6 @@ def test_four_eyes_on_the_page_proposed_by_one_approved_by_another(client, alice
     assert "approved the rollout proposed by alice" in page and "Approved by bob" in page
     assert 'data-testid="waiting-member"' in page and "Confirm what happened to every unknown effect" in page
     assert Decision.objects.get().approved_by == bob
-    assert Event.objects.filter(subject=f"incident:{incident.pk}", verb=Event.Verb.ROLLOUT_PROPOSED,
-                                actor_user=alice).exists()
+    assert Event.objects.filter(
+        subject=f"incident:{incident.pk}", verb=Event.Verb.ROLLOUT_PROPOSED, actor_user=alice
+    ).exists()

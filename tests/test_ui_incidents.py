@@ -16,8 +16,9 @@ from workflows.models import Checkpoint, Event, Hold, Incident
 
 pytestmark = pytest.mark.django_db
 
-PLAN_WITH_MONEY = [{"name": "refund_shipping", "kind": "effect", "amount": "5.00", "currency": "EUR",
-                    "moves_money": True}]
+PLAN_WITH_MONEY = [
+    {"name": "refund_shipping", "kind": "effect", "amount": "5.00", "currency": "EUR", "moves_money": True}
+]
 
 
 def _incident(n=5, *, agent=None, refund_status="committed", detail="provider answered 502 for {i}", plan=None):
@@ -27,8 +28,12 @@ def _incident(n=5, *, agent=None, refund_status="committed", detail="provider an
         agent.save()
     for i in range(n):
         kwargs = {"plan": plan} if plan is not None else {}
-        make_checkpoint(make_worked_example(agent=agent, refund_status=refund_status), reason="tool_error",
-                        detail=detail.format(i=f"T-{i}"), **kwargs)
+        make_checkpoint(
+            make_worked_example(agent=agent, refund_status=refund_status),
+            reason="tool_error",
+            detail=detail.format(i=f"T-{i}"),
+            **kwargs,
+        )
     return Incident.objects.get()
 
 
@@ -62,8 +67,9 @@ def test_promises_carry_their_due_date_and_sla_exposure_splits_by_horizon():
 
 def test_arrivals_are_bucketed_per_minute_from_first_to_last():
     start = timezone.now().replace(second=0, microsecond=0)
-    labels, counts = blast_radius.arrivals_per_minute([start, start + timedelta(seconds=20),
-                                                       start + timedelta(minutes=3)])
+    labels, counts = blast_radius.arrivals_per_minute(
+        [start, start + timedelta(seconds=20), start + timedelta(minutes=3)]
+    )
     assert counts == [2, 0, 0, 1] and len(labels) == 4
 
 
@@ -86,7 +92,7 @@ def test_the_queue_shows_an_incident_as_one_row_and_marks_its_members(client, al
     page = client.get(reverse("queue")).content.decode()
     assert page.count('data-testid="incident-queue-row"') == 1
     assert f"Incident #{incident.pk}:" in page and page.count('data-testid="badge-incident"') == 5
-    assert '5\n            checkpoints' in page or "5 checkpoints" in squeezed(page)
+    assert "5\n            checkpoints" in page or "5 checkpoints" in squeezed(page)
     assert "126.00 EUR" not in page  # committed money is done, not at stake
     polled = client.get(reverse("incident_rows"), headers={"HX-Request": "true"}).content.decode()
     assert polled.count('data-testid="incident-queue-row"') == 1 and "<html" not in polled
@@ -139,7 +145,10 @@ def test_status_commander_and_notes_are_audited_and_a_tpm_may_only_read(client, 
     incident.refresh_from_db()
     assert incident.status == "mitigating" and incident.commander == alice
     assert set(incident.events().values_list("verb", flat=True)) >= {
-        Event.Verb.INCIDENT_STATUS, Event.Verb.INCIDENT_COMMANDER, Event.Verb.INCIDENT_NOTE}
+        Event.Verb.INCIDENT_STATUS,
+        Event.Verb.INCIDENT_COMMANDER,
+        Event.Verb.INCIDENT_NOTE,
+    }
 
 
 def test_merge_and_take_out_from_the_page(client, alice):
@@ -158,17 +167,27 @@ def test_merge_and_take_out_from_the_page(client, alice):
 def test_search_finds_an_incident_and_incident_n_opens_it(client, alice):
     incident = _incident()
     client.force_login(alice)
-    assert client.get(reverse("search"), {"q": f"incident {incident.pk}"}).url == reverse("incident",
-                                                                                          args=[incident.pk])
+    assert client.get(reverse("search"), {"q": f"incident {incident.pk}"}).url == reverse(
+        "incident", args=[incident.pk]
+    )
     listed = client.get(reverse("search"), {"q": incident.agent.name}).content.decode()
     assert 'data-testid="search-incident"' in listed
 
 
 def test_an_admin_may_leave_the_grouping_settings_empty_for_their_defaults(client, adam):
     client.force_login(adam)
-    client.post(reverse("admin:workflows_agent_add"), {
-        "name": "grouped-bot", "description": "", "resume_url": "", "owner": "", "is_active": "on",
-        "incident_window_minutes": "", "incident_threshold": "3"})
+    client.post(
+        reverse("admin:workflows_agent_add"),
+        {
+            "name": "grouped-bot",
+            "description": "",
+            "resume_url": "",
+            "owner": "",
+            "is_active": "on",
+            "incident_window_minutes": "",
+            "incident_threshold": "3",
+        },
+    )
     from workflows.models import Agent
 
     agent = Agent.objects.get(name="grouped-bot")
@@ -182,12 +201,15 @@ def test_a_rollout_is_started_steered_and_shown_on_the_incident_page(client, ali
     client.force_login(tess)
     assert client.post(reverse("start_rollout", args=[incident.pk]), {"action": "resume"}).status_code == 403
     client.force_login(alice)
-    client.post(reverse("start_rollout", args=[incident.pk]), {"action": "handoff", "canary_percent": 5,
-                                                               "per_minute": 30})
+    client.post(
+        reverse("start_rollout", args=[incident.pk]), {"action": "handoff", "canary_percent": 5, "per_minute": 30}
+    )
     client.post(reverse("start_rollout", args=[incident.pk]), {"action": "resume", "canary_percent": "lots"})
     assert not Rollout.objects.exists()
-    client.post(reverse("start_rollout", args=[incident.pk]), {"action": "resume", "canary_percent": 20,
-                                                               "per_minute": 30, "instructions": "provider is back"})
+    client.post(
+        reverse("start_rollout", args=[incident.pk]),
+        {"action": "resume", "canary_percent": 20, "per_minute": 30, "instructions": "provider is back"},
+    )
     rollout = Rollout.objects.get()
     assert (rollout.action, rollout.canary_percent, rollout.started_by) == ("resume", 20, alice)
     Rollout.advance_due(timezone.now() + timedelta(seconds=1))
@@ -199,5 +221,6 @@ def test_a_rollout_is_started_steered_and_shown_on_the_incident_page(client, ali
     client.post(reverse("steer_rollout", args=[rollout.pk]), {"do": "cancel"})
     rollout.refresh_from_db()
     assert rollout.status == "cancelled"
-    assert Event.objects.filter(subject=f"rollout:{rollout.pk}", verb=Event.Verb.ROLLOUT_CANCELLED,
-                                actor_user=alice).exists()
+    assert Event.objects.filter(
+        subject=f"rollout:{rollout.pk}", verb=Event.Verb.ROLLOUT_CANCELLED, actor_user=alice
+    ).exists()

@@ -10,7 +10,9 @@ from workflows.models import Decider, Event, Workflow
 
 def _handed_off_to(bob, by):
     checkpoint = make_checkpoint()
-    decision = Decider(checkpoint).decide(by=by, action="handoff", new_owner=bob, instructions="refund went out; call her")
+    decision = Decider(checkpoint).decide(
+        by=by, action="handoff", new_owner=bob, instructions="refund went out; call her"
+    )
     decision.start_attempt()
     decision.mark_succeeded()
     return checkpoint.workflow
@@ -31,8 +33,9 @@ def test_the_new_owner_marks_handed_off_work_completed(client, alice, bob):
     workflow = _handed_off_to(bob, by=alice)
     client.force_login(bob)
 
-    response = client.post(reverse("complete_handoff", args=[workflow.pk]), {"summary": "called, all good"},
-                           follow=True)
+    response = client.post(
+        reverse("complete_handoff", args=[workflow.pk]), {"summary": "called, all good"}, follow=True
+    )
 
     workflow.refresh_from_db()
     assert workflow.status == Workflow.Status.COMPLETED and workflow.summary == "called, all good"

@@ -51,8 +51,13 @@ def test_agent_text_in_a_notification_is_shown_escaped(client, alice):
     Notification.objects.all().delete()
     checkpoint.refresh_from_db()
     with transaction.atomic():
-        Notification.send(kind="sla_warning", title=f"Decision due soon: {checkpoint.workflow.title}",
-                          checkpoint=checkpoint, users=[alice], key="x")
+        Notification.send(
+            kind="sla_warning",
+            title=f"Decision due soon: {checkpoint.workflow.title}",
+            checkpoint=checkpoint,
+            users=[alice],
+            key="x",
+        )
     client.force_login(alice)
     page = client.get(reverse("notifications")).content.decode()
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page

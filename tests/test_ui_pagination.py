@@ -49,7 +49,9 @@ def test_the_polled_partial_stays_within_a_fixed_query_budget(client, alice, bob
     # marked mine and led by me), the rows with their assignments and proposals, and the five capped tab
     # counts. None of them grows with the rows shown.
     with django_assert_max_num_queries(13):
-        response = client.get(reverse("queue"), {"per": 100}, headers={"HX-Request": "true", "HX-Target": "queue-table"})
+        response = client.get(
+            reverse("queue"), {"per": 100}, headers={"HX-Request": "true", "HX-Target": "queue-table"}
+        )
     assert response.content.decode().count('data-testid="queue-row"') == 100
 
 

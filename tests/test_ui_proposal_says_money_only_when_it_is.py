@@ -16,15 +16,18 @@ def _panel(client, user, checkpoint) -> str:
     client.force_login(user)
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
     start = html.index('data-testid="four-eyes"')
-    return html[start:html.index("</p>", start)]
+    return html[start : html.index("</p>", start)]
 
 
 def test_a_triage_under_four_eyes_on_every_resume_does_not_say_it_touches_money(client, alice, bob):
     make_runbook(workflow_kind="ticket_triage", four_eyes_on_every_resume=True)
     workflow = make_workflow(kind="ticket_triage", title="Triage Q-7")
     make_step(workflow, 1, "read_ticket", "tool")
-    checkpoint = make_checkpoint(workflow, at_seq=2, plan=[
-        {"name": "set_priority", "kind": "effect", "amount": None, "currency": None, "moves_money": False}])
+    checkpoint = make_checkpoint(
+        workflow,
+        at_seq=2,
+        plan=[{"name": "set_priority", "kind": "effect", "amount": None, "currency": None, "moves_money": False}],
+    )
     assert Decider(checkpoint).decide(by=alice, action="resume").status == Decision.Status.PROPOSED
 
     panel = _panel(client, bob, checkpoint)

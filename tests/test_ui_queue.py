@@ -23,8 +23,9 @@ def test_the_queue_needs_a_login(client, db):
 
 
 def test_a_poll_after_the_session_ended_loads_the_login_page_instead_of_swapping_it(client, db):
-    response = client.get(reverse("queue") + "?scope=mine", follow=True,
-                          headers={"HX-Request": "true", "HX-Target": "queue-table"})
+    response = client.get(
+        reverse("queue") + "?scope=mine", follow=True, headers={"HX-Request": "true", "HX-Target": "queue-table"}
+    )
 
     assert response.status_code == 204
     assert response["HX-Redirect"] == reverse("login") + "?next=%2F%3Fscope%3Dmine"
@@ -77,8 +78,9 @@ def test_an_htmx_poll_renders_only_the_table_body_with_the_counts(client, alice)
     make_checkpoint()
     client.force_login(alice)
 
-    response = client.get(reverse("queue") + "?reason=model_timeout", headers={
-        "HX-Request": "true", "HX-Target": "queue-table"})
+    response = client.get(
+        reverse("queue") + "?reason=model_timeout", headers={"HX-Request": "true", "HX-Target": "queue-table"}
+    )
 
     html = response.content.decode()
     assert html.lstrip().startswith('<tbody id="queue-table"')
@@ -88,8 +90,9 @@ def test_an_htmx_poll_renders_only_the_table_body_with_the_counts(client, alice)
     assert "<header" not in html
 
 
-@pytest.mark.parametrize(("scope", "expected"), [("all", {"mine", "theirs", "free"}), ("mine", {"mine"}),
-                                                 ("unassigned", {"free"})])
+@pytest.mark.parametrize(
+    ("scope", "expected"), [("all", {"mine", "theirs", "free"}), ("mine", {"mine"}), ("unassigned", {"free"})]
+)
 def test_the_scope_filters_mine_unassigned_and_all(client, alice, bob, scope, expected):
     checkpoints = {name: make_checkpoint() for name in ("mine", "theirs", "free")}
     checkpoints["mine"].claim(by=alice)

@@ -25,8 +25,9 @@ def test_an_operator_asks_for_a_replay_from_a_checkpoint_and_reads_the_first_div
     assert f'name="checkpoint" value="{checkpoint.pk}"' in workbench and 'value="3"' in workbench
     runtime.provider.changed = True
 
-    response = client.post(reverse("request_replay", args=[workflow.pk]),
-                           {"from_seq": 3, "to_seq": 7, "checkpoint": checkpoint.pk})
+    response = client.post(
+        reverse("request_replay", args=[workflow.pk]), {"from_seq": 3, "to_seq": 7, "checkpoint": checkpoint.pk}
+    )
     run = ReplayRun.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("replay", args=[run.pk])
     assert run.checkpoint == checkpoint and run.requested_by == alice
@@ -73,7 +74,8 @@ def test_a_running_replay_polls_and_can_be_cancelled(client, alice, runtime):
 
     run.refresh_from_db()
     assert run.status == "cancelled"
-    html = client.get(reverse("replay", args=[run.pk]), headers={"HX-Request": "true",
-                                                                "HX-Target": "replay-result"}).content.decode()
+    html = client.get(
+        reverse("replay", args=[run.pk]), headers={"HX-Request": "true", "HX-Target": "replay-result"}
+    ).content.decode()
     assert html.lstrip().startswith('<div id="replay-result"') and "every 2s" not in html
     assert "Cancelled by alice." in html

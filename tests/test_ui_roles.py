@@ -29,8 +29,9 @@ def test_a_tpm_gets_a_403_page_on_every_checkpoint_action(client, tess, alice, a
     checkpoint = make_checkpoint()
     client.force_login(tess)
 
-    response = client.post(reverse(action, args=[checkpoint.pk]), {"to": "alice", "action": "abort",
-                                                                    "instructions": "no"})
+    response = client.post(
+        reverse(action, args=[checkpoint.pk]), {"to": "alice", "action": "abort", "instructions": "no"}
+    )
 
     assert response.status_code == 403
     assert "only operators and admins" in response.content.decode()

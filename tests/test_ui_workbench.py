@@ -14,8 +14,12 @@ def test_the_summary_reads_the_worked_example_in_plain_language(db):
 
     texts = [item["text"] for item in resume_summary(checkpoint.resume_state)]
 
-    assert texts == ["Refund R-88 of 42.00 EUR committed", "ticket note not written", "customer not notified",
-                     "promised: refund within 5 days"]
+    assert texts == [
+        "Refund R-88 of 42.00 EUR committed",
+        "ticket note not written",
+        "customer not notified",
+        "promised: refund within 5 days",
+    ]
 
 
 def test_the_summary_flags_an_unknown_refund(db):
@@ -29,8 +33,12 @@ def test_the_summary_flags_an_unknown_refund(db):
 
 def test_the_summary_survives_state_of_any_shape(db):
     assert resume_summary(None) == []
-    assert resume_summary({"committed": "x", "unknown_effects": [1, None], "state": {"remaining": {"a": 1}},
-                           "promises": "not a list"}) == []
+    assert (
+        resume_summary(
+            {"committed": "x", "unknown_effects": [1, None], "state": {"remaining": {"a": 1}}, "promises": "not a list"}
+        )
+        == []
+    )
 
 
 def test_the_workbench_shows_summary_trajectory_runbook_clock_and_events(client, alice):
@@ -42,12 +50,28 @@ def test_the_workbench_shows_summary_trajectory_runbook_clock_and_events(client,
 
     html = squeezed(client.get(reverse("workbench", args=[checkpoint.pk])).content.decode())
 
-    for text in ("Refund R-88 of 42.00 EUR committed", "ticket note not written", "promised: refund within 5 days",
-                 "read_ticket", "decide_refund", "issue_refund", "✓ verified", "T-", ":issue_refund", "R-88",
-                 "Refunds that stopped", "Check the payment ledger first.", "https://runbooks.example/refunds",
-                 'data-testid="sla-clock"', "claimed the checkpoint", "opened the checkpoint (model timeout)",
-                 "Returns to <strong>olga</strong> when resumed", 'data-testid="last-verified"',
-                 "write_ticket_note", '<details data-keep="in-'):
+    for text in (
+        "Refund R-88 of 42.00 EUR committed",
+        "ticket note not written",
+        "promised: refund within 5 days",
+        "read_ticket",
+        "decide_refund",
+        "issue_refund",
+        "✓ verified",
+        "T-",
+        ":issue_refund",
+        "R-88",
+        "Refunds that stopped",
+        "Check the payment ledger first.",
+        "https://runbooks.example/refunds",
+        'data-testid="sla-clock"',
+        "claimed the checkpoint",
+        "opened the checkpoint (model timeout)",
+        "Returns to <strong>olga</strong> when resumed",
+        'data-testid="last-verified"',
+        "write_ticket_note",
+        '<details data-keep="in-',
+    ):
         assert text in html, text
 
 
@@ -55,10 +79,21 @@ def test_agent_text_is_escaped_and_json_is_pretty_printed(client, alice):
     workflow = make_worked_example()
     workflow.title = "<script>alert('t')</script>"
     workflow.save()
-    make_step(workflow, 4, "<script>alert('step')</script>", "tool", output={"html": "<script>x()</script>", "n": 1},
-              verified=True, promise="<b>soon</b>")
-    checkpoint = make_checkpoint(workflow, at_seq=5, detail="<img src=x onerror=alert(1)>",
-                                 state={"remaining": ["<script>alert('r')</script>"], "note": "</pre><script>"})
+    make_step(
+        workflow,
+        4,
+        "<script>alert('step')</script>",
+        "tool",
+        output={"html": "<script>x()</script>", "n": 1},
+        verified=True,
+        promise="<b>soon</b>",
+    )
+    checkpoint = make_checkpoint(
+        workflow,
+        at_seq=5,
+        detail="<img src=x onerror=alert(1)>",
+        state={"remaining": ["<script>alert('r')</script>"], "note": "</pre><script>"},
+    )
     client.force_login(alice)
 
     html = client.get(reverse("workbench", args=[checkpoint.pk])).content.decode()
@@ -67,8 +102,8 @@ def test_agent_text_is_escaped_and_json_is_pretty_printed(client, alice):
     assert "<img src=x" not in html and "<b>soon</b>" not in html
     assert "&lt;script&gt;alert(&#x27;step&#x27;)&lt;/script&gt;" in html
     # Indented JSON (PostgreSQL's jsonb may reorder the keys).
-    assert '\n  &quot;html&quot;: &quot;&lt;script&gt;x()&lt;/script&gt;&quot;' in html
-    assert '\n  &quot;n&quot;: 1' in html
+    assert "\n  &quot;html&quot;: &quot;&lt;script&gt;x()&lt;/script&gt;&quot;" in html
+    assert "\n  &quot;n&quot;: 1" in html
 
 
 def test_a_tpm_reads_the_workbench_but_gets_no_actions(client, tess):
@@ -92,8 +127,13 @@ def test_an_idempotency_key_named_like_a_dict_method_still_renders(client, alice
     workflow = make_workflow()
     make_step(workflow, 1, "charge", "effect", status="pending", idempotency_key="items", input={"amount": "1"})
     checkpoint = make_checkpoint(workflow, at_seq=2)
-    Decider(checkpoint).decide(by=alice, action="resume", confirmations={"items": "happened"},
-                      confirmation_refs={"items": "CH-1"}, money_confirmed=True)
+    Decider(checkpoint).decide(
+        by=alice,
+        action="resume",
+        confirmations={"items": "happened"},
+        confirmation_refs={"items": "CH-1"},
+        money_confirmed=True,
+    )
     client.force_login(alice)
 
     response = client.get(reverse("workbench", args=[checkpoint.pk]))
@@ -108,10 +148,22 @@ def _long_workflow(n: int):
     from workflows.models import Event, Step
 
     workflow = make_workflow()
-    Step.objects.bulk_create(Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed",
-                                  input={"i": i}, output={"text": "z" * 2000, "i": i}) for i in range(1, n + 1))
-    Event.objects.bulk_create(Event(workflow=workflow, actor_type="agent", actor_agent=workflow.agent,
-                                    verb="step_committed", data={"seq": i}) for i in range(1, n + 1))
+    Step.objects.bulk_create(
+        Step(
+            workflow=workflow,
+            seq=i,
+            name=f"step_{i}",
+            kind="tool",
+            status="committed",
+            input={"i": i},
+            output={"text": "z" * 2000, "i": i},
+        )
+        for i in range(1, n + 1)
+    )
+    Event.objects.bulk_create(
+        Event(workflow=workflow, actor_type="agent", actor_agent=workflow.agent, verb="step_committed", data={"seq": i})
+        for i in range(1, n + 1)
+    )
     return workflow
 
 
@@ -136,7 +188,7 @@ def test_a_thousand_step_trajectory_shows_the_window_around_the_stop_at_the_cost
     first = stop - (WORKBENCH_STEPS - AFTER_THE_STOP) + 1
     assert f'data-seq="{first}"' in long and f'data-seq="{first - 1}"' not in long
     assert f'data-seq="{stop + AFTER_THE_STOP}"' in long and f'data-seq="{stop + AFTER_THE_STOP + 1}"' not in long
-    assert "is-stop\" data-testid=\"step\" data-seq=\"800\"" in squeezed(long)  # the stop is in the window
+    assert 'is-stop" data-testid="step" data-seq="800"' in squeezed(long)  # the stop is in the window
     assert f"1000 steps · showing {first}–{stop + AFTER_THE_STOP}" in squeezed(long)
     assert f"{first - 1} earlier steps:" in long and f"?seq={first}" in long
     assert f"{1000 - stop - AFTER_THE_STOP} later steps:" in long and f"?seq={stop + AFTER_THE_STOP + 1}" in long

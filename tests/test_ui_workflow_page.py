@@ -20,10 +20,25 @@ def test_the_page_shows_the_trajectory_checkpoints_decisions_and_events(client, 
 
     html = squeezed(client.get(reverse("workflow", args=[workflow.pk])).content.decode())
 
-    for text in (workflow.title, workflow.external_id, "olga", "read_ticket", "decide_refund", "issue_refund",
-                 "R-88", ":issue_refund", "✓ verified", "Promised to the user: “refund within 5 days”",
-                 f"#{checkpoint.pk} Model timeout", "at step 4", "Abort", f"by {decision.decided_by.username}",
-                 "claimed the checkpoint", "3 steps", reverse("workbench", args=[checkpoint.pk])):
+    for text in (
+        workflow.title,
+        workflow.external_id,
+        "olga",
+        "read_ticket",
+        "decide_refund",
+        "issue_refund",
+        "R-88",
+        ":issue_refund",
+        "✓ verified",
+        "Promised to the user: “refund within 5 days”",
+        f"#{checkpoint.pk} Model timeout",
+        "at step 4",
+        "Abort",
+        f"by {decision.decided_by.username}",
+        "claimed the checkpoint",
+        "3 steps",
+        reverse("workbench", args=[checkpoint.pk]),
+    ):
         assert text in html, text
 
 
@@ -44,8 +59,18 @@ def test_inputs_and_outputs_are_collapsed_with_a_preview_and_escaped(client, ali
 def test_a_thousand_step_trajectory_is_paged_with_the_same_number_of_queries(client, alice):
     small, large = make_workflow(), make_workflow()
     for workflow, n in ((small, STEPS_PER_PAGE), (large, 1000)):
-        Step.objects.bulk_create(Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed",
-                                      input={"i": i}, output={"text": "z" * 2000, "i": i}) for i in range(1, n + 1))
+        Step.objects.bulk_create(
+            Step(
+                workflow=workflow,
+                seq=i,
+                name=f"step_{i}",
+                kind="tool",
+                status="committed",
+                input={"i": i},
+                output={"text": "z" * 2000, "i": i},
+            )
+            for i in range(1, n + 1)
+        )
     client.force_login(alice)
     counts = []
     for workflow in (small, large):
@@ -62,8 +87,9 @@ def test_a_thousand_step_trajectory_is_paged_with_the_same_number_of_queries(cli
 
 def test_go_to_step_opens_the_page_that_holds_it(client, alice):
     workflow = make_workflow()
-    Step.objects.bulk_create(Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed")
-                             for i in range(1, 201))
+    Step.objects.bulk_create(
+        Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed") for i in range(1, 201)
+    )
     client.force_login(alice)
 
     html = client.get(reverse("workflow", args=[workflow.pk]), {"seq": 123}).content.decode()
@@ -73,12 +99,14 @@ def test_go_to_step_opens_the_page_that_holds_it(client, alice):
 
 def test_htmx_paging_swaps_only_the_trajectory(client, alice):
     workflow = make_workflow()
-    Step.objects.bulk_create(Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed")
-                             for i in range(1, 120))
+    Step.objects.bulk_create(
+        Step(workflow=workflow, seq=i, name=f"step_{i}", kind="tool", status="committed") for i in range(1, 120)
+    )
     client.force_login(alice)
 
-    html = client.get(reverse("workflow", args=[workflow.pk]), {"page": 2},
-                      headers={"HX-Request": "true", "HX-Target": "trajectory"}).content.decode()
+    html = client.get(
+        reverse("workflow", args=[workflow.pk]), {"page": 2}, headers={"HX-Request": "true", "HX-Target": "trajectory"}
+    ).content.decode()
 
     assert html.lstrip().startswith('<section class="panel" id="trajectory"')
     assert 'data-seq="51"' in html and "Event log" not in html

@@ -59,8 +59,7 @@ def test_resume_retry_step_and_failover_are_the_resuming_actions():
 def test_the_confirmation_choices_are_one_enum_for_the_model_and_the_form(db):
     form = DecisionForm(checkpoint=make_checkpoint(make_workflow()))
     assert Confirmation.values == ["happened", "did_not_happen"]
-    assert Confirmation.unreferenced({"a": "happened", "b": "did_not_happen", "c": "happened"},
-                                     {"c": " R-1 "}) == ["a"]
+    assert Confirmation.unreferenced({"a": "happened", "b": "did_not_happen", "c": "happened"}, {"c": " R-1 "}) == ["a"]
     action = form.fields["action"]
     assert isinstance(action, forms.ChoiceField) and action.choices == Action.choices
 
@@ -71,11 +70,21 @@ def test_the_model_refuses_an_effect_confirmed_as_happened_without_its_reference
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
     with pytest.raises(ValueError, match="external reference"):
-        Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True, confirmations={key: "happened"},
-                          confirmation_refs={key: "  "})
+        Decider(checkpoint).decide(
+            by=alice,
+            action="resume",
+            money_confirmed=True,
+            confirmations={key: "happened"},
+            confirmation_refs={key: "  "},
+        )
     assert not checkpoint.decisions.exists()
-    decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
-                                 confirmations={key: "happened"}, confirmation_refs={key: "R-88"})
+    decision = Decider(checkpoint).decide(
+        by=alice,
+        action="resume",
+        money_confirmed=True,
+        confirmations={key: "happened"},
+        confirmation_refs={key: "R-88"},
+    )
     assert decision.confirmation_refs == {key: "R-88"}
 
 
@@ -84,8 +93,13 @@ def test_a_reference_for_an_effect_that_did_not_happen_is_not_kept(alice):
 
     checkpoint = make_checkpoint(make_worked_example(refund_status="pending"))
     key = checkpoint.unknown_effects[0]["idempotency_key"]
-    decision = Decider(checkpoint).decide(by=alice, action="resume", money_confirmed=True,
-                                 confirmations={key: "did_not_happen"}, confirmation_refs={key: "R-88"})
+    decision = Decider(checkpoint).decide(
+        by=alice,
+        action="resume",
+        money_confirmed=True,
+        confirmations={key: "did_not_happen"},
+        confirmation_refs={key: "R-88"},
+    )
     assert decision.confirmations == {key: "did_not_happen"} and decision.confirmation_refs == {}
 
 

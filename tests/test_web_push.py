@@ -44,14 +44,19 @@ def service(vapid):
 def subscribe(user, browser, *, device="Chrome on Android"):
     client = Client()
     client.force_login(user)
-    return client.post(reverse("push_subscribe"), json.dumps({**browser.subscription, "device": device}),
-                       content_type="application/json")
+    return client.post(
+        reverse("push_subscribe"),
+        json.dumps({**browser.subscription, "device": device}),
+        content_type="application/json",
+    )
 
 
 def deliver_pending() -> list[str]:
     """What the workers do: every pending delivery, once (whatever its next attempt time)."""
-    return [tasks.deliver_notification(pk) for pk in
-            Delivery.objects.filter(status=Delivery.Status.PENDING).order_by("pk").values_list("pk", flat=True)]
+    return [
+        tasks.deliver_notification(pk)
+        for pk in Delivery.objects.filter(status=Delivery.Status.PENDING).order_by("pk").values_list("pk", flat=True)
+    ]
 
 
 def pushes(channel) -> Delivery:
@@ -59,7 +64,8 @@ def pushes(channel) -> Delivery:
 
 
 def test_a_checkpoint_assigned_to_me_reaches_my_device_encrypted_signed_and_opening_the_workbench(
-        db, service, alice, bob):
+    db, service, alice, bob
+):
     browser = service.browser()
     answer = subscribe(alice, browser)
     assert answer.status_code == 201 and answer.json()["device"] == "Chrome on Android"
@@ -85,7 +91,8 @@ def test_a_checkpoint_assigned_to_me_reaches_my_device_encrypted_signed_and_open
 
 
 def test_an_escalation_to_me_and_a_proposal_waiting_for_my_approval_are_pushed_but_a_warning_is_not(
-        db, service, alice, bob):
+    db, service, alice, bob
+):
     subscribe(alice, service.browser())
     policy = make_policy(name="escalating", target=30, warning=10)
     EscalationLevel.objects.create(policy=policy, delay_minutes=0, notify=True, user=alice)
@@ -94,8 +101,9 @@ def test_an_escalation_to_me_and_a_proposal_waiting_for_my_approval_are_pushed_b
     tasks.sweep_clocks(escalated.due_at + timedelta(minutes=1))  # warned (nobody holds it), breached, escalated
     proposal = make_checkpoint(make_worked_example(refund_status="pending"))
     unknown = {e["idempotency_key"]: "did_not_happen" for e in proposal.unknown_effects}
-    Decider(proposal).decide(by=bob, action="resume", confirmations=unknown, money_confirmed=True,
-                             instructions="issue it once")
+    Decider(proposal).decide(
+        by=bob, action="resume", confirmations=unknown, money_confirmed=True, instructions="issue it once"
+    )
 
     deliver_pending()
 
@@ -112,7 +120,8 @@ def test_an_escalation_to_me_and_a_proposal_waiting_for_my_approval_are_pushed_b
 
 @pytest.mark.parametrize("status", [404, 410])
 def test_a_subscription_the_push_service_says_is_gone_is_switched_off_and_never_tried_again(
-        db, service, alice, bob, status):
+    db, service, alice, bob, status
+):
     subscribe(alice, service.browser())
     channel = Channel.objects.get(kind=Channel.Kind.PUSH)
     service.answer(status)

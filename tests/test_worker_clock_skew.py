@@ -112,8 +112,13 @@ def test_a_skewed_worker_does_not_take_a_live_notification_lease_and_takes_its_o
     user = make_user("nina")
     channel = Channel.objects.create(kind="webhook", user=user, url="http://127.0.0.1:9/hook")
     with transaction.atomic():
-        [note] = Notification.send(kind="sla_breached", title="Decision target breached",
-                                   checkpoint=make_checkpoint(), users=[user], key="skew")
+        [note] = Notification.send(
+            kind="sla_breached",
+            title="Decision target breached",
+            checkpoint=make_checkpoint(),
+            users=[user],
+            key="skew",
+        )
     delivery = Delivery.objects.get(notification=note, channel=channel)
     before = database_now()
     assert delivery.start_attempt()  # an honest worker is sending it
@@ -137,8 +142,11 @@ def test_a_skewed_sweep_warns_and_breaches_an_sla_clock_only_when_it_is_due_in_d
     checkpoint = make_checkpoint()
     now = database_now()
     Checkpoint.objects.filter(pk=checkpoint.pk).update(
-        claim_warn_at=now + timedelta(minutes=3), claim_due_at=now + timedelta(minutes=4),
-        warn_at=now + timedelta(minutes=5), due_at=now + timedelta(minutes=8))
+        claim_warn_at=now + timedelta(minutes=3),
+        claim_due_at=now + timedelta(minutes=4),
+        warn_at=now + timedelta(minutes=5),
+        due_at=now + timedelta(minutes=8),
+    )
     with skewed_worker():
         counts = tasks.sweep_clocks()
     assert counts == dict.fromkeys(counts, 0)  # every deadline is minutes away on the shared clock
@@ -177,8 +185,9 @@ def test_a_skewed_sweep_pauses_only_a_workflow_silent_in_database_time(db, clock
 def test_a_skewed_sweep_fails_a_replay_only_past_its_deadline_in_database_time(runtime, olga, clocks):
     run = ReplayRun.request(runtime.recorded_workflow(), from_seq=3, to_seq=4, by=olga)
     run.start()  # accepted by the runtime, results not in yet
-    ReplayRun.objects.filter(pk=run.pk).update(deadline_at=database_now() + timedelta(minutes=5),
-                                               requested_at=database_now())
+    ReplayRun.objects.filter(pk=run.pk).update(
+        deadline_at=database_now() + timedelta(minutes=5), requested_at=database_now()
+    )
     with skewed_worker():
         assert tasks.settle_replays() == (0, 0)
     run.refresh_from_db()
@@ -221,12 +230,18 @@ def test_the_periodic_sweep_on_a_skewed_worker_changes_nothing_that_is_not_due(d
     running = make_worked_example()
     now = database_now()
     Checkpoint.objects.filter(pk=checkpoint.pk).update(
-        warn_at=now + timedelta(minutes=5), due_at=now + timedelta(minutes=8))
+        warn_at=now + timedelta(minutes=5), due_at=now + timedelta(minutes=8)
+    )
     Workflow.objects.filter(pk=running.pk).update(last_activity_at=now - timedelta(minutes=10))
     with skewed_worker():
         result = tasks.sweep()
-    assert (result["relayed"], result["reclaimed"], result["silent"], result["replays"],
-            result["notifications"]) == (0, 0, 0, (0, 0), 0)
+    assert (result["relayed"], result["reclaimed"], result["silent"], result["replays"], result["notifications"]) == (
+        0,
+        0,
+        0,
+        (0, 0),
+        0,
+    )
     assert result["sla"] == dict.fromkeys(result["sla"], 0)
     decision.refresh_from_db()
     assert decision.status == Decision.Status.RUNNING and decision.attempts == 1

@@ -69,7 +69,11 @@ def test_other_tasks_keep_their_news_and_every_failure(worker_log):
     failure = {"id": "2", "name": SWEEP, "description": "raised unexpected", "exc": "OperationalError()"}
     loggers[0].error(trace.LOG_FAILURE, failure, extra={"data": failure})
     assert [line.split("]")[1].strip() for line in lines.lines] == [
-        "received", "succeeded in 0.01s: 'delivered'", "received", "raised unexpected: OperationalError()"]
+        "received",
+        "succeeded in 0.01s: 'delivered'",
+        "received",
+        "raised unexpected: OperationalError()",
+    ]
 
 
 def test_make_run_quiets_every_received_line(worker_log):
@@ -109,4 +113,3 @@ def test_the_fleet_says_where_to_sign_in_again_once_it_is_up(settings, tmp_path)
     assert "http://127.0.0.1:8200/login/" in text
     for username, password in passwords.items():
         assert f"{username:<10}{username:<10}{password}" in text
-

@@ -82,12 +82,20 @@ def test_a_worker_whose_consumer_stalled_beside_queued_messages_exits_and_an_idl
             idle = other.worker("idle", concurrency=1)
             # The control commands go from a process of the stack's own settings, as `celery control` would.
             node = f"stalled-{stack.queue}@{socket.gethostname()}"
-            script = (f"import django; django.setup()\n"
-                      f"from console.celery import app\n"
-                      f"print(app.control.cancel_consumer({stack.queue!r}, destination=[{node!r}], reply=True))\n"
-                      f"for _ in range(3): app.send_task('workflows.tasks.sweep', queue={stack.queue!r})\n")
-            done = subprocess.run([sys.executable, "-c", script], env={**stack.env(), "DJANGO_SETTINGS_MODULE":
-                                  "console.settings"}, capture_output=True, text=True, timeout=60, check=True)
+            script = (
+                f"import django; django.setup()\n"
+                f"from console.celery import app\n"
+                f"print(app.control.cancel_consumer({stack.queue!r}, destination=[{node!r}], reply=True))\n"
+                f"for _ in range(3): app.send_task('workflows.tasks.sweep', queue={stack.queue!r})\n"
+            )
+            done = subprocess.run(
+                [sys.executable, "-c", script],
+                env={**stack.env(), "DJANGO_SETTINGS_MODULE": "console.settings"},
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
             assert "no longer consuming" in done.stdout, f"the stall was not made: {done.stdout}{done.stderr}"
             wait_until(lambda: not stalled.alive(), timeout=60, what="the stalled worker to exit")
             assert MARK in stalled.output()

@@ -25,8 +25,12 @@ from .models import Checkpoint, Decision, Incident, Runbook
 from .money import STAGES, Amount, amounts_by_stage
 
 _DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
-_UNITS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1),
-          "week": timedelta(weeks=1)}
+_UNITS = {
+    "minute": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(weeks=1),
+}
 
 
 def promise_due(promise: str, made_at: datetime) -> datetime | None:
@@ -114,8 +118,11 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
     # Whose clock still runs: open, or awaiting a second operator's approval, read for all members in one
     # query (``Checkpoint.clock_runs`` asks one per decided member: a rollout decides thousands).
     decided = [c.pk for c in members if c.status == Checkpoint.Status.DECIDED]
-    awaiting = set(Decision.objects.proposed().filter(checkpoint_id__in=decided)
-                   .values_list("checkpoint_id", flat=True)) if decided else set()
+    awaiting = (
+        set(Decision.objects.proposed().filter(checkpoint_id__in=decided).values_list("checkpoint_id", flat=True))
+        if decided
+        else set()
+    )
     workflows, tickets, customers = set(), set(), set()
     promises: dict[str, dict[str, Any]] = {}
     for c in members:
@@ -166,11 +173,15 @@ def timeline(incident: Incident, *, limit: int = 300) -> list[dict[str, Any]]:
     """The incident's own trail, the first and last member, and its members' decisions, by time: the latest
     ``limit`` entries. Each entry has ``at`` and ``actor``, and one of ``event``, ``decision`` or ``arrival``
     (with ``which``: "first" or "last")."""
-    entries: list[dict[str, Any]] = [{"at": e.at, "actor": e.actor, "event": e} for e in
-                                     incident.events().select_related("actor_user", "actor_agent")
-                                     .order_by("-at", "-pk")[:limit]]
-    for d in (Decision.objects.filter(checkpoint__incident=incident).select_related("decided_by", "checkpoint__workflow")
-              .order_by("-decided_at")[:limit]):
+    entries: list[dict[str, Any]] = [
+        {"at": e.at, "actor": e.actor, "event": e}
+        for e in incident.events().select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:limit]
+    ]
+    for d in (
+        Decision.objects.filter(checkpoint__incident=incident)
+        .select_related("decided_by", "checkpoint__workflow")
+        .order_by("-decided_at")[:limit]
+    ):
         entries.append({"at": d.decided_at, "actor": d.decided_by.get_username(), "decision": d})
     ends = incident.members.order_by("opened_at").select_related("workflow")
     if first := ends.first():
@@ -198,24 +209,52 @@ def arrivals_per_minute(opened: list[datetime], *, max_buckets: int = 120) -> tu
 
 def queue_rows(limit: int = 20) -> list[dict[str, Any]]:
     """The queue's incident rows: each unresolved incident with members on the queue, as one row."""
-    incidents = list(Incident.objects.unresolved().annotate(
-        open_members=Count("members", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
-        oldest_due=Min("members__due_at", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
-    ).filter(open_members__gt=0).select_related("agent").order_by("oldest_due")[:limit])
+    incidents = list(
+        Incident.objects.unresolved()
+        .annotate(
+            open_members=Count("members", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
+            oldest_due=Min("members__due_at", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
+        )
+        .filter(open_members__gt=0)
+        .select_related("agent")
+        .order_by("oldest_due")[:limit]
+    )
     if not incidents:
         return []
     members: dict[int, list[Checkpoint]] = {i.pk: [] for i in incidents}
-    for c in (Checkpoint.objects.open().filter(incident__in=incidents).select_related("workflow")
-              .only("pk", "incident_id", "resume_state", "due_at", "warn_at", "breached_at", "status", "opened_at",
-                    "runbook_id",
-                    # workflow__kind: money_by_stage reads it (one query per member when it was deferred)
-                    "workflow__external_id", "workflow__context", "workflow__kind")[:5000]):
+    for c in (
+        Checkpoint.objects.open()
+        .filter(incident__in=incidents)
+        .select_related("workflow")
+        .only(
+            "pk",
+            "incident_id",
+            "resume_state",
+            "due_at",
+            "warn_at",
+            "breached_at",
+            "status",
+            "opened_at",
+            "runbook_id",
+            # workflow__kind: money_by_stage reads it (one query per member when it was deferred)
+            "workflow__external_id",
+            "workflow__context",
+            "workflow__kind",
+        )[:5000]
+    ):
         members[c.incident_id].append(c)  # type: ignore[index]
     rows = []
     for incident in incidents:
         radius = blast_radius(members[incident.pk])
-        rows.append({"incident": incident, "members": incident.open_members,  # type: ignore[attr-defined]
-                     "oldest": min(members[incident.pk], key=lambda c: (c.due_at, c.pk), default=None),
-                     "oldest_due": incident.oldest_due, "money": radius.money.at_stake,  # type: ignore[attr-defined]
-                     "unknown_effects": radius.unknown_effects, "breached": radius.breached})
+        rows.append(
+            {
+                "incident": incident,
+                "members": incident.open_members,  # type: ignore[attr-defined]
+                "oldest": min(members[incident.pk], key=lambda c: (c.due_at, c.pk), default=None),
+                "oldest_due": incident.oldest_due,  # type: ignore[attr-defined]
+                "money": radius.money.at_stake,
+                "unknown_effects": radius.unknown_effects,
+                "breached": radius.breached,
+            }
+        )
     return rows

@@ -48,12 +48,22 @@ class Hours:
     def from_dict(cls, data: dict[str, Any] | None) -> Hours | None:
         if not data:
             return None
-        return cls(tz=data["tz"], weekdays=frozenset(data["weekdays"]), start=data["start"], end=data["end"],
-                   holidays=frozenset(date.fromisoformat(d) for d in data.get("holidays", [])))
+        return cls(
+            tz=data["tz"],
+            weekdays=frozenset(data["weekdays"]),
+            start=data["start"],
+            end=data["end"],
+            holidays=frozenset(date.fromisoformat(d) for d in data.get("holidays", [])),
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tz": self.tz, "weekdays": sorted(self.weekdays), "start": self.start, "end": self.end,
-                "holidays": sorted(d.isoformat() for d in self.holidays)}
+        return {
+            "tz": self.tz,
+            "weekdays": sorted(self.weekdays),
+            "start": self.start,
+            "end": self.end,
+            "holidays": sorted(d.isoformat() for d in self.holidays),
+        }
 
     @property
     def zone(self) -> ZoneInfo:

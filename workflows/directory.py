@@ -30,12 +30,12 @@ RANK = (ADMIN, OPERATOR, TPM)  # the highest role granted wins
 def parse_mapping(raw: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
     """The mapping as (kind, name) pairs per group; ValueError naming the first bad entry."""
     if not isinstance(raw, Mapping):
-        raise ValueError("OIDC_GROUP_MAP must be a JSON object: {\"group\": [\"role:operator\", \"team:slug\"]}.")
+        raise ValueError('OIDC_GROUP_MAP must be a JSON object: {"group": ["role:operator", "team:slug"]}.')
     parsed: dict[str, list[tuple[str, str]]] = {}
     for group, grants in raw.items():
         items = [grants] if isinstance(grants, str) else grants
         if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-            raise ValueError(f"OIDC_GROUP_MAP[{group!r}]: a grant or a list of grants such as \"role:operator\".")
+            raise ValueError(f'OIDC_GROUP_MAP[{group!r}]: a grant or a list of grants such as "role:operator".')
         pairs = []
         for item in items:
             kind, _, name = item.partition(":")
@@ -68,12 +68,25 @@ def apply_groups(user: Any, groups: Iterable[str], mapping: Mapping[str, Any], *
     with transaction.atomic():
         _apply_role(user, role, access)
         for team in Team.objects.filter(slug__in=managed).select_for_update():
-            _apply_team(user, team, member=("team", team.slug) in grants or ("lead", team.slug) in grants,
-                        lead=("lead", team.slug) in grants, access=access)
+            _apply_team(
+                user,
+                team,
+                member=("team", team.slug) in grants or ("lead", team.slug) in grants,
+                lead=("lead", team.slug) in grants,
+                access=access,
+            )
         if access.granted or access.revoked:
-            Event.record(user, Event.Verb.SSO_ACCESS_CHANGED, actor=user, data={
-                "granted": access.granted, "revoked": access.revoked, "claim": claim,
-                "groups": [g[:200] for g in held[:50]]})
+            Event.record(
+                user,
+                Event.Verb.SSO_ACCESS_CHANGED,
+                actor=user,
+                data={
+                    "granted": access.granted,
+                    "revoked": access.revoked,
+                    "claim": claim,
+                    "groups": [g[:200] for g in held[:50]],
+                },
+            )
     return access
 
 

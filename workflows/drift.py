@@ -38,7 +38,7 @@ class Difference:
 def shown(value: Any) -> str:
     """A value as an operator reads it in one line: strings bare, everything else as JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS - 1] + "…"
+    return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
 def _same_scalar(a: Any, b: Any) -> bool:
@@ -117,8 +117,14 @@ def canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def compare(recorded_steps: list[dict[str, Any]], results: list[dict[str, Any]], *, rules: dict[str, list[str]] | None = None,
-            from_seq: int, to_seq: int) -> Comparison:
+def compare(
+    recorded_steps: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+    *,
+    rules: dict[str, list[str]] | None = None,
+    from_seq: int,
+    to_seq: int,
+) -> Comparison:
     """Compare a replay's results to the recorded steps of ``from_seq..to_seq``.
 
     ``recorded_steps``: the steps as ``Step.as_dict()``. ``results``: ``[{"seq", "output",
@@ -139,8 +145,13 @@ def compare(recorded_steps: list[dict[str, Any]], results: list[dict[str, Any]],
     for step in recorded_steps:
         seq, kind = step["seq"], step["kind"]
         replayed = by_seq.get(seq)
-        row = StepComparison(seq=seq, name=step["name"], kind=kind, recorded=step["output"],
-                             replayed=replayed.get("output") if replayed else None)
+        row = StepComparison(
+            seq=seq,
+            name=step["name"],
+            kind=kind,
+            recorded=step["output"],
+            replayed=replayed.get("output") if replayed else None,
+        )
         comparison.steps.append(row)
         if replayed is None:
             row.verdict, row.note = "missing", "no result for this step"
@@ -156,9 +167,11 @@ def compare(recorded_steps: list[dict[str, Any]], results: list[dict[str, Any]],
             if differences:
                 row.verdict = "violation"
                 row.note = "an effect's replayed output differs from the recording: it may have been executed"
-                violations.append(f"Step {seq} `{step['name']}` (effect): the replayed output differs from the "
-                                  f"recording ({differences[0].sentence()}); replay must return the recorded "
-                                  "output and never execute an effect.")
+                violations.append(
+                    f"Step {seq} `{step['name']}` (effect): the replayed output differs from the "
+                    f"recording ({differences[0].sentence()}); replay must return the recorded "
+                    "output and never execute an effect."
+                )
             continue
         patterns = rules.get(kind, []) + rules.get("*", [])
         kept = [d for d in differences if not ignored(d.path, patterns)]

@@ -115,8 +115,12 @@ class DrillReport:
 
 
 # The key times of a run, in the order reports show them: (label, RunScore property).
-KEY_TIMES = (("To checkpoint", "to_checkpoint"), ("To claim", "to_claim"), ("To decision", "to_decision"),
-             ("To completion", "to_completion"))
+KEY_TIMES = (
+    ("To checkpoint", "to_checkpoint"),
+    ("To claim", "to_claim"),
+    ("To decision", "to_decision"),
+    ("To completion", "to_completion"),
+)
 
 
 @dataclass(frozen=True)
@@ -168,16 +172,23 @@ def score(drill: Drill, *, today: Any = None, with_trend: bool = True) -> DrillR
     filters = metrics.Filters(start=min(started, today), end=today, drills=str(drill.pk))
     workflows = list(metrics.with_recovery(Workflow.objects.filter(drill=drill)).order_by("created_at", "pk"))
     ids = [w.pk for w in workflows]
-    lost = set(metrics.with_recovery(Workflow.objects.filter(pk__in=ids)).filter(metrics.LOST_EFFECT)
-               .values_list("pk", flat=True))
+    lost = set(
+        metrics.with_recovery(Workflow.objects.filter(pk__in=ids))
+        .filter(metrics.LOST_EFFECT)
+        .values_list("pk", flat=True)
+    )
     first: dict[int, Any] = {}
     for checkpoint in timings.with_clocks(Checkpoint.objects.filter(workflow_id__in=ids)).order_by("opened_at"):
         first.setdefault(checkpoint.workflow_id, checkpoint)
     steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(workflow_id__in=ids, seq=drill.at_seq)}
     runs = [_run(drill, w, first.get(w.pk), steps, lost) for w in workflows]
     failed_over = _failed_failovers(ids)
-    runs = [replace(r, failover_failed=failed_over[r.workflow_id][0], failover_error=failed_over[r.workflow_id][1])
-            if r.workflow_id in failed_over else r for r in runs]
+    runs = [
+        replace(r, failover_failed=failed_over[r.workflow_id][0], failover_error=failed_over[r.workflow_id][1])
+        if r.workflow_id in failed_over
+        else r
+        for r in runs
+    ]
     summary = metrics.summary(filters)
     verdict, reasons = _verdict(runs)
     return DrillReport(drill, filters, runs, summary, verdict, reasons, trend(drill) if with_trend else [])
@@ -185,30 +196,41 @@ def score(drill: Drill, *, today: Any = None, with_trend: bool = True) -> DrillR
 
 def trend(drill: Drill, *, last: int = 12) -> list[Occurrence]:
     """The last ``last`` drills run under ``drill``'s definition, oldest first, each scored."""
-    ran = list(Drill.objects.of_series(drill).filter(started_at__isnull=False).select_related("agent")
-               .order_by("-started_at", "-pk")[:last])
+    ran = list(
+        Drill.objects.of_series(drill)
+        .filter(started_at__isnull=False)
+        .select_related("agent")
+        .order_by("-started_at", "-pk")[:last]
+    )
     occurrences = []
     for each in reversed(ran):
         report = score(each, with_trend=False)
-        medians = {attr: _median([v for r in report.runs if (v := getattr(r, attr)) is not None])
-                   for _label, attr in KEY_TIMES}
+        medians = {
+            attr: _median([v for r in report.runs if (v := getattr(r, attr)) is not None]) for _label, attr in KEY_TIMES
+        }
         occurrences.append(Occurrence(each.pk, each.started_at, len(report.runs), report.verdict, medians))
     return occurrences
 
 
 def _failed_failovers(ids: list[int]) -> dict[int, tuple[str, str]]:
     """Per workflow, its failover whose delivery to the standby failed for good: (the standby, the error)."""
-    failed = (Decision.objects.filter(checkpoint__workflow_id__in=ids, action=Action.FAILOVER,
-                                      status=Decision.Status.FAILED)
-              .select_related("standby", "checkpoint").order_by("decided_at"))
-    return {d.checkpoint.workflow_id: (d.standby.name if d.standby else "the standby", d.last_error[:200])
-            for d in failed}
+    failed = (
+        Decision.objects.filter(checkpoint__workflow_id__in=ids, action=Action.FAILOVER, status=Decision.Status.FAILED)
+        .select_related("standby", "checkpoint")
+        .order_by("decided_at")
+    )
+    return {
+        d.checkpoint.workflow_id: (d.standby.name if d.standby else "the standby", d.last_error[:200]) for d in failed
+    }
 
 
 def _run(drill: Drill, workflow: Any, checkpoint: Any, steps: dict[tuple[int, int], Step], lost: set[int]) -> RunScore:
     completed = workflow.finished_at if workflow.status == Workflow.Status.COMPLETED else None
     return RunScore(
-        workflow_id=workflow.pk, external_id=workflow.external_id, title=workflow.title, status=workflow.status,
+        workflow_id=workflow.pk,
+        external_id=workflow.external_id,
+        title=workflow.title,
+        status=workflow.status,
         fault_at=_fault_at(drill, workflow, steps),
         checkpoint_at=checkpoint.opened_at if checkpoint else None,
         claimed_at=checkpoint.claimed_first_at if checkpoint else None,
@@ -218,11 +240,13 @@ def _run(drill: Drill, workflow: Any, checkpoint: Any, steps: dict[tuple[int, in
         decision_due_at=checkpoint.due_at if checkpoint else None,
         claim_breached=bool(checkpoint and checkpoint.claim_breached_at),
         decision_breached=bool(checkpoint and checkpoint.breached_at),
-        blank_failure=bool(workflow.blank_failure), lost_effect=workflow.pk in lost,
+        blank_failure=bool(workflow.blank_failure),
+        lost_effect=workflow.pk in lost,
         repeated_effect=bool(workflow.duplicate_attempt),
         owner_changed=bool(workflow.continued and workflow.owner_changed),
         journalled=workflow.drill_journal is not None,
-        state_gaps=state_gaps(workflow.drill_journal, checkpoint.resume_state) if checkpoint else ())
+        state_gaps=state_gaps(workflow.drill_journal, checkpoint.resume_state) if checkpoint else (),
+    )
 
 
 def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
@@ -240,11 +264,16 @@ def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
         if run.repeated_effect:
             failures.append(f"{name} repeated an effect.")
         if run.failover_failed:
-            failures.append(f"{name}: the failover to {run.failover_failed} failed: the standby never took "
-                            "the run over" + (f" ({run.failover_error})." if run.failover_error else "."))
+            failures.append(
+                f"{name}: the failover to {run.failover_failed} failed: the standby never took "
+                "the run over" + (f" ({run.failover_error})." if run.failover_error else ".")
+            )
         if run.state_intact is False:
-            failures.append(f"{name}'s resume state lost what the runtime journalled at the fault: "
-                            + "; ".join(run.state_gaps) + ".")
+            failures.append(
+                f"{name}'s resume state lost what the runtime journalled at the fault: "
+                + "; ".join(run.state_gaps)
+                + "."
+            )
         if run.checkpoint_at is None and not run.settled:
             gaps.append(f"{name} has not reached the pause surface yet.")
         if run.claim_breached:
@@ -261,15 +290,33 @@ def _verdict(runs: list[RunScore]) -> tuple[str, list[str]]:
         return FAILED, failures + gaps
     if gaps:
         return GAPS, gaps
-    return PASSED, ["Every run reached a checkpoint, was decided within its targets and completed with its "
-                    "effects intact."]
+    return PASSED, [
+        "Every run reached a checkpoint, was decided within its targets and completed with its effects intact."
+    ]
 
 
 # --- exports -------------------------------------------------------------------------------------
 
-CSV_HEADER = ["workflow", "external_id", "status", "fault_at", "to_checkpoint_s", "to_claim_s", "to_decision_s",
-              "to_completion_s", "claim_due_at", "claim_breached", "decision_due_at", "decision_breached",
-              "blank_failure", "lost_effect", "repeated_effect", "owner_changed", "state_intact", "state_gaps"]
+CSV_HEADER = [
+    "workflow",
+    "external_id",
+    "status",
+    "fault_at",
+    "to_checkpoint_s",
+    "to_claim_s",
+    "to_decision_s",
+    "to_completion_s",
+    "claim_due_at",
+    "claim_breached",
+    "decision_due_at",
+    "decision_breached",
+    "blank_failure",
+    "lost_effect",
+    "repeated_effect",
+    "owner_changed",
+    "state_intact",
+    "state_gaps",
+]
 TREND_HEADER = ["trend", "drill", "started_at", "runs", "verdict"] + [f"median_{a}_s" for _l, a in KEY_TIMES]
 
 
@@ -284,10 +331,26 @@ def _secs(value: float | None) -> str:
 def csv_rows(report: DrillReport) -> Iterator[list[Any]]:
     yield CSV_HEADER
     for r in report.runs:
-        yield [r.workflow_id, r.external_id, r.status, _stamp(r.fault_at), _secs(r.to_checkpoint),
-               _secs(r.to_claim), _secs(r.to_decision), _secs(r.to_completion), _stamp(r.claim_due_at),
-               r.claim_breached, _stamp(r.decision_due_at), r.decision_breached, r.blank_failure, r.lost_effect,
-               r.repeated_effect, r.owner_changed, r.state_text, "; ".join(r.state_gaps)]
+        yield [
+            r.workflow_id,
+            r.external_id,
+            r.status,
+            _stamp(r.fault_at),
+            _secs(r.to_checkpoint),
+            _secs(r.to_claim),
+            _secs(r.to_decision),
+            _secs(r.to_completion),
+            _stamp(r.claim_due_at),
+            r.claim_breached,
+            _stamp(r.decision_due_at),
+            r.decision_breached,
+            r.blank_failure,
+            r.lost_effect,
+            r.repeated_effect,
+            r.owner_changed,
+            r.state_text,
+            "; ".join(r.state_gaps),
+        ]
     yield []
     yield ["verdict", report.verdict]
     for reason in report.reasons:
@@ -297,8 +360,9 @@ def csv_rows(report: DrillReport) -> Iterator[list[Any]]:
     yield []
     yield TREND_HEADER
     for o in report.trend:
-        yield ["trend", o.drill_id, _stamp(o.started_at), o.runs, o.verdict] + [_secs(o.medians[a])
-                                                                            for _l, a in KEY_TIMES]
+        yield ["trend", o.drill_id, _stamp(o.started_at), o.runs, o.verdict] + [
+            _secs(o.medians[a]) for _l, a in KEY_TIMES
+        ]
 
 
 def _md(text: Any) -> str:
@@ -315,30 +379,51 @@ def _target(breached: bool, reached: datetime | None) -> str:
 
 def markdown(report: DrillReport) -> str:
     drill = report.drill
-    lines = [f"# Drill report: {_md(drill.name)}", "",
-             f"- Agent: {_md(drill.agent.name)}" + (f", kind {_md(drill.kind)}" if drill.kind else ""),
-             f"- Fault: {drill.get_fault_display()}" + (f" (k = {drill.at_seq})" if drill.at_step
-                                                          else ""),
-             f"- {'Announced' if drill.announced else 'Unannounced'}; started {_stamp(drill.started_at) or 'not yet'}",
-             f"- **Verdict: {report.verdict}**", ""]
+    lines = [
+        f"# Drill report: {_md(drill.name)}",
+        "",
+        f"- Agent: {_md(drill.agent.name)}" + (f", kind {_md(drill.kind)}" if drill.kind else ""),
+        f"- Fault: {drill.get_fault_display()}" + (f" (k = {drill.at_seq})" if drill.at_step else ""),
+        f"- {'Announced' if drill.announced else 'Unannounced'}; started {_stamp(drill.started_at) or 'not yet'}",
+        f"- **Verdict: {report.verdict}**",
+        "",
+    ]
     lines += [f"  - {_md(reason)}" for reason in report.reasons]
-    lines += ["", "## The four shares (the resume dashboard's definitions)", "", "| Figure | Part | Whole |",
-              "|---|---:|---:|"]
+    lines += [
+        "",
+        "## The four shares (the resume dashboard's definitions)",
+        "",
+        "| Figure | Part | Whole |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {s.label} | {s.part} | {s.whole} |" for s in report.summary.shares.values()]
-    lines += ["", "## Runs", "",
-              "| Workflow | Status | To checkpoint (s) | To claim (s) | To decision (s) | To completion (s) | "
-              "Claim target | Decision target | Lost | Repeated | State |",
-              "|---|---|---:|---:|---:|---:|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Runs",
+        "",
+        "| Workflow | Status | To checkpoint (s) | To claim (s) | To decision (s) | To completion (s) | "
+        "Claim target | Decision target | Lost | Repeated | State |",
+        "|---|---|---:|---:|---:|---:|---|---|---|---|---|",
+    ]
     for r in report.runs:
-        lines.append(f"| {_md(r.external_id)} | {r.status} | {_secs(r.to_checkpoint)} | {_secs(r.to_claim)} | "
-                     f"{_secs(r.to_decision)} | {_secs(r.to_completion)} | "
-                     f"{_target(r.claim_breached, r.claimed_at)} | {_target(r.decision_breached, r.decided_at)} | "
-                     f"{'yes' if r.lost_effect else 'no'} | {'yes' if r.repeated_effect else 'no'} | "
-                     f"{r.state_text} |")
-    lines += ["", "## Trend (every drill of this definition)", "",
-              "| Drill | Started | Runs | Verdict | " + " | ".join(f"{label} (median s)" for label, _a in KEY_TIMES)
-              + " |", "|---|---|---:|---|" + "---:|" * len(KEY_TIMES)]
+        lines.append(
+            f"| {_md(r.external_id)} | {r.status} | {_secs(r.to_checkpoint)} | {_secs(r.to_claim)} | "
+            f"{_secs(r.to_decision)} | {_secs(r.to_completion)} | "
+            f"{_target(r.claim_breached, r.claimed_at)} | {_target(r.decision_breached, r.decided_at)} | "
+            f"{'yes' if r.lost_effect else 'no'} | {'yes' if r.repeated_effect else 'no'} | "
+            f"{r.state_text} |"
+        )
+    lines += [
+        "",
+        "## Trend (every drill of this definition)",
+        "",
+        "| Drill | Started | Runs | Verdict | " + " | ".join(f"{label} (median s)" for label, _a in KEY_TIMES) + " |",
+        "|---|---|---:|---|" + "---:|" * len(KEY_TIMES),
+    ]
     for o in report.trend:
-        lines.append(f"| {o.drill_id} | {_stamp(o.started_at)} | {o.runs} | {o.verdict} | "
-                     + " | ".join(_secs(o.medians[a]) for _l, a in KEY_TIMES) + " |")
+        lines.append(
+            f"| {o.drill_id} | {_stamp(o.started_at)} | {o.runs} | {o.verdict} | "
+            + " | ".join(_secs(o.medians[a]) for _l, a in KEY_TIMES)
+            + " |"
+        )
     return "\n".join(lines) + "\n"

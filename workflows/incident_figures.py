@@ -62,8 +62,9 @@ class Times:
     @classmethod
     def of(cls, incident: Incident) -> Times:
         """From an incident ``with_times`` annotated, or any incident (annotated here, one query)."""
-        row: Any = incident if hasattr(incident, "started_at") else with_times(Incident.objects.filter(
-            pk=incident.pk)).get()
+        row: Any = (
+            incident if hasattr(incident, "started_at") else with_times(Incident.objects.filter(pk=incident.pk)).get()
+        )
         recovered = row.last_resolved_at if row.member_count and not row.unresolved_members else None
         return cls(row.started_at, incident.opened_at, row.held_at, recovered)
 
@@ -111,5 +112,6 @@ def figures(filters: Filters) -> IncidentFigures:
     recovered = [t.to_recover for t in times if t.to_recover is not None]
     opened = _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
     counts = opened.aggregate(n=Count("pk"), inside=Count("pk", filter=Q(incident__isnull=False)))
-    return IncidentFigures(len(times), len(recovered), Timing.of("Time to recover", recovered),
-                           counts["n"] or 0, counts["inside"] or 0)
+    return IncidentFigures(
+        len(times), len(recovered), Timing.of("Time to recover", recovered), counts["n"] or 0, counts["inside"] or 0
+    )

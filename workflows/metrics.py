@@ -106,21 +106,22 @@ _QS = TypeVar("_QS", bound=QuerySet[Any])
 
 # --- the period and the filters --------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Filters:
     """A date range (UTC days, both ends included) and optional filters, as kept in a URL."""
 
     start: date
     end: date
-    agent: str = ""      # agent name
-    kind: str = ""       # workflow kind
-    reason: str = ""     # checkpoint reason
-    runbook: str = ""    # runbook slug
+    agent: str = ""  # agent name
+    kind: str = ""  # workflow kind
+    reason: str = ""  # checkpoint reason
+    runbook: str = ""  # runbook slug
     # A team's slug: the checkpoints the team held (frozen at opening). A degraded workflow counts for
     # every team one of its checkpoints belonged to; a launch belongs to no team (a workflow gets one
     # only when a checkpoint opens), so launches are never narrowed by it.
     team: str = ""
-    drills: str = ""     # "" production only; "include": drilled workflows too; a drill's id: its runs only
+    drills: str = ""  # "" production only; "include": drilled workflows too; a drill's id: its runs only
 
     DEFAULT_DAYS = 28
     MAX_DAYS = 731
@@ -151,9 +152,17 @@ class Filters:
         return cls(start=start, end=end, drills=drills_param(query.get("drills")), **text)
 
     def as_query(self, **override: Any) -> dict[str, str]:
-        values = {"start": self.start.isoformat(), "end": self.end.isoformat(), "agent": self.agent,
-                  "kind": self.kind, "reason": self.reason, "runbook": self.runbook, "team": self.team,
-                  "drills": self.drills, **override}
+        values = {
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "agent": self.agent,
+            "kind": self.kind,
+            "reason": self.reason,
+            "runbook": self.runbook,
+            "team": self.team,
+            "drills": self.drills,
+            **override,
+        }
         return {k: str(v) for k, v in values.items() if v not in ("", None)}
 
     @property
@@ -182,8 +191,13 @@ class Filters:
 
 
 # Where each filter dimension lives, seen from a checkpoint; a workflow holds the first two itself.
-CHECKPOINT_LOOKUPS = {"agent": "workflow__agent__name", "kind": "workflow__kind", "reason": "reason",
-                      "runbook": "runbook__slug", "team": "team__slug"}
+CHECKPOINT_LOOKUPS = {
+    "agent": "workflow__agent__name",
+    "kind": "workflow__kind",
+    "reason": "reason",
+    "runbook": "runbook__slug",
+    "team": "team__slug",
+}
 WORKFLOW_LOOKUPS = {"agent": "agent__name", "kind": "kind"}
 
 
@@ -222,11 +236,13 @@ def _workflows(filters: Filters) -> QuerySet[Any]:
 
 
 def _checkpoints(filters: Filters) -> QuerySet[Any]:
-    return in_scope(_narrowed(Checkpoint.objects.all(), filters, CHECKPOINT_LOOKUPS), filters.drills,
-                    to_workflow="workflow__")
+    return in_scope(
+        _narrowed(Checkpoint.objects.all(), filters, CHECKPOINT_LOOKUPS), filters.drills, to_workflow="workflow__"
+    )
 
 
 # --- per-workflow predicates, as SQL -----------------------------------------------------------
+
 
 class JSONKeyText(Func):
     """``json[key]`` as text, with the key taken from another column (Django's KT needs a constant)."""
@@ -242,31 +258,44 @@ class JSONKeyText(Func):
 
 
 def _first_checkpoint_at() -> Subquery:
-    return Subquery(Checkpoint.objects.filter(workflow=OuterRef("pk")).order_by("opened_at")
-                    .values("opened_at")[:1], output_field=DateTimeField())
+    return Subquery(
+        Checkpoint.objects.filter(workflow=OuterRef("pk")).order_by("opened_at").values("opened_at")[:1],
+        output_field=DateTimeField(),
+    )
 
 
 def _blank_failure() -> Exists:
     # Failed while running: the agent gave up without leaving a checkpoint for that degradation.
-    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb=V.FINISHED_FAILED,
-                                       data__from=Workflow.Status.RUNNING))
+    return Exists(
+        Event.objects.filter(workflow=OuterRef("pk"), verb=V.FINISHED_FAILED, data__from=Workflow.Status.RUNNING)
+    )
 
 
 def _decided(actions: Iterable[str]) -> Exists:
-    return Exists(Decision.objects.filter(checkpoint__workflow=OuterRef("pk"), action__in=list(actions),
-                                          status=Decision.Status.SUCCEEDED))
+    return Exists(
+        Decision.objects.filter(
+            checkpoint__workflow=OuterRef("pk"), action__in=list(actions), status=Decision.Status.SUCCEEDED
+        )
+    )
 
 
 def _unkept_unknown_effect() -> Exists:
     """An effect pending when a checkpoint opened, never committed, never confirmed "happened"."""
     later = Checkpoint.objects.filter(workflow=OuterRef("workflow"), opened_at__gte=OuterRef("created_at"))
-    confirmed = Decision.objects.filter(checkpoint__workflow=OuterRef("workflow")).annotate(
-        verdict=JSONKeyText(F("confirmations"), OuterRef("idempotency_key"))).filter(verdict="happened")
+    confirmed = (
+        Decision.objects.filter(checkpoint__workflow=OuterRef("workflow"))
+        .annotate(verdict=JSONKeyText(F("confirmations"), OuterRef("idempotency_key")))
+        .filter(verdict="happened")
+    )
     # Still pending, or failed only after the checkpoint opened: it was pending (unknown) at the checkpoint.
     unknown_at_a_checkpoint = (Q(status=Step.Status.PENDING) & Exists(later)) | (
-        Q(status=Step.Status.FAILED) & Exists(later.filter(opened_at__lt=OuterRef("updated_at"))))
-    return Exists(Step.objects.filter(workflow=OuterRef("pk"), kind=Step.Kind.EFFECT)
-                  .filter(unknown_at_a_checkpoint).exclude(Exists(confirmed)))
+        Q(status=Step.Status.FAILED) & Exists(later.filter(opened_at__lt=OuterRef("updated_at")))
+    )
+    return Exists(
+        Step.objects.filter(workflow=OuterRef("pk"), kind=Step.Kind.EFFECT)
+        .filter(unknown_at_a_checkpoint)
+        .exclude(Exists(confirmed))
+    )
 
 
 def _unkept_promise() -> Exists:
@@ -274,13 +303,16 @@ def _unkept_promise() -> Exists:
     # A promise repeated word for word (an agent re-running its model step after a restart) is the same
     # promise: a message sent after its first making keeps it.
     first_made = Step.objects.filter(workflow=OuterRef("workflow"), promise=OuterRef("promise")).order_by("seq")
-    fulfilled = Step.objects.filter(workflow=OuterRef("workflow"), seq__gte=OuterRef("first_made"),
-                                    status=Step.Status.COMMITTED).filter(
-        Q(kind=Step.Kind.MESSAGE) | (Q(kind=Step.Kind.EFFECT, promise__isnull=False) & ~Q(promise="")))
-    return Exists(Step.objects.filter(workflow=OuterRef("pk"), promise__isnull=False)
-                  .exclude(promise="").exclude(status=Step.Status.FAILED)
-                  .annotate(first_made=Subquery(first_made.values("seq")[:1]))
-                  .exclude(Exists(fulfilled)))
+    fulfilled = Step.objects.filter(
+        workflow=OuterRef("workflow"), seq__gte=OuterRef("first_made"), status=Step.Status.COMMITTED
+    ).filter(Q(kind=Step.Kind.MESSAGE) | (Q(kind=Step.Kind.EFFECT, promise__isnull=False) & ~Q(promise="")))
+    return Exists(
+        Step.objects.filter(workflow=OuterRef("pk"), promise__isnull=False)
+        .exclude(promise="")
+        .exclude(status=Step.Status.FAILED)
+        .annotate(first_made=Subquery(first_made.values("seq")[:1]))
+        .exclude(Exists(fulfilled))
+    )
 
 
 def _owner_after() -> Case:
@@ -291,22 +323,31 @@ def _owner_after() -> Case:
         When(data__has_key="owner", then=Coalesce(KT("data__owner"), Value(""), output_field=CharField())),
         When(verb=V.HANDED_OFF, then=Coalesce(KT("data__to"), Value(""), output_field=CharField())),
         # Resumes recorded before the owner was written on the event: the owner now.
-        default=Coalesce(current_owner, Value(""), output_field=CharField()), output_field=CharField())
+        default=Coalesce(current_owner, Value(""), output_field=CharField()),
+        output_field=CharField(),
+    )
 
 
 def _owner_changed() -> Exists:
     owner_at_interruption = Subquery(
         Event.objects.filter(workflow=OuterRef("workflow"), verb=V.OPENED, at__lte=OuterRef("at"))
-        .order_by("-at", "-pk").annotate(owner=Coalesce(KT("data__owner"), Value(""), output_field=CharField())).values("owner")[:1])
-    return Exists(Event.objects.filter(workflow=OuterRef("pk"), verb__in=[V.RESUMED, V.HANDED_OFF])
-                  .annotate(after=_owner_after(), before=owner_at_interruption).exclude(after=F("before")))
+        .order_by("-at", "-pk")
+        .annotate(owner=Coalesce(KT("data__owner"), Value(""), output_field=CharField()))
+        .values("owner")[:1]
+    )
+    return Exists(
+        Event.objects.filter(workflow=OuterRef("pk"), verb__in=[V.RESUMED, V.HANDED_OFF])
+        .annotate(after=_owner_after(), before=owner_at_interruption)
+        .exclude(after=F("before"))
+    )
 
 
 def with_recovery(qs: QuerySet[Any]) -> QuerySet[Any]:
     """Workflows annotated with every per-workflow predicate the figures count."""
     annotated: QuerySet[Any] = qs.annotate(
-        interrupted_at=Coalesce(_first_checkpoint_at(), Case(When(status=Workflow.Status.FAILED,
-                                                                   then=F("finished_at")))),
+        interrupted_at=Coalesce(
+            _first_checkpoint_at(), Case(When(status=Workflow.Status.FAILED, then=F("finished_at")))
+        ),
         has_checkpoint=Exists(Checkpoint.objects.filter(workflow=OuterRef("pk"))),
         blank_failure=_blank_failure(),
         resumed=_decided(RESUMING),
@@ -338,19 +379,42 @@ class Figure:
     definition: str
 
 
-FIGURES = {f.slug: f for f in (
-    Figure("resumed_without_data_loss", "Resumed without data loss", CLEAN, SETTLED,
-           "Settled degraded workflows that were resumed and completed with no duplicate-effect attempt (nor an "
-           "effect repeated across a fork's lineage) and "
-           "no lost effect."),
-    Figure("preserved_checkpoint", "Preserved a user-visible checkpoint", Q(blank_failure=False), Q(),
-           "Degraded workflows where every degradation produced a checkpoint (none was reported failed while "
-           "running, a blank state)."),
-    Figure("same_owner", "Returned to the same owner", Q(owner_changed=False), Q(continued=True),
-           "Resumed or handed-off workflows whose owner afterwards is the owner when the checkpoint opened."),
-    Figure("completed_after_interruption", "Completed after interruption", COMPLETED, SETTLED,
-           "Settled degraded workflows that reached completed."),
-)}
+FIGURES = {
+    f.slug: f
+    for f in (
+        Figure(
+            "resumed_without_data_loss",
+            "Resumed without data loss",
+            CLEAN,
+            SETTLED,
+            "Settled degraded workflows that were resumed and completed with no duplicate-effect attempt (nor an "
+            "effect repeated across a fork's lineage) and "
+            "no lost effect.",
+        ),
+        Figure(
+            "preserved_checkpoint",
+            "Preserved a user-visible checkpoint",
+            Q(blank_failure=False),
+            Q(),
+            "Degraded workflows where every degradation produced a checkpoint (none was reported failed while "
+            "running, a blank state).",
+        ),
+        Figure(
+            "same_owner",
+            "Returned to the same owner",
+            Q(owner_changed=False),
+            Q(continued=True),
+            "Resumed or handed-off workflows whose owner afterwards is the owner when the checkpoint opened.",
+        ),
+        Figure(
+            "completed_after_interruption",
+            "Completed after interruption",
+            COMPLETED,
+            SETTLED,
+            "Settled degraded workflows that reached completed.",
+        ),
+    )
+}
 HEADLINES = tuple(FIGURES)
 
 
@@ -379,14 +443,16 @@ def _first_that_holds(reasons: Iterable[tuple[str, str, Q]]) -> tuple[Why, ...]:
 # Why each settled degraded workflow was not resumed without data loss, one reason each, the first that
 # holds: together they are ``resumed_without_data_loss:missed``. An operator's deliberate abort or handoff
 # is told apart from a failure; what is left completed, and says what spoiled it.
-MISSED_BECAUSE = _first_that_holds((
-    ("aborted", "aborted by an operator", Q(status=Workflow.Status.ABORTED)),
-    ("handed_off", "handed off to people", Q(handed_off=True)),
-    ("failed", "failed", Q(status=Workflow.Status.FAILED)),
-    ("not_resumed", "completed without a resume", Q(resumed=False)),
-    ("duplicate_attempt", "completed after a duplicate-effect attempt", Q(duplicate_attempt=True)),
-    ("lost_effect", "completed with a lost effect", LOST_EFFECT),
-))
+MISSED_BECAUSE = _first_that_holds(
+    (
+        ("aborted", "aborted by an operator", Q(status=Workflow.Status.ABORTED)),
+        ("handed_off", "handed off to people", Q(handed_off=True)),
+        ("failed", "failed", Q(status=Workflow.Status.FAILED)),
+        ("not_resumed", "completed without a resume", Q(resumed=False)),
+        ("duplicate_attempt", "completed after a duplicate-effect attempt", Q(duplicate_attempt=True)),
+        ("lost_effect", "completed with a lost effect", LOST_EFFECT),
+    )
+)
 
 # Further sets a TPM can drill into; each is a Q over with_recovery().
 SETS: dict[str, tuple[str, Q]] = {
@@ -403,8 +469,10 @@ SETS: dict[str, tuple[str, Q]] = {
     "not_completed": ("Settled, not completed", SETTLED & ~COMPLETED),
     **{why.set: (f"Not resumed without data loss: {why.label}", why.q) for why in MISSED_BECAUSE},
     **{f"{slug}:met": (figure.label, figure.denominator & figure.numerator) for slug, figure in FIGURES.items()},
-    **{f"{slug}:missed": (f"{figure.label}: missed", figure.denominator & ~figure.numerator)
-       for slug, figure in FIGURES.items()},
+    **{
+        f"{slug}:missed": (f"{figure.label}: missed", figure.denominator & ~figure.numerator)
+        for slug, figure in FIGURES.items()
+    },
 }
 
 
@@ -428,11 +496,13 @@ def degraded(filters: Filters) -> QuerySet[Any]:
     """Workflows first interrupted in the period (their first checkpoint, or a failure without one)."""
     # Per workflow (an index probe), not "pk IN (every checkpoint of the period)": a drill-down page
     # walks the workflows newest first and stops after 50.
-    interrupted_in_period = Checkpoint.objects.filter(workflow=OuterRef("pk"), opened_at__gte=filters.since,
-                                                      opened_at__lt=filters.until)
+    interrupted_in_period = Checkpoint.objects.filter(
+        workflow=OuterRef("pk"), opened_at__gte=filters.since, opened_at__lt=filters.until
+    )
     candidates = _workflows(filters).filter(
         Exists(interrupted_in_period)
-        | Q(status=Workflow.Status.FAILED, finished_at__gte=filters.since, finished_at__lt=filters.until))
+        | Q(status=Workflow.Status.FAILED, finished_at__gte=filters.since, finished_at__lt=filters.until)
+    )
     qs = with_recovery(candidates).filter(interrupted_at__gte=filters.since, interrupted_at__lt=filters.until)
     if filters.reason or filters.runbook or filters.team:
         qs = qs.filter(Exists(_checkpoints(filters.only(agent="", kind="")).filter(workflow=OuterRef("pk"))))
@@ -463,10 +533,15 @@ def launched(filters: Filters) -> QuerySet[Any]:
 
 def resumes(filters: Filters) -> QuerySet[Any]:
     """Resume and retry-step decisions that reached the agent in the period."""
-    qs = Decision.objects.filter(action__in=RESUMING, status=Decision.Status.SUCCEEDED,
-                                 finished_at__gte=filters.since, finished_at__lt=filters.until)
-    return in_scope(_narrowed(qs, filters, CHECKPOINT_LOOKUPS, "checkpoint__"), filters.drills,
-                    to_workflow="checkpoint__workflow__")
+    qs = Decision.objects.filter(
+        action__in=RESUMING,
+        status=Decision.Status.SUCCEEDED,
+        finished_at__gte=filters.since,
+        finished_at__lt=filters.until,
+    )
+    return in_scope(
+        _narrowed(qs, filters, CHECKPOINT_LOOKUPS, "checkpoint__"), filters.drills, to_workflow="checkpoint__workflow__"
+    )
 
 
 def resumed_in(filters: Filters) -> QuerySet[Any]:
@@ -474,6 +549,7 @@ def resumed_in(filters: Filters) -> QuerySet[Any]:
 
 
 # --- the summary -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Share:
@@ -513,8 +589,10 @@ def _share_counts(qs: QuerySet[Any]) -> dict[str, int]:
 
 
 def _shares(counts: Mapping[str, int]) -> dict[str, Share]:
-    return {slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
-            for slug, f in FIGURES.items()}
+    return {
+        slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
+        for slug, f in FIGURES.items()
+    }
 
 
 def summary(filters: Filters) -> Summary:
@@ -542,8 +620,9 @@ def choices(kinds: list[str] | None = None) -> dict[str, list[str]]:
 
     return {
         "agent": list(Agent.objects.order_by("name").values_list("name", flat=True)),
-        "kind": kinds if kinds is not None else list(
-            Workflow.objects.order_by("kind").values_list("kind", flat=True).distinct()),
+        "kind": kinds
+        if kinds is not None
+        else list(Workflow.objects.order_by("kind").values_list("kind", flat=True).distinct()),
         "reason": list(Reason.values),
         "runbook": list(Runbook.objects.order_by("slug").values_list("slug", flat=True)),
     }
@@ -554,18 +633,3 @@ def trend(now: Share, before: Share) -> float | None:
     if now.percent is None or before.percent is None:
         return None
     return now.percent - before.percent
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -37,12 +37,62 @@ AMOUNT_PARTS = ("amount", "price", "total", "cents", "minorunit")
 AMOUNT_WORDS = frozenset({"amt", "cost", "costs", "fee", "fees", "sum", "subtotal", "minor", "pence", "cent"})
 # A key that only suggests money: a number under it counts, a word under it ("refund": "approved") does not,
 # nor does a number under an identifier beside it ("transfer_id", "credit_card_last4").
-MONEY_WORDS = frozenset({"refund", "refunds", "refunded", "payment", "payments", "payout", "charge", "charged",
-                         "credit", "debit", "balance", "money", "cash", "paid", "pay", "deposit", "transfer",
-                         "withdrawal", "compensation", "reimbursement"})
-NOT_MONEY_WORDS = frozenset({"id", "ids", "ref", "reference", "key", "number", "no", "count", "qty", "quantity",
-                             "seq", "last4", "date", "days", "at", "time", "code", "status", "reason", "type",
-                             "method", "mode", "policy", "url", "email", "name", "note", "text"})
+MONEY_WORDS = frozenset(
+    {
+        "refund",
+        "refunds",
+        "refunded",
+        "payment",
+        "payments",
+        "payout",
+        "charge",
+        "charged",
+        "credit",
+        "debit",
+        "balance",
+        "money",
+        "cash",
+        "paid",
+        "pay",
+        "deposit",
+        "transfer",
+        "withdrawal",
+        "compensation",
+        "reimbursement",
+    }
+)
+NOT_MONEY_WORDS = frozenset(
+    {
+        "id",
+        "ids",
+        "ref",
+        "reference",
+        "key",
+        "number",
+        "no",
+        "count",
+        "qty",
+        "quantity",
+        "seq",
+        "last4",
+        "date",
+        "days",
+        "at",
+        "time",
+        "code",
+        "status",
+        "reason",
+        "type",
+        "method",
+        "mode",
+        "policy",
+        "url",
+        "email",
+        "name",
+        "note",
+        "text",
+    }
+)
 # The number of a value-and-currency pair ({"value": 420, "currency": "EUR"}, {"units": 420, "nanos": 0, …}).
 VALUE_WORDS = frozenset({"value", "units", "nanos"})
 # Amounts given in the currency's smallest unit.
@@ -50,11 +100,46 @@ MINOR_PARTS = ("cents", "minorunit")
 MINOR_WORDS = frozenset({"minor", "pence", "cent"})
 CURRENCY_WORDS = frozenset({"currency", "ccy", "iso4217"})
 # ISO 4217 exponents that are not 2 (minor units per major unit: 10 ** exponent).
-EXPONENTS = {**dict.fromkeys(("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "VND",
-                              "VUV", "XAF", "XOF", "XPF"), 0),
-             **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3)}
-SYMBOLS = {"€": "EUR", "$": "USD", "US$": "USD", "£": "GBP", "¥": "JPY", "₹": "INR", "₩": "KRW", "₽": "RUB",
-           "₺": "TRY", "₪": "ILS", "₫": "VND", "฿": "THB", "Fr.": "CHF", "zł": "PLN"}
+EXPONENTS = {
+    **dict.fromkeys(
+        (
+            "BIF",
+            "CLP",
+            "DJF",
+            "GNF",
+            "ISK",
+            "JPY",
+            "KMF",
+            "KRW",
+            "PYG",
+            "RWF",
+            "UGX",
+            "VND",
+            "VUV",
+            "XAF",
+            "XOF",
+            "XPF",
+        ),
+        0,
+    ),
+    **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
+}
+SYMBOLS = {
+    "€": "EUR",
+    "$": "USD",
+    "US$": "USD",
+    "£": "GBP",
+    "¥": "JPY",
+    "₹": "INR",
+    "₩": "KRW",
+    "₽": "RUB",
+    "₺": "TRY",
+    "₪": "ILS",
+    "₫": "VND",
+    "฿": "THB",
+    "Fr.": "CHF",
+    "zł": "PLN",
+}
 
 _MARK = r"(?:[A-Za-z]{3}|US\$|Fr\.|zł|[€$£¥₹₩₽₺₪₫฿])"
 _NUMBER = r"[-+]?(?:\d{1,3}(?:[, ]\d{3})+(?:\.\d+)?|\d{1,3}(?:[. ]\d{3})+(?:,\d+)?|\d+(?:[.,]\d+)?)"
@@ -219,6 +304,7 @@ def _key_says(key: str) -> str:
 
 # --- what a resume of a checkpoint can move ---------------------------------------------------------------
 
+
 class History(Protocol):
     """What the recorded trail says: which kinds of workflow and which effects have moved money before."""
 
@@ -280,8 +366,9 @@ class MoneyAtStake:
 
     @property
     def reasons(self) -> list[str]:
-        return [e.reason for e in self.effects] + [f"the agent did not report its plan, and {why}"
-                                                   for why in self.unplanned]
+        return [e.reason for e in self.effects] + [
+            f"the agent did not report its plan, and {why}" for why in self.unplanned
+        ]
 
     @property
     def amounts(self) -> list[str]:
@@ -309,8 +396,7 @@ class MoneyAtStake:
         if not isinstance(plan, list):
             if history.kind_moved_money(kind):
                 unplanned.append(f"{kind} workflows have moved money before")
-            unplanned += [f"{name} has moved money before"
-                          for name in dict.fromkeys(remaining) if name in moved]
+            unplanned += [f"{name} has moved money before" for name in dict.fromkeys(remaining) if name in moved]
         return cls(tuple(effects), tuple(unplanned))
 
 
@@ -323,9 +409,17 @@ def _recorded(state: Mapping[str, Any]) -> list[MoneyEffect]:
     agent_state = state.get("state")
     fork = agent_state.get("fork") if isinstance(agent_state, Mapping) else None
     if isinstance(fork, Mapping):  # a fork re-runs its first step with the input the operator gave it
-        candidates.append(({"name": fork.get("step"), "kind": fork.get("kind"), "input": fork.get("input"),
-                            "idempotency_key": f"fork:{fork.get('from_workflow_id')}:{fork.get('from_seq')}"},
-                           RERUN))
+        candidates.append(
+            (
+                {
+                    "name": fork.get("step"),
+                    "kind": fork.get("kind"),
+                    "input": fork.get("input"),
+                    "idempotency_key": f"fork:{fork.get('from_workflow_id')}:{fork.get('from_seq')}",
+                },
+                RERUN,
+            )
+        )
     effects: dict[tuple[Any, ...], MoneyEffect] = {}
     for step, where in candidates:
         if isinstance(step, Mapping) and step.get("kind") == "effect":
@@ -351,8 +445,16 @@ def _planned(plan: list[Any]) -> list[MoneyEffect]:
             continue
         amounts = amounts_in({k: v for k, v in step.items() if k not in ("name", "kind", "moves_money")})
         if step.get("kind") == "effect" or amounts or step.get("moves_money"):
-            effects.append(MoneyEffect(str(step.get("name")), PLANNED, amounts, ("plan", index), plan_index=index,
-                                       declared=bool(step.get("moves_money"))))
+            effects.append(
+                MoneyEffect(
+                    str(step.get("name")),
+                    PLANNED,
+                    amounts,
+                    ("plan", index),
+                    plan_index=index,
+                    declared=bool(step.get("moves_money")),
+                )
+            )
     return effects
 
 
@@ -368,15 +470,27 @@ def _once(recorded: list[MoneyEffect], planned: list[MoneyEffect], moved: set[st
     two like steps in the plan stay two (they are two refunds)."""
     effects = [replace(e, moved_before=e.name in moved) for e in recorded]
     for step in planned:
-        twin = next((i for i, e in enumerate(effects) if e.identity[0] != "plan" and e.plan_index is None
-                     and e.name == step.name and (e.amounts == step.amounts or not e.amounts or not step.amounts)),
-                    None)
+        twin = next(
+            (
+                i
+                for i, e in enumerate(effects)
+                if e.identity[0] != "plan"
+                and e.plan_index is None
+                and e.name == step.name
+                and (e.amounts == step.amounts or not e.amounts or not step.amounts)
+            ),
+            None,
+        )
         if twin is None:
             effects.append(replace(step, moved_before=step.name in moved))
         else:
             kept = effects[twin]
-            effects[twin] = replace(kept, amounts=kept.amounts or step.amounts, plan_index=step.plan_index,
-                                    declared=kept.declared or step.declared)
+            effects[twin] = replace(
+                kept,
+                amounts=kept.amounts or step.amounts,
+                plan_index=step.plan_index,
+                declared=kept.declared or step.declared,
+            )
     return effects
 
 

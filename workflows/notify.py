@@ -45,7 +45,7 @@ SUBJECT_MAX_CHARS = 200
 def subject_line(text: str) -> str:
     """An email subject from (agent) text: one line, control characters collapsed, length bounded."""
     line = " ".join(_CONTROL.sub(" ", f"[Recovery Console] {text}").split())
-    return line if len(line) <= SUBJECT_MAX_CHARS else line[:SUBJECT_MAX_CHARS - 1] + "…"
+    return line if len(line) <= SUBJECT_MAX_CHARS else line[: SUBJECT_MAX_CHARS - 1] + "…"
 
 
 def payload(notification: Notification, *, slack: bool) -> dict[str, Any]:
@@ -56,13 +56,20 @@ def payload(notification: Notification, *, slack: bool) -> dict[str, Any]:
         def esc(text: str) -> str:
             return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
-        return {"text": f"*{esc(notification.title)}*\n{esc(notification.body)}\n<{notification.url}|Open in the console>",
-                "unfurl_links": False}
-    return {"event": notification.kind, "title": notification.title, "text": notification.body,
-            "url": notification.url, "at": notification.at.isoformat(),
-            "checkpoint_id": str(checkpoint.pk) if checkpoint else None,
-            "workflow_id": str(checkpoint.workflow_id) if checkpoint else None,
-            "notification_id": str(notification.pk)}
+        return {
+            "text": f"*{esc(notification.title)}*\n{esc(notification.body)}\n<{notification.url}|Open in the console>",
+            "unfurl_links": False,
+        }
+    return {
+        "event": notification.kind,
+        "title": notification.title,
+        "text": notification.body,
+        "url": notification.url,
+        "at": notification.at.isoformat(),
+        "checkpoint_id": str(checkpoint.pk) if checkpoint else None,
+        "workflow_id": str(checkpoint.workflow_id) if checkpoint else None,
+        "notification_id": str(notification.pk),
+    }
 
 
 def send(delivery: Delivery) -> int | None:
@@ -95,29 +102,44 @@ def _email(channel: Channel, notification: Notification) -> None:
     for label, url in links_for(notification.checkpoint, channel.user):
         body += f"{label}: {url}\n"
     try:
-        EmailMessage(subject=subject_line(notification.title), body=body,
-                     from_email=settings.DEFAULT_FROM_EMAIL, to=[address]).send()
+        EmailMessage(
+            subject=subject_line(notification.title), body=body, from_email=settings.DEFAULT_FROM_EMAIL, to=[address]
+        ).send()
     except ValueError as exc:  # BadHeaderError, an address Django cannot encode: the same on every retry
-        raise NotifyError(f"Email to {address!r} can never be sent: {type(exc).__name__}: {exc}",
-                          permanent=True) from exc
+        raise NotifyError(
+            f"Email to {address!r} can never be sent: {type(exc).__name__}: {exc}", permanent=True
+        ) from exc
     except Exception as exc:  # smtplib, socket and backend errors all mean "try again later"
         raise NotifyError(f"Email to {address} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _webhook(channel: Channel, notification: Notification, delivery: Delivery) -> int:
     body = json.dumps(payload(notification, slack=channel.slack)).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": "recovery-console/1",
-               "X-Recovery-Notification": f"{notification.pk}:{delivery.pk}"}
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "recovery-console/1",
+        "X-Recovery-Notification": f"{notification.pk}:{delivery.pk}",
+    }
     try:
-        answer = runtime.post(channel.url, body, headers, allow_plain_http=channel.allow_plain_http,
-                              timeout=settings.NOTIFY_TIMEOUT_SECONDS, max_bytes=64 * 1024, what="the webhook",
-                              **WEBHOOK_URL)
+        answer = runtime.post(
+            channel.url,
+            body,
+            headers,
+            allow_plain_http=channel.allow_plain_http,
+            timeout=settings.NOTIFY_TIMEOUT_SECONDS,
+            max_bytes=64 * 1024,
+            what="the webhook",
+            **WEBHOOK_URL,
+        )
     except runtime.DeliveryError as exc:
         raise NotifyError(str(exc)) from exc
     if 300 <= answer.status < 400:
         location = answer.headers.get("Location", "(no Location)")[:200]
-        raise NotifyError(f"The webhook answered {answer.status} redirecting to {location}; notifications never "
-                          "follow redirects. Fix the channel's URL.", answer.status)
+        raise NotifyError(
+            f"The webhook answered {answer.status} redirecting to {location}; notifications never "
+            "follow redirects. Fix the channel's URL.",
+            answer.status,
+        )
     if not 200 <= answer.status < 300:
         raise NotifyError(f"The webhook answered {answer.status}.", answer.status)
     return answer.status

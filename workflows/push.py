@@ -39,8 +39,9 @@ NEVER_BETTER = (400, 401, 403, 413)  # a malformed or oversized message, a VAPID
 
 
 class PushError(Exception):
-    def __init__(self, message: str, status_code: int | None = None, *, gone: bool = False,
-                 permanent: bool = False) -> None:
+    def __init__(
+        self, message: str, status_code: int | None = None, *, gone: bool = False, permanent: bool = False
+    ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.gone = gone
@@ -60,8 +61,10 @@ def vapid() -> Vapid | None:
     try:
         return _vapid(key)
     except Exception as exc:  # py_vapid raises whatever its decoders raise on a mangled key
-        raise ValueError(f"VAPID_PRIVATE_KEY is not a VAPID private key ({type(exc).__name__}): generate one "
-                         "with `manage.py vapid_keys`.") from exc
+        raise ValueError(
+            f"VAPID_PRIVATE_KEY is not a VAPID private key ({type(exc).__name__}): generate one "
+            "with `manage.py vapid_keys`."
+        ) from exc
 
 
 def public_key() -> str:
@@ -87,9 +90,13 @@ def new_private_key() -> str:
 def message(notification: Notification) -> dict[str, Any]:
     """What the service worker shows (static/sw.js): the title, a line, and the workbench to open on a tap."""
     checkpoint = notification.checkpoint
-    return {"title": notification.title[:120], "body": notification.body[:240], "url": notification.url,
-            "tag": f"checkpoint-{checkpoint.pk}" if checkpoint is not None else f"notification-{notification.pk}",
-            "kind": notification.kind}
+    return {
+        "title": notification.title[:120],
+        "body": notification.body[:240],
+        "url": notification.url,
+        "tag": f"checkpoint-{checkpoint.pk}" if checkpoint is not None else f"notification-{notification.pk}",
+        "kind": notification.kind,
+    }
 
 
 def send(channel: Channel, notification: Notification) -> int:
@@ -99,16 +106,24 @@ def send(channel: Channel, notification: Notification) -> int:
     except ValueError as exc:
         raise PushError(str(exc), permanent=True) from exc
     if key is None:
-        raise PushError("Web Push is off: VAPID_PRIVATE_KEY is not set (see `manage.py check`), so nothing is "
-                        "pushed.", permanent=True)
+        raise PushError(
+            "Web Push is off: VAPID_PRIVATE_KEY is not set (see `manage.py check`), so nothing is pushed.",
+            permanent=True,
+        )
     subscription = {"endpoint": channel.endpoint, "keys": {"p256dh": channel.p256dh, "auth": channel.auth_secret}}
     urgency = "high" if notification.kind == "escalated" else "normal"
     try:
-        answer = webpush(subscription, json.dumps(message(notification)), vapid_private_key=key,
-                         vapid_claims={"sub": settings.VAPID_SUBJECT}, content_encoding="aes128gcm",
-                         ttl=settings.PUSH_TTL_SECONDS, headers={"Urgency": urgency},
-                         timeout=settings.NOTIFY_TIMEOUT_SECONDS,
-                         requests_session=cast(requests.Session, _Door()))
+        answer = webpush(
+            subscription,
+            json.dumps(message(notification)),
+            vapid_private_key=key,
+            vapid_claims={"sub": settings.VAPID_SUBJECT},
+            content_encoding="aes128gcm",
+            ttl=settings.PUSH_TTL_SECONDS,
+            headers={"Urgency": urgency},
+            timeout=settings.NOTIFY_TIMEOUT_SECONDS,
+            requests_session=cast(requests.Session, _Door()),
+        )
     except WebPushException as exc:
         status = exc.response.status_code if exc.response is not None else None
         raise _refusal(status, str(exc).split("\n")[0]) from exc
@@ -119,11 +134,16 @@ def send(channel: Channel, notification: Notification) -> int:
 
 def _refusal(status: int | None, detail: str) -> PushError:
     if status in GONE:
-        return PushError(f"The push service answered {status}: the subscription is gone (the device unsubscribed "
-                         "or it expired); this device is switched off.", status, gone=True)
+        return PushError(
+            f"The push service answered {status}: the subscription is gone (the device unsubscribed "
+            "or it expired); this device is switched off.",
+            status,
+            gone=True,
+        )
     if status in NEVER_BETTER:
-        return PushError(f"The push service refused the message ({detail}); sending it again cannot help.", status,
-                         permanent=True)
+        return PushError(
+            f"The push service refused the message ({detail}); sending it again cannot help.", status, permanent=True
+        )
     return PushError(f"The push service did not take the message ({detail}).", status)
 
 
@@ -131,11 +151,20 @@ class _Door:
     """What pywebpush calls ``requests_session``: its one ``post``, sent through ``runtime.post`` and
     answered as a ``requests.Response`` (redirects are never followed: a 3xx is an answer like any other)."""
 
-    def post(self, url: str, *, data: bytes | None = None, headers: Any = None, timeout: float | None = None,
-             **_: Any) -> requests.Response:
+    def post(
+        self, url: str, *, data: bytes | None = None, headers: Any = None, timeout: float | None = None, **_: Any
+    ) -> requests.Response:
         sent = {str(k): str(v) for k, v in dict(headers or {}).items()}
-        answer = runtime.post(url, data or b"", sent, allow_plain_http=False, timeout=timeout,
-                              max_bytes=16 * 1024, what="the push service", **PUSH_URL)
+        answer = runtime.post(
+            url,
+            data or b"",
+            sent,
+            allow_plain_http=False,
+            timeout=timeout,
+            max_bytes=16 * 1024,
+            what="the push service",
+            **PUSH_URL,
+        )
         response = requests.Response()
         response.status_code, response.url, response._content = answer.status, url, answer.body
         response.headers.update(answer.headers)

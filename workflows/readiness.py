@@ -98,8 +98,13 @@ class DrillSeen:
 def last_drill(kind: str) -> DrillSeen | None:
     """The last drill started that picked a workflow of ``kind`` or was defined for it."""
     picked = Workflow.objects.filter(drill=OuterRef("pk"), kind=kind)
-    drill = (Drill.objects.filter(started_at__isnull=False).filter(Q(kind=kind) | Exists(picked))
-             .select_related("agent").order_by("-started_at", "-pk").first())
+    drill = (
+        Drill.objects.filter(started_at__isnull=False)
+        .filter(Q(kind=kind) | Exists(picked))
+        .select_related("agent")
+        .order_by("-started_at", "-pk")
+        .first()
+    )
     if drill is None or drill.started_at is None:
         return None
     return DrillSeen(drill.pk, drill.name, drill.started_at, drill_report.score(drill, with_trend=False).verdict)
@@ -142,16 +147,22 @@ class KindReadiness:
         """Why the verdict, besides the findings: a blocker or a gap is its own reason, listed once (under
         "Findings"), never repeated here."""
         if self.verdict == "not enough data":
-            return [f"only {self.degraded} degraded workflow{'s' if self.degraded != 1 else ''} in the period; "
-                    f"a review needs at least {MIN_DEGRADED}"]
+            return [
+                f"only {self.degraded} degraded workflow{'s' if self.degraded != 1 else ''} in the period; "
+                f"a review needs at least {MIN_DEGRADED}"
+            ]
         if self.verdict == "ready":
             return ["every check passed"]
         return []
 
 
 def _interruptions(filters: metrics.Filters) -> list[tuple[str, int]]:
-    rows = with_interruption_steps(timings.opened_checkpoints(filters)).values("at_name", "before_name") \
-        .annotate(n=Count("pk")).order_by()
+    rows = (
+        with_interruption_steps(timings.opened_checkpoints(filters))
+        .values("at_name", "before_name")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
     counts: Counter[str] = Counter()
     for row in rows:
         counts[interruption_label(row["at_name"], row["before_name"])] += row["n"]
@@ -183,23 +194,44 @@ def _checks(r: KindReadiness) -> list[Finding]:
     found: list[Finding] = []
     counts = r.counts
     if counts["blank_failure"]:
-        found.append(Finding(BLOCKER, f"{k}: {counts['blank_failure']} workflow(s) failed without a checkpoint "
-                                      "(a blank state)"))
+        found.append(
+            Finding(BLOCKER, f"{k}: {counts['blank_failure']} workflow(s) failed without a checkpoint (a blank state)")
+        )
     if counts["lost_effect"]:
-        found.append(Finding(BLOCKER, f"{k}: {counts['lost_effect']} completed workflow(s) lost an effect "
-                                      "(unknown and never confirmed, or a promise never kept)"))
+        found.append(
+            Finding(
+                BLOCKER,
+                f"{k}: {counts['lost_effect']} completed workflow(s) lost an effect "
+                "(unknown and never confirmed, or a promise never kept)",
+            )
+        )
     if counts["duplicate_attempt"]:
-        found.append(Finding(BLOCKER, f"{k}: {counts['duplicate_attempt']} workflow(s) tried to repeat an effect "
-                                      "under a used idempotency key, or repeated one its lineage had committed "
-                                      "(a fork)"))
+        found.append(
+            Finding(
+                BLOCKER,
+                f"{k}: {counts['duplicate_attempt']} workflow(s) tried to repeat an effect "
+                "under a used idempotency key, or repeated one its lineage had committed "
+                "(a fork)",
+            )
+        )
     for seen in r.reasons:
         if seen.runbook is None:
-            found.append(Finding(BLOCKER, f"{k}: no runbook for reason `{seen.reason}` "
-                                          f"({seen.checkpoints} checkpoint(s); the default SLA of "
-                                          f"{DEFAULT_TARGET_MINUTES} min applies)"))
+            found.append(
+                Finding(
+                    BLOCKER,
+                    f"{k}: no runbook for reason `{seen.reason}` "
+                    f"({seen.checkpoints} checkpoint(s); the default SLA of "
+                    f"{DEFAULT_TARGET_MINUTES} min applies)",
+                )
+            )
         elif seen.policy is None:
-            found.append(Finding(GAP, f"{k}: the runbook for reason `{seen.reason}` sets no SLA policy "
-                                      f"(the default {DEFAULT_TARGET_MINUTES} min applies)"))
+            found.append(
+                Finding(
+                    GAP,
+                    f"{k}: the runbook for reason `{seen.reason}` sets no SLA policy "
+                    f"(the default {DEFAULT_TARGET_MINUTES} min applies)",
+                )
+            )
     for effect in r.effects:
         share = effect.missing_ref_share
         if share > 0:
@@ -207,12 +239,18 @@ def _checks(r: KindReadiness) -> list[Finding]:
             found.append(Finding(severity, f"{k}: {share:.0%} of `{effect.name}` effects have no external ref"))
     clean = r.shares["resumed_without_data_loss"]
     if clean.whole >= MIN_DEGRADED and (clean.value or 0) < CLEAN_SHARE_BLOCKER:
-        found.append(Finding(BLOCKER, f"{k}: only {clean.percent:.0f} % of settled degraded workflows resumed "
-                                      f"without data loss (target {CLEAN_SHARE_BLOCKER:.0%})"))
+        found.append(
+            Finding(
+                BLOCKER,
+                f"{k}: only {clean.percent:.0f} % of settled degraded workflows resumed "
+                f"without data loss (target {CLEAN_SHARE_BLOCKER:.0%})",
+            )
+        )
     owner = r.shares["same_owner"]
     if owner.whole and (owner.value or 0) < SAME_OWNER_GAP:
-        found.append(Finding(GAP, f"{k}: {owner.percent:.0f} % of resumed or handed-off workflows returned to "
-                                  "the same owner"))
+        found.append(
+            Finding(GAP, f"{k}: {owner.percent:.0f} % of resumed or handed-off workflows returned to the same owner")
+        )
     if r.verified_share is not None and r.verified_share < VERIFIED_GAP:
         found.append(Finding(GAP, f"{k}: only {r.verified_share:.0%} of tool outputs are marked verified"))
     if r.launched and not r.promises:
@@ -220,13 +258,23 @@ def _checks(r: KindReadiness) -> list[Finding]:
     if r.median_decision_seconds is not None and r.reasons:
         target = min(seen.target_minutes for seen in r.reasons)
         if r.median_decision_seconds > target * 60:
-            found.append(Finding(GAP, f"{k}: the median decision takes {r.median_decision_seconds / 60:.0f} min, "
-                                      f"over the {target}-minute SLA target"))
-    if r.drill_checked and (r.last_drill is None
-                            or r.last_drill.started_at < timezone.now() - timedelta(days=DRILL_WITHIN_DAYS)):
-        found.append(Finding(GAP, f"{k}: no recovery drill in {DRILL_WITHIN_DAYS} days"
-                                  + (f" (the last started {r.last_drill.started_at:%d %b %Y})" if r.last_drill
-                                     else " (never drilled)")))
+            found.append(
+                Finding(
+                    GAP,
+                    f"{k}: the median decision takes {r.median_decision_seconds / 60:.0f} min, "
+                    f"over the {target}-minute SLA target",
+                )
+            )
+    if r.drill_checked and (
+        r.last_drill is None or r.last_drill.started_at < timezone.now() - timedelta(days=DRILL_WITHIN_DAYS)
+    ):
+        found.append(
+            Finding(
+                GAP,
+                f"{k}: no recovery drill in {DRILL_WITHIN_DAYS} days"
+                + (f" (the last started {r.last_drill.started_at:%d %b %Y})" if r.last_drill else " (never drilled)"),
+            )
+        )
     return found
 
 
@@ -237,11 +285,22 @@ def review_kind(filters: metrics.Filters, kind: str, match: Matcher | None = Non
     decision = timings.time_to_decision(scoped)
     summary = metrics.summary(scoped)
     readiness = KindReadiness(
-        kind=kind, filters=scoped, launched=summary.launches, degraded=summary.counts["degraded"],
-        interruptions=_interruptions(scoped), effects=_effects(scoped), tool_outputs=tools["tools"],
-        verified_outputs=tools["tools_verified"], promises=tools["promises"], reasons=_reasons(scoped, kind, match or Runbook.matcher()),
+        kind=kind,
+        filters=scoped,
+        launched=summary.launches,
+        degraded=summary.counts["degraded"],
+        interruptions=_interruptions(scoped),
+        effects=_effects(scoped),
+        tool_outputs=tools["tools"],
+        verified_outputs=tools["tools_verified"],
+        promises=tools["promises"],
+        reasons=_reasons(scoped, kind, match or Runbook.matcher()),
         median_decision_seconds=decision.median,
-        shares=summary.shares, counts=summary.counts, drill_checked=True, last_drill=last_drill(kind))
+        shares=summary.shares,
+        counts=summary.counts,
+        drill_checked=True,
+        last_drill=last_drill(kind),
+    )
     readiness.findings = _findings(readiness)
     return readiness
 
@@ -256,21 +315,45 @@ def review_kind_rolled(figures: rollups.Figures, kind: str, match: Matcher | Non
     f = mine.filters
     opened: Counter[str] = Counter()
     for row in mine.rows:
-        if row.reason != ANY and row.runbook == (f.runbook or ANY) and row.team == ANY \
-                and (not f.reason or row.reason == f.reason):
+        if (
+            row.reason != ANY
+            and row.runbook == (f.runbook or ANY)
+            and row.team == ANY
+            and (not f.reason or row.reason == f.reason)
+        ):
             opened[row.reason] += row.counts.get("opened", 0)
-    interrupted = Counter({key.split(":", 1)[1]: n for key, n in mine.totals().items()
-                           if key.startswith("interruption:") and n})
+    interrupted = Counter(
+        {key.split(":", 1)[1]: n for key, n in mine.totals().items() if key.startswith("interruption:") and n}
+    )
     readiness = KindReadiness(
-        kind=kind, filters=f, launched=summary.launches, degraded=summary.counts["degraded"],
+        kind=kind,
+        filters=f,
+        launched=summary.launches,
+        degraded=summary.counts["degraded"],
         interruptions=sorted(interrupted.items(), key=lambda kv: (-kv[1], kv[0])),
-        effects=[EffectState(name, counts[f"effect:{name}:steps"], counts[f"effect:{name}:committed"],
-                             counts[f"effect:{name}:with_ref"]) for name in effects],
-        tool_outputs=counts["tools"], verified_outputs=counts["tools_verified"], promises=counts["promises"],
-        reasons=[ReasonSeen(reason, n, match(kind, reason))
-                 for reason, n in sorted(opened.items(), key=lambda kv: (-kv[1], kv[0])) if n],
-        median_decision_seconds=mine.timing("time_to_decision").median, shares=summary.shares,
-        counts=summary.counts, drill_checked=True, last_drill=last_drill(kind))
+        effects=[
+            EffectState(
+                name,
+                counts[f"effect:{name}:steps"],
+                counts[f"effect:{name}:committed"],
+                counts[f"effect:{name}:with_ref"],
+            )
+            for name in effects
+        ],
+        tool_outputs=counts["tools"],
+        verified_outputs=counts["tools_verified"],
+        promises=counts["promises"],
+        reasons=[
+            ReasonSeen(reason, n, match(kind, reason))
+            for reason, n in sorted(opened.items(), key=lambda kv: (-kv[1], kv[0]))
+            if n
+        ],
+        median_decision_seconds=mine.timing("time_to_decision").median,
+        shares=summary.shares,
+        counts=summary.counts,
+        drill_checked=True,
+        last_drill=last_drill(kind),
+    )
     readiness.findings = _findings(readiness)
     return readiness
 
@@ -289,9 +372,10 @@ def review(filters: metrics.Filters, *, live: bool = False) -> list[KindReadines
         if filters.kind:
             kinds = [filters.kind]
         else:
-            kinds = sorted(set(metrics.launched(filters).values_list("kind", flat=True).distinct())
-                           | set(timings.opened_checkpoints(filters).values_list("workflow__kind", flat=True)
-                                 .distinct()))
+            kinds = sorted(
+                set(metrics.launched(filters).values_list("kind", flat=True).distinct())
+                | set(timings.opened_checkpoints(filters).values_list("workflow__kind", flat=True).distinct())
+            )
         reviews = [review_kind(filters, kind, match) for kind in kinds]
     else:
         figures = rollups.Figures(filters)

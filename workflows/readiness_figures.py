@@ -18,8 +18,9 @@ def with_interruption_steps(qs: QuerySet[Any]) -> QuerySet[Any]:
     """Checkpoints annotated with the name of the step they stopped at and of the step before it."""
     at = Step.objects.filter(workflow=OuterRef("workflow"), seq=OuterRef("at_seq"))
     before = Step.objects.filter(workflow=OuterRef("workflow"), seq__lt=OuterRef("at_seq")).order_by("-seq")
-    annotated: QuerySet[Any] = qs.annotate(at_name=Subquery(at.values("name")[:1]),
-                                           before_name=Subquery(before.values("name")[:1]))
+    annotated: QuerySet[Any] = qs.annotate(
+        at_name=Subquery(at.values("name")[:1]), before_name=Subquery(before.values("name")[:1])
+    )
     return annotated
 
 
@@ -41,6 +42,10 @@ STEP_COUNTS = {
 
 def effect_aggregates() -> dict[str, Count]:
     """Per effect name: its steps, the committed ones, and those of them with an external reference."""
-    return {"steps": Count("pk"), "committed": Count("pk", filter=Q(status=Step.Status.COMMITTED)),
-            "with_ref": Count("pk", filter=Q(status=Step.Status.COMMITTED, external_ref__isnull=False)
-                              & ~Q(external_ref=""))}
+    return {
+        "steps": Count("pk"),
+        "committed": Count("pk", filter=Q(status=Step.Status.COMMITTED)),
+        "with_ref": Count(
+            "pk", filter=Q(status=Step.Status.COMMITTED, external_ref__isnull=False) & ~Q(external_ref="")
+        ),
+    }

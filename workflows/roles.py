@@ -29,8 +29,13 @@ SUPERUSER = "superuser"  # not a group: what ``roles_of`` adds for a superuser, 
 
 def operators() -> QuerySet[Any]:
     """Everyone a checkpoint can be assigned or handed off to: active users in an acting role."""
-    return (get_user_model().objects.filter(is_active=True)
-            .filter(Q(groups__name__in=ACTING_ROLES) | Q(is_superuser=True)).distinct().order_by("username"))
+    return (
+        get_user_model()
+        .objects.filter(is_active=True)
+        .filter(Q(groups__name__in=ACTING_ROLES) | Q(is_superuser=True))
+        .distinct()
+        .order_by("username")
+    )
 
 
 def owner_candidates() -> QuerySet[Any]:
@@ -38,8 +43,9 @@ def owner_candidates() -> QuerySet[Any]:
 
     Narrower than ``operators()``: a superuser account without a role is not a work queue.
     """
-    return (get_user_model().objects.filter(is_active=True, groups__name__in=ACTING_ROLES)
-            .distinct().order_by("username"))
+    return (
+        get_user_model().objects.filter(is_active=True, groups__name__in=ACTING_ROLES).distinct().order_by("username")
+    )
 
 
 def set_role(user: Any, role: str) -> None:
@@ -61,8 +67,10 @@ def _grant_admin_permissions(group: Group) -> None:
     """Admins configure agents, runbooks and users in the Django admin: they need its model permissions."""
     from django.contrib.auth.models import Permission
 
-    wanted = Permission.objects.filter(Q(content_type__app_label="workflows")
-                                       | Q(content_type__app_label="auth", content_type__model__in=["user", "group"]))
+    wanted = Permission.objects.filter(
+        Q(content_type__app_label="workflows")
+        | Q(content_type__app_label="auth", content_type__model__in=["user", "group"])
+    )
     if group.permissions.count() != wanted.count():
         group.permissions.set(wanted)
 

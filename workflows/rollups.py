@@ -62,11 +62,15 @@ BUCKET_BASE = 1.02
 # roll looks back this far before the previous one started.
 IN_FLIGHT = timedelta(minutes=2)
 TIMINGS = ("time_to_claim", "time_to_decision", "interruption_to_completion")
-TIMING_LABELS = {"time_to_claim": "Time to claim", "time_to_decision": "Time to decision",
-                 "interruption_to_completion": "Interruption to completion"}
+TIMING_LABELS = {
+    "time_to_claim": "Time to claim",
+    "time_to_decision": "Time to decision",
+    "interruption_to_completion": "Interruption to completion",
+}
 
 
 # --- histograms ----------------------------------------------------------------------------------
+
 
 def bucket_of(seconds: float) -> int:
     """The log-spaced bucket of a duration: [FLOOR·BASE^k, FLOOR·BASE^(k+1)); -1 for none at all."""
@@ -115,6 +119,7 @@ class ApproxTiming:
 
 # --- computing a range of days with the live definitions -------------------------------------------
 
+
 @dataclass
 class Cell:
     counts: Counter[str] = field(default_factory=Counter)
@@ -155,26 +160,49 @@ def holds(q: Q, row: dict[str, Any]) -> bool:
     return not met if q.negated else met
 
 
-PREDICATES = ("interrupted_at", "blank_failure", "resumed", "continued", "handed_off", "duplicate_attempt",
-              "unkept_unknown_effect", "unkept_promise", "owner_changed")
+PREDICATES = (
+    "interrupted_at",
+    "blank_failure",
+    "resumed",
+    "continued",
+    "handed_off",
+    "duplicate_attempt",
+    "unkept_unknown_effect",
+    "unkept_promise",
+    "owner_changed",
+)
 
 
 def _degraded(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
     # The candidates through the day indexes first: the planner then judges only them, row by row.
-    candidates = sorted(set(Checkpoint.objects.filter(opened_at__gte=period.since, opened_at__lt=period.until)
-                            .values_list("workflow_id", flat=True))
-                        | set(Workflow.objects.filter(finished_at__gte=period.since, finished_at__lt=period.until,
-                                                      status=Workflow.Status.FAILED).values_list("pk", flat=True)))
+    candidates = sorted(
+        set(
+            Checkpoint.objects.filter(opened_at__gte=period.since, opened_at__lt=period.until).values_list(
+                "workflow_id", flat=True
+            )
+        )
+        | set(
+            Workflow.objects.filter(
+                finished_at__gte=period.since, finished_at__lt=period.until, status=Workflow.Status.FAILED
+            ).values_list("pk", flat=True)
+        )
+    )
     rows = []
     for i in range(0, len(candidates), 2000):
-        rows += list(metrics.degraded(period).filter(pk__in=candidates[i:i + 2000]).order_by().values(
-            "pk", "agent__name", "kind", "status", "finished_at", *PREDICATES))
+        rows += list(
+            metrics.degraded(period)
+            .filter(pk__in=candidates[i : i + 2000])
+            .order_by()
+            .values("pk", "agent__name", "kind", "status", "finished_at", *PREDICATES)
+        )
     fans: defaultdict[int, set[Fan]] = defaultdict(set)
     ids = [r["pk"] for r in rows]
     for i in range(0, len(ids), 5000):
-        for wf, reason, runbook, team in (Checkpoint.objects.filter(workflow__in=ids[i:i + 5000])
-                                          .values_list("workflow_id", "reason", "runbook__slug", "team__slug")
-                                          .distinct()):
+        for wf, reason, runbook, team in (
+            Checkpoint.objects.filter(workflow__in=ids[i : i + 5000])
+            .values_list("workflow_id", "reason", "runbook__slug", "team__slug")
+            .distinct()
+        ):
             fans[wf].update(_fan(reason, runbook, team))
     completed = Workflow.Status.COMPLETED
     for row in rows:
@@ -194,12 +222,16 @@ def _launches_and_steps(cells: defaultdict[Key, Cell], period: metrics.Filters) 
     launched = metrics.launched(period).annotate(day=TruncDate("created_at", tzinfo=UTC))
     for r in launched.values("day", "agent__name", "kind").annotate(n=Count("pk")).order_by():
         cells[(_day(r["day"]), r["agent__name"], r["kind"], ANY, ANY, ANY)].counts["launches"] += r["n"]
-    steps = Step.objects.filter(workflow__in=metrics.launched(period).values("pk")).annotate(
-        day=TruncDate("workflow__created_at", tzinfo=UTC)).values("day", "workflow__agent__name", "workflow__kind")
+    steps = (
+        Step.objects.filter(workflow__in=metrics.launched(period).values("pk"))
+        .annotate(day=TruncDate("workflow__created_at", tzinfo=UTC))
+        .values("day", "workflow__agent__name", "workflow__kind")
+    )
     for name, q in readiness_figures.STEP_COUNTS.items():
         for r in steps.filter(q).annotate(n=Count("pk")).order_by():
-            cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY, ANY)].counts[name] \
-                += r["n"]
+            cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY, ANY)].counts[name] += r[
+                "n"
+            ]
     effects = steps.filter(kind=Step.Kind.EFFECT).values("day", "workflow__agent__name", "workflow__kind", "name")
     for r in effects.annotate(**readiness_figures.effect_aggregates()).order_by():
         counts = cells[(_day(r["day"]), r["workflow__agent__name"], r["workflow__kind"], ANY, ANY, ANY)].counts
@@ -209,35 +241,82 @@ def _launches_and_steps(cells: defaultdict[Key, Cell], period: metrics.Filters) 
 
 def _checkpoints(cells: defaultdict[Key, Cell], period: metrics.Filters) -> None:
     opened = readiness_figures.with_interruption_steps(timings.with_clocks(timings.opened_checkpoints(period)))
-    rows = opened.annotate(breached=Case(When(sla_figures.BREACHED, then=Value(True)), default=Value(False),
-                                         output_field=BooleanField())).values(
-        "pk", "opened_at", "claimed_first_at", "first_decided_at", "breached", "reason", "runbook__slug", "team__slug",
-        "workflow__agent__name", "workflow__kind", "at_name", "before_name")
+    rows = opened.annotate(
+        breached=Case(When(sla_figures.BREACHED, then=Value(True)), default=Value(False), output_field=BooleanField())
+    ).values(
+        "pk",
+        "opened_at",
+        "claimed_first_at",
+        "first_decided_at",
+        "breached",
+        "reason",
+        "runbook__slug",
+        "team__slug",
+        "workflow__agent__name",
+        "workflow__kind",
+        "at_name",
+        "before_name",
+    )
     for r in rows.order_by():
         names = ["opened", f"interruption:{readiness_figures.interruption_label(r['at_name'], r['before_name'])}"]
         if r["breached"]:
             names.append("breached")
-        clocks = {name: (r[end] - r["opened_at"]).total_seconds() for name, end in
-                  (("time_to_claim", "claimed_first_at"), ("time_to_decision", "first_decided_at")) if r[end]}
+        clocks = {
+            name: (r[end] - r["opened_at"]).total_seconds()
+            for name, end in (("time_to_claim", "claimed_first_at"), ("time_to_decision", "first_decided_at"))
+            if r[end]
+        }
         for reason, runbook, team in _fan(r["reason"], r["runbook__slug"], r["team__slug"]):
-            cell = cells[(_day(r["opened_at"]), r["workflow__agent__name"], r["workflow__kind"], reason, runbook,
-                          team)]
+            cell = cells[(_day(r["opened_at"]), r["workflow__agent__name"], r["workflow__kind"], reason, runbook, team)]
             cell.counts.update(names)
             for name, seconds in clocks.items():
                 cell.timings[name][bucket_of(seconds)] += 1
-    decisions = sla_figures.decisions(period).annotate(day=TruncDate("checkpoint__opened_at", tzinfo=UTC)).values(
-        "day", "checkpoint__workflow__agent__name", "checkpoint__workflow__kind", "checkpoint__reason",
-        "checkpoint__runbook__slug", "checkpoint__team__slug", "action", "status").annotate(n=Count("pk")).order_by()
-    resumes = metrics.resumes(period).annotate(day=TruncDate("finished_at", tzinfo=UTC)).values(
-        "day", "checkpoint__workflow__agent__name", "checkpoint__workflow__kind", "checkpoint__reason",
-        "checkpoint__runbook__slug", "checkpoint__team__slug").annotate(n=Count("pk")).order_by()
+    decisions = (
+        sla_figures.decisions(period)
+        .annotate(day=TruncDate("checkpoint__opened_at", tzinfo=UTC))
+        .values(
+            "day",
+            "checkpoint__workflow__agent__name",
+            "checkpoint__workflow__kind",
+            "checkpoint__reason",
+            "checkpoint__runbook__slug",
+            "checkpoint__team__slug",
+            "action",
+            "status",
+        )
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    resumes = (
+        metrics.resumes(period)
+        .annotate(day=TruncDate("finished_at", tzinfo=UTC))
+        .values(
+            "day",
+            "checkpoint__workflow__agent__name",
+            "checkpoint__workflow__kind",
+            "checkpoint__reason",
+            "checkpoint__runbook__slug",
+            "checkpoint__team__slug",
+        )
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
     for name, grouped in (("decision", decisions), ("resumes", resumes)):
         for r in grouped:
             metric = f"decision:{r['action']}:{r['status']}" if name == "decision" else name
-            for reason, runbook, team in _fan(r["checkpoint__reason"], r["checkpoint__runbook__slug"],
-                                              r["checkpoint__team__slug"]):
-                cells[(_day(r["day"]), r["checkpoint__workflow__agent__name"], r["checkpoint__workflow__kind"],
-                       reason, runbook, team)].counts[metric] += r["n"]
+            for reason, runbook, team in _fan(
+                r["checkpoint__reason"], r["checkpoint__runbook__slug"], r["checkpoint__team__slug"]
+            ):
+                cells[
+                    (
+                        _day(r["day"]),
+                        r["checkpoint__workflow__agent__name"],
+                        r["checkpoint__workflow__kind"],
+                        reason,
+                        runbook,
+                        team,
+                    )
+                ].counts[metric] += r["n"]
 
 
 def compute(start: date, end: date, *, drills: str = "") -> dict[Key, Cell]:
@@ -254,6 +333,7 @@ def compute(start: date, end: date, *, drills: str = "") -> dict[Key, Cell]:
 
 
 # --- rolling ---------------------------------------------------------------------------------------
+
 
 def _days(start: date, end: date) -> Iterator[date]:
     while start <= end:
@@ -279,19 +359,35 @@ def roll_day(day: date) -> int:
         cells = compute(day, day)
         DailyRollup.objects.filter(day=day).delete()
         DailyRollup.objects.bulk_create(
-            [DailyRollup(day=d, agent=agent, kind=kind, reason=reason, runbook=runbook, team=team,
-                         counts=dict(cell.counts),
-                         timings={name: {str(b): n for b, n in hist.items()} for name, hist in cell.timings.items()})
-             for (d, agent, kind, reason, runbook, team), cell in cells.items()], batch_size=1000)
+            [
+                DailyRollup(
+                    day=d,
+                    agent=agent,
+                    kind=kind,
+                    reason=reason,
+                    runbook=runbook,
+                    team=team,
+                    counts=dict(cell.counts),
+                    timings={name: {str(b): n for b, n in hist.items()} for name, hist in cell.timings.items()},
+                )
+                for (d, agent, kind, reason, runbook, team), cell in cells.items()
+            ],
+            batch_size=1000,
+        )
     return len(cells)
 
 
 def earliest_day() -> date | None:
     """The first day anything was recorded on (each through its own index)."""
-    firsts = [qs.order_by(column).values_list(column, flat=True).first() for qs, column in (
-        (Workflow.objects.all(), "created_at"), (Checkpoint.objects.all(), "opened_at"),
-        (Workflow.objects.filter(finished_at__isnull=False), "finished_at"),
-        (Decision.objects.filter(finished_at__isnull=False), "finished_at"))]
+    firsts = [
+        qs.order_by(column).values_list(column, flat=True).first()
+        for qs, column in (
+            (Workflow.objects.all(), "created_at"),
+            (Checkpoint.objects.all(), "opened_at"),
+            (Workflow.objects.filter(finished_at__isnull=False), "finished_at"),
+            (Decision.objects.filter(finished_at__isnull=False), "finished_at"),
+        )
+    ]
     found = [_day(f) for f in firsts if f is not None]
     return min(found) if found else None
 
@@ -300,13 +396,16 @@ def touched_days(since: datetime) -> set[date]:
     """Days whose figures may have changed since ``since``: every day a workflow with a newer event counts on."""
     touched = Event.objects.filter(at__gte=since, workflow__isnull=False).values("workflow_id")
     days: set[date] = set()
-    for qs, column in ((Workflow.objects.filter(pk__in=touched), "created_at"),
-                       (Workflow.objects.filter(pk__in=touched, finished_at__isnull=False), "finished_at"),
-                       (Checkpoint.objects.filter(workflow__in=touched), "opened_at"),
-                       (Decision.objects.filter(checkpoint__workflow__in=touched, finished_at__isnull=False),
-                        "finished_at")):
-        days.update(_day(d) for d in qs.annotate(d=TruncDate(column, tzinfo=UTC))
-                    .values_list("d", flat=True).distinct().order_by())
+    for qs, column in (
+        (Workflow.objects.filter(pk__in=touched), "created_at"),
+        (Workflow.objects.filter(pk__in=touched, finished_at__isnull=False), "finished_at"),
+        (Checkpoint.objects.filter(workflow__in=touched), "opened_at"),
+        (Decision.objects.filter(checkpoint__workflow__in=touched, finished_at__isnull=False), "finished_at"),
+    ):
+        days.update(
+            _day(d)
+            for d in qs.annotate(d=TruncDate(column, tzinfo=UTC)).values_list("d", flat=True).distinct().order_by()
+        )
     return days
 
 
@@ -330,15 +429,19 @@ def rebuild(start: date | None = None, end: date | None = None, *, say: Any = No
         end = max(end or _today(), _today()) if state is None else (end or _today())
     if state is None:
         # The row every roller locks, there from the start; no day is trusted until the end (last_day).
-        RollupState.objects.get_or_create(pk=1, defaults={
-            "first_day": start, "last_day": start - timedelta(days=1), "rolled_since": started - IN_FLIGHT})
+        RollupState.objects.get_or_create(
+            pk=1,
+            defaults={"first_day": start, "last_day": start - timedelta(days=1), "rolled_since": started - IN_FLIGHT},
+        )
     for day in _days(start, end):
         rows = roll_day(day)
         if say:
             say(f"{day}: {rows} rows")
     with transaction.atomic():
         state = RollupState.objects.select_for_update().get(pk=1)
-        RollupState.objects.filter(pk=1).update(first_day=min(state.first_day, start), last_day=max(state.last_day, end))
+        RollupState.objects.filter(pk=1).update(
+            first_day=min(state.first_day, start), last_day=max(state.last_day, end)
+        )
     return start, end
 
 
@@ -378,12 +481,13 @@ def roll_recent() -> list[date]:
     for day in sorted(days):
         roll_day(day)
     RollupState.objects.filter(pk=1).update(
-        first_day=min([state.first_day, *days]), last_day=max([state.last_day, *days]),
-        rolled_since=started - IN_FLIGHT)
+        first_day=min([state.first_day, *days]), last_day=max([state.last_day, *days]), rolled_since=started - IN_FLIGHT
+    )
     return sorted(days)
 
 
 # --- reading: rolled days from the rows, the rest live -------------------------------------------
+
 
 @dataclass(frozen=True)
 class Row:
@@ -416,14 +520,34 @@ def rows(start: date, end: date, *, agent: str = "", kind: str = "", drills: str
         stored = stored.filter(agent=agent)
     if kind:
         stored = stored.filter(kind=kind)
-    out = [Row(r.day, r.agent, r.kind, r.reason, r.runbook, r.team, r.counts,
-               {name: {int(b): n for b, n in hist.items()} for name, hist in r.timings.items()})
-           for r in stored.order_by()]
+    out = [
+        Row(
+            r.day,
+            r.agent,
+            r.kind,
+            r.reason,
+            r.runbook,
+            r.team,
+            r.counts,
+            {name: {int(b): n for b, n in hist.items()} for name, hist in r.timings.items()},
+        )
+        for r in stored.order_by()
+    ]
     for first, last in _runs(live):
         for (day, a, k, reason, runbook, team), cell in compute(first, last, drills=drills).items():
             if (not agent or a == agent) and (not kind or k == kind):
-                out.append(Row(day, a, k, reason, runbook, team, dict(cell.counts),
-                               {name: dict(hist) for name, hist in cell.timings.items()}))
+                out.append(
+                    Row(
+                        day,
+                        a,
+                        k,
+                        reason,
+                        runbook,
+                        team,
+                        dict(cell.counts),
+                        {name: dict(hist) for name, hist in cell.timings.items()},
+                    )
+                )
     return out
 
 
@@ -438,14 +562,20 @@ class Figures:
         self.filters = filters
         self.rows = rows(filters.start, filters.end, agent=filters.agent, kind=filters.kind, drills=filters.drills)
 
-    def picked(self, *, reason: str | None = None, runbook: str | None = None, team: str | None = None,
-               **where: str) -> Iterator[Row]:
+    def picked(
+        self, *, reason: str | None = None, runbook: str | None = None, team: str | None = None, **where: str
+    ) -> Iterator[Row]:
         """Rows of one reason × runbook × team key (the filters' by default), optionally of one agent or kind."""
         reason = reason if reason is not None else (self.filters.reason or ANY)
         runbook = runbook if runbook is not None else (self.filters.runbook or ANY)
         team = team if team is not None else (self.filters.team or ANY)
         for row in self.rows:
-            if row.reason == reason and row.runbook == runbook and row.team == team and all(getattr(row, k) == v for k, v in where.items()):
+            if (
+                row.reason == reason
+                and row.runbook == runbook
+                and row.team == team
+                and all(getattr(row, k) == v for k, v in where.items())
+            ):
                 yield row
 
     @staticmethod
@@ -459,7 +589,9 @@ class Figures:
         """The same period narrowed to an agent or a kind (in memory) or a reason, runbook or team (by key)."""
         other = Figures.__new__(Figures)
         other.filters = self.filters.only(**dims)
-        other.rows = [r for r in self.rows if all(getattr(r, d) == v for d, v in dims.items() if d in ("agent", "kind"))]
+        other.rows = [
+            r for r in self.rows if all(getattr(r, d) == v for d, v in dims.items() if d in ("agent", "kind"))
+        ]
         return other
 
     def totals(self, **key: str) -> Counter[str]:
@@ -469,8 +601,10 @@ class Figures:
     def summary(self) -> metrics.Summary:
         counted = self.totals()
         counts = {key: counted[key] for key in _share_keys()}
-        shares = {slug: metrics.Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
-                  for slug, f in metrics.FIGURES.items()}
+        shares = {
+            slug: metrics.Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
+            for slug, f in metrics.FIGURES.items()
+        }
         launches = self.totals(reason=ANY, runbook=ANY, team=ANY)["launches"]  # nor reason, runbook nor team
         return metrics.Summary(self.filters, counts, shares, launches, counted["resumes"])
 
@@ -478,8 +612,14 @@ class Figures:
         if granularity not in metrics.GRANULARITIES:
             raise ValueError(granularity)
         days = trends.buckets(self.filters, granularity)
-        out = trends.Series(days, granularity, [0] * len(days), [0] * len(days), [0] * len(days),
-                             {slug: [None] * len(days) for slug in metrics.FIGURES})
+        out = trends.Series(
+            days,
+            granularity,
+            [0] * len(days),
+            [0] * len(days),
+            [0] * len(days),
+            {slug: [None] * len(days) for slug in metrics.FIGURES},
+        )
         per: defaultdict[int, Counter[str]] = defaultdict(Counter)
         for row in self.picked():
             per[(row.day - days[0]).days // (1 if granularity == "day" else 7)].update(row.counts)
@@ -503,9 +643,13 @@ class Figures:
             chosen: Iterable[Row] = self.picked()
         else:  # the rows of each value of the dimension, at the filters' key on the other two
             key = {"reason": f.reason or ANY, "runbook": f.runbook or ANY, "team": f.team or ANY}
-            chosen = (r for r in self.rows if getattr(r, dimension) != ANY
-                      and all(getattr(r, d) == v for d, v in key.items() if d != dimension)
-                      and (key[dimension] == ANY or getattr(r, dimension) == key[dimension]))
+            chosen = (
+                r
+                for r in self.rows
+                if getattr(r, dimension) != ANY
+                and all(getattr(r, d) == v for d, v in key.items() if d != dimension)
+                and (key[dimension] == ANY or getattr(r, dimension) == key[dimension])
+            )
         grouped: defaultdict[str, Counter[str]] = defaultdict(Counter)
         for row in chosen:
             grouped[getattr(row, dimension)].update(row.counts)
@@ -513,9 +657,19 @@ class Figures:
         for value, counts in grouped.items():
             if not counts["degraded"]:
                 continue
-            out.append(trends.BreakdownRow(value, f.only(**{dimension: value}), counts["degraded"], {
-                slug: metrics.Share(slug, fig.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], fig.definition)
-                for slug, fig in metrics.FIGURES.items()}))
+            out.append(
+                trends.BreakdownRow(
+                    value,
+                    f.only(**{dimension: value}),
+                    counts["degraded"],
+                    {
+                        slug: metrics.Share(
+                            slug, fig.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], fig.definition
+                        )
+                        for slug, fig in metrics.FIGURES.items()
+                    },
+                )
+            )
         return sorted(out, key=lambda r: (-r.degraded, r.value))
 
     def timing(self, name: str, **where: str) -> ApproxTiming:
@@ -541,8 +695,11 @@ class Figures:
 
     def kinds(self) -> list[str]:
         """Kinds launched, or with a checkpoint opened, in the period (readiness's kinds)."""
-        seen = {r.kind for r in self.picked(reason=ANY, runbook=ANY, team=ANY)
-                if r.counts.get("launches") or r.counts.get("opened")}
+        seen = {
+            r.kind
+            for r in self.picked(reason=ANY, runbook=ANY, team=ANY)
+            if r.counts.get("launches") or r.counts.get("opened")
+        }
         return sorted(seen)
 
 

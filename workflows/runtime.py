@@ -35,10 +35,20 @@ from .models import Decision, ReplayRun
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # Cloud instance metadata: never a resume endpoint, whatever the allow-list says.
-METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata.goog", "metadata", "instance-data",
-                            "instance-data.ec2.internal", "metadata.azure.com"})
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "169.254.169.253"))
+METADATA_HOSTS = frozenset(
+    {
+        "metadata.google.internal",
+        "metadata.goog",
+        "metadata",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.com",
+    }
+)
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "169.254.169.253")
+)
 ANSWER_MAX_BYTES = 1024 * 1024  # an agent's answer is read up to this, never unbounded
 
 
@@ -70,8 +80,13 @@ class Answer:
     body: bytes
 
 
-def parse_target(url: str, *, allow_plain_http: bool = False, noun: str = "resume URL",
-                 owner: str = "agent (an on-premise agent on a trusted network)") -> Target:
+def parse_target(
+    url: str,
+    *,
+    allow_plain_http: bool = False,
+    noun: str = "resume URL",
+    owner: str = "agent (an on-premise agent on a trusted network)",
+) -> Target:
     """The URL's scheme, host and port, or UnsafeTarget saying which rule it breaks (no DNS here).
 
     ``noun`` and ``owner`` name what the URL is and whose admin may allow plain http, in the reasons."""
@@ -84,8 +99,9 @@ def parse_target(url: str, *, allow_plain_http: bool = False, noun: str = "resum
     if scheme not in ("http", "https"):
         raise UnsafeTarget(f"Only http and https {noun}s are allowed, not {scheme or 'no scheme'}.")
     if scheme == "http" and settings.DELIVERY_REQUIRE_HTTPS and not allow_plain_http:
-        raise UnsafeTarget(f"{noun[0].upper()}{noun[1:]}s must use https here; an admin can allow plain http "
-                           f"for this {owner}.")
+        raise UnsafeTarget(
+            f"{noun[0].upper()}{noun[1:]}s must use https here; an admin can allow plain http for this {owner}."
+        )
     if not host:
         raise UnsafeTarget(f"{url!r} names no host.")
     if parts.username or parts.password:
@@ -138,13 +154,20 @@ def resolve(target: Target, *, what: str = "agent's resume host") -> IPAddress:
     for address in addresses:
         reason = refusal(address)
         if reason:
-            raise UnsafeTarget(f"Deliveries may not go to {target.host}: {reason} "
-                               "(DELIVERY_ALLOWED_NETWORKS lists the networks allowed anyway).")
+            raise UnsafeTarget(
+                f"Deliveries may not go to {target.host}: {reason} "
+                "(DELIVERY_ALLOWED_NETWORKS lists the networks allowed anyway)."
+            )
     return addresses[0]
 
 
-def check_url(url: str, *, allow_plain_http: bool = False, noun: str = "resume URL",
-              owner: str = "agent (an on-premise agent on a trusted network)") -> None:
+def check_url(
+    url: str,
+    *,
+    allow_plain_http: bool = False,
+    noun: str = "resume URL",
+    owner: str = "agent (an on-premise agent on a trusted network)",
+) -> None:
     """For the admin and ``create_agent``: ValidationError when deliveries could never go there.
 
     A name that does not resolve yet is accepted (it is checked again at every delivery).
@@ -162,9 +185,18 @@ def check_resume_url(url: str, *, allow_plain_http: bool = False) -> None:
     check_url(url, allow_plain_http=allow_plain_http)
 
 
-def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bool = False,
-         timeout: float | None = None, max_bytes: int = ANSWER_MAX_BYTES, what: str = "the agent's resume endpoint",
-         noun: str = "resume URL", owner: str = "agent (an on-premise agent on a trusted network)") -> Answer:
+def post(
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    allow_plain_http: bool = False,
+    timeout: float | None = None,
+    max_bytes: int = ANSWER_MAX_BYTES,
+    what: str = "the agent's resume endpoint",
+    noun: str = "resume URL",
+    owner: str = "agent (an on-premise agent on a trusted network)",
+) -> Answer:
     """POST ``body`` to ``url`` under the rules above; any answer, or DeliveryError when none came.
 
     ``what`` names the far end in the reasons ("the agent's resume endpoint", "the webhook")."""
@@ -174,13 +206,28 @@ def post(url: str, body: bytes, headers: dict[str, str], *, allow_plain_http: bo
     limits = urllib3.Timeout(total=seconds)
     if target.scheme == "https":
         pool: urllib3.HTTPConnectionPool = urllib3.HTTPSConnectionPool(
-            str(address), target.port, timeout=limits, retries=False, maxsize=1, cert_reqs="CERT_REQUIRED",
-            server_hostname=target.host, assert_hostname=target.host)
+            str(address),
+            target.port,
+            timeout=limits,
+            retries=False,
+            maxsize=1,
+            cert_reqs="CERT_REQUIRED",
+            server_hostname=target.host,
+            assert_hostname=target.host,
+        )
     else:
         pool = urllib3.HTTPConnectionPool(str(address), target.port, timeout=limits, retries=False, maxsize=1)
     try:
-        response = pool.urlopen("POST", target.path, body=body, headers={**headers, "Host": target.host_header},
-                                redirect=False, retries=False, preload_content=False, assert_same_host=False)
+        response = pool.urlopen(
+            "POST",
+            target.path,
+            body=body,
+            headers={**headers, "Host": target.host_header},
+            redirect=False,
+            retries=False,
+            preload_content=False,
+            assert_same_host=False,
+        )
         try:
             answer = Answer(response.status, dict(response.headers), response.read(max_bytes))
         finally:
@@ -201,15 +248,23 @@ def deliver(decision: Decision) -> int:
     """POST the decision to the agent's resume endpoint; returns the 2xx status or raises DeliveryError."""
     agent = decision.agent
     body = json.dumps(decision.payload(), sort_keys=True).encode()
-    answer = post(agent.resume_url, body, {
-        "Content-Type": "application/json",
-        "X-Recovery-Delivery": str(decision.delivery_id),
-        "X-Recovery-Signature": sign(agent.signing_secret, body),
-        "User-Agent": "recovery-console/1"}, allow_plain_http=agent.allow_plain_http)
+    answer = post(
+        agent.resume_url,
+        body,
+        {
+            "Content-Type": "application/json",
+            "X-Recovery-Delivery": str(decision.delivery_id),
+            "X-Recovery-Signature": sign(agent.signing_secret, body),
+            "User-Agent": "recovery-console/1",
+        },
+        allow_plain_http=agent.allow_plain_http,
+    )
     if 300 <= answer.status < 400:
         location = answer.headers.get("Location", "(no Location)")[:200]
-        raise DeliveryError(f"The agent answered {answer.status} redirecting to {location}; deliveries never "
-                            "follow redirects, so the decision did not arrive. Fix the agent's resume URL.")
+        raise DeliveryError(
+            f"The agent answered {answer.status} redirecting to {location}; deliveries never "
+            "follow redirects, so the decision did not arrive. Fix the agent's resume URL."
+        )
     if not 200 <= answer.status < 300:
         raise DeliveryError(f"The agent answered {answer.status} {_reason(answer.status)}.")
     return answer.status
@@ -219,11 +274,17 @@ def stand_down(decision: Decision) -> int:
     """After a failover, tell the replaced agent to stop working on the workflow (signed like a decision)."""
     agent, _ = decision.failover_agents()
     body = json.dumps(decision.stand_down_payload(), sort_keys=True).encode()
-    answer = post(agent.resume_url, body, {
-        "Content-Type": "application/json",
-        "X-Recovery-Delivery": decision.stand_down_payload()["delivery_id"],
-        "X-Recovery-Signature": sign(agent.signing_secret, body),
-        "User-Agent": "recovery-console/1"}, allow_plain_http=agent.allow_plain_http)
+    answer = post(
+        agent.resume_url,
+        body,
+        {
+            "Content-Type": "application/json",
+            "X-Recovery-Delivery": decision.stand_down_payload()["delivery_id"],
+            "X-Recovery-Signature": sign(agent.signing_secret, body),
+            "User-Agent": "recovery-console/1",
+        },
+        allow_plain_http=agent.allow_plain_http,
+    )
     if not 200 <= answer.status < 300:
         raise DeliveryError(f"The agent answered {answer.status} {_reason(answer.status)}.")
     return answer.status
@@ -240,6 +301,7 @@ def _reason(status: int) -> str:
 
 # --- replays (issue 11) -----------------------------------------------------------------
 
+
 class ReplayError(Exception):
     """The runtime could not replay: unreachable, refused, too slow or answered garbage. Ends the replay."""
 
@@ -254,23 +316,36 @@ def replay(run: ReplayRun) -> object:
     agent = run.agent
     body = json.dumps(run.request_payload(), sort_keys=True).encode()
     try:
-        answer = post(agent.replay_url, body, {
-            "Content-Type": "application/json", "X-Recovery-Replay": str(run.replay_id),
-            "X-Recovery-Signature": sign(agent.signing_secret, body), "User-Agent": "recovery-console/1"},
-            allow_plain_http=agent.allow_plain_http, timeout=settings.REPLAY_TIMEOUT_SECONDS,
-            max_bytes=REPLAY_ANSWER_MAX_BYTES + 1, what="the agent's replay endpoint")
+        answer = post(
+            agent.replay_url,
+            body,
+            {
+                "Content-Type": "application/json",
+                "X-Recovery-Replay": str(run.replay_id),
+                "X-Recovery-Signature": sign(agent.signing_secret, body),
+                "User-Agent": "recovery-console/1",
+            },
+            allow_plain_http=agent.allow_plain_http,
+            timeout=settings.REPLAY_TIMEOUT_SECONDS,
+            max_bytes=REPLAY_ANSWER_MAX_BYTES + 1,
+            what="the agent's replay endpoint",
+        )
     except DeliveryError as exc:
         raise ReplayError(str(exc)) from exc
     if answer.status == 202:
         return None
     if not 200 <= answer.status < 300:
-        raise ReplayError(f"The agent's replay endpoint answered {answer.status} {_reason(answer.status)}"
-                          + (" (replays never follow redirects)." if 300 <= answer.status < 400 else "."))
+        raise ReplayError(
+            f"The agent's replay endpoint answered {answer.status} {_reason(answer.status)}"
+            + (" (replays never follow redirects)." if 300 <= answer.status < 400 else ".")
+        )
     if len(answer.body) > REPLAY_ANSWER_MAX_BYTES:
         raise ReplayError(f"The runtime's answer is larger than {REPLAY_ANSWER_MAX_BYTES} bytes.")
     try:
         parsed: object = json.loads(answer.body)
     except ValueError:
-        raise ReplayError(f"The runtime answered {answer.status} with a body that is not JSON: "
-                          f"{answer.body[:120].decode(errors='replace')!r}.") from None
+        raise ReplayError(
+            f"The runtime answered {answer.status} with a body that is not JSON: "
+            f"{answer.body[:120].decode(errors='replace')!r}."
+        ) from None
     return parsed

@@ -20,8 +20,11 @@ PREFIX = "fernet:"
 
 
 def _keys() -> MultiFernet:
-    keys = list(settings.SIGNING_SECRET_KEYS) or [base64.urlsafe_b64encode(
-        hashlib.sha256(b"recovery-console signing secrets\0" + settings.SECRET_KEY.encode()).digest()).decode()]
+    keys = list(settings.SIGNING_SECRET_KEYS) or [
+        base64.urlsafe_b64encode(
+            hashlib.sha256(b"recovery-console signing secrets\0" + settings.SECRET_KEY.encode()).digest()
+        ).decode()
+    ]
     return MultiFernet([Fernet(k) for k in keys])
 
 
@@ -35,15 +38,17 @@ def unseal(stored: str) -> str:
     if not stored.startswith(PREFIX):
         raise ValueError("A signing secret is stored unencrypted; run the migrations.")
     try:
-        return _keys().decrypt(stored[len(PREFIX):].encode()).decode()
+        return _keys().decrypt(stored[len(PREFIX) :].encode()).decode()
     except InvalidToken as exc:
-        raise ValueError("A signing secret cannot be decrypted with SIGNING_SECRET_KEYS (or SECRET_KEY); "
-                         "put the key it was sealed with back in the list.") from exc
+        raise ValueError(
+            "A signing secret cannot be decrypted with SIGNING_SECRET_KEYS (or SECRET_KEY); "
+            "put the key it was sealed with back in the list."
+        ) from exc
 
 
 def reseal(stored: str) -> str:
     """Re-encrypt with the first key (after a key rotation)."""
-    return PREFIX + _keys().rotate(stored[len(PREFIX):].encode()).decode() if stored else ""
+    return PREFIX + _keys().rotate(stored[len(PREFIX) :].encode()).decode() if stored else ""
 
 
 class Sealed(property):

@@ -55,20 +55,36 @@ def decision_target_met(filters: Filters) -> Share:
     """Of the checkpoints opened in the period whose decision target is settled, the share that met it."""
     counts = opened_checkpoints(filters).aggregate(
         settled=Count("pk", filter=Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False)),
-        met=Count("pk", filter=Q(breached_at__isnull=True, clock_stopped_at__isnull=False)))
-    return Share("decision_target_met", "Decision target met", counts["met"], counts["settled"],
-                 "Of the checkpoints opened in the period that are decided or past their decision target, the "
-                 "share decided by their due time.")
+        met=Count("pk", filter=Q(breached_at__isnull=True, clock_stopped_at__isnull=False)),
+    )
+    return Share(
+        "decision_target_met",
+        "Decision target met",
+        counts["met"],
+        counts["settled"],
+        "Of the checkpoints opened in the period that are decided or past their decision target, the "
+        "share decided by their due time.",
+    )
 
 
 def claim_target_met(filters: Filters) -> Share:
     """Of the checkpoints opened in the period with a claim target that is settled, the share that met it."""
-    counts = opened_checkpoints(filters).filter(claim_due_at__isnull=False).aggregate(
-        settled=Count("pk", filter=Q(claim_breached_at__isnull=False) | Q(first_claimed_at__isnull=False)),
-        met=Count("pk", filter=Q(claim_breached_at__isnull=True, first_claimed_at__isnull=False)))
-    return Share("claim_target_met", "Claim target met", counts["met"], counts["settled"],
-                 "Of the checkpoints opened in the period with a time-to-claim target that are claimed or past it, "
-                 "the share claimed in time.")
+    counts = (
+        opened_checkpoints(filters)
+        .filter(claim_due_at__isnull=False)
+        .aggregate(
+            settled=Count("pk", filter=Q(claim_breached_at__isnull=False) | Q(first_claimed_at__isnull=False)),
+            met=Count("pk", filter=Q(claim_breached_at__isnull=True, first_claimed_at__isnull=False)),
+        )
+    )
+    return Share(
+        "claim_target_met",
+        "Claim target met",
+        counts["met"],
+        counts["settled"],
+        "Of the checkpoints opened in the period with a time-to-claim target that are claimed or past it, "
+        "the share claimed in time.",
+    )
 
 
 SLA_ACTIVITY = {  # what the sweep did, counted from its events
@@ -81,8 +97,9 @@ SLA_ACTIVITY = {  # what the sweep did, counted from its events
 def sla_activity(filters: Filters) -> dict[str, int]:
     """Escalation levels fired, claim reminders sent and claims released by the sweep in the period."""
     # Through the small partial index of the sweep's verbs, not every event of the period.
-    qs = Event.objects.filter(verb__in=SWEEP_VERBS, at__gte=filters.since, at__lt=filters.until,
-                              checkpoint__isnull=False)
+    qs = Event.objects.filter(
+        verb__in=SWEEP_VERBS, at__gte=filters.since, at__lt=filters.until, checkpoint__isnull=False
+    )
     if filters.agent:
         qs = qs.filter(workflow__agent__name=filters.agent)
     if filters.kind:
@@ -98,11 +115,16 @@ def sla_activity(filters: Filters) -> dict[str, int]:
 
 def met_and_breached_by_day(filters: Filters) -> tuple[list[date], list[int], list[int]]:
     """Per day opened: the settled checkpoints that met their decision target and those that breached it."""
-    rows = (opened_checkpoints(filters)
-            .filter(Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False))
-            .annotate(day=TruncDate("opened_at", tzinfo=UTC)).values("day")
-            .annotate(met=Count("pk", filter=Q(breached_at__isnull=True)),
-                      breached=Count("pk", filter=Q(breached_at__isnull=False))))
+    rows = (
+        opened_checkpoints(filters)
+        .filter(Q(breached_at__isnull=False) | Q(clock_stopped_at__isnull=False))
+        .annotate(day=TruncDate("opened_at", tzinfo=UTC))
+        .values("day")
+        .annotate(
+            met=Count("pk", filter=Q(breached_at__isnull=True)),
+            breached=Count("pk", filter=Q(breached_at__isnull=False)),
+        )
+    )
     by_day = {_as_day(r["day"]): (r["met"], r["breached"]) for r in rows}
     days = [filters.start + timedelta(days=i) for i in range(filters.days)]
     return days, [by_day.get(d, (0, 0))[0] for d in days], [by_day.get(d, (0, 0))[1] for d in days]
@@ -119,9 +141,12 @@ def breaches_by_hour_of_week(breaches: QuerySet[Any]) -> list[list[int]]:
     from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
 
     grid = [[0] * 24 for _ in range(7)]
-    rows = (breaches.order_by().annotate(dow=ExtractIsoWeekDay("breached_at", tzinfo=UTC),
-                                         hour=ExtractHour("breached_at", tzinfo=UTC))
-            .values("dow", "hour").annotate(n=Count("pk")))
+    rows = (
+        breaches.order_by()
+        .annotate(dow=ExtractIsoWeekDay("breached_at", tzinfo=UTC), hour=ExtractHour("breached_at", tzinfo=UTC))
+        .values("dow", "hour")
+        .annotate(n=Count("pk"))
+    )
     for r in rows:
         grid[r["dow"] - 1][r["hour"]] += r["n"]
     return grid
@@ -133,8 +158,10 @@ def decision_times_by_channel(filters: Filters) -> list[Timing]:
     to that decision, like ``time_to_decision``; a checkpoint with no decision row (rows loaded in bulk) is
     in no channel."""
     firsts = decisions(filters).filter(decided_at=F("checkpoint__first_decision_at"))
-    return [_timing(f"Time to decision via {label}", firsts.filter(channel=value), "checkpoint__opened_at",
-                    "decided_at") for value, label in Via.choices]
+    return [
+        _timing(f"Time to decision via {label}", firsts.filter(channel=value), "checkpoint__opened_at", "decided_at")
+        for value, label in Via.choices
+    ]
 
 
 def claim_times_by_channel(filters: Filters) -> list[Timing]:
@@ -143,5 +170,9 @@ def claim_times_by_channel(filters: Filters) -> list[Timing]:
     made without a claim counts as the claim (it stops the claim clock too); a checkpoint an escalation
     reassigned before anyone claimed it, or claimed before channels were recorded, is in no channel."""
     claimed = opened_checkpoints(filters).filter(first_claimed_at__isnull=False)
-    return [_timing(f"Time to claim via {label}", claimed.filter(first_claim_channel=value), "opened_at",
-                    "first_claimed_at") for value, label in Via.choices]
+    return [
+        _timing(
+            f"Time to claim via {label}", claimed.filter(first_claim_channel=value), "opened_at", "first_claimed_at"
+        )
+        for value, label in Via.choices
+    ]

@@ -82,8 +82,9 @@ def service_level(agents: int, traffic: float, handle_seconds: float, target_sec
     return 1 - erlang_c(agents, traffic) * math.exp(-(agents - traffic) * target_seconds / handle_seconds)
 
 
-def agents_needed(arrivals_per_hour: float, handle_seconds: float, target_seconds: float,
-                  level: float = 0.8, limit: int = 10_000) -> int:
+def agents_needed(
+    arrivals_per_hour: float, handle_seconds: float, target_seconds: float, level: float = 0.8, limit: int = 10_000
+) -> int:
     """The fewest operators that answer ``level`` of the arrivals within the target."""
     if arrivals_per_hour <= 0 or handle_seconds <= 0:
         return 0
@@ -137,10 +138,15 @@ def _hours_per_cell(filters: metrics.Filters) -> list[list[int]]:
 
 def handling_seconds(filters: metrics.Filters) -> tuple[float | None, int]:
     """Mean recorded handling time (first claim, or opening, to first decision) and how many were decided."""
-    rows = timings.with_clocks(timings.opened_checkpoints(filters)).filter(
-        first_decided_at__isnull=False).values_list("opened_at", "claimed_first_at", "first_decided_at")
-    spans = [(decided - (claimed if claimed and claimed <= decided else opened)).total_seconds()
-             for opened, claimed, decided in rows]
+    rows = (
+        timings.with_clocks(timings.opened_checkpoints(filters))
+        .filter(first_decided_at__isnull=False)
+        .values_list("opened_at", "claimed_first_at", "first_decided_at")
+    )
+    spans = [
+        (decided - (claimed if claimed and claimed <= decided else opened)).total_seconds()
+        for opened, claimed, decided in rows
+    ]
     spans = [s for s in spans if s >= 0]
     return (sum(spans) / len(spans) if spans else None), len(spans)
 
@@ -178,8 +184,13 @@ def _seconds(value: str | None) -> float | None:
 def _read_calendar(policy: Policy, filters: metrics.Filters) -> None:
     """The calendar the policy's latest checkpoint of the period froze, as the hours of the week it is open."""
     name = None if policy.name == DEFAULT_POLICY else policy.name
-    terms = (timings.opened_checkpoints(filters).filter(sla__policy=name or DEFAULT_POLICY)
-             .order_by("-opened_at").values_list("sla", flat=True).first()) or {}
+    terms = (
+        timings.opened_checkpoints(filters)
+        .filter(sla__policy=name or DEFAULT_POLICY)
+        .order_by("-opened_at")
+        .values_list("sla", flat=True)
+        .first()
+    ) or {}
     policy.hours = Hours.from_dict(terms.get("hours"))
     policy.calendar = terms.get("calendar") or ""
     if policy.hours is None:
@@ -196,17 +207,26 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
     hours = _hours_per_cell(filters)
     cells = [[Cell() for _ in range(24)] for _ in range(7)]
     handle, handled = handling_seconds(filters)
-    arrivals = (timings.opened_checkpoints(filters)
-                .annotate(day=ExtractIsoWeekDay("opened_at"), hour=ExtractHour("opened_at"),
-                          policy_name=KT("sla__policy"), claim=KT("sla__claim_target"),
-                          decision=KT("sla__decision_target"))
-                .values("day", "hour", "policy_name", "claim", "decision").annotate(n=Count("pk")).order_by())
+    arrivals = (
+        timings.opened_checkpoints(filters)
+        .annotate(
+            day=ExtractIsoWeekDay("opened_at"),
+            hour=ExtractHour("opened_at"),
+            policy_name=KT("sla__policy"),
+            claim=KT("sla__claim_target"),
+            decision=KT("sla__decision_target"),
+        )
+        .values("day", "hour", "policy_name", "claim", "decision")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
     policies: dict[str, Policy] = {}
     for row in arrivals:
         d, h = row["day"] - 1, row["hour"]
         name = row["policy_name"] or DEFAULT_POLICY
-        policy = policies.setdefault(name, Policy(name, _seconds(row["claim"]), _seconds(row["decision"])
-                                                  or DEFAULT_DECISION_TARGET))
+        policy = policies.setdefault(
+            name, Policy(name, _seconds(row["claim"]), _seconds(row["decision"]) or DEFAULT_DECISION_TARGET)
+        )
         rate = row["n"] / max(hours[d][h], 1)
         cell = cells[d][h]
         cell.arrivals_per_hour += rate
@@ -227,13 +247,17 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
                     need = agents_needed(traffic, handle, policy.pick_up_within(handle), level)
                     policy.peak_needed = max(policy.peak_needed, need)
                     cell.needed = max(cell.needed, need)
-    work = Event.objects.filter(verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since,
-                                at__lt=filters.until)
+    work = Event.objects.filter(
+        verb__in=WORK_VERBS, actor_user__isnull=False, at__gte=filters.since, at__lt=filters.until
+    )
     if filters.team:
         work = work.filter(actor_user__teams__slug=filters.team)
-    worked = (work
-              .annotate(day=ExtractIsoWeekDay("at"), hour=ExtractHour("at"), date=F("at__date"))
-              .values("day", "hour", "date").annotate(operators=Count("actor_user", distinct=True)).order_by())
+    worked = (
+        work.annotate(day=ExtractIsoWeekDay("at"), hour=ExtractHour("at"), date=F("at__date"))
+        .values("day", "hour", "date")
+        .annotate(operators=Count("actor_user", distinct=True))
+        .order_by()
+    )
     for row in worked:
         d, h = row["day"] - 1, row["hour"]
         cells[d][h].worked += row["operators"] / max(hours[d][h], 1)

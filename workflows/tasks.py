@@ -91,11 +91,16 @@ def run_replay(replay_id: int) -> str:
 def settle_replays(now: datetime | None = None) -> tuple[int, int]:
     """Fail replays past their deadline (never stuck); send again queued ones a lost broker message left."""
     now = now or database_now()
-    expired = sum(run.fail(f"No result before the deadline ({settings.REPLAY_DEADLINE_SECONDS} s after it was "
-                           "asked for): the runtime is too slow or never answered.")
-                  for run in ReplayRun.objects.expired(now))
-    stale = ReplayRun.objects.filter(status=ReplayRun.Status.QUEUED,
-                                     requested_at__lt=now - timedelta(seconds=settings.DELIVERY_LEASE_SECONDS))
+    expired = sum(
+        run.fail(
+            f"No result before the deadline ({settings.REPLAY_DEADLINE_SECONDS} s after it was "
+            "asked for): the runtime is too slow or never answered."
+        )
+        for run in ReplayRun.objects.expired(now)
+    )
+    stale = ReplayRun.objects.filter(
+        status=ReplayRun.Status.QUEUED, requested_at__lt=now - timedelta(seconds=settings.DELIVERY_LEASE_SECONDS)
+    )
     for run in stale[:100]:
         run.dispatch()
     return expired, stale.count()
@@ -109,8 +114,14 @@ def relay_outbox(limit: int = 100) -> int:
     """
     now = database_now()
     repair_folder_broker()
-    return relay(Decision.objects.dispatchable(now), deliver_decision, limit, sent=lambda pk: Decision.objects.filter(
-        pk=pk, status=Decision.Status.QUEUED).update(**Decision.redispatched(now)))
+    return relay(
+        Decision.objects.dispatchable(now),
+        deliver_decision,
+        limit,
+        sent=lambda pk: Decision.objects.filter(pk=pk, status=Decision.Status.QUEUED).update(
+            **Decision.redispatched(now)
+        ),
+    )
 
 
 def relay(due: QuerySet[Any], task: Task[[int], str], limit: int, *, sent: Callable[[int], object]) -> int:
@@ -121,8 +132,9 @@ def relay(due: QuerySet[Any], task: Task[[int], str], limit: int, *, sent: Calla
     """
     count, refusal = 0, None
     with transaction.atomic():
-        for pk in list(due.select_for_update(skip_locked=True).order_by("next_attempt_at")
-                       .values_list("pk", flat=True)[:limit]):
+        for pk in list(
+            due.select_for_update(skip_locked=True).order_by("next_attempt_at").values_list("pk", flat=True)[:limit]
+        ):
             try:
                 task.apply_async((pk,), retry=False)
             except Exception as exc:
@@ -181,8 +193,12 @@ def sweep_clocks(now: datetime | None = None) -> dict[str, int]:
     for name, query, record in SLA_STEPS:
         seen: set[tuple[int, int]] = set()  # (checkpoint, escalations fired): a row done at this stage
         while True:
-            due = [c for c in query(Checkpoint.objects.all(), now).select_related("workflow", "assignee")
-                   .order_by("pk")[:SLA_BATCH]]
+            due = [
+                c
+                for c in query(Checkpoint.objects.all(), now)
+                .select_related("workflow", "assignee")
+                .order_by("pk")[:SLA_BATCH]
+            ]
             fresh = [c for c in due if (c.pk, c.escalations_fired) not in seen]
             if not fresh:
                 break
@@ -203,15 +219,22 @@ def relay_notifications(limit: int = 200) -> int:
     """Hand due notification deliveries to the broker; a lease keeps each from being sent twice meanwhile."""
     now = database_now()
     lease = timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
-    return relay(Delivery.objects.dispatchable(now), deliver_notification, limit, sent=lambda pk: Delivery.objects.filter(
-        pk=pk, status=Delivery.Status.PENDING).update(next_attempt_at=now + lease))
+    return relay(
+        Delivery.objects.dispatchable(now),
+        deliver_notification,
+        limit,
+        sent=lambda pk: Delivery.objects.filter(pk=pk, status=Delivery.Status.PENDING).update(
+            next_attempt_at=now + lease
+        ),
+    )
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def deliver_notification(delivery_id: int) -> str:
     """Send one notification on one channel; the attempt is recorded and a failure retried with backoff."""
-    delivery = Delivery.objects.select_related("channel__user", "notification__checkpoint").filter(
-        pk=delivery_id).first()
+    delivery = (
+        Delivery.objects.select_related("channel__user", "notification__checkpoint").filter(pk=delivery_id).first()
+    )
     if delivery is None or delivery.status != Delivery.Status.PENDING:
         return "skipped"
     if not delivery.start_attempt():
@@ -240,8 +263,14 @@ def pause_silent_workflows(now: datetime | None = None) -> int:
         last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first()
         try:
             # Opened (and its SLA clocks started) at the database's time, whatever instant silence was judged at.
-            Checkpoint.open_for(workflow, reason=Reason.OTHER, by_console=True, at_seq=last, now=database_now(),
-                                detail=f"agent went silent after step {last or 0}")
+            Checkpoint.open_for(
+                workflow,
+                reason=Reason.OTHER,
+                by_console=True,
+                at_seq=last,
+                now=database_now(),
+                detail=f"agent went silent after step {last or 0}",
+            )
             opened += 1
         except Conflict:
             continue  # a checkpoint opened meanwhile, or the workflow finished
@@ -260,10 +289,18 @@ def refresh_sqlite_statistics() -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def sweep() -> dict[str, Any]:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
-    result = {"relayed": relay_outbox(), "reclaimed": reclaim_stuck_deliveries(),
-              "sla": sweep_clocks(), "silent": pause_silent_workflows(), "replays": settle_replays(),
-              "stale_runbooks": Runbook.announce_stale(), "notifications": relay_notifications(),
-              "slack": relay_slack_messages(), "rollouts": Rollout.advance_due(), "drills": Drill.start_due()}
+    result = {
+        "relayed": relay_outbox(),
+        "reclaimed": reclaim_stuck_deliveries(),
+        "sla": sweep_clocks(),
+        "silent": pause_silent_workflows(),
+        "replays": settle_replays(),
+        "stale_runbooks": Runbook.announce_stale(),
+        "notifications": relay_notifications(),
+        "slack": relay_slack_messages(),
+        "rollouts": Rollout.advance_due(),
+        "drills": Drill.start_due(),
+    }
     refresh_sqlite_statistics()
     return result
 
@@ -292,28 +329,37 @@ STAND_DOWN_MAX_RETRY_SECONDS = 300
 @shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=STAND_DOWN_RETRIES)
 def send_stand_down(self: Any, decision_id: int) -> str:
     """After a failover: tell the replaced agent to stand down (its API access to the workflow already ended)."""
-    decision = Decision.objects.select_related("replaced_agent", "standby", "checkpoint__workflow").filter(
-        pk=decision_id).first()
+    decision = (
+        Decision.objects.select_related("replaced_agent", "standby", "checkpoint__workflow")
+        .filter(pk=decision_id)
+        .first()
+    )
     agent = decision.replaced_agent if decision is not None else None
     if decision is None or agent is None:
         return "skipped"  # gone, or not a failover: nobody to tell
     workflow = decision.checkpoint.workflow
     if not agent.resume_url:
-        Event.record(workflow, Event.Verb.STAND_DOWN_SENT,
-                     data={"agent": agent.name, "how": "it polls: its next look at the workflow answers 409 stood_down"})
+        Event.record(
+            workflow,
+            Event.Verb.STAND_DOWN_SENT,
+            data={"agent": agent.name, "how": "it polls: its next look at the workflow answers 409 stood_down"},
+        )
         return "polls"
     try:
         runtime.stand_down(decision)
     except runtime.DeliveryError as exc:
         retries = self.request.retries or 0
         retrying = not self.request.called_directly and retries < STAND_DOWN_RETRIES
-        Event.record(workflow, Event.Verb.STAND_DOWN_FAILED,
-                     data={"agent": agent.name, "error": str(exc)[:500], "attempt": retries + 1,
-                           "retrying": retrying})
+        Event.record(
+            workflow,
+            Event.Verb.STAND_DOWN_FAILED,
+            data={"agent": agent.name, "error": str(exc)[:500], "attempt": retries + 1, "retrying": retrying},
+        )
         if not retrying:
             return "failed"
-        raise self.retry(countdown=min(STAND_DOWN_FIRST_RETRY_SECONDS * 2 ** retries,
-                                       STAND_DOWN_MAX_RETRY_SECONDS)) from exc
+        raise self.retry(
+            countdown=min(STAND_DOWN_FIRST_RETRY_SECONDS * 2**retries, STAND_DOWN_MAX_RETRY_SECONDS)
+        ) from exc
     Event.record(workflow, Event.Verb.STAND_DOWN_SENT, data={"agent": agent.name, "how": "notice delivered"})
     return "sent"
 
@@ -323,5 +369,9 @@ def relay_slack_messages(limit: int = 200) -> int:
     made after each commit); a lease keeps each from being sent twice meanwhile."""
     now = database_now()
     lease = timedelta(seconds=settings.SLACK_TIMEOUT_SECONDS * 3)
-    return relay(SlackMessage.objects.dispatchable(now), send_slack_message, limit,
-                 sent=lambda pk: SlackMessage.objects.filter(pk=pk).update(next_attempt_at=now + lease))
+    return relay(
+        SlackMessage.objects.dispatchable(now),
+        send_slack_message,
+        limit,
+        sent=lambda pk: SlackMessage.objects.filter(pk=pk).update(next_attempt_at=now + lease),
+    )

@@ -85,8 +85,15 @@ class Seconds(Func):
     def __init__(self, end: Any, start: Any) -> None:
         super().__init__(end, start)
 
-    def as_sql(self, compiler: Any, connection: Any, function: str | None = None, template: str | None = None,
-               arg_joiner: str | None = None, **extra_context: Any) -> Any:
+    def as_sql(
+        self,
+        compiler: Any,
+        connection: Any,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> Any:
         raise NotSupportedError("Seconds is PostgreSQL's; other databases order the durations themselves.")
 
     def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
@@ -124,8 +131,10 @@ def _timing(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
                 # sort itself 0.2 s. This transaction's queries are small: no JIT for them.
                 cursor.execute("SET LOCAL jit = off")
             row = qs.annotate(timing_seconds=Seconds(F(end), F(start))).aggregate(
-                n=Count("timing_seconds"), median=PercentileCont("timing_seconds", 0.5),
-                p90=PercentileDisc("timing_seconds", 0.9))
+                n=Count("timing_seconds"),
+                median=PercentileCont("timing_seconds", 0.5),
+                p90=PercentileDisc("timing_seconds", 0.9),
+            )
         return Timing(label, row["n"], row["median"], row["p90"])
     return _timing_by_rank(label, qs, start, end)
 
@@ -133,14 +142,18 @@ def _timing(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
 def _timing_by_rank(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
     """Elsewhere (SQLite): count, then read only the middle row or two and the p90 row, in the order of
     the durations. The database sorts; Python interpolates exactly as ``median`` does."""
-    durations = (qs.annotate(timing=F(end) - F(start)).filter(timing__isnull=False)
-                 .order_by("timing").values_list("timing", flat=True))
+    durations = (
+        qs.annotate(timing=F(end) - F(start))
+        .filter(timing__isnull=False)
+        .order_by("timing")
+        .values_list("timing", flat=True)
+    )
     n = durations.count()
     if not n:
         return Timing(label, 0, None, None)
-    middle = [d.total_seconds() for d in durations[(n - 1) // 2:n // 2 + 1]]
+    middle = [d.total_seconds() for d in durations[(n - 1) // 2 : n // 2 + 1]]
     rank = _nearest_rank(n, 90)
-    [p90] = [d.total_seconds() for d in durations[rank - 1:rank]]
+    [p90] = [d.total_seconds() for d in durations[rank - 1 : rank]]
     return Timing(label, n, _halfway(middle[0], middle[-1]), p90)
 
 
@@ -154,11 +167,13 @@ def with_clocks(qs: QuerySet[Any]) -> QuerySet[Any]:
     first_decision = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("decided_at")
     annotated: QuerySet[Any] = qs.annotate(
         # The checkpoint stamps its first claim (first_claimed_at); rows from before it did: the events.
-        claimed_first_at=Coalesce("first_claimed_at", Subquery(first_claim.values("at")[:1]),
-                                  output_field=DateTimeField()),
+        claimed_first_at=Coalesce(
+            "first_claimed_at", Subquery(first_claim.values("at")[:1]), output_field=DateTimeField()
+        ),
         # Likewise its first decision (first_decision_at); rows from before it did, or loaded in bulk: the decisions.
-        first_decided_at=Coalesce("first_decision_at", Subquery(first_decision.values("decided_at")[:1]),
-                                  output_field=DateTimeField()),
+        first_decided_at=Coalesce(
+            "first_decision_at", Subquery(first_decision.values("decided_at")[:1]), output_field=DateTimeField()
+        ),
     )
     return annotated
 
@@ -172,5 +187,4 @@ def time_to_decision(filters: Filters) -> Timing:
 
 
 def interruption_to_completion(filters: Filters) -> Timing:
-    return _timing("Interruption to completion", degraded(filters).filter(COMPLETED), "interrupted_at",
-                   "finished_at")
+    return _timing("Interruption to completion", degraded(filters).filter(COMPLETED), "interrupted_at", "finished_at")

@@ -61,8 +61,14 @@ def series(filters: Filters, granularity: str = "day") -> Series:
         raise ValueError(granularity)
     days = buckets(filters, granularity)
     index = {d: i for i, d in enumerate(days)}
-    out = Series(days, granularity, [0] * len(days), [0] * len(days), [0] * len(days),
-                 {slug: [None] * len(days) for slug in FIGURES})
+    out = Series(
+        days,
+        granularity,
+        [0] * len(days),
+        [0] * len(days),
+        [0] * len(days),
+        {slug: [None] * len(days) for slug in FIGURES},
+    )
 
     def place(rows: Iterable[dict[str, Any]], target: list[int]) -> None:
         for row in rows:
@@ -70,16 +76,33 @@ def series(filters: Filters, granularity: str = "day") -> Series:
             if i is not None:
                 target[i] += row["n"]
 
-    place(launched(filters).annotate(bucket=_trunc(granularity, "created_at")).values("bucket")
-          .annotate(n=Count("pk")).order_by(), out.launches)
-    place(resumes(filters).annotate(bucket=_trunc(granularity, "finished_at")).values("bucket")
-          .annotate(n=Count("pk")).order_by(), out.resumes)
+    place(
+        launched(filters)
+        .annotate(bucket=_trunc(granularity, "created_at"))
+        .values("bucket")
+        .annotate(n=Count("pk"))
+        .order_by(),
+        out.launches,
+    )
+    place(
+        resumes(filters)
+        .annotate(bucket=_trunc(granularity, "finished_at"))
+        .values("bucket")
+        .annotate(n=Count("pk"))
+        .order_by(),
+        out.resumes,
+    )
     aggregates: dict[str, Any] = {"n": Count("pk")}
     for slug, figure in FIGURES.items():
         aggregates[f"n:{slug}:met"] = Count("pk", filter=figure.denominator & figure.numerator)
         aggregates[f"n:{slug}:whole"] = Count("pk", filter=figure.denominator) if figure.denominator else Count("pk")
-    rows = degraded(filters).annotate(bucket=_trunc(granularity, "interrupted_at")).values("bucket") \
-        .annotate(**aggregates).order_by()
+    rows = (
+        degraded(filters)
+        .annotate(bucket=_trunc(granularity, "interrupted_at"))
+        .values("bucket")
+        .annotate(**aggregates)
+        .order_by()
+    )
     for row in rows:
         i = index.get(_as_day(row["bucket"]))
         if i is None:
@@ -121,7 +144,15 @@ def breakdown(filters: Filters, dimension: str) -> list[BreakdownRow]:
             continue  # no runbook matched, or routed to no team: nothing to filter on
         narrowed = filters.only(**{dimension: value})
         counts = _share_counts(degraded(narrowed))
-        rows.append(BreakdownRow(value, narrowed, counts["degraded"], {
-            slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
-            for slug, f in FIGURES.items()}))
+        rows.append(
+            BreakdownRow(
+                value,
+                narrowed,
+                counts["degraded"],
+                {
+                    slug: Share(slug, f.label, counts[f"{slug}:met"], counts[f"{slug}:whole"], f.definition)
+                    for slug, f in FIGURES.items()
+                },
+            )
+        )
     return sorted(rows, key=lambda r: (-r.degraded, r.value))

@@ -14,7 +14,6 @@ an event too, without the password. New API tokens and signing secrets are shown
 the page that made them, never in a message (messages ride in a readable cookie).
 """
 
-
 from . import configuration, records, slack  # noqa: F401  (each registers its models)
 from .audited import AuditedAdmin, ReadOnlyAdmin
 

@@ -49,8 +49,12 @@ class AuditedAdmin(admin.ModelAdmin[_M]):
         if change and not fields and not inline:
             return
         extra = {"inlines": inline} if inline else {}
-        Event.record(obj, Event.Verb.ADMIN_CHANGED if change else Event.Verb.ADMIN_CREATED, actor=signed_in(request),
-                     data=_described(obj, before=before, after={f: _value(obj, f) for f in fields}, **extra))
+        Event.record(
+            obj,
+            Event.Verb.ADMIN_CHANGED if change else Event.Verb.ADMIN_CREATED,
+            actor=signed_in(request),
+            data=_described(obj, before=before, after={f: _value(obj, f) for f in fields}, **extra),
+        )
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         Event.record(obj, Event.Verb.ADMIN_DELETED, actor=signed_in(request), data=_described(obj))
@@ -90,7 +94,6 @@ class ReadOnlyInline(admin.TabularInline[Any, Any]):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
 
 
 class ReadOnlyAdmin(AuditedAdmin[_M]):

@@ -59,8 +59,18 @@ class RunbookAdmin(AuditedAdmin[Runbook]):
     and every save that changes the runbook writes its next version."""
 
     form = RunbookForm
-    list_display = ("slug", "title", "workflow_kind", "reason", "agent", "priority", "policy", "owner", "review_by",
-                    "is_default")
+    list_display = (
+        "slug",
+        "title",
+        "workflow_kind",
+        "reason",
+        "agent",
+        "priority",
+        "policy",
+        "owner",
+        "review_by",
+        "is_default",
+    )
     list_filter = ("reason", "requires_four_eyes", "four_eyes_on_every_resume", "is_default", "policy")
     search_fields = ("slug", "title", "workflow_kind")
     prepopulated_fields = {"slug": ("title",)}
@@ -72,15 +82,23 @@ class RunbookAdmin(AuditedAdmin[Runbook]):
         obj.editor = signed_in(request)  # the author of the version this save writes
         super().save_model(request, obj, form, change)
 
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         """A default another admin saved between this form's checks and its save fails on the one-default
         constraint: checking the same form again shows the friendly message beside what was typed."""
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
         except IntegrityError:
-            if not (request.method == "POST" and request.POST.get("is_default")
-                    and Runbook.objects.filter(is_default=True).exists()):
+            if not (
+                request.method == "POST"
+                and request.POST.get("is_default")
+                and Runbook.objects.filter(is_default=True).exists()
+            ):
                 raise
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
@@ -111,14 +129,18 @@ class SLAPolicyAdmin(AuditedAdmin[SLAPolicy]):
     list_display = ("name", "claim_target_minutes", "decision_target_minutes", "calendar", "updated_at")
     inlines = (EscalationLevelInline,)
     fieldsets = (
-        (None, {"fields": ("name",),
+        (
+            None,
+            {
+                "fields": ("name",),
                 "description": "Editing a policy changes checkpoints opened from now on; open checkpoints keep "
-                               "the terms they opened with. The runbook preview (/runbooks/preview/) shows "
-                               "which runbook and policy a checkpoint would get and when it would be due."}),
+                "the terms they opened with. The runbook preview (/runbooks/preview/) shows "
+                "which runbook and policy a checkpoint would get and when it would be due.",
+            },
+        ),
         ("Time to claim", {"fields": ("claim_target_minutes", ("claim_warning", "claim_warning_unit"))}),
         ("Time to decision", {"fields": ("decision_target_minutes", ("decision_warning", "decision_warning_unit"))}),
-        ("Hours and people", {"fields": ("calendar", "watchers", "claim_reminder_minutes",
-                                         "claim_release_minutes")}),
+        ("Hours and people", {"fields": ("calendar", "watchers", "claim_reminder_minutes", "claim_release_minutes")}),
     )
 
 
@@ -144,14 +166,24 @@ class TeamAdmin(AuditedAdmin[Team]):
     filter_horizontal = ("members",)
     inlines = (RoutingRuleInline,)
     fieldsets = (
-        (None, {"fields": ("name", "slug", "members", "lead"),
+        (
+            None,
+            {
+                "fields": ("name", "slug", "members", "lead"),
                 "description": "Routing rules send checkpoints to a team when they open (the most specific rule "
-                               "wins, then the priority); editing them routes new checkpoints only. A checkpoint "
-                               "moves to another team by a transfer on its workbench."}),
+                "wins, then the priority); editing them routes new checkpoints only. A checkpoint "
+                "moves to another team by a transfer on its workbench.",
+            },
+        ),
         ("SLA and people", {"fields": ("policy", "calendar", "watchers")}),
-        ("Slack", {"fields": ("slack_channel",),
-                   "description": "Its checkpoints are posted here unless their runbook has a Slack route: runbook "
-                                  "> team > SLA policy > the workspace's default channel."}),
+        (
+            "Slack",
+            {
+                "fields": ("slack_channel",),
+                "description": "Its checkpoints are posted here unless their runbook has a Slack route: runbook "
+                "> team > SLA policy > the workspace's default channel.",
+            },
+        ),
     )
 
 
@@ -185,8 +217,16 @@ class DeliveryAdmin(AuditedAdmin[Delivery]):
     list_display = ("notification", "channel", "status", "attempts", "next_attempt_at", "sent_at")
     list_filter = ("status",)
     list_select_related = ("notification", "channel__user", "channel__group")
-    readonly_fields = ("notification", "channel", "status", "attempts", "next_attempt_at", "lease_expires_at",
-                       "last_error", "sent_at")
+    readonly_fields = (
+        "notification",
+        "channel",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "lease_expires_at",
+        "last_error",
+        "sent_at",
+    )
     inlines = (AttemptInline,)
     show_full_result_count = False
 
@@ -208,9 +248,23 @@ class AgentAdmin(AuditedAdmin[Agent]):
     list_display = ("name", "token_prefix", "owner", "resume_url", "is_active", "created_at")
     list_filter = ("is_active",)
     search_fields = ("name", "description")
-    fields = ("name", "description", "resume_url", "replay_url", "allow_plain_http", "capabilities", "kinds",
-              "owner", "silence_seconds", "incident_window_minutes", "incident_threshold", "is_active", "token_prefix",
-              "runtime_version", "created_at")
+    fields = (
+        "name",
+        "description",
+        "resume_url",
+        "replay_url",
+        "allow_plain_http",
+        "capabilities",
+        "kinds",
+        "owner",
+        "silence_seconds",
+        "incident_window_minutes",
+        "incident_threshold",
+        "is_active",
+        "token_prefix",
+        "runtime_version",
+        "created_at",
+    )
     readonly_fields = ("token_prefix", "runtime_version", "created_at")
     actions = ("rotate_token", "rotate_signing_secret")
 
@@ -221,8 +275,9 @@ class AgentAdmin(AuditedAdmin[Agent]):
 
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name in ("incident_window_minutes", "incident_threshold"):
-            return KeepWhenEmptyField(min_value=0, required=False, label=db_field.verbose_name.capitalize(),
-                                      help_text=db_field.help_text)
+            return KeepWhenEmptyField(
+                min_value=0, required=False, label=db_field.verbose_name.capitalize(), help_text=db_field.help_text
+            )
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
@@ -250,8 +305,17 @@ class AgentAdmin(AuditedAdmin[Agent]):
             before = agent.token_prefix
             token = agent.set_new_token()
             agent.save(update_fields=["token_hash", "token_prefix"])
-            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=signed_in(request), data=_described(
-                agent, credential="API token", before={"token_prefix": before}, after={"token_prefix": agent.token_prefix}))
+            Event.record(
+                agent,
+                Event.Verb.TOKEN_ROTATED,
+                actor=signed_in(request),
+                data=_described(
+                    agent,
+                    credential="API token",
+                    before={"token_prefix": before},
+                    after={"token_prefix": agent.token_prefix},
+                ),
+            )
             shown.append((agent, token, None))
         return _credentials_page(request, shown, "rotated")
 
@@ -261,17 +325,29 @@ class AgentAdmin(AuditedAdmin[Agent]):
         for agent in queryset:
             agent.signing_secret = secrets.token_hex(32)
             agent.save()
-            Event.record(agent, Event.Verb.TOKEN_ROTATED, actor=signed_in(request),
-                         data=_described(agent, credential="signing secret"))
+            Event.record(
+                agent,
+                Event.Verb.TOKEN_ROTATED,
+                actor=signed_in(request),
+                data=_described(agent, credential="signing secret"),
+            )
             shown.append((agent, None, agent.signing_secret))
         return _credentials_page(request, shown, "rotated")
 
 
-def _credentials_page(request: HttpRequest, credentials: Sequence[tuple[Agent, str | None, str | None]],
-                      what: str) -> HttpResponse:
+def _credentials_page(
+    request: HttpRequest, credentials: Sequence[tuple[Agent, str | None, str | None]], what: str
+) -> HttpResponse:
     """The one time a token or secret is shown: in this page's body, never stored in clear or in a cookie."""
-    response = TemplateResponse(request, "admin/workflows/agent/credentials.html", {
-        **admin.site.each_context(request), "title": f"Credentials {what}: copy them now",
-        "credentials": credentials, "opts": Agent._meta})
+    response = TemplateResponse(
+        request,
+        "admin/workflows/agent/credentials.html",
+        {
+            **admin.site.each_context(request),
+            "title": f"Credentials {what}: copy them now",
+            "credentials": credentials,
+            "opts": Agent._meta,
+        },
+    )
     response["Cache-Control"] = "no-store"
     return response

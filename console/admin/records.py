@@ -58,8 +58,16 @@ class DriftIgnoreRuleAdmin(AuditedAdmin[DriftIgnoreRule]):
 
 @admin.register(ReplayRun)
 class ReplayRunAdmin(AuditedAdmin[ReplayRun]):
-    list_display = ("pk", "workflow", "from_seq", "to_seq", "status", "requested_by", "requested_at",
-                    "first_divergent_seq")
+    list_display = (
+        "pk",
+        "workflow",
+        "from_seq",
+        "to_seq",
+        "status",
+        "requested_by",
+        "requested_at",
+        "first_divergent_seq",
+    )
     list_filter = ("status",)
     readonly_fields = [f.name for f in ReplayRun._meta.fields]
 
@@ -71,8 +79,19 @@ class ReplayRunAdmin(AuditedAdmin[ReplayRun]):
 class DrillAdmin(AuditedAdmin[Drill]):
     """Recovery drills (workflows/models/drills.py); TPMs define and start them on the console's Drills page."""
 
-    list_display = ("name", "agent", "kind", "fault", "at_seq", "runs", "share_percent", "announced", "status",
-                    "picked", "next_run_at")
+    list_display = (
+        "name",
+        "agent",
+        "kind",
+        "fault",
+        "at_seq",
+        "runs",
+        "share_percent",
+        "announced",
+        "status",
+        "picked",
+        "next_run_at",
+    )
     list_filter = ("status", "fault", "announced")
     search_fields = ("name", "kind")
     readonly_fields = ("status", "picked", "started_at", "ends_at", "created_at")
@@ -86,8 +105,20 @@ class WorkflowAdmin(AuditedAdmin[Workflow]):
     list_select_related = ("agent", "owner")
     show_full_result_count = False
     inlines = (StepInline,)
-    fields = ("agent", "external_id", "kind", "title", "owner", "status", "summary", "handoff_note", "context",
-              "created_at", "last_activity_at", "finished_at")
+    fields = (
+        "agent",
+        "external_id",
+        "kind",
+        "title",
+        "owner",
+        "status",
+        "summary",
+        "handoff_note",
+        "context",
+        "created_at",
+        "last_activity_at",
+        "finished_at",
+    )
     # The owner is the one thing an admin may fix by hand; the rest is the agent's record.
     readonly_fields = tuple(f for f in fields if f != "owner")
 
@@ -165,8 +196,18 @@ class EventAdmin(ReadOnlyAdmin[Event]):
         return stream_csv(_csv_rows(queryset.order_by("at", "pk")), "audit-trail.csv")
 
 
-CSV_COLUMNS = ("id", "at", "actor_type", "actor_name", "verb", "subject", "workflow_id", "checkpoint_id",
-               "decision_id", "data")
+CSV_COLUMNS = (
+    "id",
+    "at",
+    "actor_type",
+    "actor_name",
+    "verb",
+    "subject",
+    "workflow_id",
+    "checkpoint_id",
+    "decision_id",
+    "data",
+)
 
 
 def _csv_rows(queryset: QuerySet[Any]) -> Iterator[list[Any]]:
@@ -174,8 +215,18 @@ def _csv_rows(queryset: QuerySet[Any]) -> Iterator[list[Any]]:
 
     yield list(CSV_COLUMNS)
     for event in queryset.iterator(chunk_size=2000):
-        yield [event.pk, event.at.isoformat(), event.actor_type, event.actor_name, event.verb, event.subject,
-               event.workflow_id, event.checkpoint_id, event.decision_id, json.dumps(event.data, sort_keys=True)]
+        yield [
+            event.pk,
+            event.at.isoformat(),
+            event.actor_type,
+            event.actor_name,
+            event.verb,
+            event.subject,
+            event.workflow_id,
+            event.checkpoint_id,
+            event.decision_id,
+            json.dumps(event.data, sort_keys=True),
+        ]
 
 
 User = get_user_model()
@@ -199,9 +250,16 @@ class AuditedUserAdmin(AuditedAdmin[AbstractUser], UserAdmin[AbstractUser]):
             response = super().user_change_password(request, id, form_url)
             if before is not None and stored.first() != before:
                 user = User._default_manager.get(pk=unquote(id))
-                Event.record(user, Event.Verb.ADMIN_CHANGED, actor=signed_in(request), data=_described(
-                    user, before={"password": "(hidden)"},
-                    after={"password": "(changed)" if user.has_usable_password() else "(disabled)"}))
+                Event.record(
+                    user,
+                    Event.Verb.ADMIN_CHANGED,
+                    actor=signed_in(request),
+                    data=_described(
+                        user,
+                        before={"password": "(hidden)"},
+                        after={"password": "(changed)" if user.has_usable_password() else "(disabled)"},
+                    ),
+                )
         return response
 
 

@@ -24,10 +24,16 @@ from .audited import (
 class SlackWorkspaceForm(forms.ModelForm):  # type: ignore[type-arg]
     """The bot token and signing secret are written here and sealed; never shown again (blank keeps them)."""
 
-    bot_token = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
-                                help_text="The app's Bot User OAuth Token (xoxb-…). Blank keeps the stored one.")
-    signing_secret = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
-                                     help_text="The app's Signing Secret (Basic Information). Blank keeps the stored one.")
+    bot_token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The app's Bot User OAuth Token (xoxb-…). Blank keeps the stored one.",
+    )
+    signing_secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="The app's Signing Secret (Basic Information). Blank keeps the stored one.",
+    )
 
     class Meta:
         model = SlackWorkspace
@@ -72,6 +78,15 @@ class SlackLinkAdmin(AuditedAdmin[SlackLink]):
 
 @admin.register(SlackMessage)
 class SlackMessageAdmin(ReadOnlyAdmin[SlackMessage]):
-    list_display = ("checkpoint", "decision", "channel_id", "ts", "version", "sent_version", "failures",
-                    "next_attempt_at", "last_error")
+    list_display = (
+        "checkpoint",
+        "decision",
+        "channel_id",
+        "ts",
+        "version",
+        "sent_version",
+        "failures",
+        "next_attempt_at",
+        "last_error",
+    )
     list_select_related = ("checkpoint__workflow", "decision")

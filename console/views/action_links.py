@@ -53,7 +53,11 @@ def action_link(request: HttpRequest, token: str) -> HttpResponse:
 def _carry_out(link: ActionLink, checkpoint: Checkpoint, user: Any) -> str:
     """The same calls as the workbench's buttons; what happened, in words."""
     if link.action == CLAIM:
-        return "Claimed: it is yours." if checkpoint.claim(by=user) else f"Not claimed: {Decider(checkpoint).conflict_message()}"
+        return (
+            "Claimed: it is yours."
+            if checkpoint.claim(by=user)
+            else f"Not claimed: {Decider(checkpoint).conflict_message()}"
+        )
     decision = Decision.objects.filter(pk=link.decision_id or 0, checkpoint=checkpoint).first()
     if decision is None:
         return "That proposal no longer exists."
@@ -61,8 +65,11 @@ def _carry_out(link: ActionLink, checkpoint: Checkpoint, user: Any) -> str:
         done = decision.approve(by=user)
         return "Approved: the decision is queued for delivery." if done else decision.refusal(by=user)
     done = decision.reject(by=user, note="Rejected from an email link.")
-    return f"Rejected: the checkpoint is back with {decision.decided_by.get_username()}." if done \
+    return (
+        f"Rejected: the checkpoint is back with {decision.decided_by.get_username()}."
+        if done
         else decision.refusal(by=user)
+    )
 
 
 def _page(request: HttpRequest, status: int, **context: Any) -> HttpResponse:

@@ -58,17 +58,23 @@ class BreachFilterForm(forms.Form):
     @staticmethod
     def span(data: dict[str, Any]) -> tuple[datetime, datetime]:
         """The period as [start of the first day, start of the day after the last) in UTC."""
-        return (datetime.combine(data["start"], time.min, tzinfo=UTC),
-                datetime.combine(data["end"] + timedelta(days=1), time.min, tzinfo=UTC))
+        return (
+            datetime.combine(data["start"], time.min, tzinfo=UTC),
+            datetime.combine(data["end"] + timedelta(days=1), time.min, tzinfo=UTC),
+        )
 
     def rows(self) -> QuerySet[Any]:
         data = self.values()
         since, until = self.span(data)
         qs = Checkpoint.objects.filter(breached_at__isnull=False, breached_at__gte=since, breached_at__lt=until)
         qs = metrics.in_scope(qs, data.get("drills", ""), to_workflow="workflow__")  # production by default
-        for field, lookup in (("runbook", "runbook__slug"), ("agent", "workflow__agent__name"),
-                              ("kind", "workflow__kind"), ("assignee", "assignee__username"),
-                              ("team", "team__slug")):
+        for field, lookup in (
+            ("runbook", "runbook__slug"),
+            ("agent", "workflow__agent__name"),
+            ("kind", "workflow__kind"),
+            ("assignee", "assignee__username"),
+            ("team", "team__slug"),
+        ):
             if data.get(field):
                 qs = qs.filter(**{lookup: data[field]})
         if data.get("reason") == "none":
@@ -108,7 +114,9 @@ def breach_review(request: HttpRequest) -> HttpResponseBase:
     if pager.has_next:
         next_query["before"] = BREACH_PAGES.cursor(page[-1])
     context = {
-        "rows": page, "filters": data, "query": query.urlencode(),
+        "rows": page,
+        "filters": data,
+        "query": query.urlencode(),
         "next_url": "?" + next_query.urlencode() if pager.has_next else "",
         "first_url": "?" + query.urlencode() if data.get("before") else "",
         "reasons": BreachReason.objects.filter(is_active=True),
@@ -137,11 +145,16 @@ BY = {  # chart title, the lookup on a breached checkpoint, and the review filte
 
 def _share_card(slug: str, now: metrics.Share, before: metrics.Share) -> dict[str, Any]:
     trend = None if now.percent is None or before.percent is None else now.percent - before.percent
-    return {"slug": slug, "label": now.label, "definition": now.definition,
-            "value": "—" if now.percent is None else f"{now.percent:.1f} %",
-            "detail": f"{now.part} of {now.whole}",
-            "before": "—" if before.percent is None else f"{before.percent:.1f} %",
-            "trend": None if trend is None else f"{trend:+.1f} pts", "better": None if not trend else trend > 0}
+    return {
+        "slug": slug,
+        "label": now.label,
+        "definition": now.definition,
+        "value": "—" if now.percent is None else f"{now.percent:.1f} %",
+        "detail": f"{now.part} of {now.whole}",
+        "before": "—" if before.percent is None else f"{before.percent:.1f} %",
+        "trend": None if trend is None else f"{trend:+.1f} pts",
+        "better": None if not trend else trend > 0,
+    }
 
 
 def _timing_card(slug: str, now: timings.Timing, before: timings.Timing, definition: str) -> dict[str, Any]:
@@ -153,14 +166,29 @@ def _timing_card(slug: str, now: timings.Timing, before: timings.Timing, definit
     better = None
     if now.median is not None and before.median is not None and now.median != before.median:
         better = now.median < before.median
-    return {"slug": slug, "label": now.label, "definition": definition, "value": text(now),
-            "detail": f"median of {now.count}", "before": text(before), "trend": None, "better": better}
+    return {
+        "slug": slug,
+        "label": now.label,
+        "definition": definition,
+        "value": text(now),
+        "detail": f"median of {now.count}",
+        "before": text(before),
+        "trend": None,
+        "better": better,
+    }
 
 
 def _count_card(slug: str, label: str, now: int, before: int, definition: str) -> dict[str, Any]:
-    return {"slug": slug, "label": label, "definition": definition, "value": f"{now:,}", "detail": "",
-            "before": f"{before:,}", "trend": f"{now - before:+,}" if now != before else None,
-            "better": None if now == before else now < before}
+    return {
+        "slug": slug,
+        "label": label,
+        "definition": definition,
+        "value": f"{now:,}",
+        "detail": "",
+        "before": f"{before:,}",
+        "trend": f"{now - before:+,}" if now != before else None,
+        "better": None if now == before else now < before,
+    }
 
 
 def _seconds(value: float | None) -> str:
@@ -171,41 +199,83 @@ def _seconds(value: float | None) -> str:
 
 def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) -> dict[str, Any]:
     """The cards against the previous period of the same length, and the charts of the filtered breaches."""
-    period = metrics.Filters(start=data["start"], end=data["end"], agent=data.get("agent", ""),
-                             kind=data.get("kind", ""), runbook=data.get("runbook", ""), team=data.get("team", ""),
-                             drills=data.get("drills", ""))
+    period = metrics.Filters(
+        start=data["start"],
+        end=data["end"],
+        agent=data.get("agent", ""),
+        kind=data.get("kind", ""),
+        runbook=data.get("runbook", ""),
+        team=data.get("team", ""),
+        drills=data.get("drills", ""),
+    )
     before = period.previous()
     activity, activity_before = sla_figures.sla_activity(period), sla_figures.sla_activity(before)
     cards = [
         _share_card("decision-met", sla_figures.decision_target_met(period), sla_figures.decision_target_met(before)),
         _share_card("claim-met", sla_figures.claim_target_met(period), sla_figures.claim_target_met(before)),
-        _timing_card("time-to-claim", timings.time_to_claim(period), timings.time_to_claim(before),
-                     "From a checkpoint opening to its first claim or assignment: median and 90th percentile "
-                     "of the checkpoints opened in the period."),
-        _timing_card("time-to-decision", timings.time_to_decision(period), timings.time_to_decision(before),
-                     "From a checkpoint opening to its first decision: median and 90th percentile of the "
-                     "checkpoints opened in the period."),
-        _count_card("escalations", "Escalations fired", activity["escalations"], activity_before["escalations"],
-                    "Escalation levels the sweep fired in the period (each level of each checkpoint once)."),
-        _count_card("reminders", "Claim reminders", activity["reminders"], activity_before["reminders"],
-                    "Reminders sent to an operator holding a claim with no progress."),
-        _count_card("releases", "Claims released", activity["releases"], activity_before["releases"],
-                    "Claims the sweep released to the queue after no progress."),
+        _timing_card(
+            "time-to-claim",
+            timings.time_to_claim(period),
+            timings.time_to_claim(before),
+            "From a checkpoint opening to its first claim or assignment: median and 90th percentile "
+            "of the checkpoints opened in the period.",
+        ),
+        _timing_card(
+            "time-to-decision",
+            timings.time_to_decision(period),
+            timings.time_to_decision(before),
+            "From a checkpoint opening to its first decision: median and 90th percentile of the "
+            "checkpoints opened in the period.",
+        ),
+        _count_card(
+            "escalations",
+            "Escalations fired",
+            activity["escalations"],
+            activity_before["escalations"],
+            "Escalation levels the sweep fired in the period (each level of each checkpoint once).",
+        ),
+        _count_card(
+            "reminders",
+            "Claim reminders",
+            activity["reminders"],
+            activity_before["reminders"],
+            "Reminders sent to an operator holding a claim with no progress.",
+        ),
+        _count_card(
+            "releases",
+            "Claims released",
+            activity["releases"],
+            activity_before["releases"],
+            "Claims the sweep released to the queue after no progress.",
+        ),
     ]
     days, met, breached = sla_figures.met_and_breached_by_day(period)
-    figures = {"over_time": charts.column_chart(
-        "Decision target met vs breached, by day opened", [d.strftime("%d %b") for d in days],
-        [charts.Line("met", met), charts.Line("breached", breached)], colours=(MET, BREACHED))}
+    figures = {
+        "over_time": charts.column_chart(
+            "Decision target met vs breached, by day opened",
+            [d.strftime("%d %b") for d in days],
+            [charts.Line("met", met), charts.Line("breached", breached)],
+            colours=(MET, BREACHED),
+        )
+    }
     for name, (title, lookup, param) in BY.items():
-        bars = [charts.Bar(value or ("(not recorded)" if name == "reason" else "(none)"), n,
-                           href="?" + _with(query, **{param: value or "none"}) if value or name == "reason" else "")
-                for value, n in sla_figures.breaches_by(breaches, lookup)]
+        bars = [
+            charts.Bar(
+                value or ("(not recorded)" if name == "reason" else "(none)"),
+                n,
+                href="?" + _with(query, **{param: value or "none"}) if value or name == "reason" else "",
+            )
+            for value, n in sla_figures.breaches_by(breaches, lookup)
+        ]
         figures[f"by_{name}"] = charts.bar_chart(title, bars, width=640)
     figures["hour_of_week"] = charts.heatmap(
-        "Breaches by hour of week (UTC)", WEEKDAYS, [f"{h:02d}" for h in range(24)],
-        sla_figures.breaches_by_hour_of_week(breaches), unit="breaches")
-    return {"cards": cards, "charts": figures,
-            "previous": {"start": before.start, "end": before.end}}
+        "Breaches by hour of week (UTC)",
+        WEEKDAYS,
+        [f"{h:02d}" for h in range(24)],
+        sla_figures.breaches_by_hour_of_week(breaches),
+        unit="breaches",
+    )
+    return {"cards": cards, "charts": figures, "previous": {"start": before.start, "end": before.end}}
 
 
 def _with(query: QueryDict, **changes: str) -> str:
@@ -215,8 +285,23 @@ def _with(query: QueryDict, **changes: str) -> str:
     return q.urlencode()
 
 
-CSV_COLUMNS = ("checkpoint", "url", "workflow", "kind", "agent", "runbook", "opened_at", "due_at", "breached_at",
-               "decided_at", "overrun_seconds", "owner", "escalation_levels_fired", "breach_reason", "breach_note")
+CSV_COLUMNS = (
+    "checkpoint",
+    "url",
+    "workflow",
+    "kind",
+    "agent",
+    "runbook",
+    "opened_at",
+    "due_at",
+    "breached_at",
+    "decided_at",
+    "overrun_seconds",
+    "owner",
+    "escalation_levels_fired",
+    "breach_reason",
+    "breach_note",
+)
 
 
 def _csv(rows: QuerySet[Any], data: dict[str, Any]) -> StreamingHttpResponse:
@@ -226,12 +311,23 @@ def _csv(rows: QuerySet[Any], data: dict[str, Any]) -> StreamingHttpResponse:
         yield list(CSV_COLUMNS)
         now = timezone.now()
         for c in rows.iterator(chunk_size=2000):
-            yield [c.pk, reverse("workbench", args=[c.pk]), c.workflow.title, c.workflow.kind,
-                   c.workflow.agent.name, c.runbook.slug if c.runbook else "", c.opened_at.isoformat(),
-                   c.due_at.isoformat(), c.breached_at.isoformat(),
-                   c.clock_stopped_at.isoformat() if c.clock_stopped_at else "",
-                   int(overrun(c, now).total_seconds()), c.assignee.get_username() if c.assignee else "",
-                   c.escalations_fired, c.breach_reason.name if c.breach_reason else "", c.breach_note]
+            yield [
+                c.pk,
+                reverse("workbench", args=[c.pk]),
+                c.workflow.title,
+                c.workflow.kind,
+                c.workflow.agent.name,
+                c.runbook.slug if c.runbook else "",
+                c.opened_at.isoformat(),
+                c.due_at.isoformat(),
+                c.breached_at.isoformat(),
+                c.clock_stopped_at.isoformat() if c.clock_stopped_at else "",
+                int(overrun(c, now).total_seconds()),
+                c.assignee.get_username() if c.assignee else "",
+                c.escalations_fired,
+                c.breach_reason.name if c.breach_reason else "",
+                c.breach_note,
+            ]
 
     return stream_csv(lines(), f"breaches-{data['start']:%Y%m%d}-{data['end']:%Y%m%d}.csv")
 
@@ -255,12 +351,11 @@ def explain_breach(request: HttpRequest, pk: int) -> HttpResponse:
     form = ExplainForm(request.POST)
     if not form.is_valid():
         messages.error(request, error_text(form))
-    elif checkpoint.explain_breach(reason=form.cleaned_data["reason"], note=form.cleaned_data["note"],
-                                   by=signed_in(request)):
+    elif checkpoint.explain_breach(
+        reason=form.cleaned_data["reason"], note=form.cleaned_data["note"], by=signed_in(request)
+    ):
         messages.success(request, f"Breach reason recorded for checkpoint {checkpoint.pk}.")
     else:
         messages.error(request, "This checkpoint did not breach its SLA.")
     back = request.POST.get("next", "")
     return redirect(reverse("breach_review") + (back if back.startswith("?") else ""))
-
-

@@ -71,8 +71,10 @@ COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothin
 
 # --- helpers -----------------------------------------------------------------------
 
-def _render(request: HttpRequest, template: str, context: dict[str, Any], *, partials: tuple[str, ...] = (),
-            status: int = 200) -> HttpResponse:
+
+def _render(
+    request: HttpRequest, template: str, context: dict[str, Any], *, partials: tuple[str, ...] = (), status: int = 200
+) -> HttpResponse:
     """The page, or for htmx the partial named like the element the request targets."""
     htmx = _htmx(request)
     partial = htmx.target if htmx and not htmx.history_restore_request and htmx.target in partials else None
@@ -100,7 +102,7 @@ def _back(request: HttpRequest, default: str) -> HttpResponseRedirect:
 
 
 def _capped_count(queryset: QuerySet[Any]) -> int:
-    return queryset.order_by()[:COUNT_CAP + 1].count()
+    return queryset.order_by()[: COUNT_CAP + 1].count()
 
 
 # The queue's pages, soonest due first: as fast on page 2,000 as on page 1.
@@ -183,40 +185,68 @@ def queue(request: HttpRequest) -> HttpResponse:
     base = teams.narrow(everywhere)
     user = signed_in(request)
     page = QUEUE_PAGES.page(
-        teams.narrow(filters.in_scope(filters.listed(user=user), user=user)).for_queue().annotate(
+        teams.narrow(filters.in_scope(filters.listed(user=user), user=user))
+        .for_queue()
+        .annotate(
             came_back=Exists(Decision.objects.sent_back().filter(checkpoint=OuterRef("pk"))),
-        ).prefetch_related(
-            Prefetch("events", Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
-                     to_attr="assignments"),
-            Prefetch("decisions", Decision.objects.filter(status=Decision.Status.PROPOSED).select_related("decided_by"),
-                     to_attr="proposals")),
-        size=params["per"], after=params.get("after"), before=params.get("before"))
+        )
+        .prefetch_related(
+            Prefetch(
+                "events",
+                Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
+                to_attr="assignments",
+            ),
+            Prefetch(
+                "decisions",
+                Decision.objects.filter(status=Decision.Status.PROPOSED).select_related("decided_by"),
+                to_attr="proposals",
+            ),
+        ),
+        size=params["per"],
+        after=params.get("after"),
+        before=params.get("before"),
+    )
     rows = page.rows
-    tabs = _tabs(request, base, params,
-                 approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))),
-                 counts_key=_counts_key(request, stamp, teams))
+    tabs = _tabs(
+        request,
+        base,
+        params,
+        approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))),
+        counts_key=_counts_key(request, stamp, teams),
+    )
     acting = can_act(user)
-    context = {"checkpoints": rows, "rows_html": render_rows(request, _with_row_urls(rows), can_act=acting),
-               "filters": params, "tabs": tabs,
-               "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
-               "team": teams.current, "teams": teams.every if can_act(user) and teams.visible else [],
-               # Each unresolved incident as one row above the first page (its members keep their own rows);
-               # the page's poll leaves them out (views/incidents.py: incident_rows polls them).
-               "incident_rows": incident_queue_rows() if not page.has_prev and not params["incident"]
-               and not _htmx(request) else [],
-               "can_act": can_act(user), "reasons": Reason.choices, "count_cap": COUNT_CAP,
-               "page_sizes": QueueFilterForm.PAGE_SIZES,
-               "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
-               "operators": operators() if can_act(user) else [],  # whom AssignForm offers
-               "version": version, "poll_url": request.path + _query(request).rstrip("?"),
-               **_pager(request, rows, page.has_prev, page.has_next)}
+    context = {
+        "checkpoints": rows,
+        "rows_html": render_rows(request, _with_row_urls(rows), can_act=acting),
+        "filters": params,
+        "tabs": tabs,
+        "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
+        "team": teams.current,
+        "teams": teams.every if can_act(user) and teams.visible else [],
+        # Each unresolved incident as one row above the first page (its members keep their own rows);
+        # the page's poll leaves them out (views/incidents.py: incident_rows polls them).
+        "incident_rows": incident_queue_rows()
+        if not page.has_prev and not params["incident"] and not _htmx(request)
+        else [],
+        "can_act": can_act(user),
+        "reasons": Reason.choices,
+        "count_cap": COUNT_CAP,
+        "page_sizes": QueueFilterForm.PAGE_SIZES,
+        "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
+        "operators": operators() if can_act(user) else [],  # whom AssignForm offers
+        "version": version,
+        "poll_url": request.path + _query(request).rstrip("?"),
+        **_pager(request, rows, page.has_prev, page.has_next),
+    }
     return _render(request, "console/queue.html", context, partials=("queue-table",))
 
 
 def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_next: bool) -> dict[str, Any]:
-    return {"first_url": _query(request, after=None, before=None) if has_prev else "",
-            "prev_url": _query(request, after=None, before=QUEUE_PAGES.cursor(rows[0])) if has_prev and rows else "",
-            "next_url": _query(request, before=None, after=QUEUE_PAGES.cursor(rows[-1])) if has_next else ""}
+    return {
+        "first_url": _query(request, after=None, before=None) if has_prev else "",
+        "prev_url": _query(request, after=None, before=QUEUE_PAGES.cursor(rows[0])) if has_prev and rows else "",
+        "next_url": _query(request, before=None, after=QUEUE_PAGES.cursor(rows[-1])) if has_next else "",
+    }
 
 
 def _counts_key(request: HttpRequest, stamp: str, teams: TeamScope) -> str:
@@ -224,16 +254,28 @@ def _counts_key(request: HttpRequest, stamp: str, teams: TeamScope) -> str:
     keyed by it, who asks, their teams and the filters, they are counted once per change, not per render."""
     filters = sorted((k, v) for k, v in request.GET.lists() if k not in ("after", "before", "v", "per"))
     team = teams.current.pk if teams.current is not None else None
-    return (f"queue-counts:{stamp}:{signed_in(request).pk}:{team}:{[t.pk for t in teams.visible]}:"
-            f"{hashlib.blake2b(repr(filters).encode(), digest_size=12).hexdigest()}")
+    return (
+        f"queue-counts:{stamp}:{signed_in(request).pk}:{team}:{[t.pk for t in teams.visible]}:"
+        f"{hashlib.blake2b(repr(filters).encode(), digest_size=12).hexdigest()}"
+    )
 
 
-def _tabs(request: HttpRequest, base: CheckpointQuerySet, params: dict[str, Any], *,
-          approvals: CheckpointQuerySet, counts_key: str | None = None) -> list[dict[str, Any]]:
+def _tabs(
+    request: HttpRequest,
+    base: CheckpointQuerySet,
+    params: dict[str, Any],
+    *,
+    approvals: CheckpointQuerySet,
+    counts_key: str | None = None,
+) -> list[dict[str, Any]]:
     """Scopes with their counts under the other filters; then the breached toggle."""
     user, scope = signed_in(request), params["scope"]
-    scoped = {"mine": base.filter(assignee=user), "unassigned": base.filter(assignee__isnull=True), "all": base,
-              "approval": approvals}
+    scoped = {
+        "mine": base.filter(assignee=user),
+        "unassigned": base.filter(assignee__isnull=True),
+        "all": base,
+        "approval": approvals,
+    }
     counts: list[int] | None = cache.get(counts_key) if counts_key else None
     if counts is None:
         counts = [_capped_count(qs.breached() if params["breached"] else qs) for qs in scoped.values()]
@@ -241,12 +283,26 @@ def _tabs(request: HttpRequest, base: CheckpointQuerySet, params: dict[str, Any]
         if counts_key:
             cache.set(counts_key, counts, QUEUE_FRESHNESS_SECONDS * 2)
     labels = dict(QueueFilterForm.SCOPES)
-    tabs = [{"key": key, "label": labels[key], "active": key == scope, "url": _query(
-        request, scope=None if key == "all" else key, after=None, before=None),
-        "count": count} for key, count in zip(scoped, counts, strict=False)]
-    tabs.append({"key": "breached", "label": "Breached only", "active": params["breached"], "toggle": True,
-                 "url": _query(request, breached=None if params["breached"] else "1", after=None, before=None),
-                 "count": counts[-1]})
+    tabs = [
+        {
+            "key": key,
+            "label": labels[key],
+            "active": key == scope,
+            "url": _query(request, scope=None if key == "all" else key, after=None, before=None),
+            "count": count,
+        }
+        for key, count in zip(scoped, counts, strict=False)
+    ]
+    tabs.append(
+        {
+            "key": "breached",
+            "label": "Breached only",
+            "active": params["breached"],
+            "toggle": True,
+            "url": _query(request, breached=None if params["breached"] else "1", after=None, before=None),
+            "count": counts[-1],
+        }
+    )
     return tabs
 
 
@@ -288,9 +344,9 @@ def _trajectory_window(workflow: Workflow, checkpoint: Checkpoint) -> Trajectory
         return TrajectoryWindow(list(steps), total, 0, 0)
     anchor = checkpoint.at_seq or steps.values_list("seq", flat=True).last() or 0
     after = list(steps.filter(seq__gt=anchor)[:AFTER_THE_STOP])
-    before = list(steps.filter(seq__lte=anchor).order_by("-seq")[:WORKBENCH_STEPS - len(after)])[::-1]
+    before = list(steps.filter(seq__lte=anchor).order_by("-seq")[: WORKBENCH_STEPS - len(after)])[::-1]
     if len(before) + len(after) < WORKBENCH_STEPS and after:  # the stop is near the start: fill from after
-        after = list(steps.filter(seq__gt=anchor)[:WORKBENCH_STEPS - len(before)])
+        after = list(steps.filter(seq__gt=anchor)[: WORKBENCH_STEPS - len(before)])
     window = before + after
     earlier = steps.filter(seq__lt=window[0].seq).count() if window else 0
     return TrajectoryWindow(window, total, earlier, total - earlier - len(window))
@@ -319,19 +375,32 @@ def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoin
     """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
     last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
     stop = min(checkpoint.at_seq or last, last) if checkpoint else last
-    return {"replay_why_not": workflow.agent.cannot(Agent.Capability.REPLAY), "can_act": can_act(request.user),
-            "replay_from": max(1, stop - 4), "replay_to": stop, "replay_max": settings.REPLAY_MAX_STEPS,
-            "replay_checkpoint": checkpoint, "last_seq": last}
+    return {
+        "replay_why_not": workflow.agent.cannot(Agent.Capability.REPLAY),
+        "can_act": can_act(request.user),
+        "replay_from": max(1, stop - 4),
+        "replay_to": stop,
+        "replay_max": settings.REPLAY_MAX_STEPS,
+        "replay_checkpoint": checkpoint,
+        "last_seq": last,
+    }
 
 
-def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionForm | None = None,
-               error: str = "", status: int = 200) -> HttpResponse:
+def _workbench(
+    request: HttpRequest,
+    checkpoint: Checkpoint,
+    *,
+    form: DecisionForm | None = None,
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
     user, workflow = request.user, checkpoint.workflow
     form = form or DecisionForm(checkpoint=checkpoint)
     # The log shows the latest WORKBENCH_EVENTS (one more says whether it is clipped); who holds it and where it
     # returns to are asked of the checkpoint's own events, however many steps came after them.
-    events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[
-        :WORKBENCH_EVENTS + 1])
+    events = list(
+        workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[: WORKBENCH_EVENTS + 1]
+    )
     about = checkpoint.events.select_related("actor_user", "actor_agent").order_by("-pk")
     trajectory = _trajectory_window(workflow, checkpoint)
     steps = trajectory.steps
@@ -339,29 +408,49 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     acting = can_act(user)
     versions = checkpoint.runbook_versions()  # its own and, for a fork, the checkpoints' it came from
     context = {
-        "checkpoint": checkpoint, "workflow": workflow, "steps": steps, "trajectory": trajectory,
+        "checkpoint": checkpoint,
+        "workflow": workflow,
+        "steps": steps,
+        "trajectory": trajectory,
         "steps_html": render_steps(steps, stop_seq=checkpoint.at_seq),
-        "events": events[:WORKBENCH_EVENTS][::-1], "events_clipped": len(events) > WORKBENCH_EVENTS,
-        "comments": {c.pk: c for c in workflow.comments.filter(
-            pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED])},
-        "ghost_stop": checkpoint.at_seq is not None and not trajectory.later
-                      and checkpoint.at_seq > (steps[-1].seq if steps else 0),
+        "events": events[:WORKBENCH_EVENTS][::-1],
+        "events_clipped": len(events) > WORKBENCH_EVENTS,
+        "comments": {
+            c.pk: c
+            for c in workflow.comments.filter(
+                pk__in=[e.data.get("comment") for e in events if e.verb == Event.Verb.COMMENTED]
+            )
+        },
+        "ghost_stop": checkpoint.at_seq is not None
+        and not trajectory.later
+        and checkpoint.at_seq > (steps[-1].seq if steps else 0),
         "holder_event": _latest(events, about, checkpoint, [Event.Verb.CLAIMED, Event.Verb.ASSIGNED])
-                        if checkpoint.assignee_id else None,
-        "decision": decision, "decision_error": error, "can_act": acting,
+        if checkpoint.assignee_id
+        else None,
+        "decision": decision,
+        "decision_error": error,
+        "can_act": acting,
         "can_approve": acting and decision is not None and decision.may_be_approved_by(user),
         "can_decide": acting and checkpoint.may_be_decided_by(user),
-        "form": form, "assign_form": AssignForm() if acting else None,
+        "form": form,
+        "assign_form": AssignForm() if acting else None,
         "transfer_teams": Team.objects.exclude(checkpoints=checkpoint) if acting else [],
-        "actions": [a for a in Action if all(v.allows(a) for v in versions) and (a != Action.FAILOVER or form.standbys)],
-        "lineage_effects": lineage_effects(checkpoint), "repeated": form.repeated, "bound_by": versions[1:],
+        "actions": [
+            a for a in Action if all(v.allows(a) for v in versions) and (a != Action.FAILOVER or form.standbys)
+        ],
+        "lineage_effects": lineage_effects(checkpoint),
+        "repeated": form.repeated,
+        "bound_by": versions[1:],
         "four_eyes_on_money": any(v.requires_four_eyes or v.four_eyes_on_every_resume for v in versions),
         "four_eyes_on_every_resume": any(v.four_eyes_on_every_resume for v in versions),
-        "failover_why_not": "" if form.standbys else (
-            f"no other active agent advertises failover for {workflow.kind} workflows."),
+        "failover_why_not": ""
+        if form.standbys
+        else (f"no other active agent advertises failover for {workflow.kind} workflows."),
         "returns_to": _returns_to(checkpoint, _latest(events, about, checkpoint, [Event.Verb.OPENED])),
         "money_check": (money := checkpoint.money_check()),
-        "money_reasons": money.reasons, "money": bool(money), "version": _workbench_version(checkpoint),
+        "money_reasons": money.reasons,
+        "money": bool(money),
+        "version": _workbench_version(checkpoint),
         "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),
         "since": None if checkpoint.clock_runs else checkpoint.since_interruption(),
         **replay_offer(request, workflow, checkpoint),
@@ -369,7 +458,9 @@ def _workbench(request: HttpRequest, checkpoint: Checkpoint, *, form: DecisionFo
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
 
 
-def _latest(events: list[Event], about: QuerySet[Event], checkpoint: Checkpoint, verbs: list[Event.Verb]) -> Event | None:
+def _latest(
+    events: list[Event], about: QuerySet[Event], checkpoint: Checkpoint, verbs: list[Event.Verb]
+) -> Event | None:
     """The checkpoint's latest event with one of ``verbs``: among the newest events the page read already
     (newest first) when it is there, else one indexed read of the checkpoint's own events."""
     found = next((e for e in events if e.checkpoint_id == checkpoint.pk and e.verb in verbs), None)
@@ -404,8 +495,11 @@ def _holder_message(checkpoint: Checkpoint, user: Any) -> str:
 def claim(request: HttpRequest, pk: int) -> HttpResponse:
     checkpoint = get_object_or_404(Checkpoint.objects.select_related("assignee"), pk=pk)
     if checkpoint.claim(by=request.user):
-        messages.success(request, f"You claimed “{checkpoint.workflow.title}”. Changed your mind? "
-                                  "“Undo claim” is on the row and the workbench for two minutes.")
+        messages.success(
+            request,
+            f"You claimed “{checkpoint.workflow.title}”. Changed your mind? "
+            "“Undo claim” is on the row and the workbench for two minutes.",
+        )
     else:
         messages.error(request, _holder_message(checkpoint, request.user))
     return _back(request, _workbench_url(checkpoint))
@@ -419,8 +513,11 @@ def comment(request: HttpRequest, pk: int) -> HttpResponse:
     form = CommentForm(request.POST)
     if form.is_valid():
         posted = Comment.post(checkpoint=checkpoint, author=request.user, body=form.cleaned_data["body"])
-        told = f" {', '.join('@' + m for m in posted.mentions)} will see it in their notifications." \
-            if posted.mentions else ""
+        told = (
+            f" {', '.join('@' + m for m in posted.mentions)} will see it in their notifications."
+            if posted.mentions
+            else ""
+        )
         messages.success(request, "Comment added." + told)
     else:
         messages.error(request, error_text(form))
@@ -452,8 +549,11 @@ def bulk(request: HttpRequest) -> HttpResponse:
         won = [c for c in checkpoints if c.claim(by=request.user)]
         done = f"Claimed {len(won)}"
     lost = [c for c in checkpoints if c not in won]
-    (messages.success if not lost else messages.warning)(request, done + (
-        f"; {len(lost)} not: " + "; ".join(_holder_message(c, request.user) for c in lost[:5]) if lost else "."))
+    (messages.success if not lost else messages.warning)(
+        request,
+        done
+        + (f"; {len(lost)} not: " + "; ".join(_holder_message(c, request.user) for c in lost[:5]) if lost else "."),
+    )
     return _back(request, reverse("queue"))
 
 
@@ -478,9 +578,12 @@ def assign(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, error_text(form))
     elif not checkpoint.may_reassign(request.user):
-        messages.error(request, f"{checkpoint.assignee.get_username() if checkpoint.assignee else 'Someone'} holds "
-                                "this checkpoint: only they (by releasing or assigning it) or an admin can give it "
-                                "to someone else.")
+        messages.error(
+            request,
+            f"{checkpoint.assignee.get_username() if checkpoint.assignee else 'Someone'} holds "
+            "this checkpoint: only they (by releasing or assigning it) or an admin can give it "
+            "to someone else.",
+        )
     elif checkpoint.assign(to=form.cleaned_data["to"], by=request.user, note=form.cleaned_data["note"]):
         messages.success(request, f"Assigned to {form.cleaned_data['to'].get_username()}.")
     else:
@@ -513,8 +616,11 @@ def decide(request: HttpRequest, pk: int) -> HttpResponse:
 def approve(request: HttpRequest, pk: int) -> HttpResponse:
     decision = get_object_or_404(Decision.objects.select_related("checkpoint"), pk=pk)
     if request.POST.get("reviewed") != "1":  # an approval is of what was read: the form's tick names it
-        messages.error(request, "Nothing approved: tick that you have read what you approve (the money at "
-                                "stake, the resume state and the proposer's note) first.")
+        messages.error(
+            request,
+            "Nothing approved: tick that you have read what you approve (the money at "
+            "stake, the resume state and the proposer's note) first.",
+        )
     elif decision.approve(by=request.user):
         messages.success(request, "Approved: the decision is queued for delivery.")
     else:
@@ -539,28 +645,41 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
 
 # --- my workflows ------------------------------------------------------------------
 
+
 @role_required(*READERS)
 @require_GET
 def mine(request: HttpRequest) -> HttpResponse:
     user = signed_in(request)
     owned = Workflow.objects.owned_by(user).select_related("agent")
     handed = list(owned.filter(status=Workflow.Status.HANDED_OFF).order_by("-last_activity_at")[:100])
-    packets = {d.checkpoint.workflow_id: d for d in Decision.objects.filter(
-        checkpoint__workflow__in=handed, action=Action.HANDOFF, status=Decision.Status.SUCCEEDED,
-    ).select_related("decided_by", "checkpoint").order_by("decided_at")}
+    packets = {
+        d.checkpoint.workflow_id: d
+        for d in Decision.objects.filter(
+            checkpoint__workflow__in=handed,
+            action=Action.HANDOFF,
+            status=Decision.Status.SUCCEEDED,
+        )
+        .select_related("decided_by", "checkpoint")
+        .order_by("decided_at")
+    }
     context = {
         "handed_off": [(w, packets.get(w.pk)) for w in handed],
-        "active": owned.exclude(status__in=Workflow.TERMINAL).order_by("-last_activity_at").prefetch_related(
-            Prefetch("checkpoints", Checkpoint.objects.unresolved(), to_attr="open_checkpoints"))[:100],
+        "active": owned.exclude(status__in=Workflow.TERMINAL)
+        .order_by("-last_activity_at")
+        .prefetch_related(Prefetch("checkpoints", Checkpoint.objects.unresolved(), to_attr="open_checkpoints"))[:100],
         "holding": Checkpoint.objects.open().for_queue().filter(assignee=user)[:100],
         "proposed": Decision.objects.filter(decided_by=user, status=Decision.Status.PROPOSED)
-        .select_related("checkpoint__workflow").order_by("checkpoint__due_at")[:100],
+        .select_related("checkpoint__workflow")
+        .order_by("checkpoint__due_at")[:100],
         "to_approve": _capped_count(Checkpoint.objects.awaiting_approval(by=user)) if can_act(user) else 0,
         "resumed": Decision.objects.filter(
             Q(decided_by=user) | Q(checkpoint__workflow__owner=user),
-            action__in=RESUMING_ACTIONS, status=Decision.Status.SUCCEEDED,
+            action__in=RESUMING_ACTIONS,
+            status=Decision.Status.SUCCEEDED,
             finished_at__gte=timezone.now() - timedelta(days=7),
-        ).select_related("checkpoint__workflow", "decided_by").order_by("-finished_at")[:20],
+        )
+        .select_related("checkpoint__workflow", "decided_by")
+        .order_by("-finished_at")[:20],
         "can_act": can_act(user),
     }
     return _render(request, "console/mine.html", context)

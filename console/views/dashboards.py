@@ -57,10 +57,17 @@ class Card:
 
 
 def _card(slug: str, now: metrics.Summary, before: metrics.Summary, filters: metrics.Filters) -> Card:
-    why = [(missed, _url("resume_workflows", filters, figure=missed.why.set))
-           for missed in metrics.missed_because(now.counts, slug)]
-    return Card(now[slug], before[slug], _url("resume_workflows", filters, figure=f"{slug}:met"),
-                _url("resume_workflows", filters, figure=f"{slug}:missed"), why)
+    why = [
+        (missed, _url("resume_workflows", filters, figure=missed.why.set))
+        for missed in metrics.missed_because(now.counts, slug)
+    ]
+    return Card(
+        now[slug],
+        before[slug],
+        _url("resume_workflows", filters, figure=f"{slug}:met"),
+        _url("resume_workflows", filters, figure=f"{slug}:missed"),
+        why,
+    )
 
 
 def _grain(request: HttpRequest) -> str:
@@ -90,23 +97,38 @@ def _charts(series: trends.Series) -> dict[str, Any]:
     shared = [any(series.shares[slug][i] is not None for slug in metrics.HEADLINES) for i in range(len(labels))]
     return {
         "motion": charts.column_chart(
-            "Launches next to resumes", labels,
-            [charts.Line("launches", series.launches), charts.Line("resumes", series.resumes),
-             charts.Line("degraded", series.degraded)], note=_trend_note(labels, moved, series.granularity)),
+            "Launches next to resumes",
+            labels,
+            [
+                charts.Line("launches", series.launches),
+                charts.Line("resumes", series.resumes),
+                charts.Line("degraded", series.degraded),
+            ],
+            note=_trend_note(labels, moved, series.granularity),
+        ),
         "shares": charts.line_chart(
-            "The four shares over time", labels,
+            "The four shares over time",
+            labels,
             [charts.Line(metrics.FIGURES[slug].label, series.shares[slug]) for slug in metrics.HEADLINES],
-            fmt=charts.percent, y_max=1.0, width=640, height=240,
-            note=_trend_note(labels, shared, series.granularity)),
+            fmt=charts.percent,
+            y_max=1.0,
+            width=640,
+            height=240,
+            note=_trend_note(labels, shared, series.granularity),
+        ),
     }
 
 
 def _breakdown_chart(dimension: str, rows: list[trends.BreakdownRow], filters: metrics.Filters) -> Any:
-    bars = [charts.Bar(label(row.value) or "(none)", row.shares["resumed_without_data_loss"].value,
-                       href=_url("resume_workflows", row.filters, figure="resumed_without_data_loss:missed"),
-                       note=f"{row.shares['resumed_without_data_loss'].part} of "
-                            f"{row.shares['resumed_without_data_loss'].whole}")
-            for row in rows[:12]]
+    bars = [
+        charts.Bar(
+            label(row.value) or "(none)",
+            row.shares["resumed_without_data_loss"].value,
+            href=_url("resume_workflows", row.filters, figure="resumed_without_data_loss:missed"),
+            note=f"{row.shares['resumed_without_data_loss'].part} of {row.shares['resumed_without_data_loss'].whole}",
+        )
+        for row in rows[:12]
+    ]
     return charts.bar_chart(f"Resumed without data loss by {dimension}", bars, fmt=charts.percent, max_value=1.0)
 
 
@@ -123,19 +145,26 @@ def resumes(request: HttpRequest) -> HttpResponse:
     breakdowns = []
     for dimension in metrics.DIMENSIONS:
         rows = figures.breakdown(dimension)
-        breakdowns.append({"dimension": dimension, "rows": rows,
-                           "chart": _breakdown_chart(dimension, rows, filters)})
+        breakdowns.append({"dimension": dimension, "rows": rows, "chart": _breakdown_chart(dimension, rows, filters)})
     context = {
-        "filters": filters, "grain": grain, "cards": cards, "now": now, "before": before,
+        "filters": filters,
+        "grain": grain,
+        "cards": cards,
+        "now": now,
+        "before": before,
         "choices": {**rollups.choices(), "team": list(Team.objects.order_by("slug").values_list("slug", flat=True))},
-        "charts": _charts(series), "breakdowns": breakdowns,
-        "timings": figures.timings(), "breaches": figures.breach_rate(),
+        "charts": _charts(series),
+        "breakdowns": breakdowns,
+        "timings": figures.timings(),
+        "breaches": figures.breach_rate(),
         "channel_timings": sla_figures.decision_times_by_channel(filters),
         "incidents": incident_figures.figures(filters),
         "claim_channel_timings": sla_figures.claim_times_by_channel(filters),
         "decisions": sorted(figures.decisions_by_action_and_outcome().items()),
-        "figures": metrics.FIGURES, "sets": metrics.SETS,
-        "query": urlencode(filters.as_query()), "previous": filters.previous(),
+        "figures": metrics.FIGURES,
+        "sets": metrics.SETS,
+        "query": urlencode(filters.as_query()),
+        "previous": filters.previous(),
     }
     return render(request, "console/resumes.html", context)
 
@@ -183,17 +212,29 @@ def resume_workflows(request: HttpRequest) -> HttpResponse:
     ids = list(page.object_list)
     found = Workflow.objects.select_related("agent", "owner").in_bulk(ids)
     workflows = [found[pk] for pk in ids if pk in found]
-    latest = {c.workflow_id: c for c in Checkpoint.objects.filter(  # the latest wins (ordered by opening)
-        workflow__in=ids).order_by("opened_at")}
-    return render(request, "console/resume_workflows.html", {
-        "filters": filters, "figure": figure, "label": metrics.figure_label(figure), "page": page,
-        "rows": [(w, latest.get(w.pk)) for w in workflows],
-        "query": urlencode(filters.as_query(figure=figure)),
-        "back": _url("resumes", filters),
-    })
+    latest = {
+        c.workflow_id: c
+        for c in Checkpoint.objects.filter(  # the latest wins (ordered by opening)
+            workflow__in=ids
+        ).order_by("opened_at")
+    }
+    return render(
+        request,
+        "console/resume_workflows.html",
+        {
+            "filters": filters,
+            "figure": figure,
+            "label": metrics.figure_label(figure),
+            "page": page,
+            "rows": [(w, latest.get(w.pk)) for w in workflows],
+            "query": urlencode(filters.as_query(figure=figure)),
+            "back": _url("resumes", filters),
+        },
+    )
 
 
 # --- CSV exports: every table of the dashboard, honouring the filters ----------------------------
+
 
 def _pct(share: metrics.Share) -> str:
     return "" if share.percent is None else f"{share.percent:.1f}"
@@ -208,20 +249,38 @@ def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterato
         now, before = rollups.Figures(filters).summary(), rollups.Figures(filters.previous()).summary()
         yield ["figure", "percent", "part", "whole", "previous_percent", "previous_part", "previous_whole"]
         for slug in metrics.HEADLINES:
-            yield [slug, _pct(now[slug]), now[slug].part, now[slug].whole, _pct(before[slug]), before[slug].part,
-                   before[slug].whole]
+            yield [
+                slug,
+                _pct(now[slug]),
+                now[slug].part,
+                now[slug].whole,
+                _pct(before[slug]),
+                before[slug].part,
+                before[slug].whole,
+            ]
         yield ["launches", "", now.launches, "", "", before.launches, ""]
         yield ["resumes", "", now.resumes, "", "", before.resumes, ""]
-        for slug in ("degraded", "in_flight", "blank_failure", "duplicate_attempt", "lost_effect",
-                     *(why.set for why in metrics.MISSED_BECAUSE)):
+        for slug in (
+            "degraded",
+            "in_flight",
+            "blank_failure",
+            "duplicate_attempt",
+            "lost_effect",
+            *(why.set for why in metrics.MISSED_BECAUSE),
+        ):
             yield [slug, "", now.counts[slug], "", "", before.counts[slug], ""]
     elif table == "series":
         series = rollups.Figures(filters).series(_grain(request))
         yield ["bucket", "launches", "resumes", "degraded", *[f"{s}_percent" for s in metrics.HEADLINES]]
         for i, day in enumerate(series.buckets):
             shares = [series.shares[s][i] for s in metrics.HEADLINES]
-            yield [day.isoformat(), series.launches[i], series.resumes[i], series.degraded[i],
-                   *["" if v is None else f"{100 * v:.1f}" for v in shares]]
+            yield [
+                day.isoformat(),
+                series.launches[i],
+                series.resumes[i],
+                series.degraded[i],
+                *["" if v is None else f"{100 * v:.1f}" for v in shares],
+            ]
     elif table == "timings":
         # One column per quantity: a clock fills count, median and p90; the breach rate counts the checkpoints
         # opened, the breached among them and the rate.
@@ -230,8 +289,14 @@ def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterato
         for timing in figures.timings():
             yield [timing.label, timing.count, _seconds(timing.median), _seconds(timing.p90), "", ""]
         rate = figures.breach_rate()
-        yield ["SLA breach rate (checkpoints opened)", rate.opened, "", "", rate.breached,
-               "" if rate.value is None else f"{100 * rate.value:.1f}"]
+        yield [
+            "SLA breach rate (checkpoints opened)",
+            rate.opened,
+            "",
+            "",
+            rate.breached,
+            "" if rate.value is None else f"{100 * rate.value:.1f}",
+        ]
     elif table == "decisions":
         yield ["action", "outcome", "decisions"]
         for (action, outcome), n in sorted(rollups.Figures(filters).decisions_by_action_and_outcome().items()):
@@ -239,8 +304,11 @@ def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterato
     elif table in metrics.DIMENSIONS:
         yield [table, "degraded", *[f"{s}_{part}" for s in metrics.HEADLINES for part in ("part", "whole")]]
         for row in rollups.Figures(filters).breakdown(table):
-            yield [row.value, row.degraded, *[v for s in metrics.HEADLINES
-                                              for v in (row.shares[s].part, row.shares[s].whole)]]
+            yield [
+                row.value,
+                row.degraded,
+                *[v for s in metrics.HEADLINES for v in (row.shares[s].part, row.shares[s].whole)],
+            ]
     elif table == "workflows":
         figure = request.GET.get("figure", "degraded")
         try:
@@ -249,9 +317,17 @@ def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterato
             raise Http404("No such figure.") from None
         yield ["id", "external_id", "agent", "kind", "title", "status", "owner", "created_at", "finished_at"]
         for w in qs.select_related("agent", "owner").order_by("-created_at", "-pk").iterator(chunk_size=2000):
-            yield [w.pk, w.external_id, w.agent.name, w.kind, w.title, w.status,
-                   w.owner.get_username() if w.owner else "", w.created_at.isoformat(),
-                   w.finished_at.isoformat() if w.finished_at else ""]
+            yield [
+                w.pk,
+                w.external_id,
+                w.agent.name,
+                w.kind,
+                w.title,
+                w.status,
+                w.owner.get_username() if w.owner else "",
+                w.created_at.isoformat(),
+                w.finished_at.isoformat() if w.finished_at else "",
+            ]
 
 
 @reviewer  # a streamed CSV, not an HttpResponse: role_required passes it through
@@ -267,6 +343,7 @@ def resume_export(request: HttpRequest, table: str) -> StreamingHttpResponse:
 
 # --- readiness per workflow kind, and the staffing budget ------------------------------------------
 
+
 @reviewer
 @require_GET
 def readiness(request: HttpRequest) -> HttpResponse:
@@ -276,11 +353,21 @@ def readiness(request: HttpRequest) -> HttpResponse:
     for kind in kinds:
         kind.chart = charts.bar_chart(  # type: ignore[attr-defined]
             f"Where {kind.kind} workflows were interrupted",
-            [charts.Bar(label, n, href=_url("resume_workflows", kind.filters, figure="degraded"))
-             for label, n in kind.interruptions[:8]])
-    return render(request, "console/readiness.html", {
-        "filters": filters, "kinds": kinds, "choices": rollups.choices(), "query": urlencode(filters.as_query()),
-    })
+            [
+                charts.Bar(label, n, href=_url("resume_workflows", kind.filters, figure="degraded"))
+                for label, n in kind.interruptions[:8]
+            ],
+        )
+    return render(
+        request,
+        "console/readiness.html",
+        {
+            "filters": filters,
+            "kinds": kinds,
+            "choices": rollups.choices(),
+            "query": urlencode(filters.as_query()),
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -303,27 +390,50 @@ def staffing_budget(request: HttpRequest) -> HttpResponse:
     budget = staffing.budget(filters, level)
     hours = [f"{h:02d}" for h in range(24)]
     under = set(budget.under_staffed)
-    notes = [[f"{c.arrivals_per_hour:.2f} checkpoints/h, {c.worked:.1f} operators worked" for c in row]
-             for row in budget.cells]
+    notes = [
+        [f"{c.arrivals_per_hour:.2f} checkpoints/h, {c.worked:.1f} operators worked" for c in row]
+        for row in budget.cells
+    ]
     # The period bar is a form of its own: it carries the team and service level chosen in the other one.
     carried = [("team", filters.team)] if filters.team else []
     if "level" in request.GET:
         carried.append(("level", f"{level:g}"))
     context = {
-        "filters": filters, "budget": budget, "level": level, "choices": rollups.choices(), "carried": carried,
-        "teams": Team.objects.all(), "team": team,
-        "heatmaps": [Heatmap(testid, title, charts.heatmap(title, staffing.DAYS, hours, values, **options))
-                     for testid, title, values, options in (
-            ("staffing-heatmap", "Operators needed per hour of the week (UTC)",
-             [[c.needed for c in row] for row in budget.cells],
-             {"flagged": under, "notes": notes, "unit": "operators needed",
-              "legend": "Red outline: fewer operators worked than needed."}),
-            ("arrivals-heatmap", "Checkpoints opened per hour of the week (UTC, average per week)",
-             [[c.arrivals_per_hour for c in row] for row in budget.cells],
-             {"fmt": lambda v: f"{v:.2f}", "unit": "checkpoints opened"}),
-            ("worked-heatmap", "Operators who worked per hour of the week (UTC, average per week)",
-             [[c.worked for c in row] for row in budget.cells], {"fmt": lambda v: f"{v:.1f}", "unit": "operators"}),
-        )],
+        "filters": filters,
+        "budget": budget,
+        "level": level,
+        "choices": rollups.choices(),
+        "carried": carried,
+        "teams": Team.objects.all(),
+        "team": team,
+        "heatmaps": [
+            Heatmap(testid, title, charts.heatmap(title, staffing.DAYS, hours, values, **options))
+            for testid, title, values, options in (
+                (
+                    "staffing-heatmap",
+                    "Operators needed per hour of the week (UTC)",
+                    [[c.needed for c in row] for row in budget.cells],
+                    {
+                        "flagged": under,
+                        "notes": notes,
+                        "unit": "operators needed",
+                        "legend": "Red outline: fewer operators worked than needed.",
+                    },
+                ),
+                (
+                    "arrivals-heatmap",
+                    "Checkpoints opened per hour of the week (UTC, average per week)",
+                    [[c.arrivals_per_hour for c in row] for row in budget.cells],
+                    {"fmt": lambda v: f"{v:.2f}", "unit": "checkpoints opened"},
+                ),
+                (
+                    "worked-heatmap",
+                    "Operators who worked per hour of the week (UTC, average per week)",
+                    [[c.worked for c in row] for row in budget.cells],
+                    {"fmt": lambda v: f"{v:.1f}", "unit": "operators"},
+                ),
+            )
+        ],
         "under": [(staffing.DAYS[d], h, budget.cells[d][h]) for d, h in budget.under_staffed],
         "query": urlencode(filters.as_query()),
     }

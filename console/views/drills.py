@@ -30,16 +30,39 @@ class DrillForm(forms.ModelForm):  # type: ignore[type-arg]
     money, half a weekly rule)."""
 
     BY_HAND, ONCE, WEEKLY = "hand", "once", "weekly"
-    when = forms.ChoiceField(choices=[(BY_HAND, "When I start it"), (ONCE, "Once, at a time"),
-                                      (WEEKLY, "Every week (a recurring rule)")], initial=BY_HAND,
-                             required=False, widget=forms.RadioSelect, label="When")  # none said: by hand
-    start_at = forms.DateTimeField(required=False, label="At", help_text="Once: the time it starts (console time).",
-                                   widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    when = forms.ChoiceField(
+        choices=[(BY_HAND, "When I start it"), (ONCE, "Once, at a time"), (WEEKLY, "Every week (a recurring rule)")],
+        initial=BY_HAND,
+        required=False,
+        widget=forms.RadioSelect,
+        label="When",
+    )  # none said: by hand
+    start_at = forms.DateTimeField(
+        required=False,
+        label="At",
+        help_text="Once: the time it starts (console time).",
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+    )
 
     class Meta:
         model = Drill
-        fields = ["name", "agent", "kind", "fault", "at_seq", "silent_minutes", "runs", "share_percent",
-                  "window_minutes", "announced", "when", "start_at", "repeat_weekday", "repeat_at", "team"]
+        fields = [
+            "name",
+            "agent",
+            "kind",
+            "fault",
+            "at_seq",
+            "silent_minutes",
+            "runs",
+            "share_percent",
+            "window_minutes",
+            "announced",
+            "when",
+            "start_at",
+            "repeat_weekday",
+            "repeat_at",
+            "team",
+        ]
         widgets = {"repeat_at": forms.TimeInput(attrs={"type": "time"})}
         labels = {"repeat_weekday": "Every", "repeat_at": "At (local time)", "team": "In the calendar of"}
 
@@ -81,10 +104,13 @@ def _trend_chart(report: scoring.DrillReport) -> SafeString | None:
     if len(report.trend) < 2:
         return None
     labels = [f"{o.started_at:%d %b}" if o.started_at else f"#{o.drill_id}" for o in report.trend]
-    lines = [charts.Line(label, [None if (v := o.medians[attr]) is None else v / 60 for o in report.trend])
-             for label, attr in scoring.KEY_TIMES]
-    return charts.line_chart("Key times per drill (median minutes)", labels, lines,
-                             fmt=lambda v: f"{v:.0f}", width=640, height=220)
+    lines = [
+        charts.Line(label, [None if (v := o.medians[attr]) is None else v / 60 for o in report.trend])
+        for label, attr in scoring.KEY_TIMES
+    ]
+    return charts.line_chart(
+        "Key times per drill (median minutes)", labels, lines, fmt=lambda v: f"{v:.0f}", width=640, height=220
+    )
 
 
 @role_required(*REVIEWERS)
@@ -95,17 +121,23 @@ def drills(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         drill = form.save_scheduled(signed_in(request))
         if drill.recurs:
-            messages.success(request, f"Drill “{drill.name}” runs {drill.rule_text}; the first at "
-                                      f"{timezone.localtime(drill.next_run_at):%a %d %b %H:%M %Z}.")
+            messages.success(
+                request,
+                f"Drill “{drill.name}” runs {drill.rule_text}; the first at "
+                f"{timezone.localtime(drill.next_run_at):%a %d %b %H:%M %Z}.",
+            )
         elif drill.next_run_at:
             messages.success(request, f"Drill “{drill.name}” scheduled.")
         else:
             messages.success(request, f"Drill “{drill.name}” defined; start it when you are ready.")
         return redirect("drills")
-    listed = list(Drill.objects.definitions().select_related("agent", "team__calendar")
-                  .prefetch_related("occurrences").order_by("-created_at", "-pk")[:100])
-    return render(request, "console/drills.html", {"form": form, "drills": listed},
-                  status=422 if form.errors else 200)
+    listed = list(
+        Drill.objects.definitions()
+        .select_related("agent", "team__calendar")
+        .prefetch_related("occurrences")
+        .order_by("-created_at", "-pk")[:100]
+    )
+    return render(request, "console/drills.html", {"form": form, "drills": listed}, status=422 if form.errors else 200)
 
 
 @role_required(*REVIEWERS)
@@ -153,5 +185,6 @@ def drill_report(request: HttpRequest, pk: int) -> HttpResponseBase:
         response = HttpResponse(scoring.markdown(report), content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="drill-{drill.pk}.md"'
         return response
-    return render(request, "console/drill_report.html", {"drill": drill, "report": report,
-                                                         "trend_chart": _trend_chart(report)})
+    return render(
+        request, "console/drill_report.html", {"drill": drill, "report": report, "trend_chart": _trend_chart(report)}
+    )

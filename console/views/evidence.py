@@ -20,12 +20,24 @@ from ..roles import READERS, can_act, operator_required, role_required, signed_i
 from .checkpoints import _render
 
 
-def _form_page(request: HttpRequest, incident: Incident, *, text: str = "", error: str = "",
-               status: int = 200) -> HttpResponse:
+def _form_page(
+    request: HttpRequest, incident: Incident, *, text: str = "", error: str = "", status: int = 200
+) -> HttpResponse:
     effects = unconfirmed_effects(incident)
-    return _render(request, "console/incident_evidence.html", {
-        "incident": incident, "text": text, "error": error, "effects": effects[:200], "effect_count": len(effects),
-        "can_act": can_act(signed_in(request)), "max_bytes": MAX_BYTES}, status=status)
+    return _render(
+        request,
+        "console/incident_evidence.html",
+        {
+            "incident": incident,
+            "text": text,
+            "error": error,
+            "effects": effects[:200],
+            "effect_count": len(effects),
+            "can_act": can_act(signed_in(request)),
+            "max_bytes": MAX_BYTES,
+        },
+        status=status,
+    )
 
 
 def _uploaded_text(upload: UploadedFile) -> str:
@@ -53,8 +65,9 @@ def submit_evidence(request: HttpRequest, pk: int) -> HttpResponse:
             raise EvidenceError("Paste the list or upload a file, not both.")
         if upload is not None:
             text = _uploaded_text(upload)
-        kept = Evidence.submit(incident, text=text, by=signed_in(request),
-                               filename=upload.name or "" if upload is not None else "")
+        kept = Evidence.submit(
+            incident, text=text, by=signed_in(request), filename=upload.name or "" if upload is not None else ""
+        )
     except (EvidenceError, Conflict) as exc:
         what = " (the file was not kept: choose it again once fixed)" if upload is not None else ""
         return _form_page(request, incident, text=text if upload is None else "", error=f"{exc}{what}", status=400)
@@ -76,8 +89,11 @@ def evidence_preview(request: HttpRequest, pk: int) -> HttpResponse:
 def apply_evidence(request: HttpRequest, pk: int) -> HttpResponse:
     kept = get_object_or_404(Evidence.objects.select_related("incident"), pk=pk)
     try:
-        result = kept.apply(by=signed_in(request), digest=request.POST.get("digest", ""),
-                            did_not_happen=request.POST.get("did_not_happen") == "1")
+        result = kept.apply(
+            by=signed_in(request),
+            digest=request.POST.get("digest", ""),
+            did_not_happen=request.POST.get("did_not_happen") == "1",
+        )
     except Conflict as exc:
         messages.error(request, str(exc))
         return redirect(reverse("evidence_preview", args=[kept.pk]))
@@ -86,6 +102,10 @@ def apply_evidence(request: HttpRequest, pk: int) -> HttpResponse:
         return redirect(reverse("evidence_preview", args=[kept.pk]))
     done = len(result.matched)
     not_happened = len(result.unmatched_effects) if request.POST.get("did_not_happen") == "1" else 0
-    messages.success(request, f"Confirmed {done} unknown effects as happened with the provider's reference"
-                     + (f" and {not_happened} as did not happen" if not_happened else "") + ".")
+    messages.success(
+        request,
+        f"Confirmed {done} unknown effects as happened with the provider's reference"
+        + (f" and {not_happened} as did not happen" if not_happened else "")
+        + ".",
+    )
     return redirect(reverse("incident", args=[kept.incident_id]))

@@ -87,8 +87,11 @@ def incidents(request: HttpRequest) -> HttpResponse:
         rows = rows.unresolved()
     elif shown in Incident.Status.values:
         rows = rows.filter(status=shown)
-    return _render(request, "console/incidents.html", {
-        "incidents": rows[:200], "shown": shown, "statuses": Incident.Status.choices})
+    return _render(
+        request,
+        "console/incidents.html",
+        {"incidents": rows[:200], "shown": shown, "statuses": Incident.Status.choices},
+    )
 
 
 def _incident_version(incident: Incident) -> str:
@@ -98,8 +101,12 @@ def _incident_version(incident: Incident) -> str:
     moves with time alone, is the version of the page: two indexed aggregates, no render."""
     subjects = [f"incident:{incident.pk}", *(f"rollout:{pk}" for pk in incident.rollouts.values_list("pk", flat=True))]
     own = Event.objects.filter(subject__in=subjects).aggregate(latest=Max("pk"))["latest"] or 0
-    members = Event.objects.filter(workflow_id__in=incident.members.values("workflow_id")).aggregate(
-        latest=Max("pk"))["latest"] or 0
+    members = (
+        Event.objects.filter(workflow_id__in=incident.members.values("workflow_id")).aggregate(latest=Max("pk"))[
+            "latest"
+        ]
+        or 0
+    )
     return f"{max(own, members)}.{int(time.time() // INCIDENT_FRESHNESS_SECONDS)}"
 
 
@@ -114,17 +121,25 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
     labels, counts = blast_radius.arrivals_per_minute(list(item.members.values_list("opened_at", flat=True)))
     user = signed_in(request)
     context = {
-        "incident": item, "radius": radius, "timeline": blast_radius.timeline(item, limit=TIMELINE_SHOWN),
+        "incident": item,
+        "radius": radius,
+        "timeline": blast_radius.timeline(item, limit=TIMELINE_SHOWN),
         "chart": column_chart("Arrivals per minute", labels, [Line("checkpoints", counts)]) if labels else "",
         "members": item.members.select_related("workflow", "assignee").order_by("due_at", "pk")[:MEMBERS_SHOWN],
         "holds": Hold.objects.filter(Q(incident=item) | Q(agent=item.agent, status=Hold.Status.ACTIVE))
-                 .select_related("agent", "placed_by", "lifted_by").distinct() if item.agent else
-                 Hold.objects.filter(incident=item).select_related("agent", "placed_by", "lifted_by"),
-        "can_act": can_act(user), "hold_form": HoldForm(initial={"kind": item.kind}),
+        .select_related("agent", "placed_by", "lifted_by")
+        .distinct()
+        if item.agent
+        else Hold.objects.filter(incident=item).select_related("agent", "placed_by", "lifted_by"),
+        "can_act": can_act(user),
+        "hold_form": HoldForm(initial={"kind": item.kind}),
         "next_statuses": [s for s in Incident.Status if s in item.TRANSITIONS.get(item.status, set())],
-        "operators": operators() if can_act(user) else [], "members_shown": MEMBERS_SHOWN,
-        "rollouts": item.rollouts.select_related("started_by", "approved_by")[:5], "rollout_form": RolloutForm(),
-        "version": version, "live": not item.is_resolved or item.rollouts.filter(status__in=ROLLOUT_ACTIVE).exists(),
+        "operators": operators() if can_act(user) else [],
+        "members_shown": MEMBERS_SHOWN,
+        "rollouts": item.rollouts.select_related("started_by", "approved_by")[:5],
+        "rollout_form": RolloutForm(),
+        "version": version,
+        "live": not item.is_resolved or item.rollouts.filter(status__in=ROLLOUT_ACTIVE).exists(),
         "poll_seconds": INCIDENT_POLL_SECONDS,
         **_gate_context(item),
     }
@@ -136,17 +151,23 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
 def postmortem(request: HttpRequest, pk: int) -> HttpResponse:
     """The incident's postmortem draft, a Markdown download (console/postmortem.py)."""
     item = _incident(pk)
-    return HttpResponse(postmortems.draft(item), content_type="text/markdown; charset=utf-8", headers={
-        "Content-Disposition": f'attachment; filename="incident-{item.pk}-postmortem.md"'})
+    return HttpResponse(
+        postmortems.draft(item),
+        content_type="text/markdown; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="incident-{item.pk}-postmortem.md"'},
+    )
 
 
 def _gate_context(item: Incident) -> dict[str, Any]:
     """The rollout's gates as the incident page shows them (templates/console/_rollout_gate.html and
     _incident_evidence.html): what a resume would put at stake, who waits and why."""
     active = item.rollouts.filter(status__in=Rollout.ACTIVE).select_related("started_by", "incident").first()
-    return {"stake": Rollout.stake_of(item, Action.RESUME), "active_rollout": active,
-            "waiting": active.waiting() if active else [],
-            "unconfirmed_effects": len(unconfirmed_effects(item)) if not item.is_resolved else 0}
+    return {
+        "stake": Rollout.stake_of(item, Action.RESUME),
+        "active_rollout": active,
+        "waiting": active.waiting() if active else [],
+        "unconfirmed_effects": len(unconfirmed_effects(item)) if not item.is_resolved else 0,
+    }
 
 
 def _to(incident: Incident) -> str:
@@ -280,15 +301,22 @@ def start_rollout(request: HttpRequest, pk: int) -> HttpResponse:
     if not form.is_valid():
         messages.error(request, error_text(form))
         return redirect(_to(item))
-    typed = {key.removeprefix("money_total_"): str(request.POST.get(key, ""))[:40] for key in request.POST
-             if key.startswith("money_total_") and len(key) < 40}
+    typed = {
+        key.removeprefix("money_total_"): str(request.POST.get(key, ""))[:40]
+        for key in request.POST
+        if key.startswith("money_total_") and len(key) < 40
+    }
     try:
         rollout = Rollout.start(item, by=signed_in(request), money_total=typed, **form.cleaned_data)
     except (Conflict, ValueError) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, "Rollout proposed: a second operator must approve it before any wave goes out."
-                         if rollout.awaits_approval else "Rollout started: the canary goes out with the next sweep.")
+        messages.success(
+            request,
+            "Rollout proposed: a second operator must approve it before any wave goes out."
+            if rollout.awaits_approval
+            else "Rollout started: the canary goes out with the next sweep.",
+        )
     return redirect(_to(item))
 
 
@@ -300,14 +328,16 @@ def steer_rollout(request: HttpRequest, pk: int) -> HttpResponse:
     rollout = get_object_or_404(Rollout.objects.select_related("incident", "started_by"), pk=pk)
     do, user = request.POST.get("do"), signed_in(request)
     if do in ("approve", "reject"):
-        done = (rollout.approve(by=user) if do == "approve"
-                else rollout.reject(by=user, note=request.POST.get("note", "")[:1000]))
+        done = (
+            rollout.approve(by=user)
+            if do == "approve"
+            else rollout.reject(by=user, note=request.POST.get("note", "")[:1000])
+        )
         if not done:
             messages.error(request, rollout.refusal(by=user))
             return redirect(_to(rollout.incident))
     else:
-        done = (rollout.cancel(by=user) if do == "cancel" else rollout.carry_on(by=user) if do == "continue"
-                else False)
+        done = rollout.cancel(by=user) if do == "cancel" else rollout.carry_on(by=user) if do == "continue" else False
     if done:
         messages.success(request, f"Rollout {rollout.status}.")
     else:

@@ -35,8 +35,10 @@ def unread_notifications(request: HttpRequest) -> dict[str, Any]:
             counted.append(Notification.objects.for_user(user).unread().count())
         return counted[0]
 
-    return {"unread_notifications": lazy(unread, int)(),
-            "can_review_breaches": bool(roles_of(user) & {TPM, ADMIN, SUPERUSER})}
+    return {
+        "unread_notifications": lazy(unread, int)(),
+        "can_review_breaches": bool(roles_of(user) & {TPM, ADMIN, SUPERUSER}),
+    }
 
 
 @role_required(*READERS)
@@ -45,8 +47,11 @@ def notifications(request: HttpRequest) -> HttpResponse:
     user = signed_in(request)
     items = list(Notification.objects.for_user(user).select_related("checkpoint__workflow")[:PAGE])
     devices = list(Channel.objects.filter(kind=Channel.Kind.PUSH, user=user, is_active=True).order_by("pk"))
-    return render(request, "console/notifications.html", {"items": items, "page_size": PAGE, "devices": devices,
-                                                          "push_key": push.public_key()})
+    return render(
+        request,
+        "console/notifications.html",
+        {"items": items, "page_size": PAGE, "devices": devices, "push_key": push.public_key()},
+    )
 
 
 @role_required(*READERS)

@@ -64,8 +64,7 @@ def subscribe(request: HttpRequest) -> HttpResponse:
     """This device's subscription (``PushSubscription.toJSON()`` and a device name), as JSON: 201, or 400/409
     with the reason in ``error``."""
     if not push.public_key():
-        return JsonResponse({"error": "Web Push is off on this console: an admin sets VAPID_PRIVATE_KEY."},
-                            status=409)
+        return JsonResponse({"error": "Web Push is off on this console: an admin sets VAPID_PRIVATE_KEY."}, status=409)
     if len(request.body) > MAX_SUBSCRIPTION_BYTES:
         return JsonResponse({"error": "The subscription is too large."}, status=400)
     try:
@@ -76,8 +75,9 @@ def subscribe(request: HttpRequest) -> HttpResponse:
         if not all(isinstance(v, str) for v in (*fields.values(), device)):
             raise TypeError
     except (ValueError, KeyError, TypeError, AttributeError):
-        return JsonResponse({"error": "Send the browser's subscription as JSON: endpoint, keys.p256dh, keys.auth."},
-                            status=400)
+        return JsonResponse(
+            {"error": "Send the browser's subscription as JSON: endpoint, keys.p256dh, keys.auth."}, status=400
+        )
     try:
         channel = Channel.subscribe(signed_in(request), device=device, **fields)
     except ValidationError as exc:

@@ -31,8 +31,9 @@ from ..runbook_forms import RunbookForm
 class PreviewForm(forms.Form):
     kind = forms.CharField(max_length=100, required=False, label="Workflow kind")
     reason = forms.ChoiceField(choices=Reason.choices, required=False)
-    agent = forms.ModelChoiceField(queryset=Agent.objects.order_by("name"), to_field_name="name", required=False,
-                                   empty_label="any agent")
+    agent = forms.ModelChoiceField(
+        queryset=Agent.objects.order_by("name"), to_field_name="name", required=False, empty_label="any agent"
+    )
 
 
 @role_required(ADMIN)
@@ -52,13 +53,20 @@ def runbook_preview(request: HttpRequest) -> HttpResponse:
         deadlines = terms.deadlines(now)
         breach = deadlines["due_at"]
         assert breach is not None  # the decision clock always has a due time
-        context.update({
-            "runbook": runbook, "version": runbook.current_version if runbook else None, "policy": policy,
-            "others": candidates[1:], "terms": terms, "now": now, "deadlines": deadlines,
-            "local_tz": terms.hours.tz if terms.hours else None,
-            "escalations": [(f, terms.firing_at(breach, f.number)) for f in terms.firings()],
-            "paused": terms.is_paused(now),
-        })
+        context.update(
+            {
+                "runbook": runbook,
+                "version": runbook.current_version if runbook else None,
+                "policy": policy,
+                "others": candidates[1:],
+                "terms": terms,
+                "now": now,
+                "deadlines": deadlines,
+                "local_tz": terms.hours.tz if terms.hours else None,
+                "escalations": [(f, terms.firing_at(breach, f.number)) for f in terms.firings()],
+                "paused": terms.is_paused(now),
+            }
+        )
     return render(request, "console/runbook_preview.html", context)
 
 
@@ -69,12 +77,19 @@ def runbooks(request: HttpRequest) -> HttpResponse:
     rows = list(Runbook.objects.select_related("agent", "policy", "owner", "current_version__created_by"))
     rows.sort(key=lambda r: (not r.is_default, r.title.lower()))
     stale = [r for r in rows if r.is_stale]
-    return render(request, "console/runbooks.html", {
-        "runbooks": rows, "stale": len(stale), "today": timezone.localdate(),
-        # Say only what is true of each: told, to be told by the next sweep, or nobody to tell.
-        "stale_told": sum(r.stale_owner_told for r in stale),
-        "stale_untold": sum(r.owner_id is not None and not r.stale_owner_told for r in stale),
-        "stale_unowned": sum(r.owner_id is None for r in stale)})
+    return render(
+        request,
+        "console/runbooks.html",
+        {
+            "runbooks": rows,
+            "stale": len(stale),
+            "today": timezone.localdate(),
+            # Say only what is true of each: told, to be told by the next sweep, or nobody to tell.
+            "stale_told": sum(r.stale_owner_told for r in stale),
+            "stale_untold": sum(r.owner_id is not None and not r.stale_owner_told for r in stale),
+            "stale_unowned": sum(r.owner_id is None for r in stale),
+        },
+    )
 
 
 @role_required(ADMIN)
@@ -98,10 +113,17 @@ def runbook_edit(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         posted = request.POST.get("based_on", "")
         if posted.isdigit() and int(posted) != based_on:
-            form.add_error(None, f"Someone saved version {based_on} while you were editing version {posted}. "
-                                 "Nothing was saved: read what they changed, then edit again.")
-            return render(request, "console/runbook_form.html", {
-                "form": form, "runbook": runbook, "based_on": based_on, "conflict_from": int(posted)}, status=409)
+            form.add_error(
+                None,
+                f"Someone saved version {based_on} while you were editing version {posted}. "
+                "Nothing was saved: read what they changed, then edit again.",
+            )
+            return render(
+                request,
+                "console/runbook_form.html",
+                {"form": form, "runbook": runbook, "based_on": based_on, "conflict_from": int(posted)},
+                status=409,
+            )
         before = based_on
         saved = _save(request, form, created=False)
         if saved is not None:
@@ -109,11 +131,18 @@ def runbook_edit(request: HttpRequest, pk: int) -> HttpResponse:
             if number == before:
                 messages.info(request, f"Nothing changed: “{saved.title}” stays at version {number}.")
             else:
-                messages.success(request, f"Saved “{saved.title}” as version {number}. Checkpoints already open "
-                                          "keep the version they opened with.")
+                messages.success(
+                    request,
+                    f"Saved “{saved.title}” as version {number}. Checkpoints already open "
+                    "keep the version they opened with.",
+                )
             return redirect("runbook", saved.pk)
-    return render(request, "console/runbook_form.html", {"form": form, "runbook": runbook, "based_on": based_on},
-                  status=422 if form.errors else 200)
+    return render(
+        request,
+        "console/runbook_form.html",
+        {"form": form, "runbook": runbook, "based_on": based_on},
+        status=422 if form.errors else 200,
+    )
 
 
 def _save(request: HttpRequest, form: RunbookForm, *, created: bool) -> Runbook | None:
@@ -126,9 +155,16 @@ def _save(request: HttpRequest, form: RunbookForm, *, created: bool) -> Runbook 
             runbook = form.save()
             if runbook.current_version_id != before:
                 version = runbook.current_version
-                Event.record(runbook, Event.Verb.ADMIN_CREATED if created else Event.Verb.ADMIN_CHANGED,
-                             actor=signed_in(request), data={"model": "runbook", "object": runbook.title[:200],
-                                                             "version": version.number if version else None})
+                Event.record(
+                    runbook,
+                    Event.Verb.ADMIN_CREATED if created else Event.Verb.ADMIN_CHANGED,
+                    actor=signed_in(request),
+                    data={
+                        "model": "runbook",
+                        "object": runbook.title[:200],
+                        "version": version.number if version else None,
+                    },
+                )
     except IntegrityError:  # another admin made another runbook the default between our check and our save
         form.add_error("is_default", ONE_DEFAULT)
         return None
@@ -141,19 +177,29 @@ def runbook(request: HttpRequest, pk: int) -> HttpResponse:
     """A runbook's history: its versions, who saved each and what each changed; pick two to compare."""
     runbook = get_object_or_404(Runbook.objects.select_related("owner", "current_version"), pk=pk)
     versions = list(runbook.versions.select_related("created_by", "agent", "policy", "owner"))
-    history = [(v, v.changed_since(versions[i + 1]) if i + 1 < len(versions) else [])
-               for i, v in enumerate(versions)]
-    in_use = dict(Checkpoint.objects.unresolved().filter(runbook_version__runbook=runbook)
-                  .values_list("runbook_version__number").annotate(n=Count("pk")).order_by())
-    return render(request, "console/runbook.html", {
-        "runbook": runbook, "history": history, "in_use": in_use, "current": runbook.current_version})
+    history = [(v, v.changed_since(versions[i + 1]) if i + 1 < len(versions) else []) for i, v in enumerate(versions)]
+    in_use = dict(
+        Checkpoint.objects.unresolved()
+        .filter(runbook_version__runbook=runbook)
+        .values_list("runbook_version__number")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return render(
+        request,
+        "console/runbook.html",
+        {"runbook": runbook, "history": history, "in_use": in_use, "current": runbook.current_version},
+    )
 
 
 @role_required(*READERS)
 @require_GET
 def runbook_version(request: HttpRequest, pk: int, number: int) -> HttpResponse:
-    version = get_object_or_404(RunbookVersion.objects.select_related(
-        "runbook__current_version", "created_by", "agent", "policy", "owner"), runbook_id=pk, number=number)
+    version = get_object_or_404(
+        RunbookVersion.objects.select_related("runbook__current_version", "created_by", "agent", "policy", "owner"),
+        runbook_id=pk,
+        number=number,
+    )
     return render(request, "console/runbook_version.html", {"version": version, "runbook": version.runbook})
 
 
@@ -192,14 +238,27 @@ def runbook_diff(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("This runbook has no version yet.")
     to = _number(request.GET.get("to"), default=numbers[-1])
     start = _number(request.GET.get("from"), default=max(to - 1, numbers[0]))
-    versions = {v.number: v for v in runbook.versions.filter(number__in=(start, to)).select_related(
-        "agent", "policy", "owner", "created_by")}
+    versions = {
+        v.number: v
+        for v in runbook.versions.filter(number__in=(start, to)).select_related(
+            "agent", "policy", "owner", "created_by"
+        )
+    }
     if start not in versions or to not in versions:
         raise Http404("No such version of this runbook.")
     old, new = versions[start], versions[to]
-    return render(request, "console/runbook_diff.html", {
-        "runbook": runbook, "old": old, "new": new, "numbers": numbers,
-        "hunks": diff_lines(old.lines(), new.lines()), "changed": new.changed_since(old)})
+    return render(
+        request,
+        "console/runbook_diff.html",
+        {
+            "runbook": runbook,
+            "old": old,
+            "new": new,
+            "numbers": numbers,
+            "hunks": diff_lines(old.lines(), new.lines()),
+            "changed": new.changed_since(old),
+        },
+    )
 
 
 def _number(value: str | None, *, default: int) -> int:

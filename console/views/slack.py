@@ -44,8 +44,11 @@ def verified_workspace(request: HttpRequest) -> SlackWorkspace | None:
 def interactivity(request: HttpRequest) -> HttpResponse:
     workspace = verified_workspace(request)
     if workspace is None:
-        return HttpResponse("Not signed by a connected Slack workspace, or older than five minutes.",
-                            status=403, content_type="text/plain")
+        return HttpResponse(
+            "Not signed by a connected Slack workspace, or older than five minutes.",
+            status=403,
+            content_type="text/plain",
+        )
     try:
         payload = json.loads(request.POST.get("payload", ""))
     except ValueError:
@@ -64,8 +67,11 @@ def slack_link(request: HttpRequest, token: str) -> HttpResponse:
         data = interactions.read_link(token)
         workspace = SlackWorkspace.objects.get(pk=data["w"], is_active=True)
     except (signing.BadSignature, SlackWorkspace.DoesNotExist):
-        return _link_page(request, status=400, error="This link is not valid or has expired: press a button in "
-                                                     "Slack again for a new one.")
+        return _link_page(
+            request,
+            status=400,
+            error="This link is not valid or has expired: press a button in Slack again for a new one.",
+        )
     context: dict[str, Any] = {"workspace": workspace, "slack_user_id": data["u"]}
     if request.method == "GET":
         return _link_page(request, **context)
@@ -73,11 +79,19 @@ def slack_link(request: HttpRequest, token: str) -> HttpResponse:
     try:
         with transaction.atomic():
             link = SlackLink.objects.create(workspace=workspace, slack_user_id=data["u"], user=user, nonce=data["n"])
-            Event.record(None, Event.Verb.SLACK_LINKED, actor=user,
-                         data={"workspace": workspace.team_id, "slack_user": data["u"]})
+            Event.record(
+                None,
+                Event.Verb.SLACK_LINKED,
+                actor=user,
+                data={"workspace": workspace.team_id, "slack_user": data["u"]},
+            )
     except IntegrityError:
-        return _link_page(request, status=409, error="This link was used already, or that Slack user is linked "
-                                                     "to an account already.", **context)
+        return _link_page(
+            request,
+            status=409,
+            error="This link was used already, or that Slack user is linked to an account already.",
+            **context,
+        )
     return _link_page(request, linked=link, **context)
 
 

@@ -22,9 +22,14 @@ from .checkpoints import BULK_LIMIT, _back, _workbench_url
 
 
 class TransferForm(forms.Form):
-    team = forms.ModelChoiceField(queryset=Team.objects.all(), to_field_name="slug",
-                                  error_messages={"required": "Choose the team to transfer it to.",
-                                                  "invalid_choice": "That team does not exist (any more)."})
+    team = forms.ModelChoiceField(
+        queryset=Team.objects.all(),
+        to_field_name="slug",
+        error_messages={
+            "required": "Choose the team to transfer it to.",
+            "invalid_choice": "That team does not exist (any more).",
+        },
+    )
     note = forms.CharField(max_length=1000, required=False, strip=True)
 
 
@@ -39,12 +44,16 @@ def transfer(request: HttpRequest, pk: int) -> HttpResponse:
     form = TransferForm(request.POST)
     if not form.is_valid():
         messages.error(request, _error(form))
-    elif transfer_checkpoint(checkpoint, to=form.cleaned_data["team"], by=signed_in(request),
-                             note=form.cleaned_data["note"]):
+    elif transfer_checkpoint(
+        checkpoint, to=form.cleaned_data["team"], by=signed_in(request), note=form.cleaned_data["note"]
+    ):
         messages.success(request, f"Transferred to {form.cleaned_data['team'].name}.")
     else:
-        messages.error(request, f"Not transferred: it is {checkpoint.status} and belongs to "
-                                f"{checkpoint.team.name if checkpoint.team else 'no team'} now.")
+        messages.error(
+            request,
+            f"Not transferred: it is {checkpoint.status} and belongs to "
+            f"{checkpoint.team.name if checkpoint.team else 'no team'} now.",
+        )
     return _back(request, _workbench_url(checkpoint))
 
 
@@ -61,10 +70,16 @@ def bulk_transfer(request: HttpRequest) -> HttpResponse:
         messages.error(request, _error(form))
     else:
         team = form.cleaned_data["team"]
-        moved = sum(transfer_checkpoint(c, to=team, by=signed_in(request), note=form.cleaned_data["note"])
-                    for c in checkpoints)
+        moved = sum(
+            transfer_checkpoint(c, to=team, by=signed_in(request), note=form.cleaned_data["note"]) for c in checkpoints
+        )
         (messages.success if moved == len(checkpoints) else messages.warning)(
-            request, f"Transferred {moved} to {team.name}" + (
+            request,
+            f"Transferred {moved} to {team.name}"
+            + (
                 f"; {len(checkpoints) - moved} not (already there, or decided meanwhile)."
-                if moved < len(checkpoints) else "."))
+                if moved < len(checkpoints)
+                else "."
+            ),
+        )
     return _back(request, reverse("queue"))

@@ -28,12 +28,26 @@ INSERT_OR_NOTHING = INSERT_STEP + " ON CONFLICT (workflow_id, seq) DO NOTHING"
 def report_step(request: HttpRequest, workflow_id: int) -> HttpResponse:
     report = json.loads(request.body)
     with connection.cursor() as cursor:
-        cursor.execute(INSERT_OR_NOTHING, (
-            workflow_id, report["seq"], report["name"], report["kind"], report["status"],
-            json.dumps(report["input"]), json.dumps(report["output"]), report["verified"], None, None, None))
+        cursor.execute(
+            INSERT_OR_NOTHING,
+            (
+                workflow_id,
+                report["seq"],
+                report["name"],
+                report["kind"],
+                report["status"],
+                json.dumps(report["input"]),
+                json.dumps(report["output"]),
+                report["verified"],
+                None,
+                None,
+                None,
+            ),
+        )
         created = cursor.rowcount == 1
-    return HttpResponse(json.dumps({"seq": report["seq"]}), status=201 if created else 200,
-                        content_type="application/json")
+    return HttpResponse(
+        json.dumps({"seq": report["seq"]}), status=201 if created else 200, content_type="application/json"
+    )
 
 
 urlpatterns = [path("api/v1/workflows/<int:workflow_id>/steps", report_step)]
@@ -41,8 +55,16 @@ urlpatterns = [path("api/v1/workflows/<int:workflow_id>/steps", report_step)]
 if not settings.configured:
     database = environ.Env.db_url_config(os.environ["DATABASE_URL"])
     database.update(CONN_MAX_AGE=int(os.environ.get("CONN_MAX_AGE", "60")), CONN_HEALTH_CHECKS=True)
-    settings.configure(DEBUG=False, ALLOWED_HOSTS=["*"], ROOT_URLCONF=__name__, MIDDLEWARE=[], INSTALLED_APPS=[],
-                       DATABASES={"default": database}, USE_TZ=True, SECRET_KEY=os.environ["SECRET_KEY"])
+    settings.configure(
+        DEBUG=False,
+        ALLOWED_HOSTS=["*"],
+        ROOT_URLCONF=__name__,
+        MIDDLEWARE=[],
+        INSTALLED_APPS=[],
+        DATABASES={"default": database},
+        USE_TZ=True,
+        SECRET_KEY=os.environ["SECRET_KEY"],
+    )
     django.setup()
 
 from django.core.wsgi import get_wsgi_application  # noqa: E402 - after settings.configure

@@ -41,8 +41,9 @@ class Level:
     errors: int = 0
 
 
-def _request(conn: http.client.HTTPConnection, method: str, path: str, headers: dict[str, str],
-             body: bytes | None = None) -> tuple[int, bytes, float]:
+def _request(
+    conn: http.client.HTTPConnection, method: str, path: str, headers: dict[str, str], body: bytes | None = None
+) -> tuple[int, bytes, float]:
     begun = time.perf_counter()
     conn.request(method, path, body, headers)
     response = conn.getresponse()
@@ -50,8 +51,9 @@ def _request(conn: http.client.HTTPConnection, method: str, path: str, headers: 
     return response.status, data, (time.perf_counter() - begun) * 1000
 
 
-def _operator(port: int, cookie: str, workbench: str, level: Level, stop: threading.Event, lock: threading.Lock,
-              offset: float) -> None:
+def _operator(
+    port: int, cookie: str, workbench: str, level: Level, stop: threading.Event, lock: threading.Lock, offset: float
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     base = {"Cookie": cookie}
     poll = {**base, "HX-Request": "true"}
@@ -67,8 +69,9 @@ def _operator(port: int, cookie: str, workbench: str, level: Level, stop: thread
     while not stop.wait(POLL_SECONDS):
         for path, target in (("/?per=50", "queue-table"), (workbench, "workbench-live")):
             sep = "&" if "?" in path else "?"
-            status, html, ms = _request(conn, "GET", f"{path}{sep}v={versions[path]}",
-                                        {**poll, "HX-Target": target, "HX-Trigger": target})
+            status, html, ms = _request(
+                conn, "GET", f"{path}{sep}v={versions[path]}", {**poll, "HX-Target": target, "HX-Trigger": target}
+            )
             if status == 200:
                 found = VERSION.search(html.decode(errors="replace"))
                 versions[path] = found.group(1) if found else versions[path]
@@ -77,8 +80,16 @@ def _operator(port: int, cookie: str, workbench: str, level: Level, stop: thread
                 level.errors += status not in (200, 204)
 
 
-def _agent(port: int, token: str, workflow_id: int, first_seq: int, per_second: float, level: Level,
-           stop: threading.Event, lock: threading.Lock) -> None:
+def _agent(
+    port: int,
+    token: str,
+    workflow_id: int,
+    first_seq: int,
+    per_second: float,
+    level: Level,
+    stop: threading.Event,
+    lock: threading.Lock,
+) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     reports = made_reports(SEED, workflow_id, 50)
@@ -120,11 +131,12 @@ def capacity(bench: Bench) -> None:
     from demo.volume import generate
     from workflows.models import Checkpoint
 
-    header(f"capacity: operators polling queue + workbench every {POLL_SECONDS:.0f} s and agents reporting steps, "
-           f"doubling until p95 page > {PAGE_P95_MS:.0f} ms or p95 step > {STEP_P95_MS:.0f} ms")
+    header(
+        f"capacity: operators polling queue + workbench every {POLL_SECONDS:.0f} s and agents reporting steps, "
+        f"doubling until p95 page > {PAGE_P95_MS:.0f} ms or p95 step > {STEP_P95_MS:.0f} ms"
+    )
     if not Checkpoint.objects.open().exists():
-        generate(agents=20, workflows=1_200, steps=1_000, open_checkpoints=1_000, decided=100, resolved=100,
-                 seed=SEED)
+        generate(agents=20, workflows=1_200, steps=1_000, open_checkpoints=1_000, decided=100, resolved=100, seed=SEED)
     if not bench.web:
         bench.start_web()
     users = get_user_model()
@@ -132,8 +144,10 @@ def capacity(bench: Bench) -> None:
     other, _ = users.objects.get_or_create(username="bench-churn")
     set_role(other, OPERATOR)
     cores = os.cpu_count() or 1
-    print(f"{'operators':>9} {'steps/s':>8} {'p95 page':>9} {'p95 step':>9} {'errors':>6} {'web CPU':>8}  held",
-          flush=True)
+    print(
+        f"{'operators':>9} {'steps/s':>8} {'p95 page':>9} {'p95 step':>9} {'errors':>6} {'web CPU':>8}  held",
+        flush=True,
+    )
     held: Level | None = None
     operators, agents, rate = 1, 1, 5.0  # per agent: steps per second
     made_ops: list[str] = []
@@ -148,11 +162,26 @@ def capacity(bench: Bench) -> None:
         fleet = [bench.agent("capacity") for _ in range(agents)]
         flows = [(token, bench.workflow(agent, "capacity").pk) for agent, token in fleet]
         level, stop, lock = Level(operators, agents * rate), threading.Event(), threading.Lock()
-        threads = [threading.Thread(target=_operator, daemon=True, args=(
-            bench.web_port, cookie, f"/checkpoints/{open_rows[i % len(open_rows)].pk}/", level, stop, lock,
-            POLL_SECONDS * i / operators)) for i, cookie in enumerate(made_ops[:operators])]
-        threads += [threading.Thread(target=_agent, daemon=True, args=(
-            bench.web_port, token, wf, seq, rate, level, stop, lock)) for token, wf in flows]
+        threads = [
+            threading.Thread(
+                target=_operator,
+                daemon=True,
+                args=(
+                    bench.web_port,
+                    cookie,
+                    f"/checkpoints/{open_rows[i % len(open_rows)].pk}/",
+                    level,
+                    stop,
+                    lock,
+                    POLL_SECONDS * i / operators,
+                ),
+            )
+            for i, cookie in enumerate(made_ops[:operators])
+        ]
+        threads += [
+            threading.Thread(target=_agent, daemon=True, args=(bench.web_port, token, wf, seq, rate, level, stop, lock))
+            for token, wf in flows
+        ]
         threads.append(threading.Thread(target=_churn, daemon=True, args=(open_rows, other, stop)))
         cpu_before, begun = _web_cpu(bench), time.perf_counter()
         for t in threads:
@@ -167,8 +196,11 @@ def capacity(bench: Bench) -> None:
         page95, step95 = pct(level.page_ms, 0.95), pct(level.step_ms, 0.95)
         achieved = len(level.step_ms) / wall
         ok = page95 <= PAGE_P95_MS and step95 <= STEP_P95_MS and not level.errors
-        print(f"{operators:>9} {achieved:>8.0f} {page95:>7.0f}ms {step95:>7.0f}ms {level.errors:>6} "
-              f"{web_cores:>6.2f}c  {'yes' if ok else 'NO'}", flush=True)
+        print(
+            f"{operators:>9} {achieved:>8.0f} {page95:>7.0f}ms {step95:>7.0f}ms {level.errors:>6} "
+            f"{web_cores:>6.2f}c  {'yes' if ok else 'NO'}",
+            flush=True,
+        )
         if not ok:
             break
         held = level
@@ -178,6 +210,9 @@ def capacity(bench: Bench) -> None:
     if held is None:
         print(f"capacity: not even the first level held (load {load:.1f})", flush=True)
         return
-    print(f"capacity: {held.operators} operators and {held.steps_per_second:.0f} steps/s held on {cores} cores "
-          f"= {held.operators / cores:.1f} operators and {held.steps_per_second / cores:.0f} steps/s per core "
-          f"(web: one gunicorn, console/gunicorn.py; load {load:.1f})", flush=True)
+    print(
+        f"capacity: {held.operators} operators and {held.steps_per_second:.0f} steps/s held on {cores} cores "
+        f"= {held.operators / cores:.1f} operators and {held.steps_per_second / cores:.0f} steps/s per core "
+        f"(web: one gunicorn, console/gunicorn.py; load {load:.1f})",
+        flush=True,
+    )

@@ -35,8 +35,9 @@ class Bench:
     def workflow(self, agent, label: str):
         from workflows.models import Workflow
 
-        return Workflow.objects.create(agent=agent, external_id=f"{label}-{self.rng.getrandbits(48):012x}",
-                                       kind="refund", title=f"bench {label}")
+        return Workflow.objects.create(
+            agent=agent, external_id=f"{label}-{self.rng.getrandbits(48):012x}", kind="refund", title=f"bench {label}"
+        )
 
     def reports(self, wf: int, n: int, first: int = 1) -> list[dict]:
         return [step_report(self.rng, wf, seq) for seq in range(first, first + n)]
@@ -48,17 +49,25 @@ class Bench:
         self.web_port = free_port()
         env = {**self.env, "GUNICORN_BIND": f"127.0.0.1:{self.web_port}", "GUNICORN_ACCESS_LOG": ""}
         self.procs.env = env
-        self.web = self.procs.start([str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"],
-                                    answers(self.web_port), "gunicorn")
+        self.web = self.procs.start(
+            [str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"], answers(self.web_port), "gunicorn"
+        )
         self.bare_port = free_port()
         self.procs.env = {**env, "GUNICORN_BIND": f"127.0.0.1:{self.bare_port}"}
-        self.procs.start([str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "scripts.bench.bare:application"],
-                         answers(self.bare_port), "gunicorn (bare Django view)")
+        self.procs.start(
+            [str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "scripts.bench.bare:application"],
+            answers(self.bare_port),
+            "gunicorn (bare Django view)",
+        )
         if self.args.before:  # the same server from another checkout (say main's), for before/after in one run
             self.before_port = free_port()
             self.procs.env = {**env, "GUNICORN_BIND": f"127.0.0.1:{self.before_port}"}
-            self.procs.start([str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"],
-                             answers(self.before_port), f"gunicorn ({self.args.before})", cwd=self.args.before)
+            self.procs.start(
+                [str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"],
+                answers(self.before_port),
+                f"gunicorn ({self.args.before})",
+                cwd=self.args.before,
+            )
         self.procs.env = self.env
 
     def operator_client(self):

@@ -26,6 +26,7 @@ class ReadyFile:
                 return bool(current_app.control.ping(timeout=0.5))
             except Exception:
                 return False
+
         return ready
 
 
@@ -64,12 +65,31 @@ def delivery(bench: Bench) -> None:
     worker_env = {**bench.env, "PYTHONPATH": str(ROOT / "scripts"), "CELERY_QUEUE": "bench"}
     bench.procs.env = worker_env
     ready = ReadyFile()
-    worker = bench.procs.start([str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork", "-c", "2",
-                               "-Q", "bench", "-I", "bench_tasks", "--without-gossip", "--without-mingle",
-                               "--without-heartbeat", "--loglevel=WARNING", "-n", f"bench-{os.getpid()}@%h"],
-                              ready.exists_after(worker_env), "celery worker")
-    bench.procs.start([str(BIN / "python"), "manage.py", "run_relay", "--interval", "5"],
-                     lambda: True, "relay")
+    worker = bench.procs.start(
+        [
+            str(BIN / "celery"),
+            "-A",
+            "console",
+            "worker",
+            "-P",
+            "prefork",
+            "-c",
+            "2",
+            "-Q",
+            "bench",
+            "-I",
+            "bench_tasks",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel=WARNING",
+            "-n",
+            f"bench-{os.getpid()}@%h",
+        ],
+        ready.exists_after(worker_env),
+        "celery worker",
+    )
+    bench.procs.start([str(BIN / "python"), "manage.py", "run_relay", "--interval", "5"], lambda: True, "relay")
     bench.procs.env = bench.env
     time.sleep(2)
     from celery import current_app
@@ -95,11 +115,24 @@ def delivery(bench: Bench) -> None:
     bare_ms = [x * 1000 for x in bare]
     ms = [x * 1000 for x in latencies]
     line("approve -> delivery p50", statistics.median(ms), statistics.median(bare_ms), "ms")
-    line("approve -> delivery p95", pct(ms, 0.95), pct(bare_ms, 0.95), "ms", target="<= 1.5x",
-         holds=pct(ms, 0.95) <= 1.5 * pct(bare_ms, 0.95), note=f"{n} decisions, {len(bare)} bare tasks")
+    line(
+        "approve -> delivery p95",
+        pct(ms, 0.95),
+        pct(bare_ms, 0.95),
+        "ms",
+        target="<= 1.5x",
+        holds=pct(ms, 0.95) <= 1.5 * pct(bare_ms, 0.95),
+        note=f"{n} decisions, {len(bare)} bare tasks",
+    )
     first, last = rss[n // 10], rss[n]
-    line(f"worker RSS after {n:,} vs {n // 10:,} deliveries", last / 2**20, first / 2**20, "MiB",
-         target="<= 1.10x", holds=last <= 1.10 * first)
+    line(
+        f"worker RSS after {n:,} vs {n // 10:,} deliveries",
+        last / 2**20,
+        first / 2**20,
+        "MiB",
+        target="<= 1.10x",
+        holds=last <= 1.10 * first,
+    )
     # The worker and the relay go with the section: a delivery still being recorded would write its
     # events under the ids the next section's COPY has taken.
     deadline = time.monotonic() + 60

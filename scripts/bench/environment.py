@@ -61,11 +61,13 @@ class Procs:
         self.env, self.procs = env, list[subprocess.Popen[bytes]]()
         self.logs: dict[int, str] = {}
 
-    def start(self, argv: list[str], ready: Callable[[], bool], what: str, timeout: float = 90,
-              cwd: Path = ROOT) -> subprocess.Popen:
+    def start(
+        self, argv: list[str], ready: Callable[[], bool], what: str, timeout: float = 90, cwd: Path = ROOT
+    ) -> subprocess.Popen:
         log = tempfile.NamedTemporaryFile(prefix="rc-bench-", suffix=".log", delete=False)  # noqa: SIM115
-        proc = subprocess.Popen(argv, cwd=cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.procs.append(proc)
         deadline = time.monotonic() + timeout
         while not ready():
@@ -94,6 +96,7 @@ def answers(port: int, path: str = "/healthz") -> Callable[[], bool]:
             return conn.getresponse().status < 500
         except OSError:
             return False
+
     return check
 
 

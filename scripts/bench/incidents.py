@@ -34,21 +34,46 @@ def outage(bench: Bench, agent, n: int):
     agent.incident_threshold = 1  # the first checkpoint opens the incident
     agent.save(update_fields=["incident_threshold"])
     now = timezone.now()
-    first = Workflow.objects.create(agent=agent, external_id="OUT-0", kind="refund", title="bench outage 0",
-                                    context={"customer": "C-0"})
-    template = Checkpoint.open_for(first, reason="tool_error", at_seq=4, plan=PLAN,
-                                   detail="payments provider answered 502 Bad Gateway for OUT-0")
+    first = Workflow.objects.create(
+        agent=agent, external_id="OUT-0", kind="refund", title="bench outage 0", context={"customer": "C-0"}
+    )
+    template = Checkpoint.open_for(
+        first, reason="tool_error", at_seq=4, plan=PLAN, detail="payments provider answered 502 Bad Gateway for OUT-0"
+    )
     incident = Incident.objects.get(members=template)
-    workflows = Workflow.objects.bulk_create([
-        Workflow(agent=agent, external_id=f"OUT-{i}", kind="refund", title=f"bench outage {i}",
-                 status=Workflow.Status.PAUSED, context={"customer": f"C-{i % (n // 3 + 1)}"})
-        for i in range(1, n)], batch_size=2000)
-    copied = {f.attname: getattr(template, f.attname) for f in Checkpoint._meta.concrete_fields
-              if f.attname not in ("id", "workflow_id", "opened_at", "detail")}
-    Checkpoint.objects.bulk_create([
-        Checkpoint(**{**copied, "workflow_id": w.pk, "detail": f"payments provider answered 502 Bad Gateway for "
-                      f"{w.external_id}", "opened_at": now + timedelta(milliseconds=30 * i)})
-        for i, w in enumerate(workflows, start=1)], batch_size=2000)
+    workflows = Workflow.objects.bulk_create(
+        [
+            Workflow(
+                agent=agent,
+                external_id=f"OUT-{i}",
+                kind="refund",
+                title=f"bench outage {i}",
+                status=Workflow.Status.PAUSED,
+                context={"customer": f"C-{i % (n // 3 + 1)}"},
+            )
+            for i in range(1, n)
+        ],
+        batch_size=2000,
+    )
+    copied = {
+        f.attname: getattr(template, f.attname)
+        for f in Checkpoint._meta.concrete_fields
+        if f.attname not in ("id", "workflow_id", "opened_at", "detail")
+    }
+    Checkpoint.objects.bulk_create(
+        [
+            Checkpoint(
+                **{
+                    **copied,
+                    "workflow_id": w.pk,
+                    "detail": f"payments provider answered 502 Bad Gateway for {w.external_id}",
+                    "opened_at": now + timedelta(milliseconds=30 * i),
+                }
+            )
+            for i, w in enumerate(workflows, start=1)
+        ],
+        batch_size=2000,
+    )
     assert incident.members.count() == n
     return incident
 
@@ -74,9 +99,15 @@ def incidents(bench: Bench) -> None:
         with CaptureQueriesContext(connection) as ctx:
             client.get(url)
         queries[key] = len(ctx.captured_queries)
-    line(f"incident page, {n:,} members vs queue page", med["incident"], med["queue"], "ms", target="<= 5x",
-         holds=med["incident"] <= 5 * med["queue"],
-         note=f"{queries['incident']} vs {queries['queue']} queries; medians of {rounds}")
+    line(
+        f"incident page, {n:,} members vs queue page",
+        med["incident"],
+        med["queue"],
+        "ms",
+        target="<= 5x",
+        holds=med["incident"] <= 5 * med["queue"],
+        note=f"{queries['incident']} vs {queries['queue']} queries; medians of {rounds}",
+    )
     rollout_throughput(bench, incident)
 
 
@@ -97,10 +128,30 @@ def rollout_throughput(bench: Bench, incident) -> None:
         conn.default_channel.queue_purge("bench")  # type: ignore[attr-defined]  # kombu types the channel loosely
     worker_env = {**bench.env, "PYTHONPATH": str(ROOT / "scripts"), "CELERY_QUEUE": "bench"}
     bench.procs.env = worker_env
-    bench.procs.start([str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork", "-c", "2",
-                       "-Q", "bench", "-I", "bench_tasks", "--without-gossip", "--without-mingle",
-                       "--without-heartbeat", "--loglevel=WARNING", "-n", f"bench-incidents-{os.getpid()}@%h"],
-                      ReadyFile().exists_after(worker_env), "celery worker")
+    bench.procs.start(
+        [
+            str(BIN / "celery"),
+            "-A",
+            "console",
+            "worker",
+            "-P",
+            "prefork",
+            "-c",
+            "2",
+            "-Q",
+            "bench",
+            "-I",
+            "bench_tasks",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel=WARNING",
+            "-n",
+            f"bench-incidents-{os.getpid()}@%h",
+        ],
+        ReadyFile().exists_after(worker_env),
+        "celery worker",
+    )
     bench.procs.start([str(BIN / "python"), "manage.py", "run_relay", "--interval", "5"], lambda: True, "relay")
     bench.procs.env = bench.env
     time.sleep(2)
@@ -118,8 +169,9 @@ def rollout_throughput(bench: Bench, incident) -> None:
 
     window = settings.ROLLOUT_RATE_WINDOW_SECONDS
     settings.ROLLOUT_RATE_WINDOW_SECONDS = 0  # this process runs the sweep's step: no wait between waves
-    rollout = Rollout.start(incident, action="resume", by=operator, per_minute=n, watch_seconds=0,
-                            instructions="the provider is back")
+    rollout = Rollout.start(
+        incident, action="resume", by=operator, per_minute=n, watch_seconds=0, instructions="the provider is back"
+    )
     begun = time.time()
     while rollout.status == Rollout.Status.RUNNING:
         Rollout.advance_due()  # beat's sweep runs this step every SWEEP_INTERVAL_SECONDS
@@ -127,15 +179,22 @@ def rollout_throughput(bench: Bench, incident) -> None:
         time.sleep(0.05)
     decided = time.time() - begun
     settings.ROLLOUT_RATE_WINDOW_SECONDS = window
-    keys = [str(k) for k in Decision.objects.filter(checkpoint__incident=incident).values_list("delivery_id",
-                                                                                                flat=True)]
+    keys = [
+        str(k) for k in Decision.objects.filter(checkpoint__incident=incident).values_list("delivery_id", flat=True)
+    ]
     for key in keys:
         receiver.wait(key, timeout=3600)
     rollout_s = max(receiver.arrived[k] for k in keys) - begun
     waves = [len(w["checkpoints"]) for w in rollout.waves]
-    line(f"rollout of {len(keys):,} deliveries/s vs bare Celery", len(keys) / rollout_s, n / bare_s, "/s",
-         target=">= 50 %", holds=len(keys) / rollout_s >= 0.5 * n / bare_s,
-         note=f"waves {waves}; all decided after {decided:.0f}s; bare {bare_s:.0f}s, rollout {rollout_s:.0f}s")
+    line(
+        f"rollout of {len(keys):,} deliveries/s vs bare Celery",
+        len(keys) / rollout_s,
+        n / bare_s,
+        "/s",
+        target=">= 50 %",
+        holds=len(keys) / rollout_s >= 0.5 * n / bare_s,
+        note=f"waves {waves}; all decided after {decided:.0f}s; bare {bare_s:.0f}s, rollout {rollout_s:.0f}s",
+    )
     deadline = time.monotonic() + 60
     while Decision.objects.exclude(status__in=["succeeded", "failed"]).exists() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -45,6 +45,7 @@ def http_client(port: int, token: str, workflow_id: int, seed: int) -> Callable[
         response.read()
         if response.status != 201:
             raise RuntimeError(f"step answered {response.status}: {response.read()[:200]!r}")
+
     return step
 
 
@@ -64,6 +65,7 @@ def psycopg_rows(dsn: str, workflow_id: int, seed: int) -> Callable[[int], None]
         row = rows[k % len(rows)]
         conn.execute(INSERT_STEP, (row[0], k, *row[2:]))
         conn.commit()
+
     return step
 
 
@@ -83,6 +85,7 @@ def langgraph_saves(dsn: str, thread: str, seed: int) -> Callable[[int], None]:
         checkpoint["channel_values"] = {"step": {**reports[k % len(reports)], "seq": k}}
         checkpoint["channel_versions"] = {"step": k}
         config = saver.put(config, checkpoint, {"source": "loop", "step": k, "parents": {}}, {"step": k})
+
     step.context = context  # type: ignore[attr-defined]  # the saver's connection lives as long as the step
     return step
 
@@ -100,6 +103,7 @@ def batching_client(port: int, token: str, external_id: str, seed: int) -> Calla
         report = reports[k % len(reports)]
         with wf.step(str(report["name"]), kind="model" if k % 2 else "tool", input=report.get("input")) as scope:
             scope.record(report.get("output"))
+
     step.flush = wf.flush  # type: ignore[attr-defined]  # the run loop sends what is left at its end
     return step
 
@@ -108,8 +112,10 @@ def run_clients(make: Callable, jobs: list[tuple], seconds: float) -> float:
     """Every job in its own process (no GIL shared with anything), started together; steps per second."""
     ctx = multiprocessing.get_context("fork")
     barrier, results = ctx.Barrier(len(jobs)), ctx.Array("l", len(jobs))
-    procs = [ctx.Process(target=timed, args=(lambda job=job: make(*job), seconds, barrier, results, i))
-             for i, job in enumerate(jobs)]
+    procs = [
+        ctx.Process(target=timed, args=(lambda job=job: make(*job), seconds, barrier, results, i))
+        for i, job in enumerate(jobs)
+    ]
     for proc in procs:
         proc.start()
     for proc in procs:
@@ -123,8 +129,12 @@ def http_batches(port: int, token: str, workflow_id: int, reports: list[dict], s
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     for i in range(0, len(reports), size):
-        conn.request("POST", f"/api/v1/workflows/{workflow_id}/steps/batch",
-                     json.dumps({"steps": reports[i:i + size]}).encode(), headers)
+        conn.request(
+            "POST",
+            f"/api/v1/workflows/{workflow_id}/steps/batch",
+            json.dumps({"steps": reports[i : i + size]}).encode(),
+            headers,
+        )
         response = conn.getresponse()
         body = response.read()
         if response.status != 201:
@@ -151,15 +161,33 @@ def ingest(bench: Bench) -> None:
         bare = run_clients(bare_client, bare_jobs, seconds)
         if bench.before_port:
             before = run_clients(http_client, before_jobs, seconds)
-            line(f"ingest 1 step/request vs before, {n} cl.", console, before, "steps/s",
-                 note=f"before: {bench.args.before} ({before / bare:.0%} of the bare view)")
+            line(
+                f"ingest 1 step/request vs before, {n} cl.",
+                console,
+                before,
+                "steps/s",
+                note=f"before: {bench.args.before} ({before / bare:.0%} of the bare view)",
+            )
         raw = run_clients(psycopg_rows, raw_jobs, seconds)
         bench.single[n] = console
-        line(f"ingest 1 step/request vs bare view, {n} cl.", console, bare, "steps/s", target=">= 67 %",
-             holds=console / bare >= 2 / 3, note=f"{console / bare:.0%} of the bare Django view (bare.py), "
-                                                 f"which is {bare / raw:.0%} of psycopg")
-        line(f"ingest 1 step/request, {n} client(s)", console, raw, "steps/s", target=">= 25 %",
-             holds=console / raw >= 0.25, note=f"{console / raw:.0%} of psycopg; web CPU {cpu_ms:.1f} ms/step")
+        line(
+            f"ingest 1 step/request vs bare view, {n} cl.",
+            console,
+            bare,
+            "steps/s",
+            target=">= 67 %",
+            holds=console / bare >= 2 / 3,
+            note=f"{console / bare:.0%} of the bare Django view (bare.py), which is {bare / raw:.0%} of psycopg",
+        )
+        line(
+            f"ingest 1 step/request, {n} client(s)",
+            console,
+            raw,
+            "steps/s",
+            target=">= 25 %",
+            holds=console / raw >= 0.25,
+            note=f"{console / raw:.0%} of psycopg; web CPU {cpu_ms:.1f} ms/step",
+        )
 
 
 def langgraph(bench: Bench) -> None:
@@ -175,18 +203,33 @@ def langgraph(bench: Bench) -> None:
         jobs = [(libpq(bench.db_url), f"bench-{n}-{i}-{bench.rng.getrandbits(32)}", SEED + i) for i in range(n)]
         peer = run_clients(langgraph_saves, jobs, bench.args.seconds)
         agents = [bench.agent(f"client{n}-{i}") for i in range(n)]
-        client_jobs = [(bench.web_port, token, f"client-{n}-{i}-{bench.rng.getrandbits(32):08x}", SEED + i)
-                       for i, (_agent, token) in enumerate(agents)]
+        client_jobs = [
+            (bench.web_port, token, f"client-{n}-{i}-{bench.rng.getrandbits(32):08x}", SEED + i)
+            for i, (_agent, token) in enumerate(agents)
+        ]
         from django.db import connection
 
         connection.close()
         batching = run_clients(batching_client, client_jobs, bench.args.seconds)
-        line(f"batching client vs LangGraph PostgresSaver, {n} cl.", batching, peer, "steps/s", target="> 1x",
-             holds=batching > peer, note="recovery_client end to end (wf.step, batches of 50) vs in-process saver")
+        line(
+            f"batching client vs LangGraph PostgresSaver, {n} cl.",
+            batching,
+            peer,
+            "steps/s",
+            target="> 1x",
+            holds=batching > peer,
+            note="recovery_client end to end (wf.step, batches of 50) vs in-process saver",
+        )
         console = bench.single.get(n)
         if console:
-            line(f"console vs LangGraph PostgresSaver, {n} client(s)", console, peer, "steps/s",
-                 target="> 1x (aim)", holds=console > peer)
+            line(
+                f"console vs LangGraph PostgresSaver, {n} client(s)",
+                console,
+                peer,
+                "steps/s",
+                target="> 1x (aim)",
+                holds=console > peer,
+            )
         else:
             print(f"LangGraph PostgresSaver, {n} client(s): {peer:.1f} steps/s (run ingest for the ratio)")
 
@@ -212,17 +255,23 @@ def batched(bench: Bench) -> None:
         t = time.perf_counter()
         for i in range(0, n, size):
             with conn.cursor() as cur:
-                cur.executemany(INSERT_STEP, rows[i:i + size])
+                cur.executemany(INSERT_STEP, rows[i : i + size])
             conn.commit()
         many = n / (time.perf_counter() - t)
         t = time.perf_counter()
         for i in range(0, n, size):
-            with conn.cursor() as cur, cur.copy(
-                    f"COPY workflows_step ({', '.join(STEP_COLUMNS)}) FROM STDIN") as copy:
-                for row in rows[i:i + size]:
+            with conn.cursor() as cur, cur.copy(f"COPY workflows_step ({', '.join(STEP_COLUMNS)}) FROM STDIN") as copy:
+                for row in rows[i : i + size]:
                     copy.write_row((copy_wf, *row[1:], "now", "now", 1, "[]"))
             conn.commit()
         copied = n / (time.perf_counter() - t)
-    line("ingest batched vs executemany", console, many, "steps/s", target=">= 50 %",
-         holds=console / many >= 0.5, note=f"{console / many:.0%} of executemany; web CPU {cpu_ms:.2f} ms/step")
+    line(
+        "ingest batched vs executemany",
+        console,
+        many,
+        "steps/s",
+        target=">= 50 %",
+        holds=console / many >= 0.5,
+        note=f"{console / many:.0%} of executemany; web CPU {cpu_ms:.2f} ms/step",
+    )
     line("ingest batched vs COPY", console, copied, "steps/s", note=f"{console / copied:.0%} of COPY")

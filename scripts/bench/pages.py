@@ -24,10 +24,21 @@ def pages(bench: Bench) -> None:
     checkpoint = Checkpoint.objects.open().select_related("workflow").order_by("-pk").first()
     agent = checkpoint.workflow.agent
     Step.objects.filter(workflow=checkpoint.workflow).delete()
-    Step.objects.bulk_create([Step(workflow=checkpoint.workflow, **step_report(bench.rng, 1, seq))
-                              for seq in range(1, 1001)])
-    Event.objects.bulk_create([Event(workflow=checkpoint.workflow, actor_type="agent", actor_agent=agent,
-                                     verb="step_committed", data={"seq": s}) for s in range(1, 1001)])
+    Step.objects.bulk_create(
+        [Step(workflow=checkpoint.workflow, **step_report(bench.rng, 1, seq)) for seq in range(1, 1001)]
+    )
+    Event.objects.bulk_create(
+        [
+            Event(
+                workflow=checkpoint.workflow,
+                actor_type="agent",
+                actor_agent=agent,
+                verb="step_committed",
+                data={"seq": s},
+            )
+            for s in range(1, 1001)
+        ]
+    )
     urls = {"trivial": "/bench/trivial", "queue": "/?per=50", "workbench": f"/checkpoints/{checkpoint.pk}/"}
     medians: dict[str, list[float]] = {k: [] for k in urls}
     for _ in range(bench.args.rounds):  # interleaved: both sides see the same machine
@@ -64,18 +75,41 @@ def pages(bench: Bench) -> None:
         if client.get(f"/?per=50&v={_queue_version()}", headers=poll_headers).status_code != 204:
             raise RuntimeError("the queue's poll rendered although nothing changed")
         polls.append((time.perf_counter() - begun) * 1000)
-    line("queue poll, nothing changed, vs trivial", statistics.median(polls), med["trivial"], "ms",
-         note=f"204, not rendered; the render it saves: {med['queue']:.1f} ms")
+    line(
+        "queue poll, nothing changed, vs trivial",
+        statistics.median(polls),
+        med["trivial"],
+        "ms",
+        note=f"204, not rendered; the render it saves: {med['queue']:.1f} ms",
+    )
     small = bench.page_ms(client, "/?per=25")
-    line(f"queue first page at {open_now:,} open vs trivial", med["queue"], med["trivial"], "ms",
-         target="<= 3x", holds=med["queue"] <= 3 * med["trivial"],
-         note=f"{queries['queue']} vs {queries['trivial']} queries")
-    line("queue first page, one row just changed, vs trivial", statistics.median(changed),
-         statistics.median(trivial_beside), "ms", target="<= 3x",
-         holds=statistics.median(changed) <= 3 * statistics.median(trivial_beside),
-         note="another operator claimed or released a row before each render")
-    line("workbench, 1,000 steps vs trivial", med["workbench"], med["trivial"], "ms", target="<= 5x",
-         holds=med["workbench"] <= 5 * med["trivial"], note=f"{queries['workbench']} queries")
+    line(
+        f"queue first page at {open_now:,} open vs trivial",
+        med["queue"],
+        med["trivial"],
+        "ms",
+        target="<= 3x",
+        holds=med["queue"] <= 3 * med["trivial"],
+        note=f"{queries['queue']} vs {queries['trivial']} queries",
+    )
+    line(
+        "queue first page, one row just changed, vs trivial",
+        statistics.median(changed),
+        statistics.median(trivial_beside),
+        "ms",
+        target="<= 3x",
+        holds=statistics.median(changed) <= 3 * statistics.median(trivial_beside),
+        note="another operator claimed or released a row before each render",
+    )
+    line(
+        "workbench, 1,000 steps vs trivial",
+        med["workbench"],
+        med["trivial"],
+        "ms",
+        target="<= 5x",
+        holds=med["workbench"] <= 5 * med["trivial"],
+        note=f"{queries['workbench']} queries",
+    )
     # The queue figures this suite started with.
     near_end = Checkpoint.objects.open().order_by("-due_at", "-pk")[60]
     from console.views.checkpoints import QUEUE_PAGES
@@ -106,5 +140,11 @@ def web_memory(bench: Bench) -> None:
         if i == n // 10:
             first = me.memory_info().rss
     last = me.memory_info().rss
-    line(f"web RSS after {n:,} vs {n // 10:,} queue renders", last / 2**20, first / 2**20, "MiB",
-         target="<= 1.10x (flat)", holds=last <= 1.10 * first)
+    line(
+        f"web RSS after {n:,} vs {n // 10:,} queue renders",
+        last / 2**20,
+        first / 2**20,
+        "MiB",
+        target="<= 1.10x (flat)",
+        holds=last <= 1.10 * first,
+    )

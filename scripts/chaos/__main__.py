@@ -19,6 +19,7 @@ from .world import prepare
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+
     # Stopped with SIGTERM (kill, a CI timeout): unwind as on Ctrl-C, so the stack it started goes with it.
     # Once: a second SIGTERM (``timeout`` passing one on beside a direct kill) must not cut that cleanup short.
     def stop(*_: Any) -> None:
@@ -26,8 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(143)
 
     signal.signal(signal.SIGTERM, stop)
-    say(f"chaos: {args.workflows} workflows, seed {args.seed}, fault rate {args.fault_rate}, kills every "
-        f"~{args.kill_interval:g}s, {args.operators} operator(s), deadline {args.timeout:.0f}s")
+    say(
+        f"chaos: {args.workflows} workflows, seed {args.seed}, fault rate {args.fault_rate}, kills every "
+        f"~{args.kill_interval:g}s, {args.operators} operator(s), deadline {args.timeout:.0f}s"
+    )
     world = prepare(args)
     try:
         _stack, killer, record, duration, settled_in_time = run(world)

@@ -31,8 +31,10 @@ def database_name(url: str) -> str:
     if not parts.scheme.startswith("postgres") or not name:
         raise SystemExit(f"DATABASE_URL must be a postgres://…/<name> URL, not {url!r}")
     if "chaos" not in name:  # it is dropped: never the console's own database by mistake
-        raise SystemExit(f"refusing to drop the database {name!r}: the chaos run drops and creates its database, "
-                         "so its name must contain 'chaos' (e.g. recovery_chaos)")
+        raise SystemExit(
+            f"refusing to drop the database {name!r}: the chaos run drops and creates its database, "
+            "so its name must contain 'chaos' (e.g. recovery_chaos)"
+        )
     return name
 
 

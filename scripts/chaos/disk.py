@@ -48,11 +48,16 @@ class FullDisk:
 
     def mount(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={BROKER_DISK_BYTES}", "tmpfs",
-                                  str(self.folder)], capture_output=True, text=True)
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={BROKER_DISK_BYTES}", "tmpfs", str(self.folder)],
+            capture_output=True,
+            text=True,
+        )
         if mounted.returncode != 0:
-            raise SystemExit(f"--disk-pressure fills a tmpfs mounted on the broker folder, and mounting one needs "
-                             f"root: {mounted.stderr.strip()} (leave it out with --no-disk-pressure)")
+            raise SystemExit(
+                f"--disk-pressure fills a tmpfs mounted on the broker folder, and mounting one needs "
+                f"root: {mounted.stderr.strip()} (leave it out with --no-disk-pressure)"
+            )
         for sub in ("out", "processed", "control"):  # what the settings make, under the mount
             (self.folder / sub).mkdir()
 
@@ -144,9 +149,15 @@ def disk_figures(world: World) -> dict[str, Any]:
     if disk is None or not world.args.disk_pressure:
         return {}
     page = disk.page_at_end  # after the drain, with room: the banner must be gone
-    return {"fills": disk.fills, "refused": disk.refused, "said": disk.said, "unsaid": disk.unsaid,
-            "failing_at_end": BrokerStatus.failing() is not None, "banner_at_end": BANNER in page,
-            "page_read_at_end": bool(page)}
+    return {
+        "fills": disk.fills,
+        "refused": disk.refused,
+        "said": disk.said,
+        "unsaid": disk.unsaid,
+        "failing_at_end": BrokerStatus.failing() is not None,
+        "banner_at_end": BANNER in page,
+        "page_read_at_end": bool(page),
+    }
 
 
 def disk_pressure_run(world: World) -> dict[str, Any]:
@@ -163,15 +174,50 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
     kill_interval = min(args.kill_interval, 6.0) if args.kill_interval > 0 else 6.0
     say("")
     say(f"== the embedded default's broker under disk pressure: {args.disk_workflows} workflows, seed {seed} ==")
-    argv = [sys.executable, "-m", "scripts.chaos", "--filesystem-broker", "--disk-pressure",
-            "--no-kill-redis", "--no-kill-postgres", "--no-lossy-network", "--clock-skew", "0",
-            "--workflows", str(args.disk_workflows), "--seed", str(seed), "--kill-interval", f"{kill_interval:g}",
-            "--kill-rounds", "2", "--operators", str(args.operators), "--interval", f"{args.interval:g}",
-            "--fault-rate", f"{args.fault_rate:g}", "--step-delay", f"{args.step_delay:g}",
-            "--silence", str(args.silence), "--think", f"{args.think:g}",
-            "--delivery-attempts", str(args.delivery_attempts), "--timeout", f"{min(args.timeout, 1200.0):g}",
-            "--drain", f"{min(args.drain, 300.0):g}", "--rss-interval", f"{args.rss_interval:g}",
-            "--var-dir", str(world.var_dir / "disk-run"), "--json", str(figures_path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "scripts.chaos",
+        "--filesystem-broker",
+        "--disk-pressure",
+        "--no-kill-redis",
+        "--no-kill-postgres",
+        "--no-lossy-network",
+        "--clock-skew",
+        "0",
+        "--workflows",
+        str(args.disk_workflows),
+        "--seed",
+        str(seed),
+        "--kill-interval",
+        f"{kill_interval:g}",
+        "--kill-rounds",
+        "2",
+        "--operators",
+        str(args.operators),
+        "--interval",
+        f"{args.interval:g}",
+        "--fault-rate",
+        f"{args.fault_rate:g}",
+        "--step-delay",
+        f"{args.step_delay:g}",
+        "--silence",
+        str(args.silence),
+        "--think",
+        f"{args.think:g}",
+        "--delivery-attempts",
+        str(args.delivery_attempts),
+        "--timeout",
+        f"{min(args.timeout, 1200.0):g}",
+        "--drain",
+        f"{min(args.drain, 300.0):g}",
+        "--rss-interval",
+        f"{args.rss_interval:g}",
+        "--var-dir",
+        str(world.var_dir / "disk-run"),
+        "--json",
+        str(figures_path),
+    ]
     env = {key: value for key, value in os.environ.items() if key not in ("CELERY_BROKER_URL", "CACHE_URL")}
     env.update({**args.given, "DATABASE_URL": database_url})  # as this run was given them, not its private Redis
     child = subprocess.Popen(argv, cwd=ROOT, env=env)
@@ -190,6 +236,12 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
         recreate_database(database_url, create=False)
     sub = json.loads(figures_path.read_text()) if figures_path.exists() else {}
     say("== end of the disk-pressure run ==")
-    return {"ok": returncode == 0 and bool(sub), "returncode": returncode, "seed": seed,
-            "workflows": sub.get("workflows", 0), "disk": sub.get("disk") or {},
-            "decisions_lost": sub.get("decisions_lost"), "duration_seconds": sub.get("duration_seconds")}
+    return {
+        "ok": returncode == 0 and bool(sub),
+        "returncode": returncode,
+        "seed": seed,
+        "workflows": sub.get("workflows", 0),
+        "disk": sub.get("disk") or {},
+        "decisions_lost": sub.get("decisions_lost"),
+        "duration_seconds": sub.get("duration_seconds"),
+    }

@@ -59,11 +59,17 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     resumed_clean = resumed & ids("resumed_without_data_loss:met")
     other_owner = ids("owner_changed") - ids("handed_off")  # an operator choosing another owner is not a loss
 
-    workflows = list(Workflow.objects.select_related("owner", "agent").prefetch_related(
-        "steps", Prefetch("checkpoints__decisions", Decision.objects.all())))
+    workflows = list(
+        Workflow.objects.select_related("owner", "agent").prefetch_related(
+            "steps", Prefetch("checkpoints__decisions", Decision.objects.all())
+        )
+    )
     known = {(w.agent.name, w.external_id) for w in workflows}
-    missing = [f"{r['agent']}:{r['external_id']}" for r in journal.runs()
-               if r["status"] not in ("skipped", "refused") and (r["agent"], r["external_id"]) not in known]
+    missing = [
+        f"{r['agent']}:{r['external_id']}"
+        for r in journal.runs()
+        if r["status"] not in ("skipped", "refused") and (r["agent"], r["external_id"]) not in known
+    ]
     blank: list[str] = list(missing)
     lost: list[str] = []
     for workflow in workflows:
@@ -88,8 +94,11 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
     stored = {(str(w), q): st for w, q, st in Step.objects.values_list("workflow_id", "seq", "status")}
     acknowledged = journal.acknowledged()
     # A report the console answered 2xx for must be there; a committed one must still be committed.
-    unstored = [f"{w}#{q} {st}" for w, q, st in acknowledged
-                if (w, q) not in stored or (st == "committed" and stored[(w, q)] != "committed")]
+    unstored = [
+        f"{w}#{q} {st}"
+        for w, q, st in acknowledged
+        if (w, q) not in stored or (st == "committed" and stored[(w, q)] != "committed")
+    ]
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_database_size(current_database())")
         database_bytes = int(cursor.fetchone()[0])
@@ -100,36 +109,48 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "decisions finished": Decision.objects.filter(finished_at__gt=Now()).count(),
     }
     return {
-        "seed": world.args.seed, "duration_seconds": round(duration), "settled": settled_in_time,
-        "workflows_requested": world.args.workflows, "workflows": len(workflows),
+        "seed": world.args.seed,
+        "duration_seconds": round(duration),
+        "settled": settled_in_time,
+        "workflows_requested": world.args.workflows,
+        "workflows": len(workflows),
         "launched": journal.launched(),
         "workflows_by_status": dict(Counter(w.status for w in workflows)),
         "period": [period.start.isoformat(), period.end.isoformat()],
         # The dashboard's four headline shares for the same period, as part/whole.
         "headline": {slug: [share.part, share.whole] for slug, share in summary.shares.items()},
-        "degraded": summary.counts["degraded"], "reached_checkpoint": preserved.part,
+        "degraded": summary.counts["degraded"],
+        "reached_checkpoint": preserved.part,
         "reached_checkpoint_pct": share(preserved.part, preserved.whole),
         "blank_states": blank,
-        "resumed": len(resumed), "resumed_clean": len(resumed_clean),
+        "resumed": len(resumed),
+        "resumed_clean": len(resumed_clean),
         "resumed_clean_pct": share(len(resumed_clean), len(resumed)),
         "resumed_not_clean": described(resumed - resumed_clean),
-        "same_owner": len(resumed - other_owner), "same_owner_pct": share(len(resumed - other_owner), len(resumed)),
+        "same_owner": len(resumed - other_owner),
+        "same_owner_pct": share(len(resumed - other_owner), len(resumed)),
         "other_owner": described(other_owner),
         "duplicate_effect_attempts": summary.counts["duplicate_attempt"],
-        "duplicate_keys": duplicates, "lost_effects": lost,
-        "decisions_acknowledged": len(record.acknowledged), "decisions_unrecorded": unrecorded,
-        "decisions_unfinished": unfinished, "decisions_awaiting_approval": proposed,
+        "duplicate_keys": duplicates,
+        "lost_effects": lost,
+        "decisions_acknowledged": len(record.acknowledged),
+        "decisions_unrecorded": unrecorded,
+        "decisions_unfinished": unfinished,
+        "decisions_awaiting_approval": proposed,
         "decisions_lost": len(unrecorded) + len(unfinished),
-        "decisions_by_action_state": {f"{a}/{s}": n for (a, s), n in sorted(
-            sla_figures.decisions_by_action_and_outcome(period).items())},
+        "decisions_by_action_state": {
+            f"{a}/{s}": n for (a, s), n in sorted(sla_figures.decisions_by_action_and_outcome(period).items())
+        },
         "checkpoints": every_checkpoint.count(),
         "checkpoints_by_reason": dict(Counter(every_checkpoint.values_list("reason", flat=True))),
         "checkpoints_opened_by_console": every_checkpoint.filter(opened_by_console=True).count(),
         "effects_executed": sum(len(refs) for refs in executions.values()),
         "kills": {target: killer.kills.get(target, 0) for target in killer.targets},
         "kill_restart_errors": killer.errors,
-        "operator": dict(sorted(record.counts.items())), "operator_invalid": record.invalid[:20],
-        "reports_acknowledged": len(acknowledged), "reports_acknowledged_not_stored": unstored,
+        "operator": dict(sorted(record.counts.items())),
+        "operator_invalid": record.invalid[:20],
+        "reports_acknowledged": len(acknowledged),
+        "reports_acknowledged_not_stored": unstored,
         "deliveries_acted_on_twice": journal.acted_more_than_once(),
         "stamped_ahead_of_database_clock": {k: v for k, v in ahead.items() if v},
         "leases_longer_than_configured": sorted(record.long_leases),
@@ -143,12 +164,14 @@ def analyse(world: World, record: Logbook, killer: Killer, duration: float, sett
         "memory": record.memory,
         "exited_by_themselves": record.exits,
         "restarted_by_watchdog": record.watchdog,
-        "database_bytes": database_bytes, "database_bytes_per_workflow": database_bytes // max(1, len(workflows)),
+        "database_bytes": database_bytes,
+        "database_bytes_per_workflow": database_bytes // max(1, len(workflows)),
     }
 
 
-def lost_effects(workflow: Any, steps: list, decisions: list, executions: dict[str, list[str]],
-                 plans: dict) -> list[str]:
+def lost_effects(
+    workflow: Any, steps: list, decisions: list, executions: dict[str, list[str]], plans: dict
+) -> list[str]:
     lost = set()
     for step in steps:
         if step.kind == "effect" and step.status == "committed":

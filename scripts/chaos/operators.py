@@ -52,8 +52,9 @@ class Browser:
         request = urllib.request.Request(self.base_url + path, data=data, method=method)  # noqa: S310
         try:
             with self.opener.open(request, timeout=20) as response:
-                return Answer(response.status, response.headers.get("Location", ""),
-                              response.read().decode(errors="replace"))
+                return Answer(
+                    response.status, response.headers.get("Location", ""), response.read().decode(errors="replace")
+                )
         except urllib.error.HTTPError as exc:
             answer = Answer(exc.code, exc.headers.get("Location", ""), exc.read().decode(errors="replace"))
             if answer.status >= 500:
@@ -67,8 +68,9 @@ class Browser:
 
     def login(self, username: str, password: str) -> None:
         self.request("GET", "/login/")
-        answer = self.request("POST", "/login/", {"username": username, "password": password,
-                                                  "csrfmiddlewaretoken": self.csrf()})
+        answer = self.request(
+            "POST", "/login/", {"username": username, "password": password, "csrfmiddlewaretoken": self.csrf()}
+        )
         if answer.status != 302:
             raise RuntimeError(f"login of {username} failed: {answer.status}")
 
@@ -105,8 +107,9 @@ class Logbook:
         from workflows.models import Decision
 
         limit = Now() + timedelta(seconds=settings.DELIVERY_LEASE_SECONDS + 2)
-        self.long_leases.update(Decision.objects.filter(status="running", lease_expires_at__gt=limit)
-                                .values_list("pk", flat=True))
+        self.long_leases.update(
+            Decision.objects.filter(status="running", lease_expires_at__gt=limit).values_list("pk", flat=True)
+        )
 
 
 class Operator(threading.Thread):
@@ -114,8 +117,16 @@ class Operator(threading.Thread):
 
     RETRY_FOR = 90.0  # seconds a person keeps trying while the console restarts
 
-    def __init__(self, username: str, password: str, world: World, others: list[str], rng: random.Random,
-                 record: Logbook, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        username: str,
+        password: str,
+        world: World,
+        others: list[str],
+        rng: random.Random,
+        record: Logbook,
+        stop: threading.Event,
+    ) -> None:
         super().__init__(name=f"operator-{username}", daemon=True)
         self.username, self.password, self.others, self.rng = username, password, others, rng
         self.record, self.stop = record, stop
@@ -207,8 +218,11 @@ class Operator(threading.Thread):
 
         checkpoint = Checkpoint.objects.filter(status=Checkpoint.Status.CLAIMED, assignee=self.user).first()
         if checkpoint is None:
-            first = list(Checkpoint.objects.filter(status=Checkpoint.Status.OPEN)
-                         .order_by("due_at", "pk").values_list("pk", flat=True)[:6])
+            first = list(
+                Checkpoint.objects.filter(status=Checkpoint.Status.OPEN)
+                .order_by("due_at", "pk")
+                .values_list("pk", flat=True)[:6]
+            )
             if not first:
                 return False
             pk = self.rng.choice(first)  # two people on one queue do not all pick the top row
@@ -256,8 +270,11 @@ class Operator(threading.Thread):
             action = "abort"
         if checkpoint.runbook_version and not checkpoint.runbook_version.allows(action):
             action = "resume"
-        fields = {"action": action, "money_confirmed": "on",
-                  "instructions": f"chaos: {action} after checking the ledgers"}
+        fields = {
+            "action": action,
+            "money_confirmed": "on",
+            "instructions": f"chaos: {action} after checking the ledgers",
+        }
         if action == "handoff":
             if self.others:
                 fields["new_owner"] = self.rng.choice(self.others)
@@ -287,8 +304,9 @@ class Operator(threading.Thread):
         else:
             self.record.count(f"decide_{answer.status}")
             with self.record.lock:
-                self.record.invalid.append(f"checkpoint {checkpoint.pk} {action}: {answer.status} "
-                                           f"{snippet(answer.body)}")
+                self.record.invalid.append(
+                    f"checkpoint {checkpoint.pk} {action}: {answer.status} {snippet(answer.body)}"
+                )
 
 
 def snippet(html: str) -> str:

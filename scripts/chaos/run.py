@@ -32,9 +32,11 @@ def progress(started: float, journal: Any, killer: Killer) -> str:
     workflows = Counter(Workflow.objects.values_list("status", flat=True))
     checkpoints = Checkpoint.objects.exclude(status="resolved").count()
     decisions = Counter(Decision.objects.values_list("status", flat=True))
-    return (f"  {time.monotonic() - started:6.0f}s  launched {journal.launched()}  workflows "
-            f"{dict(sorted(workflows.items()))}  unresolved checkpoints {checkpoints}  decisions "
-            f"{dict(sorted(decisions.items()))}  kills {dict(killer.kills)}")
+    return (
+        f"  {time.monotonic() - started:6.0f}s  launched {journal.launched()}  workflows "
+        f"{dict(sorted(workflows.items()))}  unresolved checkpoints {checkpoints}  decisions "
+        f"{dict(sorted(decisions.items()))}  kills {dict(killer.kills)}"
+    )
 
 
 def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]:
@@ -48,8 +50,13 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
     sampler = MemorySampler(stack, args.rss_interval)
     stop_operators = threading.Event()
     # A disk-pressure run's first kill fills the disk: its workflows may all be done before a later one.
-    killer = Killer(stack, args.kill_interval, random.Random(rng.random()), kill_targets(args),
-                    first="disk" if "disk" in stack else None)
+    killer = Killer(
+        stack,
+        args.kill_interval,
+        random.Random(rng.random()),
+        kill_targets(args),
+        first="disk" if "disk" in stack else None,
+    )
     supervisor = Supervisor(stack, killer)
     started = time.monotonic()
     deadline = started + args.timeout
@@ -58,12 +65,23 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
     try:
         for name in ("web", "worker1", "worker2", "beat", "relay", "fleet"):
             stack[name].start()
-        say(f"stack up in {time.monotonic() - started:.0f}s: web :{world.web_port}, fleet :{world.fleet_port}, "
-            f"logs in {world.var_dir / 'logs'}")
+        say(
+            f"stack up in {time.monotonic() - started:.0f}s: web :{world.web_port}, fleet :{world.fleet_port}, "
+            f"logs in {world.var_dir / 'logs'}"
+        )
         names = sorted(world.users)
         for name in names:
-            operators.append(Operator(name, world.users[name], world, [n for n in names if n != name],
-                                      random.Random(rng.random()), record, stop_operators))
+            operators.append(
+                Operator(
+                    name,
+                    world.users[name],
+                    world,
+                    [n for n in names if n != name],
+                    random.Random(rng.random()),
+                    record,
+                    stop_operators,
+                )
+            )
         for operator in operators:
             operator.start()
         if args.kill_interval > 0:
@@ -72,8 +90,12 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
         supervisor.start()
         next_report = time.monotonic() + 15
         while time.monotonic() < deadline:
-            if journal.launched() >= args.workflows and killer.is_alive() and not killer.stop.is_set() \
-                    and killer.rounds >= args.kill_rounds:
+            if (
+                journal.launched() >= args.workflows
+                and killer.is_alive()
+                and not killer.stop.is_set()
+                and killer.rounds >= args.kill_rounds
+            ):
                 killer.stop.set()
                 say(f"  all {args.workflows} launched after {time.monotonic() - started:.0f}s: no more kills; draining")
                 if time.monotonic() + args.drain > deadline:

@@ -36,8 +36,9 @@ class Service:
         self.log_path = self.world.var_dir / "logs" / f"{self.name}-{self.starts}.log"
         argv = [arg.format(start=self.starts) for arg in self.argv]  # "{start}": which start this is
         with open(self.log_path, "wb") as log:
-            self.popen = subprocess.Popen(argv, cwd=ROOT, env=self.world.env, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True)
+            self.popen = subprocess.Popen(
+                argv, cwd=ROOT, env=self.world.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while not self.ready(self):
             if not self.alive():
@@ -85,28 +86,89 @@ def services(world: World) -> dict[str, Service]:
     args, python, manage = world.args, str(BIN / "python"), str(ROOT / "manage.py")
     stack = {
         # The production config (console/gunicorn.py: gthread, 4 threads, its shared-cache guard), two workers.
-        "web": Service("web", [str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi",
-                               "-b", f"127.0.0.1:{world.web_port}", "-w", "2"],
-                       world, answers_health),
-        "beat": Service("beat", [str(BIN / "celery"), "-A", "console", "beat", "--loglevel=INFO"],
-                        world, printed("beat: Starting")),
+        "web": Service(
+            "web",
+            [
+                str(BIN / "gunicorn"),
+                "-c",
+                "python:console.gunicorn",
+                "console.wsgi",
+                "-b",
+                f"127.0.0.1:{world.web_port}",
+                "-w",
+                "2",
+            ],
+            world,
+            answers_health,
+        ),
+        "beat": Service(
+            "beat", [str(BIN / "celery"), "-A", "console", "beat", "--loglevel=INFO"], world, printed("beat: Starting")
+        ),
         "relay": Service("relay", [python, manage, "run_relay", "--interval", "1"], world, printed("outbox relay")),
-        "fleet": Service("fleet", [
-            python, manage, "run_demo_fleet", "--console", world.console_url, "--port", str(world.fleet_port),
-            "--agents", "3", "--interval", str(args.interval), "--max-open", "100000",
-            "--seed", f"{args.seed}{{start}}",  # a restarted fleet does not replay the same faults
-            "--fault-rate", str(args.fault_rate), "--step-delay", str(args.step_delay),
-            "--total", str(args.workflows), "--poll-interval", "0.5", "--reconcile-interval", "2"],
-            world, printed("demo fleet:")),
+        "fleet": Service(
+            "fleet",
+            [
+                python,
+                manage,
+                "run_demo_fleet",
+                "--console",
+                world.console_url,
+                "--port",
+                str(world.fleet_port),
+                "--agents",
+                "3",
+                "--interval",
+                str(args.interval),
+                "--max-open",
+                "100000",
+                "--seed",
+                f"{args.seed}{{start}}",  # a restarted fleet does not replay the same faults
+                "--fault-rate",
+                str(args.fault_rate),
+                "--step-delay",
+                str(args.step_delay),
+                "--total",
+                str(args.workflows),
+                "--poll-interval",
+                "0.5",
+                "--reconcile-interval",
+                "2",
+            ],
+            world,
+            printed("demo fleet:"),
+        ),
     }
     for n in (1, 2):
         # --clock-skew: the second worker's clock runs ahead (time-machine in that process and its pool).
-        skewed = [python, str(ROOT / "scripts" / "skewed_clock.py"), f"{args.clock_skew:g}"] \
-            if n == 2 and args.clock_skew else []
-        stack[f"worker{n}"] = Service(f"worker{n}", [
-            *skewed, str(BIN / "celery"), "-A", "console", "worker", "-P", "prefork", "-c", "2",
-            "-n", f"chaos{n}@%h", "-Q", "chaos", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "--loglevel=INFO"], world, printed("ready."))
+        skewed = (
+            [python, str(ROOT / "scripts" / "skewed_clock.py"), f"{args.clock_skew:g}"]
+            if n == 2 and args.clock_skew
+            else []
+        )
+        stack[f"worker{n}"] = Service(
+            f"worker{n}",
+            [
+                *skewed,
+                str(BIN / "celery"),
+                "-A",
+                "console",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                "2",
+                "-n",
+                f"chaos{n}@%h",
+                "-Q",
+                "chaos",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel=INFO",
+            ],
+            world,
+            printed("ready."),
+        )
     return stack
 
 
@@ -171,17 +233,29 @@ class MemorySampler(threading.Thread):
             if len(settled) < 2 or series[-1][0] - born < lived:
                 continue
             first, last = settled[0][1], settled[-1][1]
-            rows.append({"process": key, "minutes": round((series[-1][0] - born) / 60, 1),
-                         "rss_after_warmup_mb": round(first / 2**20, 1), "rss_at_end_mb": round(last / 2**20, 1),
-                         "growth_pct": round(100.0 * (last - first) / first, 1)})
+            rows.append(
+                {
+                    "process": key,
+                    "minutes": round((series[-1][0] - born) / 60, 1),
+                    "rss_after_warmup_mb": round(first / 2**20, 1),
+                    "rss_at_end_mb": round(last / 2**20, 1),
+                    "growth_pct": round(100.0 * (last - first) / first, 1),
+                }
+            )
         return rows
 
 
 class Killer(threading.Thread):
     """SIGKILL a worker, the web server or the fleet at random intervals; start it again at once."""
 
-    def __init__(self, stack: dict[str, Any], interval: float, rng: random.Random,
-                 targets: tuple[str, ...] = KILL_TARGETS, first: str | None = None) -> None:
+    def __init__(
+        self,
+        stack: dict[str, Any],
+        interval: float,
+        rng: random.Random,
+        targets: tuple[str, ...] = KILL_TARGETS,
+        first: str | None = None,
+    ) -> None:
         super().__init__(name="killer", daemon=True)
         self.stack, self.interval, self.rng, self.targets = stack, interval, rng, targets
         self.first = first  # the first kill of the run, while work flows (the disk run's fill)
@@ -258,8 +332,10 @@ class Supervisor(threading.Thread):
                 output = service.output()
                 if watchdog.MARK in output:  # not a crash: the worker saw its consumer stall and left to be restarted
                     self.watchdog.append(name)
-                    say(f"  ~ {name}: its Celery consumer stalled beside queued messages; it left on its watchdog "
-                        "and was started again")
+                    say(
+                        f"  ~ {name}: its Celery consumer stalled beside queued messages; it left on its watchdog "
+                        "and was started again"
+                    )
                 else:
                     self.report_exit(name, service, output)
                 self.killer.restart(service)
@@ -270,5 +346,7 @@ class Supervisor(threading.Thread):
         """A crash: counted, and reported with the last error line the process printed."""
         errors = [line for line in output.splitlines() if "Error" in line or "CRITICAL" in line]
         self.exits.append(f"{name}: {(errors[-1] if errors else 'no error printed').strip()[:300]}")
-        say(f"  ! {name} exited by itself (code {service.popen.returncode}); started again, as a supervisor "
-            f"would: {self.exits[-1]}")
+        say(
+            f"  ! {name} exited by itself (code {service.popen.returncode}); started again, as a supervisor "
+            f"would: {self.exits[-1]}"
+        )

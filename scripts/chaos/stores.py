@@ -33,9 +33,12 @@ class PrivateRedis:
         import redis
 
         self.starts += 1
-        self.popen = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                                       "--save", "", "--appendonly", "no"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.popen = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -87,12 +90,17 @@ class PostgresOutage:
         from psycopg import sql
 
         with psycopg.connect(self.maintenance, autocommit=True) as conn:
-            conn.execute(sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}").format(
-                sql.Identifier(self.database), sql.SQL("true" if allowed else "false")))
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}").format(
+                    sql.Identifier(self.database), sql.SQL("true" if allowed else "false")
+                )
+            )
             if not allowed:
                 cut = conn.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
-                    "AND pid <> pg_backend_pid() AND application_name <> %s", (self.database, OBSERVER)).fetchall()
+                    "AND pid <> pg_backend_pid() AND application_name <> %s",
+                    (self.database, OBSERVER),
+                ).fetchall()
                 self.sessions_cut += len(cut)
 
     def kill(self) -> None:

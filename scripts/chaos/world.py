@@ -72,19 +72,31 @@ def prepare(args: argparse.Namespace) -> World:
         flush_broker(broker_url)
         # Two gunicorn workers need a shared cache (the console refuses to start without one): the
         # broker's Redis, the next database number, unless CACHE_URL names one.
-        cache_url = next_database(broker_url) if private_redis else (os.environ.get("CACHE_URL")
-                                                                      or next_database(broker_url))
+        cache_url = (
+            next_database(broker_url) if private_redis else (os.environ.get("CACHE_URL") or next_database(broker_url))
+        )
     env = {
-        "DJANGO_SETTINGS_MODULE": "console.settings", "DATABASE_URL": database_url,
-        "CELERY_BROKER_URL": broker_url, "CELERY_QUEUE": "chaos", "VAR_DIR": str(var_dir),
-        "CACHE_URL": cache_url, "GUNICORN_ACCESS_LOG": "",  # no access log, as before
-        "SECRET_KEY": secrets.token_urlsafe(40), "DEBUG": "false", "MANIFEST_STATIC": "false",
+        "DJANGO_SETTINGS_MODULE": "console.settings",
+        "DATABASE_URL": database_url,
+        "CELERY_BROKER_URL": broker_url,
+        "CELERY_QUEUE": "chaos",
+        "VAR_DIR": str(var_dir),
+        "CACHE_URL": cache_url,
+        "GUNICORN_ACCESS_LOG": "",  # no access log, as before
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "DEBUG": "false",
+        "MANIFEST_STATIC": "false",
         "DEMO_APPS": "true",  # seed_demo and run_demo_fleet, with DEBUG off
-        "SECURE_COOKIES": "false", "ALLOWED_HOSTS": "127.0.0.1", "PYTHONUNBUFFERED": "1", "LOG_LEVEL": "INFO",
+        "SECURE_COOKIES": "false",
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "PYTHONUNBUFFERED": "1",
+        "LOG_LEVEL": "INFO",
         "PYTHONPATH": str(ROOT),  # every process imports this tree, whatever else is on the path
         # Short clocks, so a killed agent's workflows reach the queue and stuck deliveries come back quickly.
-        "AGENT_SILENCE_SECONDS": str(args.silence), "DELIVERY_LEASE_SECONDS": "10",
-        "SWEEP_INTERVAL_SECONDS": "1", "DELIVERY_BACKOFF_SECONDS": "0.5",
+        "AGENT_SILENCE_SECONDS": str(args.silence),
+        "DELIVERY_LEASE_SECONDS": "10",
+        "SWEEP_INTERVAL_SECONDS": "1",
+        "DELIVERY_BACKOFF_SECONDS": "0.5",
         "DELIVERY_MAX_ATTEMPTS": str(args.delivery_attempts),
         "DELIVERY_TIMEOUT_SECONDS": "5",
         # A worker whose Celery consumer stalls after a Redis kill exits within this and is started again.
@@ -92,7 +104,8 @@ def prepare(args: argparse.Namespace) -> World:
         # The faults under test are the simulated systems' rate limits, not the console's own.
         "API_RATE_LIMIT_PER_MINUTE": "0",
         # The demo fleet listens on loopback over plain http: allow exactly that for deliveries.
-        "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32", "DELIVERY_REQUIRE_HTTPS": "false",
+        "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32",
+        "DELIVERY_REQUIRE_HTTPS": "false",
     }
     os.environ.update({**env, "DATABASE_URL": observed(database_url)})
     import django
@@ -100,8 +113,16 @@ def prepare(args: argparse.Namespace) -> World:
     django.setup()
     from django.core.management import call_command
 
-    world = World(args=args, var_dir=var_dir, web_port=free_port(), fleet_port=free_port(),
-                  env={**os.environ, **env}, users={}, redis=private_redis, disk=disk)
+    world = World(
+        args=args,
+        var_dir=var_dir,
+        web_port=free_port(),
+        fleet_port=free_port(),
+        env={**os.environ, **env},
+        users={},
+        redis=private_redis,
+        disk=disk,
+    )
     resume_port = world.fleet_port
     if args.lossy_network:  # the agents' resume endpoints, as the console knows them, are behind the proxy
         from demo.netfaults import LossyProxy
@@ -109,8 +130,13 @@ def prepare(args: argparse.Namespace) -> World:
         world.proxy = LossyProxy(world.fleet_port, rng=random.Random(f"{args.seed}-network"), **NETWORK).start()
         resume_port = world.proxy.port
     call_command("migrate", verbosity=0)
-    call_command("seed_demo", port=world.web_port, fleet_port=resume_port, history_days=0,  # the live fleet only
-                 stdout=io.StringIO())
+    call_command(
+        "seed_demo",
+        port=world.web_port,
+        fleet_port=resume_port,
+        history_days=0,  # the live fleet only
+        stdout=io.StringIO(),
+    )
     world.users = configure(args, var_dir)
     if disk is not None:
         disk.base_url, disk.login = world.console_url, ("operator", world.users["operator"])

@@ -43,10 +43,18 @@ def main() -> None:
     from oauth2_provider.models import Application
 
     call_command("migrate", verbosity=0)
-    Application.objects.update_or_create(client_id=client_id, defaults={
-        "name": "Recovery Console", "client_secret": client_secret, "redirect_uris": redirect_uri,
-        "client_type": Application.CLIENT_CONFIDENTIAL, "skip_authorization": True,
-        "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE, "algorithm": Application.RS256_ALGORITHM})
+    Application.objects.update_or_create(
+        client_id=client_id,
+        defaults={
+            "name": "Recovery Console",
+            "client_secret": client_secret,
+            "redirect_uris": redirect_uri,
+            "client_type": Application.CLIENT_CONFIDENTIAL,
+            "skip_authorization": True,
+            "authorization_grant_type": Application.GRANT_AUTHORIZATION_CODE,
+            "algorithm": Application.RS256_ALGORITHM,
+        },
+    )
     if len(sys.argv) > 5:
         seed(json.loads(Path(sys.argv[5]).read_text()))
     server = make_server("127.0.0.1", int(port), get_wsgi_application(), handler_class=QuietHandler)

@@ -30,8 +30,11 @@ class GroupsValidator(OAuth2Validator):
 
     def get_additional_claims(self, request: Any) -> dict[str, Any]:
         user = request.user
-        return {"preferred_username": user.username, "email": user.email,
-                "groups": sorted(user.groups.values_list("name", flat=True))}
+        return {
+            "preferred_username": user.username,
+            "email": user.email,
+            "groups": sorted(user.groups.values_list("name", flat=True)),
+        }
 
 
 @csrf_exempt
@@ -43,17 +46,20 @@ def login(request: HttpRequest) -> HttpResponse:
             return HttpResponse("wrong password", status=403)
         sign_in(request, user)
         return HttpResponseRedirect(target)
-    return HttpResponse(f'<!doctype html><title>Test identity provider</title><h1>Test identity provider</h1>'
-                        f'<form method="post"><label>Username <input name="username" autofocus></label> '
-                        f'<label>Password <input name="password" type="password"></label>'
-                        f'<input type="hidden" name="next" value="{escape(target)}"> <button>Sign in</button></form>')
+    return HttpResponse(
+        f"<!doctype html><title>Test identity provider</title><h1>Test identity provider</h1>"
+        f'<form method="post"><label>Username <input name="username" autofocus></label> '
+        f'<label>Password <input name="password" type="password"></label>'
+        f'<input type="hidden" name="next" value="{escape(target)}"> <button>Sign in</button></form>'
+    )
 
 
 @csrf_exempt
 def control_user(request: HttpRequest) -> JsonResponse:
     data = json.loads(request.body)
-    user, _ = get_user_model().objects.get_or_create(username=data["username"],
-                                                      defaults={"email": data.get("email", "")})
+    user, _ = get_user_model().objects.get_or_create(
+        username=data["username"], defaults={"email": data.get("email", "")}
+    )
     user.set_password(data["password"])
     user.save()
     user.groups.set([Group.objects.get_or_create(name=name)[0] for name in data.get("groups", [])])
@@ -67,12 +73,19 @@ def control_logout_token(request: HttpRequest) -> JsonResponse:
     data = json.loads(request.body)
     user = get_user_model().objects.get(username=data["username"])
     now = int(time.time())
-    claims = {"iss": oauth2_settings.OIDC_ISS_ENDPOINT, "aud": data.get("aud", "recovery-console"), "iat": now,
-              "exp": now + 120, "jti": uuid.uuid4().hex, "sub": str(user.pk),
-              "events": {"http://schemas.openid.net/event/backchannel-logout": {}}}
+    claims = {
+        "iss": oauth2_settings.OIDC_ISS_ENDPOINT,
+        "aud": data.get("aud", "recovery-console"),
+        "iat": now,
+        "exp": now + 120,
+        "jti": uuid.uuid4().hex,
+        "sub": str(user.pk),
+        "events": {"http://schemas.openid.net/event/backchannel-logout": {}},
+    }
     key = jwk.JWK.from_pem(oauth2_settings.OIDC_RSA_PRIVATE_KEY.encode())
-    token = jwt.encode(claims, oauth2_settings.OIDC_RSA_PRIVATE_KEY, algorithm="RS256",
-                       headers={"kid": key.thumbprint()})
+    token = jwt.encode(
+        claims, oauth2_settings.OIDC_RSA_PRIVATE_KEY, algorithm="RS256", headers={"kid": key.thumbprint()}
+    )
     return JsonResponse({"logout_token": token})
 
 
@@ -98,8 +111,9 @@ def _tampered(id_token: str, mode: str) -> str:
         else:  # as an ID token replayed from another sign-in would carry
             claims["nonce"] = "a-nonce-from-another-sign-in"
         header = jwt.get_unverified_header(id_token)
-        return jwt.encode(claims, oauth2_settings.OIDC_RSA_PRIVATE_KEY, algorithm="RS256",
-                          headers={"kid": header["kid"]})
+        return jwt.encode(
+            claims, oauth2_settings.OIDC_RSA_PRIVATE_KEY, algorithm="RS256", headers={"kid": header["kid"]}
+        )
     raise ValueError(mode)
 
 

@@ -28,8 +28,17 @@ from .json_body import StrictJSONParser
 from .openapi import with_storage_rules
 from .schemas import CheckpointIn, CheckpointOut, DecisionOut, StepIn, WorkflowIn, WorkflowOut
 
-__all__ = ["AgentRateLimit", "CheckpointIn", "CheckpointOut", "DecisionOut", "StepIn", "WorkflowIn", "WorkflowOut",
-           "api", "cache"]
+__all__ = [
+    "AgentRateLimit",
+    "CheckpointIn",
+    "CheckpointOut",
+    "DecisionOut",
+    "StepIn",
+    "WorkflowIn",
+    "WorkflowOut",
+    "api",
+    "cache",
+]
 
 
 def _json_fallbacks(view: Any) -> Any:
@@ -43,8 +52,9 @@ def _json_fallbacks(view: Any) -> Any:
             return unknown_path(request)
         if isinstance(response, HttpResponseNotAllowed):
             allowed = response["Allow"]
-            response = error_response(405, "method_not_allowed",
-                                      f"{request.method} is not allowed here; use {allowed}.")
+            response = error_response(
+                405, "method_not_allowed", f"{request.method} is not allowed here; use {allowed}."
+            )
             response["Allow"] = allowed
         return response
 
@@ -52,8 +62,7 @@ def _json_fallbacks(view: Any) -> Any:
 
 
 def unknown_path(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-    return error_response(404, "not_found", "There is no such endpoint; the API is described at "
-                                            "/api/v1/openapi.json.")
+    return error_response(404, "not_found", "There is no such endpoint; the API is described at /api/v1/openapi.json.")
 
 
 class RecoveryAPI(NinjaAPI):
@@ -66,8 +75,7 @@ class RecoveryAPI(NinjaAPI):
                 pattern.callback = declare(rule)(_json_fallbacks(pattern.callback))
         return [*patterns, re_path(r"^.*$", public(unknown_path))]
 
-    def get_openapi_schema(self, *, path_prefix: str | None = None,
-                           path_params: dict[str, Any] | None = None) -> Any:
+    def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None) -> Any:
         # The parser's rules (no NUL anywhere in a body) stated where clients read them.
         return with_storage_rules(super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params))
 
@@ -77,11 +85,15 @@ class RecoveryAPI(NinjaAPI):
 
 
 api = RecoveryAPI(
-    title="Recovery Console Agent API", version="1", urls_namespace="api",
+    title="Recovery Console Agent API",
+    version="1",
+    urls_namespace="api",
     description="Agent runtimes report workflows, steps and checkpoints; see docs/API.md.",
     # The interactive docs page loads assets from a CDN that production networks cannot reach.
     docs_url=None,
-    auth=AgentToken(), throttle=AgentRateLimit(), parser=StrictJSONParser(),
+    auth=AgentToken(),
+    throttle=AgentRateLimit(),
+    parser=StrictJSONParser(),
 )
 for _exc, _handler in HANDLERS.items():
     api.add_exception_handler(_exc, _handler)

@@ -82,7 +82,6 @@ class AgentRateLimit(BaseThrottle):
         key = f"recovery-console:api-rate:{agent.token_hash[:24]}:{int(time.time() // self.WINDOW)}"
         return _count(key, self.WINDOW) <= limit
 
-
     def wait(self) -> float:
         # Stateless, so one throttle object can serve every thread: the window ends on the minute.
         return self.WINDOW - time.time() % self.WINDOW

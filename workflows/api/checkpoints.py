@@ -18,8 +18,11 @@ router = Router()
 def checkpoint_conflict(workflow: Workflow, exc: Conflict) -> ApiError:
     workflow.refresh_from_db()
     if unresolved := workflow.checkpoints.unresolved().first():
-        return ApiError(409, "checkpoint_open", f"Checkpoint {unresolved.pk} is still {unresolved.status}; "
-                                                "a workflow has at most one open checkpoint.")
+        return ApiError(
+            409,
+            "checkpoint_open",
+            f"Checkpoint {unresolved.pk} is still {unresolved.status}; a workflow has at most one open checkpoint.",
+        )
     if workflow.is_terminal:
         return ApiError(409, "workflow_finished", f"The workflow is {workflow.status}; it cannot pause.")
     return ApiError(409, "conflict", str(exc))
@@ -30,8 +33,7 @@ def _resent_checkpoint(workflow: Workflow, payload: CheckpointIn) -> Checkpoint 
     checkpoint = workflow.checkpoints.unresolved().filter(opened_by_console=False).first()
     if checkpoint is None:
         return None
-    sent = (payload.reason, payload.detail or "", payload.at_seq, canonical(payload.state or {}),
-            payload.plan_steps())
+    sent = (payload.reason, payload.detail or "", payload.at_seq, canonical(payload.state or {}), payload.plan_steps())
     recorded = (checkpoint.reason, checkpoint.detail, checkpoint.at_seq, canonical(checkpoint.state), checkpoint.plan)
     return checkpoint if sent == recorded else None
 
@@ -43,9 +45,15 @@ def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointI
     An identical resend of the open checkpoint answers 200 with it; any other while one is open, 409."""
     workflow = own_workflow(request, workflow_id)
     try:
-        checkpoint = Checkpoint.open_for(workflow, reason=payload.reason, detail=payload.detail or "",
-                                         at_seq=payload.at_seq, state=payload.state or {},
-                                         plan=payload.plan_steps(), actor=calling_agent(request))
+        checkpoint = Checkpoint.open_for(
+            workflow,
+            reason=payload.reason,
+            detail=payload.detail or "",
+            at_seq=payload.at_seq,
+            state=payload.state or {},
+            plan=payload.plan_steps(),
+            actor=calling_agent(request),
+        )
     except Conflict as exc:
         # Not a second checkpoint but this request again, its first answer lost (or a concurrent twin).
         if resent := _resent_checkpoint(workflow, payload):
@@ -58,8 +66,13 @@ def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointI
 def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict[str, Any]:
     """The checkpoint and its decision. Agents without a resume endpoint poll this."""
     pk = parse_pk(checkpoint_id)
-    checkpoint = (Checkpoint.objects.filter(pk=pk, workflow__agent=calling_agent(request))
-                  .select_related("workflow__agent", "runbook", "runbook_version", "assignee").first() if pk else None)
+    checkpoint = (
+        Checkpoint.objects.filter(pk=pk, workflow__agent=calling_agent(request))
+        .select_related("workflow__agent", "runbook", "runbook_version", "assignee")
+        .first()
+        if pk
+        else None
+    )
     if checkpoint is None:
         workflow_pk = Checkpoint.objects.filter(pk=pk).values_list("workflow_id", flat=True).first() if pk else None
         raise stood_down_or_not_found(request, workflow_pk, "checkpoint")

@@ -34,10 +34,15 @@ def not_found(what: str) -> ApiError:
 
 
 _VALIDATION_CODES = {
-    "missing": "missing_field", "literal_error": "invalid_choice", "enum": "invalid_choice",
-    "string_too_long": "too_long", "string_too_short": "too_short",
-    "greater_than_equal": "out_of_range", "less_than_equal": "out_of_range",
-    "greater_than": "out_of_range", "less_than": "out_of_range",
+    "missing": "missing_field",
+    "literal_error": "invalid_choice",
+    "enum": "invalid_choice",
+    "string_too_long": "too_long",
+    "string_too_short": "too_short",
+    "greater_than_equal": "out_of_range",
+    "less_than_equal": "out_of_range",
+    "greater_than": "out_of_range",
+    "less_than": "out_of_range",
 }
 
 
@@ -68,8 +73,16 @@ def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespo
     return error_response(422, code, message, field)
 
 
-_HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 409: "conflict", 413: "body_too_large", 429: "rate_limited"}
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "body_too_large",
+    429: "rate_limited",
+}
 
 
 def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
@@ -81,23 +94,28 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 
 def on_auth_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    response = error_response(401, "unauthorized",
-                              "Send a valid agent token as 'Authorization: Bearer <token>'.")
+    response = error_response(401, "unauthorized", "Send a valid agent token as 'Authorization: Bearer <token>'.")
     response["WWW-Authenticate"] = 'Bearer realm="recovery-console"'
     return response
 
 
 def on_throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
     # ninja adds the Retry-After header from AgentRateLimit.wait() after this returns.
-    return error_response(429, "rate_limited",
-                          f"Rate limit of {settings.API_RATE_LIMIT_PER_MINUTE} requests per minute reached; "
-                          "retry after the number of seconds in the Retry-After header.")
+    return error_response(
+        429,
+        "rate_limited",
+        f"Rate limit of {settings.API_RATE_LIMIT_PER_MINUTE} requests per minute reached; "
+        "retry after the number of seconds in the Retry-After header.",
+    )
 
 
 def on_auth_failures(request: HttpRequest, exc: Exception) -> HttpResponse:
-    response = error_response(429, "rate_limited",
-                              f"More than {settings.API_AUTH_FAILURES_PER_MINUTE} requests without a valid token "
-                              "came from your address this minute; retry after the Retry-After header's seconds.")
+    response = error_response(
+        429,
+        "rate_limited",
+        f"More than {settings.API_AUTH_FAILURES_PER_MINUTE} requests without a valid token "
+        "came from your address this minute; retry after the Retry-After header's seconds.",
+    )
     response["Retry-After"] = str(int(60 - time.time() % 60) + 1)
     return response
 
@@ -111,8 +129,9 @@ def on_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 def on_unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.exception("Agent API: unhandled error on %s %s", request.method, request.path)
-    return error_response(500, "internal_error",
-                          "The console failed to handle this request; it has been logged. Retry later.")
+    return error_response(
+        500, "internal_error", "The console failed to handle this request; it has been logged. Retry later."
+    )
 
 
 HANDLERS: dict[type[Exception], Any] = {

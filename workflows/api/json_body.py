@@ -55,8 +55,7 @@ def dotted(path: tuple[str | int, ...]) -> str | None:
     """``("steps", 0, "seq")`` -> ``"steps.0.seq"``, with unprintable characters escaped."""
     if not path:
         return None
-    return ".".join(str(part).encode("utf-8", "backslashreplace").decode().replace("\x00", "\\u0000")
-                    for part in path)
+    return ".".join(str(part).encode("utf-8", "backslashreplace").decode().replace("\x00", "\\u0000") for part in path)
 
 
 def _check_text(text: str, path: tuple[str | int, ...]) -> None:
@@ -65,9 +64,12 @@ def _check_text(text: str, path: tuple[str | int, ...]) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise BodyRejected(422, "invalid_unicode",
-                           "Text contains a lone surrogate (like \\ud800) that is not valid Unicode.",
-                           dotted(path)) from None
+        raise BodyRejected(
+            422,
+            "invalid_unicode",
+            "Text contains a lone surrogate (like \\ud800) that is not valid Unicode.",
+            dotted(path),
+        ) from None
 
 
 def check_tree(data: Any) -> None:
@@ -76,8 +78,9 @@ def check_tree(data: Any) -> None:
     while stack:
         value, path = stack.pop()
         if len(path) > MAX_DEPTH:
-            raise BodyRejected(422, "too_deep", f"The body is nested deeper than {MAX_DEPTH} levels.",
-                               dotted(path[:MAX_DEPTH + 1]))
+            raise BodyRejected(
+                422, "too_deep", f"The body is nested deeper than {MAX_DEPTH} levels.", dotted(path[: MAX_DEPTH + 1])
+            )
         if isinstance(value, str):
             _check_text(value, path)
         elif isinstance(value, dict):
@@ -88,14 +91,12 @@ def check_tree(data: Any) -> None:
             stack.extend((item, (*path, index)) for index, item in enumerate(value))
         elif isinstance(value, _Unrepresentable):
             shown = value.text if len(value.text) <= 24 else value.text[:24] + "…"
-            raise BodyRejected(422, "number_out_of_range", f"The number {shown} is too large to store.",
-                               dotted(path))
+            raise BodyRejected(422, "number_out_of_range", f"The number {shown} is too large to store.", dotted(path))
 
 
 def load_json(raw: bytes) -> Any:
     try:
-        data = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float,
-                          parse_constant=_refuse_constant)
+        data = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
     except RecursionError:
         raise BodyRejected(422, "too_deep", f"The body is nested deeper than {MAX_DEPTH} levels.") from None
     except ValueError as exc:  # includes UnicodeDecodeError and json.JSONDecodeError

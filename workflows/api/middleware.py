@@ -29,10 +29,16 @@ def body_too_large(request: HttpRequest) -> HttpResponse | None:
         length = 0
     limit = settings.API_MAX_BODY_BYTES
     if length > limit:
-        return JsonResponse({"error": {
-            "code": "body_too_large",
-            "message": f"The request body is {length} bytes; the limit is {limit} bytes.",
-            "field": None}}, status=413)
+        return JsonResponse(
+            {
+                "error": {
+                    "code": "body_too_large",
+                    "message": f"The request body is {length} bytes; the limit is {limit} bytes.",
+                    "field": None,
+                }
+            },
+            status=413,
+        )
     return None
 
 

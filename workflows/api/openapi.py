@@ -24,9 +24,11 @@ def storable_json_schema() -> dict[str, Any]:
     return {
         "title": STORABLE_JSON,
         "description": "Any JSON value the console can store: no NUL (\\u0000) in any string or object key, "
-                       "nested at most 64 levels, integers of at most 64 digits (docs/API.md, Errors).",
+        "nested at most 64 levels, integers of at most 64 digits (docs/API.md, Errors).",
         "anyOf": [
-            {"type": "null"}, {"type": "boolean"}, {"type": "number"},
+            {"type": "null"},
+            {"type": "boolean"},
+            {"type": "number"},
             {"type": "string", "pattern": NO_NUL},
             {"type": "array", "items": any_value},
             {"type": "object", "propertyNames": {"pattern": NO_NUL}, "additionalProperties": any_value},
@@ -76,8 +78,12 @@ def _refs(node: Any) -> set[str]:
 def with_storage_rules(document: dict[str, Any]) -> dict[str, Any]:
     """Add the NUL rule to the request bodies' schemas of ``document`` (in place; answers it)."""
     schemas: dict[str, Any] = document.setdefault("components", {}).setdefault("schemas", {})
-    bodies = [op["requestBody"] for path in document.get("paths", {}).values() for op in path.values()
-              if isinstance(op, dict) and "requestBody" in op]
+    bodies = [
+        op["requestBody"]
+        for path in document.get("paths", {}).values()
+        for op in path.values()
+        if isinstance(op, dict) and "requestBody" in op
+    ]
     pending, seen = set().union(*(_refs(body) for body in bodies)), set()
     while pending:  # every schema a request body reaches, through any depth of $ref
         name = pending.pop()

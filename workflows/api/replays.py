@@ -18,16 +18,29 @@ router = Router()
 
 
 def agent_body(agent: Agent) -> dict[str, Any]:
-    return {"name": agent.name, "capabilities": list(agent.capabilities or []),
-            "runtime_version": agent.runtime_version, "kinds": list(agent.kinds or []),
-            "replay_endpoint": bool(agent.replay_url), "fork_edits": list(agent.fork_edits or [])}
+    return {
+        "name": agent.name,
+        "capabilities": list(agent.capabilities or []),
+        "runtime_version": agent.runtime_version,
+        "kinds": list(agent.kinds or []),
+        "replay_endpoint": bool(agent.replay_url),
+        "fork_edits": list(agent.fork_edits or []),
+    }
 
 
 def replay_body(run: ReplayRun) -> dict[str, Any]:
-    return {"id": str(run.replay_id), "workflow_id": str(run.workflow_id), "status": run.status,
-            "from_seq": run.from_seq, "to_seq": run.to_seq, "reason": run.reason,
-            "runtime_version": run.runtime_version, "first_divergent_seq": run.first_divergent_seq,
-            "explanation": run.explanation, "safety_violations": list(run.safety_violations or [])}
+    return {
+        "id": str(run.replay_id),
+        "workflow_id": str(run.workflow_id),
+        "status": run.status,
+        "from_seq": run.from_seq,
+        "to_seq": run.to_seq,
+        "reason": run.reason,
+        "runtime_version": run.runtime_version,
+        "first_divergent_seq": run.first_divergent_seq,
+        "explanation": run.explanation,
+        "safety_violations": list(run.safety_violations or []),
+    }
 
 
 @router.get("/agent", response={200: AgentOut, **ERRORS})
@@ -40,8 +53,12 @@ def get_agent(request: HttpRequest) -> dict[str, Any]:
 def advertise_capabilities(request: HttpRequest, payload: CapabilitiesIn) -> dict[str, Any]:
     """The runtime says what it supports; the console offers operators only that (the URLs stay admin-set)."""
     agent = calling_agent(request)
-    agent.advertise(sorted(set(payload.capabilities)), runtime_version=payload.runtime_version,
-                    kinds=payload.kinds, fork_edits=payload.fork_edits)
+    agent.advertise(
+        sorted(set(payload.capabilities)),
+        runtime_version=payload.runtime_version,
+        kinds=payload.kinds,
+        fork_edits=payload.fork_edits,
+    )
     return agent_body(agent)
 
 

@@ -28,7 +28,6 @@ from ..models.runbooks import AGENT_REASONS
 MAX_SEQ = 2_147_483_647
 
 
-
 def one_of(values: Any) -> Any:
     """A Literal of the model's choices: the API and the models name one vocabulary."""
     return Literal[tuple(str(value) for value in values)]
@@ -74,10 +73,15 @@ Seq = Annotated[int, Field(ge=1, le=MAX_SEQ), BeforeValidator(_integral)]
 
 # Who may own a workflow depends on the console's users, which no schema can list (and must not: the names
 # are not the agent's to learn). "format": "username" says what the value is; the description says the rule.
-OWNER_RULE = ("The username of an active operator or admin of this console; null or absent means the agent's owner. "
-              "Any other name, whether or not it exists, is 422 unknown_owner.")
-Owner = Annotated[str, StringConstraints(min_length=1, max_length=150),
-                  WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 150, "format": "username"})]
+OWNER_RULE = (
+    "The username of an active operator or admin of this console; null or absent means the agent's owner. "
+    "Any other name, whether or not it exists, is 422 unknown_owner."
+)
+Owner = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=150),
+    WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 150, "format": "username"}),
+]
 
 
 class Strict(BaseModel):
@@ -120,7 +124,8 @@ class StepIn(Strict):
         if value is None and info.data.get("kind") == Step.Kind.EFFECT:
             raise PydanticCustomError(
                 "idempotency_key_required",
-                "An effect step needs an idempotency_key, so that it is never executed twice")
+                "An effect step needs an idempotency_key, so that it is never executed twice",
+            )
         return value
 
 
@@ -135,7 +140,8 @@ class DrillJournalIn(Strict):
     committed: list[Text200] = Field(default_factory=list, max_length=500)  # committed effects' idempotency keys
     pending: JournalPendingIn | None = None  # the action it was about to take
     promises: list[Annotated[str, StringConstraints(min_length=1, max_length=2000)]] = Field(
-        default_factory=list, max_length=200)
+        default_factory=list, max_length=200
+    )
 
 
 class DrillJournalOut(BaseModel):
@@ -148,19 +154,37 @@ MAX_PLAN_STEPS = 200
 # JSON number up to 999,999,999,999,999,999. The schema says exactly this, so clients can check it first.
 AMOUNT_PATTERN = r"^[0-9]{1,18}(\.[0-9]{1,18})?$"
 MAX_AMOUNT = 999_999_999_999_999_999
-Amount = Annotated[str | int | float, WithJsonSchema({"anyOf": [
-    {"type": "string", "pattern": AMOUNT_PATTERN},
-    {"type": "number", "minimum": 0, "maximum": MAX_AMOUNT}]})]
+Amount = Annotated[
+    str | int | float,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": AMOUNT_PATTERN},
+                {"type": "number", "minimum": 0, "maximum": MAX_AMOUNT},
+            ]
+        }
+    ),
+]
 # What the validators of PlanStepIn enforce, stated in its schema (JSON Schema if/then).
-PLAN_STEP_RULES: JsonDict = {"allOf": [
-    # An amount needs its currency (currency_required).
-    {"if": {"properties": {"amount": {"not": {"type": "null"}}}, "required": ["amount"]},
-     "then": {"properties": {"currency": {"type": "string"}}, "required": ["currency"]}},
-    # Only an effect moves money (money_on_non_effect): moves_money is false, or absent with no amount.
-    {"if": {"properties": {"kind": {"not": {"const": Step.Kind.EFFECT.value}}}, "required": ["kind"]},
-     "then": {"anyOf": [{"properties": {"moves_money": {"const": False}}, "required": ["moves_money"]},
-                        {"properties": {"moves_money": {"type": "null"}, "amount": {"type": "null"}}}]}},
-]}
+PLAN_STEP_RULES: JsonDict = {
+    "allOf": [
+        # An amount needs its currency (currency_required).
+        {
+            "if": {"properties": {"amount": {"not": {"type": "null"}}}, "required": ["amount"]},
+            "then": {"properties": {"currency": {"type": "string"}}, "required": ["currency"]},
+        },
+        # Only an effect moves money (money_on_non_effect): moves_money is false, or absent with no amount.
+        {
+            "if": {"properties": {"kind": {"not": {"const": Step.Kind.EFFECT.value}}}, "required": ["kind"]},
+            "then": {
+                "anyOf": [
+                    {"properties": {"moves_money": {"const": False}}, "required": ["moves_money"]},
+                    {"properties": {"moves_money": {"type": "null"}, "amount": {"type": "null"}}},
+                ]
+            },
+        },
+    ]
+}
 
 
 class PlanStepIn(Strict):
@@ -181,8 +205,10 @@ class PlanStepIn(Strict):
             return None
         if isinstance(value, str):
             if re.fullmatch(AMOUNT_PATTERN, value) is None:
-                raise PydanticCustomError("invalid_amount", "amount must be a decimal string such as \"120.60\" "
-                                                            "(digits, at most 18 on each side of the point)")
+                raise PydanticCustomError(
+                    "invalid_amount",
+                    'amount must be a decimal string such as "120.60" (digits, at most 18 on each side of the point)',
+                )
             return value
         if not 0 <= value <= MAX_AMOUNT:
             raise PydanticCustomError("invalid_amount", "amount must be a number from 0 to 999999999999999999")
@@ -199,16 +225,24 @@ class PlanStepIn(Strict):
         return self
 
     def normalized(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "amount": self.amount, "currency": self.currency,
-                "moves_money": bool(self.moves_money)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "amount": self.amount,
+            "currency": self.currency,
+            "moves_money": bool(self.moves_money),
+        }
 
 
 MAX_BATCH_STEPS = 500
 
 
 class StepBatchIn(Strict):
-    steps: list[StepIn] = Field(min_length=1, max_length=MAX_BATCH_STEPS, description=(
-        "Each seq at most once per batch (422 duplicate_seq); steps are judged in the order sent."))
+    steps: list[StepIn] = Field(
+        min_length=1,
+        max_length=MAX_BATCH_STEPS,
+        description=("Each seq at most once per batch (422 duplicate_seq); steps are judged in the order sent."),
+    )
 
 
 class CheckpointIn(Strict):
@@ -296,7 +330,8 @@ class ResumeStateOut(BaseModel):
     unknown_effects: list[StepOut]
     state: Any
     plan: list[PlanStepOut] | None = Field(
-        default=None, description="The agent's remaining plan as sent with the checkpoint; null when it sent none.")
+        default=None, description="The agent's remaining plan as sent with the checkpoint; null when it sent none."
+    )
 
 
 class DecisionOut(BaseModel):
@@ -335,6 +370,7 @@ ERRORS = {frozenset({400, 401, 404, 405, 409, 413, 422, 429, 500, 503}): ErrorOu
 
 # --- Replays and capabilities (issue 11: additions to v1, nothing above changes) ---------------
 
+
 class CapabilitiesIn(Strict):
     capabilities: list[Literal["replay", "fork", "failover", "drill", "drill_sandbox"]]
     runtime_version: Annotated[str, StringConstraints(max_length=200)] | None = None
@@ -360,9 +396,14 @@ class ReplayResultIn(Strict):
 
 class ReplayResultsIn(Strict):
     # Either the results or why there are none (422 missing_field otherwise).
-    model_config = ConfigDict(json_schema_extra={"anyOf": [
-        {"properties": {"results": {"type": "array"}}, "required": ["results"]},
-        {"properties": {"error": {"type": "string", "minLength": 1}}, "required": ["error"]}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"properties": {"results": {"type": "array"}}, "required": ["results"]},
+                {"properties": {"error": {"type": "string", "minLength": 1}}, "required": ["error"]},
+            ]
+        }
+    )
 
     results: list[ReplayResultIn] | None = None
     runtime_version: Annotated[str, StringConstraints(max_length=200)] | None = None

@@ -34,8 +34,13 @@ def own_workflow(request: HttpRequest, workflow_id: str, *, touch: bool = True, 
     if pk:
         mine = calling_agent(request).workflows.filter(pk=pk)
         if holds:
-            mine = mine.annotate(under_hold=Exists(Hold.objects.active().filter(  # as Hold.objects.covering
-                Q(kind="") | Q(kind=OuterRef("kind")), agent_id=OuterRef("agent_id"))))
+            mine = mine.annotate(
+                under_hold=Exists(
+                    Hold.objects.active().filter(  # as Hold.objects.covering
+                        Q(kind="") | Q(kind=OuterRef("kind")), agent_id=OuterRef("agent_id")
+                    )
+                )
+            )
         workflow = mine.first()
     if workflow is None:
         raise stood_down_or_not_found(request, pk, "workflow")
@@ -47,13 +52,20 @@ def own_workflow(request: HttpRequest, workflow_id: str, *, touch: bool = True, 
 def stood_down_or_not_found(request: HttpRequest, workflow_pk: int | None, what: str) -> ApiError:
     """Not the caller's: 409 ``stood_down`` when a failover took this workflow from the calling agent
     (it knew the workflow, so nothing leaks), else the 404 every other agent's id gets."""
-    failover = (Decision.objects.took_over_from(calling_agent(request)).filter(checkpoint__workflow_id=workflow_pk)
-                .first() if workflow_pk else None)
+    failover = (
+        Decision.objects.took_over_from(calling_agent(request)).filter(checkpoint__workflow_id=workflow_pk).first()
+        if workflow_pk
+        else None
+    )
     if failover is None:
         return not_found(what)
     if request.method == "POST":  # it tried to act on the workflow again (its polling is not worth a record)
-        Event.record(failover.checkpoint.workflow, Event.Verb.STOOD_DOWN_REFUSED, actor=calling_agent(request),
-                     data={"path": request.path[:200], "taken_over_by": failover.standby.name if failover.standby else None})
+        Event.record(
+            failover.checkpoint.workflow,
+            Event.Verb.STOOD_DOWN_REFUSED,
+            actor=calling_agent(request),
+            data={"path": request.path[:200], "taken_over_by": failover.standby.name if failover.standby else None},
+        )
     return ApiError(409, "stood_down", failover.stand_down_message())
 
 
@@ -62,19 +74,33 @@ def _username(user: Any) -> str | None:
 
 
 def checkpoint_summary(checkpoint: Checkpoint) -> dict[str, Any]:
-    return {"id": str(checkpoint.pk), "status": checkpoint.status, "reason": checkpoint.reason,
-            "detail": checkpoint.detail, "at_seq": checkpoint.at_seq, "opened_at": checkpoint.opened_at,
-            "due_at": checkpoint.due_at, "breached": checkpoint.is_breached,
-            "resolved_at": checkpoint.resolved_at}
+    return {
+        "id": str(checkpoint.pk),
+        "status": checkpoint.status,
+        "reason": checkpoint.reason,
+        "detail": checkpoint.detail,
+        "at_seq": checkpoint.at_seq,
+        "opened_at": checkpoint.opened_at,
+        "due_at": checkpoint.due_at,
+        "breached": checkpoint.is_breached,
+        "resolved_at": checkpoint.resolved_at,
+    }
 
 
 def workflow_body(workflow: Workflow) -> dict[str, Any]:
     workflow.refresh_from_db()  # callers changed it through other instances (open_for, touch)
     return {
-        "id": str(workflow.pk), "external_id": workflow.external_id, "kind": workflow.kind,
-        "title": workflow.title, "status": workflow.status, "owner": _username(workflow.owner),
-        "agent": workflow.agent.name, "context": workflow.context, "summary": workflow.summary,
-        "created_at": workflow.created_at, "last_activity_at": workflow.last_activity_at,
+        "id": str(workflow.pk),
+        "external_id": workflow.external_id,
+        "kind": workflow.kind,
+        "title": workflow.title,
+        "status": workflow.status,
+        "owner": _username(workflow.owner),
+        "agent": workflow.agent.name,
+        "context": workflow.context,
+        "summary": workflow.summary,
+        "created_at": workflow.created_at,
+        "last_activity_at": workflow.last_activity_at,
         "finished_at": workflow.finished_at,
         "forked_from": str(workflow.forked_from_id) if workflow.forked_from_id else None,
         "forked_at_seq": workflow.forked_at_seq,
@@ -85,11 +111,14 @@ def workflow_body(workflow: Workflow) -> dict[str, Any]:
 
 def decision_body(decision: Decision) -> dict[str, Any]:
     return {
-        "action": decision.action, "instructions": decision.instructions,
+        "action": decision.action,
+        "instructions": decision.instructions,
         "confirmations": decision.confirmations,
         "new_owner": decision.new_owner_name,
-        "decided_by": decision.decided_by.get_username(), "decided_at": decision.decided_at,
-        "state": decision.status, "delivery_id": str(decision.delivery_id),
+        "decided_by": decision.decided_by.get_username(),
+        "decided_at": decision.decided_at,
+        "state": decision.status,
+        "delivery_id": str(decision.delivery_id),
     }
 
 
@@ -98,7 +127,8 @@ def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) ->
     read = checkpoint.runbook_version or runbook  # the title and link of the version it opened with
     return {
         **checkpoint_summary(checkpoint),
-        "workflow_id": str(checkpoint.workflow_id), "assignee": _username(checkpoint.assignee),
+        "workflow_id": str(checkpoint.workflow_id),
+        "assignee": _username(checkpoint.assignee),
         "warn_at": checkpoint.warn_at,
         "runbook": {"slug": runbook.slug, "title": read.title, "url": read.url or None} if runbook and read else None,
         "resume_state": checkpoint.resume_state,

@@ -34,8 +34,9 @@ def _instruction(workflow: Workflow, steps: list[Step]) -> dict[str, Any]:
     return {"instruction": instruction} if instruction else {}
 
 
-@router.post("/workflows/{workflow_id}/steps", response={200: StepReportOut, 201: StepReportOut, **ERRORS},
-             exclude_unset=True)  # no "instruction" key at all unless there is one
+@router.post(
+    "/workflows/{workflow_id}/steps", response={200: StepReportOut, 201: StepReportOut, **ERRORS}, exclude_unset=True
+)  # no "instruction" key at all unless there is one
 def report_step(request: HttpRequest, workflow_id: str, payload: StepIn) -> Status[dict[str, Any]]:
     """Record a step: 201 new, 200 identical resend or pending -> committed|failed, 409 otherwise.
 
@@ -52,8 +53,11 @@ class StepBatchOut(Schema):
     instruction: dict[str, Any] | None = None
 
 
-@router.post("/workflows/{workflow_id}/steps/batch", response={200: StepBatchOut, 201: StepBatchOut, **ERRORS},
-             exclude_unset=True)
+@router.post(
+    "/workflows/{workflow_id}/steps/batch",
+    response={200: StepBatchOut, 201: StepBatchOut, **ERRORS},
+    exclude_unset=True,
+)
 def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -> Status[dict[str, Any]]:
     """Record up to 500 steps of one workflow in one transaction: all of them or none.
 
@@ -68,12 +72,21 @@ def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -
         if index is None:
             raise
         status = 409 if isinstance(exc, Conflict) else 422
-        raise ApiError(status, exc.code, f"steps.{index} (seq {payload.steps[index].seq}): {exc} "
-                                         "Nothing in this batch was recorded.",
-                       f"steps.{index}" + (f".{exc.field}" if exc.field else "")) from None
+        raise ApiError(
+            status,
+            exc.code,
+            f"steps.{index} (seq {payload.steps[index].seq}): {exc} Nothing in this batch was recorded.",
+            f"steps.{index}" + (f".{exc.field}" if exc.field else ""),
+        ) from None
     created = [step.seq for step, new in results if new]
-    return Status(201 if created else 200, {"created": created, "steps": [step.as_dict() for step, _ in results],
-                                            **_instruction(workflow, [step for step, _ in results])})
+    return Status(
+        201 if created else 200,
+        {
+            "created": created,
+            "steps": [step.as_dict() for step, _ in results],
+            **_instruction(workflow, [step for step, _ in results]),
+        },
+    )
 
 
 @router.put("/workflows/{workflow_id}/drill-journal", response={200: DrillJournalOut, 201: DrillJournalOut, **ERRORS})

@@ -22,8 +22,13 @@ def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status[Any]:
     hold that refuses new workflows answers 409 agent_on_hold (docs/API.md, "Holds")."""
     Hold.refuse_new(calling_agent(request), kind=payload.kind, external_id=payload.external_id)
     workflow, created = Workflow.objects.start(
-        calling_agent(request), external_id=payload.external_id, kind=payload.kind, title=payload.title,
-        owner_name=payload.owner, context=payload.context)
+        calling_agent(request),
+        external_id=payload.external_id,
+        kind=payload.kind,
+        title=payload.title,
+        owner_name=payload.owner,
+        context=payload.context,
+    )
     return Status(201 if created else 200, workflow_body(workflow))
 
 

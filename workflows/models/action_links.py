@@ -49,8 +49,11 @@ class ActionLink:
     decision_id: int | None = None
 
     def token(self) -> str:
-        return signing.dumps({"u": self.user_id, "c": self.checkpoint_id, "a": self.action, "n": self.nonce,
-                              "d": self.decision_id}, salt=SALT, compress=True)
+        return signing.dumps(
+            {"u": self.user_id, "c": self.checkpoint_id, "a": self.action, "n": self.nonce, "d": self.decision_id},
+            salt=SALT,
+            compress=True,
+        )
 
     def url(self) -> str:
         return str(settings.CONSOLE_URL).rstrip("/") + reverse("action_link", args=[self.token()])
@@ -64,8 +67,13 @@ class ActionLink:
         """The link a token carries; signing.SignatureExpired when too old, BadSignature when forged."""
         data = signing.loads(token, salt=SALT, max_age=settings.ACTION_LINK_MAX_AGE_SECONDS)
         try:
-            link = cls(int(data["u"]), int(data["c"]), str(data["a"]), str(data["n"]),
-                       int(data["d"]) if data.get("d") is not None else None)
+            link = cls(
+                int(data["u"]),
+                int(data["c"]),
+                str(data["a"]),
+                str(data["n"]),
+                int(data["d"]) if data.get("d") is not None else None,
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise signing.BadSignature("Not an action link.") from exc
         if link.action not in ACTIONS:
@@ -85,9 +93,13 @@ def links_for(checkpoint: Any, user: Any) -> list[tuple[str, str]]:
         return []
     decision = checkpoint.current_decision()
     if decision is not None and decision.may_be_approved_by(user):
-        return [(label, ActionLink.mint(user=user, checkpoint_id=checkpoint.pk, action=action,
-                                        decision_id=decision.pk).url())
-                for label, action in (("Approve the proposal", APPROVE), ("Reject the proposal", REJECT))]
+        return [
+            (
+                label,
+                ActionLink.mint(user=user, checkpoint_id=checkpoint.pk, action=action, decision_id=decision.pk).url(),
+            )
+            for label, action in (("Approve the proposal", APPROVE), ("Reject the proposal", REJECT))
+        ]
     if checkpoint.is_unclaimed:
         return [("Claim it", ActionLink.mint(user=user, checkpoint_id=checkpoint.pk, action=CLAIM).url())]
     return []

@@ -35,8 +35,9 @@ def forget_tokens(token_hashes: Iterable[str]) -> None:
         try:
             cache.delete_many(keys)
         except Exception:  # the TTL still bounds how long a revoked token can be seen
-            log.exception("Could not drop cached agent tokens; they expire within %ss",
-                          settings.AGENT_TOKEN_CACHE_SECONDS)
+            log.exception(
+                "Could not drop cached agent tokens; they expire within %ss", settings.AGENT_TOKEN_CACHE_SECONDS
+            )
 
     drop()
     transaction.on_commit(drop)
@@ -67,36 +68,65 @@ class Agent(models.Model):
     token_prefix = models.CharField(max_length=12, editable=False, help_text="First characters, to recognise a token.")
     resume_url = models.URLField(blank=True, help_text="Decisions are POSTed here; empty means the agent polls.")
     allow_plain_http = models.BooleanField(
-        default=False, help_text="Deliver over plain http even where https is required: only for an on-premise "
-                                 "agent on a network you trust.")
+        default=False,
+        help_text="Deliver over plain http even where https is required: only for an on-premise "
+        "agent on a network you trust.",
+    )
     # Encrypted at rest (workflows/sealing.py); read and set it through ``signing_secret``.
-    sealed_signing_secret = models.CharField(max_length=400, editable=False, blank=True,
-                                             help_text="HMAC-SHA256 key for X-Recovery-Signature, encrypted.")
+    sealed_signing_secret = models.CharField(
+        max_length=400, editable=False, blank=True, help_text="HMAC-SHA256 key for X-Recovery-Signature, encrypted."
+    )
     signing_secret = Sealed("sealed_signing_secret")
-    owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                              help_text="Default owner of this agent's workflows.")
+    owner = models.ForeignKey(
+        User,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Default owner of this agent's workflows.",
+    )
     silence_seconds = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Open a checkpoint when a running workflow is silent this long.")
+        null=True, blank=True, help_text="Open a checkpoint when a running workflow is silent this long."
+    )
     # db_default too: bulk loaders (demo/volume.py's COPY) name only the columns they fill.
-    capabilities = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
-                                    help_text="Advertised by the agent (or set here): replay, fork, failover.")
-    replay_url = models.URLField(blank=True, db_default="",
-                                 help_text="Replay requests are POSTed here (signed like decisions).")
-    runtime_version = models.CharField(max_length=200, blank=True, db_default="",
-                                       help_text="As the agent last reported it.")
+    capabilities = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="Advertised by the agent (or set here): replay, fork, failover.",
+    )
+    replay_url = models.URLField(
+        blank=True, db_default="", help_text="Replay requests are POSTed here (signed like decisions)."
+    )
+    runtime_version = models.CharField(
+        max_length=200, blank=True, db_default="", help_text="As the agent last reported it."
+    )
     fork_edits = models.JSONField(
-        default=list, db_default=models.Value([], models.JSONField()), blank=True,
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
         help_text="Step kinds whose edited input the runtime applies when a fork restarts at such a step "
-                  "(advertised with its capabilities); an edit of any other kind is refused.")
-    kinds = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
-                             help_text="Workflow kinds this runtime runs, for standby matching; empty: any kind.")
+        "(advertised with its capabilities); an edit of any other kind is refused.",
+    )
+    kinds = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="Workflow kinds this runtime runs, for standby matching; empty: any kind.",
+    )
     # Incidents (models/incidents.py): this many checkpoints sharing a failure signature within the window.
     incident_window_minutes = models.PositiveIntegerField(
-        default=15, db_default=15, blank=True,
-        help_text="Checkpoints with one failure signature within this many minutes… (empty: 15)")
+        default=15,
+        db_default=15,
+        blank=True,
+        help_text="Checkpoints with one failure signature within this many minutes… (empty: 15)",
+    )
     incident_threshold = models.PositiveIntegerField(
-        default=5, db_default=5, blank=True,
-        help_text="…become one incident once there are this many (0: never group; empty: 5).")
+        default=5,
+        db_default=5,
+        blank=True,
+        help_text="…become one incident once there are this many (0: never group; empty: 5).",
+    )
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -137,11 +167,19 @@ class Agent(models.Model):
         return agent
 
     @classmethod
-    def register(cls, name: str, *, resume_url: str = "", owner: Operator | None = None,
-                 description: str = "", allow_plain_http: bool = False) -> tuple[Agent, str]:
+    def register(
+        cls,
+        name: str,
+        *,
+        resume_url: str = "",
+        owner: Operator | None = None,
+        description: str = "",
+        allow_plain_http: bool = False,
+    ) -> tuple[Agent, str]:
         """Create an agent; returns it with its token, which is never stored in clear."""
-        agent = cls(name=name, resume_url=resume_url, owner=owner, description=description,
-                    allow_plain_http=allow_plain_http)
+        agent = cls(
+            name=name, resume_url=resume_url, owner=owner, description=description, allow_plain_http=allow_plain_http
+        )
         agent.signing_secret = secrets.token_hex(32)  # a property (sealed at rest), so not a constructor field
         token = agent.set_new_token()
         agent.save()
@@ -174,8 +212,14 @@ class Agent(models.Model):
                 log.warning("Agent token cache unavailable; not caching", exc_info=True)
         return agent
 
-    def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
-                  kinds: list[str] | None = None, fork_edits: list[str] | None = None) -> None:
+    def advertise(
+        self,
+        capabilities: list[str],
+        *,
+        runtime_version: str | None = None,
+        kinds: list[str] | None = None,
+        fork_edits: list[str] | None = None,
+    ) -> None:
         """What the runtime says it supports; None leaves a field as it was."""
         self.capabilities = [c for c in capabilities if c in self.Capability.values]
         fields = ["capabilities"]
@@ -207,8 +251,10 @@ class Agent(models.Model):
             return ""
         said = ", ".join(self.fork_edits or []) or "none"
         article = "an" if step_kind[:1] in "aeiou" else "a"
-        return (f"{self.name} does not apply an edited input to {article} {step_kind} step in a fork (the step kinds it "
-                f"says it edits: {said}); fork without an edited input, or from a step it can edit.")
+        return (
+            f"{self.name} does not apply an edited input to {article} {step_kind} step in a fork (the step kinds it "
+            f"says it edits: {said}); fork without an edited input, or from a step it can edit."
+        )
 
     def runs_kind(self, kind: str) -> bool:
         return not self.kinds or kind in self.kinds

@@ -79,9 +79,18 @@ class Stateful(models.Model):
     class Meta:
         abstract = True
 
-    def move(self, to: str, *, verb: Event.Verb, actor: Actor | None = None, data: dict[str, Any] | None = None,
-             from_: Iterable[str] | None = None, expect: Mapping[str, Any] | None = None,
-             at: datetime | None = None, **fields: Any) -> bool:
+    def move(
+        self,
+        to: str,
+        *,
+        verb: Event.Verb,
+        actor: Actor | None = None,
+        data: dict[str, Any] | None = None,
+        from_: Iterable[str] | None = None,
+        expect: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+        **fields: Any,
+    ) -> bool:
         """The status this instance read -> ``to``, as one compare-and-set ``UPDATE … WHERE``.
 
         ``from_`` names the statuses this transition starts from (default: the one read), and
@@ -94,8 +103,7 @@ class Stateful(models.Model):
         current = self.status
         sources = set(from_) if from_ is not None else {current}
         if impossible := sorted(s for s in sources if to not in self.TRANSITIONS.get(s, set())):
-            raise IllegalTransition(f"{type(self).__name__} {self.pk}: {', '.join(impossible)} -> {to} "
-                                    "is not allowed")
+            raise IllegalTransition(f"{type(self).__name__} {self.pk}: {', '.join(impossible)} -> {to} is not allowed")
         if current not in sources:
             return False  # read after someone else moved it elsewhere
         from .events import Event  # events refer back to every model

@@ -8,8 +8,9 @@ from django.db import models
 class BreachReason(models.Model):
     name = models.CharField(max_length=100, unique=True)
     description = models.CharField(max_length=300, blank=True)
-    is_active = models.BooleanField(default=True, help_text="Inactive reasons stay on old breaches but are "
-                                                            "no longer offered.")
+    is_active = models.BooleanField(
+        default=True, help_text="Inactive reasons stay on old breaches but are no longer offered."
+    )
 
     class Meta:
         ordering = ["name"]

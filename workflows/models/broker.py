@@ -82,8 +82,9 @@ def diagnosis(exc: BaseException) -> str:
 
 class BrokerStatus(models.Model):
     id = models.PositiveSmallIntegerField(primary_key=True, default=ROW)
-    failing_since = models.DateTimeField(null=True, blank=True,
-                                         help_text="The first refusal since the broker last took a message.")
+    failing_since = models.DateTimeField(
+        null=True, blank=True, help_text="The first refusal since the broker last took a message."
+    )
     last_error = models.TextField(blank=True)
     failures = models.PositiveIntegerField(default=0, help_text="Refusals since failing_since.")
     last_failure_at = models.DateTimeField(null=True, blank=True)
@@ -100,11 +101,15 @@ class BrokerStatus(models.Model):
         now, error = timezone.now(), diagnosis(exc)
         with contextlib.suppress(DatabaseError):  # the database is the other half of the outage: the log has it
             updated = cls.objects.filter(pk=ROW).update(
-                failing_since=Coalesce(F("failing_since"), Value(now)), last_error=error,
-                failures=F("failures") + 1, last_failure_at=now)
+                failing_since=Coalesce(F("failing_since"), Value(now)),
+                last_error=error,
+                failures=F("failures") + 1,
+                last_failure_at=now,
+            )
             if not updated:
-                cls.objects.get_or_create(pk=ROW, defaults={"failing_since": now, "last_error": error,
-                                                           "failures": 1, "last_failure_at": now})
+                cls.objects.get_or_create(
+                    pk=ROW, defaults={"failing_since": now, "last_error": error, "failures": 1, "last_failure_at": now}
+                )
 
     @classmethod
     def took(cls) -> None:

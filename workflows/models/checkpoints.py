@@ -32,7 +32,6 @@ from .teams import RoutingRule
 from .workflows import MoneyTrail, Workflow
 
 if TYPE_CHECKING:
-
     from .base import Actor, Operator
     from .decisions import Decision, DecisionQuerySet
 
@@ -91,13 +90,21 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
 
     def claim_warning(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the claim clock's warning."""
-        return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
-                           claim_warned_at__isnull=True, claim_warn_at__lte=now or database_now())
+        return self.filter(
+            status=Checkpoint.Status.OPEN,
+            first_claimed_at__isnull=True,
+            claim_warned_at__isnull=True,
+            claim_warn_at__lte=now or database_now(),
+        )
 
     def claim_due(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Never claimed yet, past the time-to-claim target, breach not recorded."""
-        return self.filter(status=Checkpoint.Status.OPEN, first_claimed_at__isnull=True,
-                           claim_breached_at__isnull=True, claim_due_at__lte=now or database_now())
+        return self.filter(
+            status=Checkpoint.Status.OPEN,
+            first_claimed_at__isnull=True,
+            claim_breached_at__isnull=True,
+            claim_due_at__lte=now or database_now(),
+        )
 
     def escalating(self, now: datetime | None = None) -> CheckpointQuerySet:
         """Breached, with the next level of the escalation chain due."""
@@ -119,17 +126,21 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
     def for_workbench(self) -> CheckpointQuerySet:
         """The queue's joins, the workflow's owner, the team, the runbook (its version, its current version and
         owner: is there a newer one, is it stale)."""
-        return self.for_queue().select_related("workflow__owner", "runbook_version", "team",
-                                               "runbook__current_version", "runbook__owner")
+        return self.for_queue().select_related(
+            "workflow__owner", "runbook_version", "team", "runbook__current_version", "runbook__owner"
+        )
 
 
 def first_claim(now: datetime, *, by_person: bool = True) -> dict[str, Any]:
     """The first claim's stamps for a conditional update: its time and the channel it came through, each
     kept once set. An UPDATE's SET reads the row as it was, so both test the old ``first_claimed_at``."""
     channel = via.current() if by_person else ""
-    return {"first_claimed_at": Coalesce(F("first_claimed_at"), Value(now)),
-            "first_claim_channel": Case(When(first_claimed_at__isnull=True, then=Value(channel)),
-                                        default=F("first_claim_channel"))}
+    return {
+        "first_claimed_at": Coalesce(F("first_claimed_at"), Value(now)),
+        "first_claim_channel": Case(
+            When(first_claimed_at__isnull=True, then=Value(channel)), default=F("first_claim_channel")
+        ),
+    }
 
 
 class Checkpoint(Stateful):
@@ -155,8 +166,9 @@ class Checkpoint(Stateful):
     runbook = models.ForeignKey(Runbook, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # The version it opened with: what it allows and what operators read, whatever edits came later.
     # PROTECT: deleting the runbook must not take its four eyes and allowed decisions away from here.
-    runbook_version = models.ForeignKey(RunbookVersion, null=True, blank=True, on_delete=models.PROTECT,
-                                        related_name="checkpoints")
+    runbook_version = models.ForeignKey(
+        RunbookVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="checkpoints"
+    )
     assignee = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     claimed_at = models.DateTimeField(null=True, blank=True)
     opened_at = models.DateTimeField(default=timezone.now)
@@ -166,8 +178,9 @@ class Checkpoint(Stateful):
     breached_at = models.DateTimeField(null=True, blank=True, help_text="Stamped with the due time it passed.")
     resolved_at = models.DateTimeField(null=True, blank=True)
     # The SLA terms in force when it opened (SLAPolicy.freeze), and the clocks computed from them.
-    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
+    policy = models.ForeignKey(
+        "workflows.SLAPolicy", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     sla = models.JSONField(default=dict, blank=True, help_text="The SLA terms frozen when it opened.")
     claim_warn_at = models.DateTimeField(null=True, blank=True)
     claim_due_at = models.DateTimeField(null=True, blank=True)
@@ -179,26 +192,30 @@ class Checkpoint(Stateful):
     first_claim_channel = models.CharField(max_length=16, choices=via.Via.choices, blank=True, default="")
     # When its first decision (or four-eyes proposal) was made: time to decision, read without a join.
     first_decision_at = models.DateTimeField(null=True, blank=True)
-    clock_stopped_at = models.DateTimeField(null=True, blank=True,
-                                            help_text="Decided: the decision clock waits until it reopens.")
+    clock_stopped_at = models.DateTimeField(
+        null=True, blank=True, help_text="Decided: the decision clock waits until it reopens."
+    )
     escalation_at = models.DateTimeField(null=True, blank=True, help_text="When the next escalation fires.")
     escalations_fired = models.PositiveIntegerField(default=0)
     remind_at = models.DateTimeField(null=True, blank=True)
     release_at = models.DateTimeField(null=True, blank=True)
     # Why it breached, as a TPM recorded it in the breach review.
-    breach_reason = models.ForeignKey("workflows.BreachReason", null=True, blank=True, on_delete=models.PROTECT,
-                                      related_name="checkpoints")
+    breach_reason = models.ForeignKey(
+        "workflows.BreachReason", null=True, blank=True, on_delete=models.PROTECT, related_name="checkpoints"
+    )
     breach_note = models.TextField(blank=True)
     # A fork's checkpoint: the original's checkpoint it started from. Its runbook version binds this one too
     # (``runbook_versions``): a fork is never weaker than the checkpoint it comes from.
     origin = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # The team it belongs to, routed when it opened (frozen); only teams.transfer moves it.
-    team = models.ForeignKey("workflows.Team", null=True, blank=True, on_delete=models.SET_NULL,
-                             related_name="checkpoints")
+    team = models.ForeignKey(
+        "workflows.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="checkpoints"
+    )
     # Incidents (models/incidents.py): its failure signature, and the incident it belongs to, if any.
     signature = models.CharField(max_length=32, blank=True, db_default="")
-    incident = models.ForeignKey("workflows.Incident", null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="members")
+    incident = models.ForeignKey(
+        "workflows.Incident", null=True, blank=True, on_delete=models.SET_NULL, related_name="members"
+    )
 
     objects = CheckpointQuerySet.as_manager()
 
@@ -210,8 +227,11 @@ class Checkpoint(Stateful):
     class Meta:
         ordering = ["due_at"]
         constraints = [
-            models.UniqueConstraint(fields=["workflow"], condition=~Q(status=CheckpointStatus.RESOLVED),
-                                    name="one_unresolved_checkpoint_per_workflow"),
+            models.UniqueConstraint(
+                fields=["workflow"],
+                condition=~Q(status=CheckpointStatus.RESOLVED),
+                name="one_unresolved_checkpoint_per_workflow",
+            ),
         ]
         indexes = [
             # The operator queue (open/claimed by due time) and the SLA scan.
@@ -220,48 +240,88 @@ class Checkpoint(Stateful):
             models.Index(fields=["assignee", "status"], name="checkpoint_by_assignee"),
             # The queue page in its order: an ordered walk that stops after one page,
             # where (status, due_at) would sort every open row for `status IN (open, claimed)`.
-            models.Index(fields=["due_at", "id"], condition=Q(status__in=list(OPEN_STATUSES)),
-                         name="checkpoint_queue_order"),
+            models.Index(
+                fields=["due_at", "id"], condition=Q(status__in=list(OPEN_STATUSES)), name="checkpoint_queue_order"
+            ),
             # The SLA sweep reads only what is due: one partial index per deadline, holding pending rows only.
-            models.Index(fields=["warn_at"], condition=Q(status__in=list(OPEN_STATUSES), warned_at__isnull=True),
-                         name="sla_decision_warning"),
-            models.Index(fields=["due_at"], condition=Q(status__in=list(OPEN_STATUSES), breached_at__isnull=True),
-                         name="sla_decision_due"),
-            models.Index(fields=["claim_warn_at"], condition=Q(status=CheckpointStatus.OPEN, first_claimed_at__isnull=True,
-                                                               claim_warned_at__isnull=True),
-                         name="sla_claim_warning"),
-            models.Index(fields=["claim_due_at"], condition=Q(status=CheckpointStatus.OPEN, first_claimed_at__isnull=True,
-                                                              claim_breached_at__isnull=True),
-                         name="sla_claim_due"),
-            models.Index(fields=["escalation_at"], condition=Q(status__in=list(OPEN_STATUSES),
-                                                               escalation_at__isnull=False),
-                         name="sla_escalation"),
-            models.Index(fields=["remind_at"], condition=Q(status=CheckpointStatus.CLAIMED, remind_at__isnull=False),
-                         name="sla_claim_reminder"),
-            models.Index(fields=["release_at"], condition=Q(status=CheckpointStatus.CLAIMED, release_at__isnull=False),
-                         name="sla_claim_release"),
+            models.Index(
+                fields=["warn_at"],
+                condition=Q(status__in=list(OPEN_STATUSES), warned_at__isnull=True),
+                name="sla_decision_warning",
+            ),
+            models.Index(
+                fields=["due_at"],
+                condition=Q(status__in=list(OPEN_STATUSES), breached_at__isnull=True),
+                name="sla_decision_due",
+            ),
+            models.Index(
+                fields=["claim_warn_at"],
+                condition=Q(status=CheckpointStatus.OPEN, first_claimed_at__isnull=True, claim_warned_at__isnull=True),
+                name="sla_claim_warning",
+            ),
+            models.Index(
+                fields=["claim_due_at"],
+                condition=Q(
+                    status=CheckpointStatus.OPEN, first_claimed_at__isnull=True, claim_breached_at__isnull=True
+                ),
+                name="sla_claim_due",
+            ),
+            models.Index(
+                fields=["escalation_at"],
+                condition=Q(status__in=list(OPEN_STATUSES), escalation_at__isnull=False),
+                name="sla_escalation",
+            ),
+            models.Index(
+                fields=["remind_at"],
+                condition=Q(status=CheckpointStatus.CLAIMED, remind_at__isnull=False),
+                name="sla_claim_reminder",
+            ),
+            models.Index(
+                fields=["release_at"],
+                condition=Q(status=CheckpointStatus.CLAIMED, release_at__isnull=False),
+                name="sla_claim_release",
+            ),
             models.Index(fields=["breached_at"], condition=Q(breached_at__isnull=False), name="sla_breached"),
             # "Awaiting approval" (a tab's count on every queue page, the on-clock figures): only the
             # checkpoints whose decision is in flight, not a scan of every resolved one (160 ms at 1M, now 16 ms).
             models.Index(fields=["id"], condition=Q(status=CheckpointStatus.DECIDED), name="checkpoint_decided"),
             # Grouping counts the recent checkpoints of one failure signature.
-            models.Index(fields=["signature", "opened_at"], name="checkpoint_signature",
-                         condition=~Q(signature="")),
+            models.Index(fields=["signature", "opened_at"], name="checkpoint_signature", condition=~Q(signature="")),
             # The figures of a period (breach review, resume dashboard) read the checkpoints opened in it;
             # on PostgreSQL the clocks they count ride in the index, so they never visit the table.
-            models.Index(fields=["opened_at"], name="checkpoint_opened",
-                         include=["id", "first_claimed_at", "first_decision_at", "clock_stopped_at", "breached_at",
-                                  "claim_due_at", "claim_breached_at"]),
+            models.Index(
+                fields=["opened_at"],
+                name="checkpoint_opened",
+                include=[
+                    "id",
+                    "first_claimed_at",
+                    "first_decision_at",
+                    "clock_stopped_at",
+                    "breached_at",
+                    "claim_due_at",
+                    "claim_breached_at",
+                ],
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.get_reason_display()} on {self.workflow}"
 
     @classmethod
-    def open_for(cls, workflow: Workflow, *, reason: str, detail: str = "", at_seq: int | None = None,
-                 state: Any = None, plan: list[dict[str, Any]] | None = None, actor: Any = None,
-                 by_console: bool = False, now: datetime | None = None,
-                 origin: Checkpoint | None = None) -> Checkpoint:
+    def open_for(
+        cls,
+        workflow: Workflow,
+        *,
+        reason: str,
+        detail: str = "",
+        at_seq: int | None = None,
+        state: Any = None,
+        plan: list[dict[str, Any]] | None = None,
+        actor: Any = None,
+        by_console: bool = False,
+        now: datetime | None = None,
+        origin: Checkpoint | None = None,
+    ) -> Checkpoint:
         """Pause the workflow at a new checkpoint. Conflict if one is already unresolved.
 
         ``now``: when it opens, which starts its SLA clocks; a worker passes the database's time.
@@ -284,16 +344,36 @@ class Checkpoint(Stateful):
             try:
                 with transaction.atomic():
                     checkpoint = cls.objects.create(
-                        workflow=workflow, reason=reason, detail=detail, at_seq=at_seq, state=state or {},
+                        workflow=workflow,
+                        reason=reason,
+                        detail=detail,
+                        at_seq=at_seq,
+                        state=state or {},
                         resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
-                        runbook=runbook, runbook_version=version, opened_at=now, policy=policy, sla=frozen,
-                        opened_by_console=by_console, origin=origin, team=team, **Terms(frozen).deadlines(now))
+                        runbook=runbook,
+                        runbook_version=version,
+                        opened_at=now,
+                        policy=policy,
+                        sla=frozen,
+                        opened_by_console=by_console,
+                        origin=origin,
+                        team=team,
+                        **Terms(frozen).deadlines(now),
+                    )
             except IntegrityError as exc:  # a concurrent open won the partial unique index
                 raise Conflict("The workflow already has an open checkpoint.") from exc
-            Event.record(checkpoint, Event.Verb.OPENED, actor=actor, at=now, data={
-                "reason": reason, "detail": detail[:500],
-                # Who the workflow goes back to on resume, as it was when it was interrupted.
-                "owner": workflow.owner.get_username() if workflow.owner else None})
+            Event.record(
+                checkpoint,
+                Event.Verb.OPENED,
+                actor=actor,
+                at=now,
+                data={
+                    "reason": reason,
+                    "detail": detail[:500],
+                    # Who the workflow goes back to on resume, as it was when it was interrupted.
+                    "owner": workflow.owner.get_username() if workflow.owner else None,
+                },
+            )
             workflow.move(Workflow.Status.PAUSED, actor=actor, verb=Event.Verb.PAUSED, at=now, last_activity_at=now)
             checkpoint.signature = signature_of(checkpoint)
             Checkpoint.objects.filter(pk=checkpoint.pk).update(signature=checkpoint.signature)
@@ -323,8 +403,11 @@ class Checkpoint(Stateful):
     @property
     def claimed_recently(self) -> bool:
         """A claim this fresh is offered as "Undo claim" (a release by another name)."""
-        return (self.status == self.Status.CLAIMED and self.claimed_at is not None
-                and (timezone.now() - self.claimed_at).total_seconds() < self.UNDO_CLAIM_SECONDS)
+        return (
+            self.status == self.Status.CLAIMED
+            and self.claimed_at is not None
+            and (timezone.now() - self.claimed_at).total_seconds() < self.UNDO_CLAIM_SECONDS
+        )
 
     @property
     def is_unclaimed(self) -> bool:
@@ -350,9 +433,17 @@ class Checkpoint(Stateful):
 
     def release(self, *, by: Any) -> bool:
         """CLAIMED -> OPEN, unassigned. False when it changed hands (or status) since it was read."""
-        return self.move(self.Status.OPEN, from_=[self.Status.CLAIMED], expect={"assignee_id": self.assignee_id},
-                         actor=by, verb=Event.Verb.RELEASED, assignee=None, claimed_at=None,
-                         remind_at=None, release_at=None)
+        return self.move(
+            self.Status.OPEN,
+            from_=[self.Status.CLAIMED],
+            expect={"assignee_id": self.assignee_id},
+            actor=by,
+            verb=Event.Verb.RELEASED,
+            assignee=None,
+            claimed_at=None,
+            remind_at=None,
+            release_at=None,
+        )
 
     def may_reassign(self, by: Any) -> bool:
         """A checkpoint someone holds is given away by its holder or an admin, never taken by another
@@ -367,55 +458,104 @@ class Checkpoint(Stateful):
         if not self.may_reassign(by):
             return False
         with transaction.atomic():
-            won = self._hand_to(to, actor=by, verb=Event.Verb.ASSIGNED, from_=OPEN_STATUSES,
-                                expect={"assignee_id": self.assignee_id},
-                                data={"to": to.get_username(), "note": note[:1000]})
+            won = self._hand_to(
+                to,
+                actor=by,
+                verb=Event.Verb.ASSIGNED,
+                from_=OPEN_STATUSES,
+                expect={"assignee_id": self.assignee_id},
+                data={"to": to.get_username(), "note": note[:1000]},
+            )
             if won and to.pk != by.pk:  # the new holder hears it at once (the bell, their channels, their phone)
-                Notification.send(kind=Notification.Kind.ASSIGNED, checkpoint=self, users=[to],
-                                  title=f"{by.get_username()} assigned it to you: {self.workflow.title}"[:300],
-                                  body=note[:1000] or self.detail[:500],
-                                  key=f"cp{self.pk}:assigned:{self.claimed_at.timestamp() if self.claimed_at else 0}")
+                Notification.send(
+                    kind=Notification.Kind.ASSIGNED,
+                    checkpoint=self,
+                    users=[to],
+                    title=f"{by.get_username()} assigned it to you: {self.workflow.title}"[:300],
+                    body=note[:1000] or self.detail[:500],
+                    key=f"cp{self.pk}:assigned:{self.claimed_at.timestamp() if self.claimed_at else 0}",
+                )
         return won
 
-    def _hand_to(self, user: Any, *, actor: Any, verb: Event.Verb, from_: Any, data: dict[str, Any] | None = None,
-                 at: datetime | None = None, expect: dict[str, Any] | None = None, now: datetime | None = None,
-                 **fields: Any) -> bool:
+    def _hand_to(
+        self,
+        user: Any,
+        *,
+        actor: Any,
+        verb: Event.Verb,
+        from_: Any,
+        data: dict[str, Any] | None = None,
+        at: datetime | None = None,
+        expect: dict[str, Any] | None = None,
+        now: datetime | None = None,
+        **fields: Any,
+    ) -> bool:
         """-> CLAIMED by ``user``: the claim clock stops (a late first claim records its breach) and the
         no-progress timers start (from ``now``: a sweep passes its own, the database's)."""
         now = now or timezone.now()
         with transaction.atomic():
-            won = self.move(self.Status.CLAIMED, from_=from_, actor=actor, verb=verb, data=data, at=at, expect=expect,
-                            assignee=user, claimed_at=now, **first_claim(now, by_person=actor is not None),
-                            **self._claim_timers(now), **fields)
+            won = self.move(
+                self.Status.CLAIMED,
+                from_=from_,
+                actor=actor,
+                verb=verb,
+                data=data,
+                at=at,
+                expect=expect,
+                assignee=user,
+                claimed_at=now,
+                **first_claim(now, by_person=actor is not None),
+                **self._claim_timers(now),
+                **fields,
+            )
             if won and self.claimed_late():
                 SlaClock(self).record_claim_breach(now, notify=False)
         return won
 
     def claimed_late(self) -> bool:
         """The first claim came after the time-to-claim target (False without a claim clock or a claim)."""
-        return (self.claim_due_at is not None and self.first_claimed_at is not None
-                and self.first_claimed_at > self.claim_due_at)
+        return (
+            self.claim_due_at is not None
+            and self.first_claimed_at is not None
+            and self.first_claimed_at > self.claim_due_at
+        )
 
     def _claim_timers(self, now: datetime) -> dict[str, datetime | None]:
         terms = self.terms.data
-        return {"remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
-                "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None}
+        return {
+            "remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
+            "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None,
+        }
 
     # --- the transitions the SLA clocks make; the clocks themselves are SlaClock (models/clocks.py) ---
 
     def reassign_by_escalation(self, to: Any, *, at: datetime, now: datetime) -> bool:
         """An escalation level hands it to ``to``; False when it changed hands since it was read."""
-        return self._hand_to(to, actor=None, verb=Event.Verb.ASSIGNED, at=at, now=now, from_=OPEN_STATUSES,
-                             expect={"assignee_id": self.assignee_id},
-                             data={"to": to.get_username(), "note": "escalation"})
+        return self._hand_to(
+            to,
+            actor=None,
+            verb=Event.Verb.ASSIGNED,
+            at=at,
+            now=now,
+            from_=OPEN_STATUSES,
+            expect={"assignee_id": self.assignee_id},
+            data={"to": to.get_username(), "note": "escalation"},
+        )
 
     def release_for_no_progress(self, *, at: datetime) -> bool:
         """CLAIMED -> OPEN when a claim made no progress for the release time (stamped at it)."""
         holder = self.assignee
-        return self.move(self.Status.OPEN, verb=Event.Verb.RELEASED, at=at,
-                         data={"why": "no progress", "from_assignee": holder.get_username() if holder else None},
-                         expect={"release_at": at, "assignee_id": self.assignee_id},
-                         assignee=None, claimed_at=None, remind_at=None, release_at=None)
+        return self.move(
+            self.Status.OPEN,
+            verb=Event.Verb.RELEASED,
+            at=at,
+            data={"why": "no progress", "from_assignee": holder.get_username() if holder else None},
+            expect={"release_at": at, "assignee_id": self.assignee_id},
+            assignee=None,
+            claimed_at=None,
+            remind_at=None,
+            release_at=None,
+        )
 
     def explain_breach(self, *, reason: Any, note: str, by: Any) -> bool:
         """A TPM records why the SLA was breached (a reason from the list, and free text). False when it
@@ -424,8 +564,12 @@ class Checkpoint(Stateful):
             return False
         with transaction.atomic():
             Checkpoint.objects.filter(pk=self.pk).update(breach_reason=reason, breach_note=note[:2000])
-            Event.record(self, Event.Verb.BREACH_EXPLAINED, actor=by,
-                         data={"reason": reason.name if reason else None, "note": note[:500]})
+            Event.record(
+                self,
+                Event.Verb.BREACH_EXPLAINED,
+                actor=by,
+                data={"reason": reason.name if reason else None, "note": note[:500]},
+            )
         self.refresh_from_db()
         return True
 
@@ -449,8 +593,9 @@ class Checkpoint(Stateful):
             fields["due_at"] = shifted(self.due_at)
         return fields
 
-    def give_back(self, to: Operator | None, *, actor: Actor | None, verb: Event.Verb,
-                  data: dict[str, Any] | None = None) -> bool:
+    def give_back(
+        self, to: Operator | None, *, actor: Actor | None, verb: Event.Verb, data: dict[str, Any] | None = None
+    ) -> bool:
         """Return a decided checkpoint to its previous holder, or to the queue when they cannot take it
         (inactive, no longer an operator, outside their working hours). The decision clock continues."""
         now = timezone.now()
@@ -458,9 +603,18 @@ class Checkpoint(Stateful):
         ok, why = can_take_work(to, now)
         if ok:
             return self._hand_to(to, actor=actor, verb=verb, data=data, from_=[self.Status.DECIDED], **clock)
-        return self.move(self.Status.OPEN, from_=[self.Status.DECIDED], actor=actor, verb=Event.Verb.RETURNED_TO_QUEUE,
-                         data={**(data or {}), "fallback": why}, assignee=None, claimed_at=None,
-                         remind_at=None, release_at=None, **clock)
+        return self.move(
+            self.Status.OPEN,
+            from_=[self.Status.DECIDED],
+            actor=actor,
+            verb=Event.Verb.RETURNED_TO_QUEUE,
+            data={**(data or {}), "fallback": why},
+            assignee=None,
+            claimed_at=None,
+            remind_at=None,
+            release_at=None,
+            **clock,
+        )
 
     @property
     def plan(self) -> list[dict[str, Any]] | None:
@@ -516,8 +670,16 @@ class Checkpoint(Stateful):
         its confirmations), the effects committed since, the next checkpoint if it paused again, and where
         the workflow stands now."""
         at_interruption = {e.get("idempotency_key") for e in self.resume_state.get("committed", [])}
-        effects = [s for s in self.workflow.steps.filter(kind="effect", status="committed").order_by("seq")
-                   if s.idempotency_key not in at_interruption]
+        effects = [
+            s
+            for s in self.workflow.steps.filter(kind="effect", status="committed").order_by("seq")
+            if s.idempotency_key not in at_interruption
+        ]
         later = self.workflow.checkpoints.filter(opened_at__gt=self.opened_at).order_by("opened_at", "pk").first()
-        return {"decision": self.current_decision(), "effects": effects, "next_checkpoint": later,
-                "workflow_status": self.workflow.get_status_display(), "summary": self.workflow.summary}
+        return {
+            "decision": self.current_decision(),
+            "effects": effects,
+            "next_checkpoint": later,
+            "workflow_status": self.workflow.get_status_display(),
+            "summary": self.workflow.summary,
+        }

@@ -56,28 +56,60 @@ class SlaClock:
         (nobody when the policy names no group, or its group was deleted)."""
         watchers = self.checkpoint.terms.data.get("watchers")
         if watchers is None and self.checkpoint.team_id is not None:  # else the team's watchers
-            watchers = type(self.checkpoint).objects.filter(pk=self.checkpoint.pk).values_list(
-                "team__watchers", flat=True).first()
+            watchers = (
+                type(self.checkpoint)
+                .objects.filter(pk=self.checkpoint.pk)
+                .values_list("team__watchers", flat=True)
+                .first()
+            )
         group = Group.objects.filter(pk=watchers).first() if watchers is not None else None
         if group is None:
             return [], None
         return list(operators().filter(groups=group)), group
 
-    def _tell(self, kind: str, title: str, *, at: datetime | None, now: datetime, key: str,
-              users: Iterable[Operator | None] = (), group: Group | None = None, body: str = "",
-              personal: bool = False) -> None:
+    def _tell(
+        self,
+        kind: str,
+        title: str,
+        *,
+        at: datetime | None,
+        now: datetime,
+        key: str,
+        users: Iterable[Operator | None] = (),
+        group: Group | None = None,
+        body: str = "",
+        personal: bool = False,
+    ) -> None:
         """Tell the people and group named, and (unless it is ``personal``: a reminder, "assigned to you")
         the checkpoint's team on its channels: a team hears about its checkpoints' clocks wherever it is."""
         cp = self.checkpoint
-        Notification.send(kind=kind, title=f"{title}: {cp.workflow.title}", body=body or cp.detail[:500],
-                          checkpoint=cp, at=at, now=now, users=list(users), group=group, key=f"cp{cp.pk}:{key}",
-                          team=not personal)
+        Notification.send(
+            kind=kind,
+            title=f"{title}: {cp.workflow.title}",
+            body=body or cp.detail[:500],
+            checkpoint=cp,
+            at=at,
+            now=now,
+            users=list(users),
+            group=group,
+            key=f"cp{cp.pk}:{key}",
+            team=not personal,
+        )
 
     def watchers(self) -> tuple[list[Operator], Group | None]:
         return self._watchers()
 
-    def _tell_watchers(self, kind: str, title: str, *, at: datetime | None, now: datetime, key: str,
-                       users: Iterable[Operator | None] = (), body: str = "") -> None:
+    def _tell_watchers(
+        self,
+        kind: str,
+        title: str,
+        *,
+        at: datetime | None,
+        now: datetime,
+        key: str,
+        users: Iterable[Operator | None] = (),
+        body: str = "",
+    ) -> None:
         """Tell ``users`` (its holders) and the watchers. A member of an unresolved incident is one of many
         with one cause: its watchers heard when the incident opened, so each kind of news reaches them once
         per incident, about the incident (the holders still hear about their own checkpoint)."""
@@ -90,26 +122,48 @@ class SlaClock:
         holders = [u for u in users if u is not None]
         if holders:
             self._tell(kind, title, at=at, now=now, key=key, users=holders, body=body)
-        Notification.send(kind=kind, title=f"{title}: incident #{incident.pk}, {incident.title}",
-                          body=f"First of the incident's members: {cp.workflow.title}. {body}".strip(),
-                          path=incident.get_absolute_url(), at=at, now=now,
-                          users=[u for u in watchers if u not in holders], group=group,
-                          key=f"incident{incident.pk}:{kind}")
+        Notification.send(
+            kind=kind,
+            title=f"{title}: incident #{incident.pk}, {incident.title}",
+            body=f"First of the incident's members: {cp.workflow.title}. {body}".strip(),
+            path=incident.get_absolute_url(),
+            at=at,
+            now=now,
+            users=[u for u in watchers if u not in holders],
+            group=group,
+            key=f"incident{incident.pk}:{kind}",
+        )
 
     def record_claim_warning(self, now: datetime) -> bool:
         cp = self.checkpoint
         if cp.claim_warn_at is None or cp.claim_due_at is None or cp.claim_warn_at > now:
             return False  # no claim clock (its policy sets no time to claim), or not due yet
         with transaction.atomic():
-            won = self._rows().filter(status=cp.Status.OPEN, first_claimed_at__isnull=True,
-                                      claim_warned_at__isnull=True, claim_warn_at=cp.claim_warn_at
-                                      ).update(claim_warned_at=cp.claim_warn_at)
+            won = (
+                self._rows()
+                .filter(
+                    status=cp.Status.OPEN,
+                    first_claimed_at__isnull=True,
+                    claim_warned_at__isnull=True,
+                    claim_warn_at=cp.claim_warn_at,
+                )
+                .update(claim_warned_at=cp.claim_warn_at)
+            )
             if won:
-                Event.record(cp, Event.Verb.CLAIM_WARNING, at=cp.claim_warn_at,
-                             data={"claim_due_at": cp.claim_due_at.isoformat()})
-                self._tell_watchers(Notification.Kind.CLAIM_WARNING, "Nobody has claimed it yet",
-                                    at=cp.claim_warn_at, now=now, key="claim_warning",
-                                    body=f"Time to claim ends {cp.claim_due_at:%Y-%m-%d %H:%M} UTC.")
+                Event.record(
+                    cp,
+                    Event.Verb.CLAIM_WARNING,
+                    at=cp.claim_warn_at,
+                    data={"claim_due_at": cp.claim_due_at.isoformat()},
+                )
+                self._tell_watchers(
+                    Notification.Kind.CLAIM_WARNING,
+                    "Nobody has claimed it yet",
+                    at=cp.claim_warn_at,
+                    now=now,
+                    key="claim_warning",
+                    body=f"Time to claim ends {cp.claim_due_at:%Y-%m-%d %H:%M} UTC.",
+                )
         return bool(won)
 
     def record_claim_breach(self, now: datetime, *, notify: bool = True) -> bool:
@@ -118,14 +172,26 @@ class SlaClock:
         if cp.claim_due_at is None or cp.claim_due_at > now:
             return False  # no claim clock (its policy sets no time to claim), or not due yet
         with transaction.atomic():
-            won = self._rows().filter(claim_breached_at__isnull=True, claim_due_at=cp.claim_due_at
-                                      ).update(claim_breached_at=cp.claim_due_at)
+            won = (
+                self._rows()
+                .filter(claim_breached_at__isnull=True, claim_due_at=cp.claim_due_at)
+                .update(claim_breached_at=cp.claim_due_at)
+            )
             if won:
-                Event.record(cp, Event.Verb.CLAIM_BREACHED, at=cp.claim_due_at,
-                             data={"claim_due_at": cp.claim_due_at.isoformat()})
+                Event.record(
+                    cp,
+                    Event.Verb.CLAIM_BREACHED,
+                    at=cp.claim_due_at,
+                    data={"claim_due_at": cp.claim_due_at.isoformat()},
+                )
                 if notify:
-                    self._tell_watchers(Notification.Kind.CLAIM_BREACHED, "Time to claim breached",
-                                        at=cp.claim_due_at, now=now, key="claim_breached")
+                    self._tell_watchers(
+                        Notification.Kind.CLAIM_BREACHED,
+                        "Time to claim breached",
+                        at=cp.claim_due_at,
+                        now=now,
+                        key="claim_breached",
+                    )
         cp.refresh_from_db()
         return bool(won)
 
@@ -134,17 +200,34 @@ class SlaClock:
         if cp.warn_at > now:
             return False  # not due yet at the caller's now
         with transaction.atomic():
-            won = type(cp).objects.on_clock().filter(pk=cp.pk, warned_at__isnull=True, warn_at=cp.warn_at
-                                                     ).update(warned_at=cp.warn_at)
+            won = (
+                type(cp)
+                .objects.on_clock()
+                .filter(pk=cp.pk, warned_at__isnull=True, warn_at=cp.warn_at)
+                .update(warned_at=cp.warn_at)
+            )
             if won:
                 Event.record(cp, Event.Verb.SLA_WARNING, at=cp.warn_at, data={"due_at": cp.due_at.isoformat()})
                 due = f"Due {cp.due_at:%Y-%m-%d %H:%M} UTC."
                 if cp.assignee_id:
-                    self._tell(Notification.Kind.SLA_WARNING, "Decision due soon", at=cp.warn_at, now=now,
-                               key="sla_warning", users=self._holders(), body=due)
+                    self._tell(
+                        Notification.Kind.SLA_WARNING,
+                        "Decision due soon",
+                        at=cp.warn_at,
+                        now=now,
+                        key="sla_warning",
+                        users=self._holders(),
+                        body=due,
+                    )
                 else:
-                    self._tell_watchers(Notification.Kind.SLA_WARNING, "Decision due soon", at=cp.warn_at, now=now,
-                                        key="sla_warning", body=due)
+                    self._tell_watchers(
+                        Notification.Kind.SLA_WARNING,
+                        "Decision due soon",
+                        at=cp.warn_at,
+                        now=now,
+                        key="sla_warning",
+                        body=due,
+                    )
         return bool(won)
 
     def record_breach(self, now: datetime, *, notify: bool = True) -> bool:
@@ -159,17 +242,33 @@ class SlaClock:
         first = cp.terms.firing_at(cp.due_at, 0) if notify else None
         with transaction.atomic():
             # Unresolved: open, claimed, or decided (a proposal waiting for four eyes keeps the clock running).
-            won = type(cp).objects.unresolved().filter(pk=cp.pk, breached_at__isnull=True, due_at=cp.due_at
-                                                       ).update(breached_at=cp.due_at, escalation_at=first)
+            won = (
+                type(cp)
+                .objects.unresolved()
+                .filter(pk=cp.pk, breached_at__isnull=True, due_at=cp.due_at)
+                .update(breached_at=cp.due_at, escalation_at=first)
+            )
             if won:
                 chain = cp.terms.firings()
-                Event.record(cp, Event.Verb.SLA_BREACHED, at=cp.due_at, data={
-                    "due_at": cp.due_at.isoformat(),
-                    "escalates_to": chain[0].spec["target"] if chain and notify else None})
+                Event.record(
+                    cp,
+                    Event.Verb.SLA_BREACHED,
+                    at=cp.due_at,
+                    data={
+                        "due_at": cp.due_at.isoformat(),
+                        "escalates_to": chain[0].spec["target"] if chain and notify else None,
+                    },
+                )
                 if notify:
-                    self._tell_watchers(Notification.Kind.SLA_BREACHED, "Decision target breached", at=cp.due_at,
-                                        now=now, key="sla_breached", users=self._holders(),
-                                        body=f"It was due {cp.due_at:%Y-%m-%d %H:%M} UTC.")
+                    self._tell_watchers(
+                        Notification.Kind.SLA_BREACHED,
+                        "Decision target breached",
+                        at=cp.due_at,
+                        now=now,
+                        key="sla_breached",
+                        users=self._holders(),
+                        body=f"It was due {cp.due_at:%Y-%m-%d %H:%M} UTC.",
+                    )
         cp.refresh_from_db()
         return bool(won)
 
@@ -182,8 +281,12 @@ class SlaClock:
             return False  # nothing scheduled (not breached, or the chain has run out), or not due yet
         firing = chain[number]
         with transaction.atomic():
-            won = type(cp).objects.open().filter(pk=cp.pk, escalations_fired=number, escalation_at=at).update(
-                escalations_fired=number + 1, escalation_at=cp.terms.firing_at(breached, number + 1))
+            won = (
+                type(cp)
+                .objects.open()
+                .filter(pk=cp.pk, escalations_fired=number, escalation_at=at)
+                .update(escalations_fired=number + 1, escalation_at=cp.terms.firing_at(breached, number + 1))
+            )
             if won:
                 self._escalate(firing, at=at, now=now)
         cp.refresh_from_db()
@@ -192,8 +295,12 @@ class SlaClock:
     def _escalate(self, firing: Firing, *, at: datetime, now: datetime) -> None:
         cp = self.checkpoint
         spec = firing.spec
-        base = {"level": firing.level + 1, "repeat": firing.repeat, "number": firing.number + 1,
-                "target": spec["target"]}
+        base = {
+            "level": firing.level + 1,
+            "repeat": firing.repeat,
+            "number": firing.number + 1,
+            "target": spec["target"],
+        }
         if spec["stop_once_claimed"] and cp.status == cp.Status.CLAIMED:
             Event.record(cp, Event.Verb.ESCALATION_SKIPPED, at=at, data={**base, "why": "claimed"})
             return
@@ -205,23 +312,50 @@ class SlaClock:
         if spec["reassign"]:
             candidate = user if user is not None else self._least_loaded(group, now) if group is not None else None
             ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")
-            if ok and candidate is not None and candidate.pk != cp.assignee_id and cp.reassign_by_escalation(
-                    candidate, at=at, now=now):
+            if (
+                ok
+                and candidate is not None
+                and candidate.pk != cp.assignee_id
+                and cp.reassign_by_escalation(candidate, at=at, now=now)
+            ):
                 reassigned_to = candidate
-        Event.record(cp, Event.Verb.ESCALATED, at=at, data={
-            **base, "reassigned_to": reassigned_to.get_username() if reassigned_to else None,
-            "not_reassigned": why_not or None, "notified": spec["notify"]})
+        Event.record(
+            cp,
+            Event.Verb.ESCALATED,
+            at=at,
+            data={
+                **base,
+                "reassigned_to": reassigned_to.get_username() if reassigned_to else None,
+                "not_reassigned": why_not or None,
+                "notified": spec["notify"],
+            },
+        )
         title = f"Escalation level {firing.level + 1}"
         key = f"escalated:{firing.number}"
         if spec["notify"]:
             members = [user] if user else []
             if group is not None:
                 members += list(operators().filter(groups=group))
-            self._tell(Notification.Kind.ESCALATED, title, at=at, now=now, key=key, users=members, group=group,
-                       body=f"Breached at {cp.breached_at:%Y-%m-%d %H:%M} UTC; escalated to {spec['target']}.")
+            self._tell(
+                Notification.Kind.ESCALATED,
+                title,
+                at=at,
+                now=now,
+                key=key,
+                users=members,
+                group=group,
+                body=f"Breached at {cp.breached_at:%Y-%m-%d %H:%M} UTC; escalated to {spec['target']}.",
+            )
         if reassigned_to is not None:
-            self._tell(Notification.Kind.ASSIGNED, f"{title} assigned it to you", at=at, now=now,
-                       key=key + ":assigned", users=[reassigned_to], personal=True)
+            self._tell(
+                Notification.Kind.ASSIGNED,
+                f"{title} assigned it to you",
+                at=at,
+                now=now,
+                key=key + ":assigned",
+                users=[reassigned_to],
+                personal=True,
+            )
 
     def _team_target(self, target: str, at: datetime) -> Operator | None:
         """The checkpoint's team's lead, or its least-loaded member working now (no team: nobody)."""
@@ -233,8 +367,15 @@ class SlaClock:
     def _least_loaded(self, group: Group, at: datetime) -> Operator | None:
         """The group's active operator who is working now and holds the fewest open checkpoints."""
         candidates = list(operators().filter(groups=group))
-        loads = dict(type(self.checkpoint).objects.open().filter(assignee__in=candidates).order_by()
-                     .values("assignee").annotate(n=Count("pk")).values_list("assignee", "n"))
+        loads = dict(
+            type(self.checkpoint)
+            .objects.open()
+            .filter(assignee__in=candidates)
+            .order_by()
+            .values("assignee")
+            .annotate(n=Count("pk"))
+            .values_list("assignee", "n")
+        )
         ranked = sorted((u for u in candidates if is_working(u, at)), key=lambda u: (loads.get(u.pk, 0), u.username))
         return ranked[0] if ranked else None
 
@@ -245,14 +386,24 @@ class SlaClock:
         if at is None or holder is None or at > now:
             return False  # no reminder due: released, or decided, since it was read, or not yet
         with transaction.atomic():
-            won = self._rows().filter(status=cp.Status.CLAIMED, remind_at=at, assignee_id=cp.assignee_id
-                                      ).update(remind_at=None)
+            won = (
+                self._rows()
+                .filter(status=cp.Status.CLAIMED, remind_at=at, assignee_id=cp.assignee_id)
+                .update(remind_at=None)
+            )
             if won:
                 Event.record(cp, Event.Verb.CLAIM_REMINDER, at=at, data={"to": holder.get_username()})
                 release = f" It goes back to the queue at {cp.release_at:%H:%M} UTC." if cp.release_at else ""
-                self._tell(Notification.Kind.CLAIM_REMINDER, "You hold it with no progress", at=at, now=now,
-                           key=f"reminder:{at.timestamp()}", users=self._holders(),
-                           body="Decide, or release it so someone else can." + release, personal=True)
+                self._tell(
+                    Notification.Kind.CLAIM_REMINDER,
+                    "You hold it with no progress",
+                    at=at,
+                    now=now,
+                    key=f"reminder:{at.timestamp()}",
+                    users=self._holders(),
+                    body="Decide, or release it so someone else can." + release,
+                    personal=True,
+                )
         return bool(won)
 
     def release_stale_claim(self, now: datetime) -> bool:
@@ -264,8 +415,14 @@ class SlaClock:
         with transaction.atomic():
             won = cp.release_for_no_progress(at=at)
             if won:
-                self._tell_watchers(Notification.Kind.CLAIM_RELEASED, "Released to the queue after no progress",
-                                    at=at, now=now, key=f"released:{at.timestamp()}", users=[holder])
+                self._tell_watchers(
+                    Notification.Kind.CLAIM_RELEASED,
+                    "Released to the queue after no progress",
+                    at=at,
+                    now=now,
+                    key=f"released:{at.timestamp()}",
+                    users=[holder],
+                )
         return won
 
     def settle_late(self, now: datetime) -> None:

@@ -25,8 +25,7 @@ MAX_BODY = 5000
 
 class Comment(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="comments")
-    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="comments")
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="comments")
     author = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
     body = models.TextField(help_text="Markdown; rendered sanitized.")
     mentions = models.JSONField(default=list, blank=True, help_text="Usernames notified.")
@@ -42,8 +41,12 @@ class Comment(models.Model):
     def mentioned(body: str, *, author: Any) -> list[Any]:
         """The active users named with @ in ``body``, never the author."""
         names = set(MENTION.findall(body))
-        return list(get_user_model().objects.filter(username__in=names, is_active=True)
-                    .exclude(pk=author.pk).order_by("username"))
+        return list(
+            get_user_model()
+            .objects.filter(username__in=names, is_active=True)
+            .exclude(pk=author.pk)
+            .order_by("username")
+        )
 
     @classmethod
     def post(cls, *, checkpoint: Checkpoint, author: Any, body: str) -> Comment:
@@ -53,12 +56,26 @@ class Comment(models.Model):
             raise ValueError("Write something first.")
         users = cls.mentioned(body, author=author)
         with transaction.atomic():
-            comment = cls.objects.create(workflow=checkpoint.workflow, checkpoint=checkpoint, author=author,
-                                         body=body, mentions=[u.get_username() for u in users])
-            Event.record(checkpoint, Event.Verb.COMMENTED, actor=author,
-                         data={"comment": comment.pk, "excerpt": body[:200], "mentions": comment.mentions})
+            comment = cls.objects.create(
+                workflow=checkpoint.workflow,
+                checkpoint=checkpoint,
+                author=author,
+                body=body,
+                mentions=[u.get_username() for u in users],
+            )
+            Event.record(
+                checkpoint,
+                Event.Verb.COMMENTED,
+                actor=author,
+                data={"comment": comment.pk, "excerpt": body[:200], "mentions": comment.mentions},
+            )
             if users:
-                Notification.send(kind=Notification.Kind.MENTIONED, users=users, checkpoint=checkpoint,
-                                  title=f"{author.get_username()} mentioned you on “{checkpoint.workflow.title}”"[:300],
-                                  body=body[:1000], key=f"mention:{comment.pk}")
+                Notification.send(
+                    kind=Notification.Kind.MENTIONED,
+                    users=users,
+                    checkpoint=checkpoint,
+                    title=f"{author.get_username()} mentioned you on “{checkpoint.workflow.title}”"[:300],
+                    body=body[:1000],
+                    key=f"mention:{comment.pk}",
+                )
         return comment

@@ -44,14 +44,20 @@ class Confirmation(models.TextChoices):
     @classmethod
     def unreferenced(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> list[str]:
         """The keys confirmed as happened without the external reference that proves it."""
-        return [key for key, value in confirmations.items()
-                if value in cls.values and cls(value).needs_reference and not str(refs.get(key) or "").strip()]
+        return [
+            key
+            for key, value in confirmations.items()
+            if value in cls.values and cls(value).needs_reference and not str(refs.get(key) or "").strip()
+        ]
 
     @classmethod
     def references(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> dict[str, str]:
         """The references worth keeping: one for each effect confirmed as happened."""
-        return {key: str(refs[key]).strip() for key, value in confirmations.items()
-                if value in cls.values and cls(value).needs_reference and str(refs.get(key) or "").strip()}
+        return {
+            key: str(refs[key]).strip()
+            for key, value in confirmations.items()
+            if value in cls.values and cls(value).needs_reference and str(refs.get(key) or "").strip()
+        }
 
 
 class DecisionStatus(models.TextChoices):
@@ -90,8 +96,13 @@ class DecisionQuerySet(models.QuerySet["Decision"]):
 
     def took_over_from(self, agent: Agent) -> DecisionQuerySet:
         """Failovers that took workflows away from ``agent`` and still stand (a failed one gave it back)."""
-        return self.active().filter(action=Action.FAILOVER, replaced_agent=agent).exclude(
-            status=Decision.Status.PROPOSED).select_related("standby").order_by("-decided_at")
+        return (
+            self.active()
+            .filter(action=Action.FAILOVER, replaced_agent=agent)
+            .exclude(status=Decision.Status.PROPOSED)
+            .select_related("standby")
+            .order_by("-decided_at")
+        )
 
 
 class Decision(Stateful):
@@ -111,31 +122,50 @@ class Decision(Stateful):
     checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="decisions")
     action = models.CharField(max_length=16, choices=Action.choices)
     instructions = models.TextField(blank=True)
-    confirmations = models.JSONField(default=dict, blank=True,
-                                     help_text="idempotency_key -> " + " | ".join(Confirmation.values))
-    confirmation_refs = models.JSONField(default=dict, blank=True,
-                                         help_text="idempotency_key -> external reference an operator saw")
+    confirmations = models.JSONField(
+        default=dict, blank=True, help_text="idempotency_key -> " + " | ".join(Confirmation.values)
+    )
+    confirmation_refs = models.JSONField(
+        default=dict, blank=True, help_text="idempotency_key -> external reference an operator saw"
+    )
     new_owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     handoff_to = models.CharField(max_length=200, blank=True, help_text="A human process, when not a person.")
     decided_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
     decided_at = models.DateTimeField(default=timezone.now)
     approved_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    standby = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                                help_text="Failover: the standby agent that takes the workflow over.")
-    replaced_agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                                       help_text="Failover: the agent told to stand down.")
+    standby = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Failover: the standby agent that takes the workflow over.",
+    )
+    replaced_agent = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Failover: the agent told to stand down.",
+    )
     delivery_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     dispatches = models.PositiveIntegerField(
-        default=0, help_text="Messages the relay sent since the last attempt started: each one waits longer "
-                             "for a worker than the one before (see Decision.redispatched).")
+        default=0,
+        help_text="Messages the relay sent since the last attempt started: each one waits longer "
+        "for a worker than the one before (see Decision.redispatched).",
+    )
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     repeats_confirmed = models.JSONField(
-        default=list, blank=True, help_text="Effects committed earlier in the lineage that the operator confirmed "
-                                            "this decision runs again (a fork's money).")
+        default=list,
+        blank=True,
+        help_text="Effects committed earlier in the lineage that the operator confirmed "
+        "this decision runs again (a fork's money).",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
     # Where it was decided (the console, Slack, an email link): set while drafting, from workflows/via.py.
     channel = models.CharField(max_length=16, choices=via.Via.choices, default=via.current)
@@ -146,8 +176,11 @@ class Decision(Stateful):
         ordering = ["-decided_at"]
         constraints = [
             # One decision per checkpoint: failed and rejected ones stay as history.
-            models.UniqueConstraint(fields=["checkpoint"], condition=~Q(status__in=list(INACTIVE_STATUSES)),
-                                    name="one_active_decision_per_checkpoint"),
+            models.UniqueConstraint(
+                fields=["checkpoint"],
+                condition=~Q(status__in=list(INACTIVE_STATUSES)),
+                name="one_active_decision_per_checkpoint",
+            ),
         ]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="decision_outbox"),
@@ -233,10 +266,19 @@ class Decision(Stateful):
             replaced, standby = self.failover_agents()
             # From here on the standby owns the workflow in the API: the original's reports answer 404,
             # so it cannot record an effect twice even before it hears the stand-down notice.
-            workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING,
-                          expect={"agent_id": replaced.pk}, agent=standby)
-            Event.record(workflow, Event.Verb.FAILED_OVER, actor=self.decided_by,
-                         data={"from_agent": replaced.name, "to_agent": standby.name})
+            workflow.move(
+                Workflow.Status.RESUMING,
+                actor=self.decided_by,
+                verb=Event.Verb.RESUMING,
+                expect={"agent_id": replaced.pk},
+                agent=standby,
+            )
+            Event.record(
+                workflow,
+                Event.Verb.FAILED_OVER,
+                actor=self.decided_by,
+                data={"from_agent": replaced.name, "to_agent": standby.name},
+            )
         elif self.resumes and workflow.status == Workflow.Status.PAUSED:
             workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING)
         if not self.is_polled:
@@ -252,10 +294,14 @@ class Decision(Stateful):
         copies per delivery). A broker that lost everything (Redis restarted empty) has every decision
         sent again within four leases."""
         lease = timedelta(seconds=settings.DELIVERY_LEASE_SECONDS)
-        return {"dispatches": models.F("dispatches") + 1, "next_attempt_at": models.Case(
-            models.When(dispatches=0, then=models.Value(now + lease)),
-            models.When(dispatches=1, then=models.Value(now + 2 * lease)),
-            default=models.Value(now + 4 * lease))}
+        return {
+            "dispatches": models.F("dispatches") + 1,
+            "next_attempt_at": models.Case(
+                models.When(dispatches=0, then=models.Value(now + lease)),
+                models.When(dispatches=1, then=models.Value(now + 2 * lease)),
+                default=models.Value(now + 4 * lease),
+            ),
+        }
 
     def may_be_approved_by(self, user: Any) -> bool:
         """Four eyes: a proposal waits for an operator other than its proposer."""
@@ -267,20 +313,29 @@ class Decision(Stateful):
         if self.decided_by_id == by.pk:
             return False
         with transaction.atomic():
-            if not self.move(self.Status.QUEUED, from_=[self.Status.PROPOSED], actor=by, verb=Event.Verb.APPROVED,
-                             approved_by=by):
+            if not self.move(
+                self.Status.QUEUED, from_=[self.Status.PROPOSED], actor=by, verb=Event.Verb.APPROVED, approved_by=by
+            ):
                 return False
             # The decision goes out now: the decision clock, running while the proposal waited, stops.
             Checkpoint.objects.filter(pk=self.checkpoint_id, clock_stopped_at__isnull=True).update(
-                clock_stopped_at=timezone.now())
+                clock_stopped_at=timezone.now()
+            )
             self.enqueue()
         return True
 
     def reject(self, *, by: Any, note: str = "") -> bool:
         """The second operator says no: the checkpoint goes back to its proposer. False when answered first."""
         with transaction.atomic():
-            if not self.move(self.Status.REJECTED, from_=[self.Status.PROPOSED], actor=by, verb=Event.Verb.REJECTED, data={"note": note[:1000]},
-                             finished_at=timezone.now(), last_error=f"Rejected by {by.get_username()}: {note}"[:2000]):
+            if not self.move(
+                self.Status.REJECTED,
+                from_=[self.Status.PROPOSED],
+                actor=by,
+                verb=Event.Verb.REJECTED,
+                data={"note": note[:1000]},
+                finished_at=timezone.now(),
+                last_error=f"Rejected by {by.get_username()}: {note}"[:2000],
+            ):
                 return False
             # Back to its proposer, or to the queue when they can no longer take it; the clock continues.
             self.checkpoint.give_back(self.decided_by, actor=by, verb=Event.Verb.REOPENED)
@@ -304,11 +359,21 @@ class Decision(Stateful):
         # PostgreSQL: computed by the UPDATE itself (Now() is statement_timestamp(), database_now's clock), no
         # round trip to read the clock on the way from the broker to the agent. SQLite's 'now' counts
         # milliseconds: there database_now() rounds it up, as every other deadline there is.
-        ends = (models.ExpressionWrapper(Now() + models.Value(lease), output_field=models.DateTimeField())
-                if connection.vendor == "postgresql" else database_now() + lease)
-        return self.move(self.Status.RUNNING, from_=[self.Status.QUEUED], verb=Event.Verb.DELIVERY_STARTED, data={"attempt": self.attempts + 1},
-                         attempts=models.F("attempts") + 1, lease_expires_at=ends,
-                         next_attempt_at=None, dispatches=0)
+        ends = (
+            models.ExpressionWrapper(Now() + models.Value(lease), output_field=models.DateTimeField())
+            if connection.vendor == "postgresql"
+            else database_now() + lease
+        )
+        return self.move(
+            self.Status.RUNNING,
+            from_=[self.Status.QUEUED],
+            verb=Event.Verb.DELIVERY_STARTED,
+            data={"attempt": self.attempts + 1},
+            attempts=models.F("attempts") + 1,
+            lease_expires_at=ends,
+            next_attempt_at=None,
+            dispatches=0,
+        )
 
     def mark_succeeded(self, *, now: datetime | None = None) -> bool:
         """The agent's resume endpoint accepted the decision. A worker records it, on the database's clock:
@@ -327,17 +392,28 @@ class Decision(Stateful):
 
     def audit_facts(self) -> dict[str, Any]:
         """What the operator decided, in full, for the trail: the row may change later, its event never."""
-        return {"instructions": self.instructions[:4000], "confirmations": self.confirmations,
-                "confirmation_refs": self.confirmation_refs,
-                "new_owner": self.new_owner.get_username() if self.new_owner is not None else None,
-                "handoff_to": self.handoff_to, "repeats_confirmed": self.repeats_confirmed}
+        return {
+            "instructions": self.instructions[:4000],
+            "confirmations": self.confirmations,
+            "confirmation_refs": self.confirmation_refs,
+            "new_owner": self.new_owner.get_username() if self.new_owner is not None else None,
+            "handoff_to": self.handoff_to,
+            "repeats_confirmed": self.repeats_confirmed,
+        }
 
     def _succeed(self, verb: Event.Verb, *, actor: Any = None, now: datetime | None = None) -> bool:
         # The worker that delivered is "system"; an agent that fetched its decision did it itself.
         with transaction.atomic():
-            if not self.move(self.Status.SUCCEEDED, from_=[self.Status.QUEUED, self.Status.RUNNING], verb=verb,
-                             actor=actor, finished_at=now or timezone.now(),
-                             lease_expires_at=None, next_attempt_at=None, last_error=""):
+            if not self.move(
+                self.Status.SUCCEEDED,
+                from_=[self.Status.QUEUED, self.Status.RUNNING],
+                verb=verb,
+                actor=actor,
+                finished_at=now or timezone.now(),
+                lease_expires_at=None,
+                next_attempt_at=None,
+                last_error="",
+            ):
                 return False
             self.carry_out(actor=actor, now=now)
         return True
@@ -353,21 +429,38 @@ class Decision(Stateful):
             if workflow.status == Workflow.Status.RESUMING:
                 # Who has the workflow now: "returned to the same owner" compares it with the interruption's.
                 owner = workflow.owner.get_username() if workflow.owner else None
-                workflow.move(Workflow.Status.RUNNING, actor=actor, verb=Event.Verb.RESUMED, data={"owner": owner},
-                              last_activity_at=now)
+                workflow.move(
+                    Workflow.Status.RUNNING,
+                    actor=actor,
+                    verb=Event.Verb.RESUMED,
+                    data={"owner": owner},
+                    last_activity_at=now,
+                )
             if self.action == Action.FAILOVER:
                 from ..tasks import send_stand_down  # tasks import the models
 
                 transaction.on_commit(functools.partial(send_stand_down.delay, self.pk))
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
-            if workflow.move(Workflow.Status.HANDED_OFF, verb=Event.Verb.HANDED_OFF, actor=self.decided_by,
-                             data={"to": packet["to"], "owner": packet["to"]}, owner=self.new_owner or workflow.owner,
-                             handoff_note=packet["note"], last_activity_at=now):
+            if workflow.move(
+                Workflow.Status.HANDED_OFF,
+                verb=Event.Verb.HANDED_OFF,
+                actor=self.decided_by,
+                data={"to": packet["to"], "owner": packet["to"]},
+                owner=self.new_owner or workflow.owner,
+                handoff_note=packet["note"],
+                last_activity_at=now,
+            ):
                 self.tell_new_owner(workflow, at=now)
         elif self.action == Action.ABORT:
-            workflow.move(Workflow.Status.ABORTED, verb=Event.Verb.ABORTED, actor=self.decided_by,
-                          summary=self.instructions, finished_at=now, last_activity_at=now)
+            workflow.move(
+                Workflow.Status.ABORTED,
+                verb=Event.Verb.ABORTED,
+                actor=self.decided_by,
+                summary=self.instructions,
+                finished_at=now,
+                last_activity_at=now,
+            )
 
     def ask_for_approval(self) -> None:
         """Four eyes: the people who may approve hear at once that this proposal waits for them, on their
@@ -378,21 +471,31 @@ class Decision(Stateful):
         checkpoint = self.checkpoint
         people = checkpoint.team.operators() if checkpoint.team is not None else list(operators())
         by = self.decided_by.get_username() if self.decided_by is not None else "An operator"
-        Notification.send(kind=Notification.Kind.APPROVAL_WAITING, checkpoint=checkpoint, key=f"proposal:{self.pk}",
-                          users=[u for u in people if u.pk != self.decided_by_id], team=True,
-                          title=f"{by} proposes to {Action(self.action).label.lower()}: waiting for your approval "
-                                f"({checkpoint.workflow.title})"[:300],
-                          body=self.instructions[:500])
+        Notification.send(
+            kind=Notification.Kind.APPROVAL_WAITING,
+            checkpoint=checkpoint,
+            key=f"proposal:{self.pk}",
+            users=[u for u in people if u.pk != self.decided_by_id],
+            team=True,
+            title=f"{by} proposes to {Action(self.action).label.lower()}: waiting for your approval "
+            f"({checkpoint.workflow.title})"[:300],
+            body=self.instructions[:500],
+        )
 
     def tell_new_owner(self, workflow: Workflow, *, at: datetime) -> None:
         """The operator a workflow was handed to hears it at once, on their channels (the outbox), with the note."""
         if self.new_owner is None or self.new_owner_id == self.decided_by_id:
             return
         by = self.decided_by.get_username() if self.decided_by is not None else "An operator"
-        Notification.send(kind=Notification.Kind.HANDED_OFF, users=[self.new_owner], at=at,
-                          title=f"{by} handed “{workflow.title}” to you"[:300],
-                          body=self.instructions[:1000] or "No handoff note.", key=f"handoff:{self.pk}",
-                          path=reverse("workflow", args=[workflow.pk]))
+        Notification.send(
+            kind=Notification.Kind.HANDED_OFF,
+            users=[self.new_owner],
+            at=at,
+            title=f"{by} handed “{workflow.title}” to you"[:300],
+            body=self.instructions[:1000] or "No handoff note.",
+            key=f"handoff:{self.pk}",
+            path=reverse("workflow", args=[workflow.pk]),
+        )
 
     def handoff_packet(self) -> dict[str, Any]:
         return {"to": self.new_owner_name or "", "note": self.instructions}
@@ -406,26 +509,48 @@ class Decision(Stateful):
         now = now or database_now()
         if self.attempts < settings.DELIVERY_MAX_ATTEMPTS:
             delay = settings.DELIVERY_BACKOFF_SECONDS * (2 ** (self.attempts - 1))
-            return self.move(self.Status.QUEUED, from_=[self.Status.RUNNING], expect=this_attempt, verb=Event.Verb.DELIVERY_RETRY,
-                             data={"attempt": self.attempts, "error": error[:500]},
-                             last_error=error[:2000], lease_expires_at=None,
-                             next_attempt_at=now + timedelta(seconds=delay))
+            return self.move(
+                self.Status.QUEUED,
+                from_=[self.Status.RUNNING],
+                expect=this_attempt,
+                verb=Event.Verb.DELIVERY_RETRY,
+                data={"attempt": self.attempts, "error": error[:500]},
+                last_error=error[:2000],
+                lease_expires_at=None,
+                next_attempt_at=now + timedelta(seconds=delay),
+            )
         with transaction.atomic():
-            if not self.move(self.Status.FAILED, from_=[self.Status.RUNNING], expect=this_attempt,
-                             verb=Event.Verb.DELIVERY_FAILED,
-                             data={"attempts": self.attempts, "error": error[:500]},
-                             last_error=error[:2000], lease_expires_at=None, finished_at=now):
+            if not self.move(
+                self.Status.FAILED,
+                from_=[self.Status.RUNNING],
+                expect=this_attempt,
+                verb=Event.Verb.DELIVERY_FAILED,
+                data={"attempts": self.attempts, "error": error[:500]},
+                last_error=error[:2000],
+                lease_expires_at=None,
+                finished_at=now,
+            ):
                 return False
             checkpoint = self.checkpoint
-            checkpoint.move(Checkpoint.Status.OPEN, verb=Event.Verb.RETURNED_TO_QUEUE, data={"error": error[:500]},
-                            assignee=None, claimed_at=None, **checkpoint.continued_clock(now))
+            checkpoint.move(
+                Checkpoint.Status.OPEN,
+                verb=Event.Verb.RETURNED_TO_QUEUE,
+                data={"error": error[:500]},
+                assignee=None,
+                claimed_at=None,
+                **checkpoint.continued_clock(now),
+            )
             workflow = self.checkpoint.workflow
             workflow.refresh_from_db()
             if workflow.status == Workflow.Status.RESUMING and self.action == Action.FAILOVER:
                 # The standby never got it: the workflow goes back to the agent it came from.
                 replaced, _ = self.failover_agents()
-                workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.FAILOVER_UNDONE,
-                              data={"error": error[:500], "to_agent": replaced.name}, agent=replaced)
+                workflow.move(
+                    Workflow.Status.PAUSED,
+                    verb=Event.Verb.FAILOVER_UNDONE,
+                    data={"error": error[:500], "to_agent": replaced.name},
+                    agent=replaced,
+                )
             elif workflow.status == Workflow.Status.RESUMING:
                 workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED, data={"error": error[:500]})
         return True
@@ -454,29 +579,42 @@ class Decision(Stateful):
 
     def stand_down_message(self) -> str:
         """What the replaced agent is told when it reports on the workflow again (API 409 ``stood_down``)."""
-        return (f"Workflow {self.checkpoint.workflow_id} was failed over to {self.standby.name if self.standby is not None else 'a standby'} "
-                f"at {self.decided_at:%Y-%m-%d %H:%M:%S} UTC: stand down and do not act on it again "
-                "(your stand-down notice says the same).")
+        standby = self.standby.name if self.standby is not None else "a standby"
+        return (
+            f"Workflow {self.checkpoint.workflow_id} was failed over to {standby} "
+            f"at {self.decided_at:%Y-%m-%d %H:%M:%S} UTC: stand down and do not act on it again "
+            "(your stand-down notice says the same)."
+        )
 
     def stand_down_payload(self) -> dict[str, Any]:
         """What the replaced agent's resume endpoint receives after a failover (docs/API.md)."""
         workflow = self.checkpoint.workflow
-        return {"workflow_id": str(workflow.pk), "external_id": workflow.external_id,
-                "checkpoint_id": str(self.checkpoint_id), "action": "stand_down",
-                "taken_over_by": self.standby.name if self.standby is not None else None,
-                "delivery_id": str(uuid.uuid5(self.delivery_id, "stand_down"))}
+        return {
+            "workflow_id": str(workflow.pk),
+            "external_id": workflow.external_id,
+            "checkpoint_id": str(self.checkpoint_id),
+            "action": "stand_down",
+            "taken_over_by": self.standby.name if self.standby is not None else None,
+            "delivery_id": str(uuid.uuid5(self.delivery_id, "stand_down")),
+        }
 
     def retry_target(self) -> dict[str, Any] | None:
         """For retry_step: the failed effect to attempt again (the one the agent stopped at, else the latest)."""
         if self.action != Action.RETRY_STEP:
             return None
-        failed = self.checkpoint.workflow.steps.filter(kind=Step.Kind.EFFECT, status=Step.Status.FAILED).order_by("-seq")
+        failed = self.checkpoint.workflow.steps.filter(kind=Step.Kind.EFFECT, status=Step.Status.FAILED).order_by(
+            "-seq"
+        )
         at_seq = self.checkpoint.at_seq  # None: the agent named no step it stopped at
         step = (failed.filter(seq=at_seq).first() if at_seq is not None else None) or failed.first()
         if step is None:
             return None
-        return {"seq": step.seq, "name": step.name, "idempotency_key": step.idempotency_key,
-                "attempt": step.attempts + 1}
+        return {
+            "seq": step.seq,
+            "name": step.name,
+            "idempotency_key": step.idempotency_key,
+            "attempt": step.attempts + 1,
+        }
 
 
 def hand_to_broker(decision_id: int) -> None:

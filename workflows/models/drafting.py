@@ -47,19 +47,33 @@ class Decider:
         """
         return self.record(self.draft(**proposal), by=by)
 
-    def draft(self, *, action: str, instructions: str = "", confirmations: dict[str, Any] | None = None,
-              confirmation_refs: dict[str, Any] | None = None, new_owner: Operator | None = None,
-              handoff_to: str = "", money_confirmed: bool = False, standby: Agent | None = None,
-              repeats_confirmed: Iterable[int] = ()) -> Decision:
+    def draft(
+        self,
+        *,
+        action: str,
+        instructions: str = "",
+        confirmations: dict[str, Any] | None = None,
+        confirmation_refs: dict[str, Any] | None = None,
+        new_owner: Operator | None = None,
+        handoff_to: str = "",
+        money_confirmed: bool = False,
+        standby: Agent | None = None,
+        repeats_confirmed: Iterable[int] = (),
+    ) -> Decision:
         """The decision as it would be recorded, unsaved. ValueError when it is not acceptable."""
         checkpoint = self.checkpoint
         confirmations = {k: v for k, v in (confirmations or {}).items() if v}
         if action not in Action.values:
             raise ValueError(f"Unknown action {action!r}.")
         if refusing := self.refusing_runbook(action):
-            raise ValueError(f"The runbook “{refusing.title}” does not allow {Action(action).label.lower()}"
-                             + ("." if refusing == checkpoint.runbook_version else
-                                " (it binds the checkpoint this fork comes from)."))
+            raise ValueError(
+                f"The runbook “{refusing.title}” does not allow {Action(action).label.lower()}"
+                + (
+                    "."
+                    if refusing == checkpoint.runbook_version
+                    else " (it binds the checkpoint this fork comes from)."
+                )
+            )
         self.check_confirmations(confirmations, confirmation_refs or {})
         if action in RESUMING_ACTIONS and (missing := self.missing_confirmations(confirmations)):
             raise ValueError("Confirm what happened to every unknown effect before resuming: " + ", ".join(missing))
@@ -73,16 +87,24 @@ class Decider:
         # Money re-run in a fork: the lineage committed it already, under keys no idempotency check compares.
         repeats = self.repeated_effects() if money else []
         if unconfirmed := [e for e in repeats if e.step_id not in set(repeats_confirmed)]:
-            raise ValueError("This moves money again that the lineage already moved; tick each earlier effect "
-                             "it repeats: " + "; ".join(e.sentence() for e in unconfirmed) + ".")
+            raise ValueError(
+                "This moves money again that the lineage already moved; tick each earlier effect "
+                "it repeats: " + "; ".join(e.sentence() for e in unconfirmed) + "."
+            )
         four_eyes = self.needs_second_operator(action, money=money)
-        return Decision(checkpoint=checkpoint, action=action, instructions=instructions, confirmations=confirmations,
-                        confirmation_refs=Confirmation.references(confirmations, confirmation_refs or {}),
-                        new_owner=new_owner, handoff_to=handoff_to.strip(),
-                        standby=standby if action == Action.FAILOVER else None,
-                        replaced_agent=checkpoint.workflow.agent if action == Action.FAILOVER else None,
-                        repeats_confirmed=[e.as_dict() for e in repeats],
-                        status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED)
+        return Decision(
+            checkpoint=checkpoint,
+            action=action,
+            instructions=instructions,
+            confirmations=confirmations,
+            confirmation_refs=Confirmation.references(confirmations, confirmation_refs or {}),
+            new_owner=new_owner,
+            handoff_to=handoff_to.strip(),
+            standby=standby if action == Action.FAILOVER else None,
+            replaced_agent=checkpoint.workflow.agent if action == Action.FAILOVER else None,
+            repeats_confirmed=[e.as_dict() for e in repeats],
+            status=Decision.Status.PROPOSED if four_eyes else Decision.Status.QUEUED,
+        )
 
     def record(self, decision: Decision, *, by: Operator) -> Decision:
         """OPEN|CLAIMED -> DECIDED, saving the drafted decision: the row is the outbox entry a worker
@@ -97,16 +119,21 @@ class Decider:
                 decision.save(force_insert=True)
                 # Decided by whoever held it as read: a claim or reassignment meanwhile makes this lose.
                 now = timezone.now()
-                won = checkpoint.move(Checkpoint.Status.DECIDED, from_=OPEN_STATUSES,
-                                      expect={"assignee_id": checkpoint.assignee_id},
-                                      actor=by, verb=Event.Verb.DECIDED,
-                                      data={"action": decision.action, "four_eyes": four_eyes,
-                                            **decision.audit_facts()},
-                                      assignee=checkpoint.assignee or by, remind_at=None, release_at=None,
-                                      **first_claim(now),
-                                      first_decision_at=Coalesce(F("first_decision_at"), Value(decision.decided_at)),
-                                      # A proposal waiting for four eyes keeps the decision clock running.
-                                      clock_stopped_at=None if four_eyes else now)
+                won = checkpoint.move(
+                    Checkpoint.Status.DECIDED,
+                    from_=OPEN_STATUSES,
+                    expect={"assignee_id": checkpoint.assignee_id},
+                    actor=by,
+                    verb=Event.Verb.DECIDED,
+                    data={"action": decision.action, "four_eyes": four_eyes, **decision.audit_facts()},
+                    assignee=checkpoint.assignee or by,
+                    remind_at=None,
+                    release_at=None,
+                    **first_claim(now),
+                    first_decision_at=Coalesce(F("first_decision_at"), Value(decision.decided_at)),
+                    # A proposal waiting for four eyes keeps the decision clock running.
+                    clock_stopped_at=None if four_eyes else now,
+                )
                 if won:
                     SlaClock(checkpoint).settle_late(now)
                 if won and four_eyes:
@@ -131,8 +158,10 @@ class Decider:
         (as the runbook's version read when the checkpoint opened, and that of every checkpoint it came from)."""
         if action not in RESUMING_ACTIONS:
             return False
-        return any(runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
-                   for runbook in self.checkpoint.runbook_versions())
+        return any(
+            runbook.four_eyes_on_every_resume or (money and runbook.requires_four_eyes)
+            for runbook in self.checkpoint.runbook_versions()
+        )
 
     def check_confirmations(self, confirmations: dict[str, Any], references: dict[str, Any]) -> None:
         """ValueError unless each confirmation names an unknown effect of this checkpoint, says happened or
@@ -142,13 +171,17 @@ class Decider:
         if bad := [k for k, v in confirmations.items() if k not in unknown_keys or v not in Confirmation.values]:
             raise ValueError(f"Confirmations name no unknown effect or carry a bad value: {', '.join(bad)}.")
         if unreferenced := Confirmation.unreferenced(confirmations, references):
-            raise ValueError("Give the external reference you saw for every effect that happened: "
-                             + ", ".join(unreferenced))
+            raise ValueError(
+                "Give the external reference you saw for every effect that happened: " + ", ".join(unreferenced)
+            )
 
     def missing_confirmations(self, confirmations: dict[str, Any]) -> list[str]:
         """The unknown effects a resume may not pass over: those without a valid confirmation."""
-        return [e["idempotency_key"] for e in self.checkpoint.unknown_effects
-                if confirmations.get(e["idempotency_key"]) not in Confirmation.values]
+        return [
+            e["idempotency_key"]
+            for e in self.checkpoint.unknown_effects
+            if confirmations.get(e["idempotency_key"]) not in Confirmation.values
+        ]
 
     def repeated_effects(self) -> list[EarlierEffect]:
         """Effects committed earlier in the workflow's lineage whose money a resume here moves again (a fork's):
@@ -159,8 +192,11 @@ class Decider:
         """Agents that could take this workflow over: active, advertising failover, running its kind."""
         workflow = self.checkpoint.workflow
         taken = Workflow.objects.filter(external_id=workflow.external_id).values_list("agent_id", flat=True)
-        return [a for a in Agent.objects.filter(is_active=True).exclude(pk=workflow.agent_id).exclude(pk__in=taken)
-                if a.can(Agent.Capability.FAILOVER) and a.runs_kind(workflow.kind)]
+        return [
+            a
+            for a in Agent.objects.filter(is_active=True).exclude(pk=workflow.agent_id).exclude(pk__in=taken)
+            if a.can(Agent.Capability.FAILOVER) and a.runs_kind(workflow.kind)
+        ]
 
     def check_standby(self, standby: Agent | None) -> None:
         """ValueError naming why ``standby`` cannot take the workflow over (None: none was named)."""
@@ -170,7 +206,9 @@ class Decider:
         if standby not in self.standbys():
             why = standby.cannot(Agent.Capability.FAILOVER) or (
                 f"{standby.name} does not run {kind} workflows."
-                if not standby.runs_kind(kind) else f"{standby.name} cannot take this workflow over.")
+                if not standby.runs_kind(kind)
+                else f"{standby.name} cannot take this workflow over."
+            )
             raise ValueError(why)
 
     def conflict_message(self) -> str:
@@ -179,8 +217,10 @@ class Decider:
         checkpoint.refresh_from_db()
         decision = checkpoint.current_decision()
         if decision:
-            return (f"Already decided: {decision.get_action_display().lower()} by "
-                    f"{decision.decided_by.get_username()} at {decision.decided_at:%Y-%m-%d %H:%M:%S} UTC.")
+            return (
+                f"Already decided: {decision.get_action_display().lower()} by "
+                f"{decision.decided_by.get_username()} at {decision.decided_at:%Y-%m-%d %H:%M:%S} UTC."
+            )
         if checkpoint.status == Checkpoint.Status.CLAIMED and checkpoint.assignee:
             return f"{checkpoint.assignee.get_username()} has claimed this checkpoint."
         return f"The checkpoint is {checkpoint.status} now: someone else acted on it first."

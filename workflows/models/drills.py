@@ -96,15 +96,18 @@ class Drill(Stateful):
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="drills")
     kind = models.CharField(max_length=100, blank=True, help_text="Only workflows of this kind; empty: any kind.")
     fault = models.CharField(max_length=32, choices=Fault.choices)
-    at_seq = models.PositiveIntegerField(default=1, help_text="k: the step the fault comes after (crash) or at "
-                                                              "(garbage).")
+    at_seq = models.PositiveIntegerField(
+        default=1, help_text="k: the step the fault comes after (crash) or at (garbage)."
+    )
     silent_minutes = models.PositiveIntegerField(default=10, help_text="For “go silent”: how long.")
     runs = models.PositiveIntegerField(null=True, blank=True, help_text="The next N new workflows take part…")
     share_percent = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text="…or this share (1–100 %) of the new ones during the window.")
+        null=True, blank=True, help_text="…or this share (1–100 %) of the new ones during the window."
+    )
     window_minutes = models.PositiveIntegerField(default=60, help_text="How long a share-of-runs drill picks.")
     announced = models.BooleanField(
-        default=True, help_text="Operators see the drill badge; unannounced: only TPMs do, until it is decided.")
+        default=True, help_text="Operators see the drill badge; unannounced: only TPMs do, until it is decided."
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
     # A timer is data: the periodic sweep starts a scheduled drill with a compare-and-set (start_due).
     next_run_at = models.DateTimeField(null=True, blank=True, db_index=True)
@@ -115,13 +118,27 @@ class Drill(Stateful):
     created_at = models.DateTimeField(default=timezone.now)
     # A weekly rule: both set, or neither (a one-off). The local time is the team calendar's (else the console's).
     repeat_weekday = models.PositiveSmallIntegerField(
-        null=True, blank=True, choices=list(enumerate(WEEKDAY_NAMES)), help_text="Recurring: every this day…")
+        null=True, blank=True, choices=list(enumerate(WEEKDAY_NAMES)), help_text="Recurring: every this day…"
+    )
     repeat_at = models.TimeField(null=True, blank=True, help_text="…at this local time.")
-    team = models.ForeignKey("workflows.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                             help_text="Whose business calendar the rule's time is in (its zone; its holidays "
-                                       "are skipped). Empty: the console's time zone.")
-    series = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="occurrences",
-                               editable=False, help_text="The recurring definition this occurrence ran under.")
+    team = models.ForeignKey(
+        "workflows.Team",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Whose business calendar the rule's time is in (its zone; its holidays "
+        "are skipped). Empty: the console's time zone.",
+    )
+    series = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="occurrences",
+        editable=False,
+        help_text="The recurring definition this occurrence ran under.",
+    )
     occurrence_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     objects = DrillQuerySet.as_manager()
@@ -129,15 +146,22 @@ class Drill(Stateful):
     class Meta:
         ordering = ["-created_at", "-pk"]
         constraints = [
-            models.CheckConstraint(name="drill_picks_runs_or_a_share",
-                                   condition=(Q(runs__isnull=False, share_percent__isnull=True)
-                                              | Q(runs__isnull=True, share_percent__isnull=False))),
-            models.CheckConstraint(name="drill_share_is_a_percent",
-                                   condition=Q(share_percent__isnull=True) | Q(share_percent__gte=1,
-                                                                               share_percent__lte=100)),
-            models.CheckConstraint(name="drill_rule_has_day_and_time",
-                                   condition=Q(repeat_weekday__isnull=True, repeat_at__isnull=True)
-                                   | Q(repeat_weekday__isnull=False, repeat_at__isnull=False)),
+            models.CheckConstraint(
+                name="drill_picks_runs_or_a_share",
+                condition=(
+                    Q(runs__isnull=False, share_percent__isnull=True)
+                    | Q(runs__isnull=True, share_percent__isnull=False)
+                ),
+            ),
+            models.CheckConstraint(
+                name="drill_share_is_a_percent",
+                condition=Q(share_percent__isnull=True) | Q(share_percent__gte=1, share_percent__lte=100),
+            ),
+            models.CheckConstraint(
+                name="drill_rule_has_day_and_time",
+                condition=Q(repeat_weekday__isnull=True, repeat_at__isnull=True)
+                | Q(repeat_weekday__isnull=False, repeat_at__isnull=False),
+            ),
             # The backstop of the sweep's compare-and-set: one occurrence per definition and time.
             models.UniqueConstraint(fields=["series", "occurrence_at"], name="one_drill_per_occurrence"),
         ]
@@ -168,7 +192,7 @@ class Drill(Stateful):
 
     @property
     def rule_text(self) -> str:
-        """"every Tuesday 10:00 (Europe/Paris)", or "" for a one-off."""
+        """ "every Tuesday 10:00 (Europe/Paris)", or "" for a one-off."""
         if not self.recurs or self.repeat_at is None or self.repeat_weekday is None:
             return ""
         return f"every {WEEKDAY_NAMES[self.repeat_weekday]} {self.repeat_at:%H:%M} ({self._zone_and_holidays()[0]})"
@@ -195,8 +219,9 @@ class Drill(Stateful):
         found: list[datetime] = []
         for _week in range(520):  # ten years: a calendar whose every such day is a holiday ends the search
             if day not in holidays:
-                moment = datetime.combine(day, time(self.repeat_at.hour, self.repeat_at.minute),
-                                          tzinfo=zone).astimezone(UTC)
+                moment = datetime.combine(
+                    day, time(self.repeat_at.hour, self.repeat_at.minute), tzinfo=zone
+                ).astimezone(UTC)
                 if moment > after:
                     found.append(moment)
                     if len(found) == count:
@@ -226,14 +251,18 @@ class Drill(Stateful):
         if not agent.is_active:
             return f"{agent.name} is deactivated."
         if not agent.can(Agent.Capability.DRILL):
-            return (f"{agent.name} does not advertise drill support: its runtime has not said it carries out "
-                    "drill faults, so it is never picked.")
+            return (
+                f"{agent.name} does not advertise drill support: its runtime has not said it carries out "
+                "drill faults, so it is never picked."
+            )
         if agent.can(Agent.Capability.DRILL_SANDBOX):
             return ""
         if moved := self._money_before_fault():
-            return (f"Refused: this drill would fault at or after an effect that moves money ({moved}) and "
-                    f"{agent.name} declares no sandbox for drills (capability “drill_sandbox”). Drills never "
-                    "move real money.")
+            return (
+                f"Refused: this drill would fault at or after an effect that moves money ({moved}) and "
+                f"{agent.name} declares no sandbox for drills (capability “drill_sandbox”). Drills never "
+                "move real money."
+            )
         return ""
 
     def _money_before_fault(self) -> str:
@@ -256,9 +285,17 @@ class Drill(Stateful):
             raise Conflict(refusal, code="drill_refused")
         now = timezone.now()
         ends = now + timedelta(minutes=self.window_minutes) if self.share_percent else None
-        return self.move(self.Status.RUNNING, from_=[self.Status.DRAFT, self.Status.SCHEDULED],
-                         expect={"next_run_at": self.next_run_at}, verb=Event.Verb.DRILL_STARTED, actor=by,
-                         data={"name": self.name}, started_at=now, ends_at=ends, next_run_at=None)
+        return self.move(
+            self.Status.RUNNING,
+            from_=[self.Status.DRAFT, self.Status.SCHEDULED],
+            expect={"next_run_at": self.next_run_at},
+            verb=Event.Verb.DRILL_STARTED,
+            actor=by,
+            data={"name": self.name},
+            started_at=now,
+            ends_at=ends,
+            next_run_at=None,
+        )
 
     def schedule(self, at: Any = None, *, by: Operator | None = None) -> bool:
         """DRAFT -> SCHEDULED, at ``at`` (a one-off) or at the rule's next occurrence (a recurring drill)."""
@@ -269,8 +306,13 @@ class Drill(Stateful):
             if not upcoming:
                 raise Conflict("Say when: a time, or a weekly rule.", code="drill_unscheduled")
             at = upcoming[0]
-        return self.move(self.Status.SCHEDULED, verb=Event.Verb.DRILL_SCHEDULED, actor=by,
-                         data={"at": at.isoformat(), "rule": self.rule_text}, next_run_at=at)
+        return self.move(
+            self.Status.SCHEDULED,
+            verb=Event.Verb.DRILL_SCHEDULED,
+            actor=by,
+            data={"at": at.isoformat(), "rule": self.rule_text},
+            next_run_at=at,
+        )
 
     def start_occurrence(self, at: datetime | None = None, *, by: Operator | None = None) -> Drill | None:
         """Run the recurring definition once: a new occurrence (a Drill of its own, under ``series``) starts
@@ -286,26 +328,45 @@ class Drill(Stateful):
                 if at is not None:
                     upcoming = self.next_runs(after=max(at, now), count=1)
                     won = Drill.objects.filter(pk=self.pk, status=self.Status.SCHEDULED, next_run_at=at).update(
-                        next_run_at=upcoming[0] if upcoming else None)
+                        next_run_at=upcoming[0] if upcoming else None
+                    )
                     if not won:
                         return None
                 for running in Drill.objects.running().filter(series=self):
                     running.end(by=by)
                 occurrence = Drill.objects.create(
-                    series=self, occurrence_at=at or now, created_by=by if by is not None else self.created_by,
-                    **{f: getattr(self, f) for f in self.COPIED})
+                    series=self,
+                    occurrence_at=at or now,
+                    created_by=by if by is not None else self.created_by,
+                    **{f: getattr(self, f) for f in self.COPIED},
+                )
                 occurrence.start(by=by)
         except IntegrityError:  # the unique (series, occurrence_at): another process started this one
             return None
         self.refresh_from_db()
         return occurrence
 
-    COPIED = ("name", "agent", "kind", "fault", "at_seq", "silent_minutes", "runs", "share_percent",
-              "window_minutes", "announced", "team")
+    COPIED = (
+        "name",
+        "agent",
+        "kind",
+        "fault",
+        "at_seq",
+        "silent_minutes",
+        "runs",
+        "share_percent",
+        "window_minutes",
+        "announced",
+        "team",
+    )
 
     def end(self, *, by: Operator | None = None) -> bool:
-        return self.move(self.Status.ENDED, from_=[self.Status.DRAFT, self.Status.SCHEDULED, self.Status.RUNNING],
-                         verb=Event.Verb.DRILL_ENDED, actor=by)
+        return self.move(
+            self.Status.ENDED,
+            from_=[self.Status.DRAFT, self.Status.SCHEDULED, self.Status.RUNNING],
+            verb=Event.Verb.DRILL_ENDED,
+            actor=by,
+        )
 
     @classmethod
     def start_due(cls) -> int:
@@ -319,8 +380,9 @@ class Drill(Stateful):
                 else:
                     started += drill.start()
             except Conflict as exc:  # the agent stopped supporting drills since: back to draft, saying why
-                drill.move(cls.Status.DRAFT, verb=Event.Verb.DRILL_REFUSED, data={"refused": str(exc)},
-                           next_run_at=None)
+                drill.move(
+                    cls.Status.DRAFT, verb=Event.Verb.DRILL_REFUSED, data={"refused": str(exc)}, next_run_at=None
+                )
         return started
 
     # --- picking runs -------------------------------------------------------------------------
@@ -339,8 +401,9 @@ class Drill(Stateful):
                     continue
                 won = cls.objects.filter(pk=drill.pk, status=cls.Status.RUNNING).update(picked=F("picked") + 1)
             else:
-                won = cls.objects.filter(pk=drill.pk, status=cls.Status.RUNNING,
-                                         picked__lt=drill.runs).update(picked=F("picked") + 1)
+                won = cls.objects.filter(pk=drill.pk, status=cls.Status.RUNNING, picked__lt=drill.runs).update(
+                    picked=F("picked") + 1
+                )
             if won:
                 type(workflow).objects.filter(pk=workflow.pk).update(drill=drill)
                 workflow.drill = drill
@@ -357,8 +420,14 @@ class Drill(Stateful):
     def instruction(self) -> dict[str, Any]:
         """docs/API.md, "Drills": the fault for the agent's runtime to carry out (never whether it is
         announced: that is for the console's people)."""
-        return {"drill": {"id": str(self.pk), "fault": self.fault, "at_seq": self.at_seq,
-                          "silent_minutes": self.silent_minutes}}
+        return {
+            "drill": {
+                "id": str(self.pk),
+                "fault": self.fault,
+                "at_seq": self.at_seq,
+                "silent_minutes": self.silent_minutes,
+            }
+        }
 
     @classmethod
     def instruction_for(cls, workflow: Workflow) -> dict[str, Any]:
@@ -383,7 +452,10 @@ class Drill(Stateful):
                 refused = Conflict(
                     f"Step {report.get('seq')} ({str(report.get('name', ''))[:100]}) would move money in a drill: "
                     "drills never move real money. Declare a sandbox for drills (capability drill_sandbox) to run "
-                    "money effects against it.", code="drill_refuses_money", field="input")
+                    "money effects against it.",
+                    code="drill_refuses_money",
+                    field="input",
+                )
                 refused.index = index
                 raise refused
 
@@ -396,8 +468,11 @@ class Drill(Stateful):
             raise Conflict("No drill picked this workflow: there is no fault to journal.", code="not_drilled")
         won = type(workflow).objects.filter(pk=workflow.pk, drill_journal__isnull=True).update(drill_journal=journal)
         if won:
-            Event.record(workflow, Event.Verb.DRILL_JOURNALLED, data={
-                "committed": len(journal.get("committed", [])), "pending": bool(journal.get("pending"))})
+            Event.record(
+                workflow,
+                Event.Verb.DRILL_JOURNALLED,
+                data={"committed": len(journal.get("committed", [])), "pending": bool(journal.get("pending"))},
+            )
         return bool(won)
 
     # --- who sees it ---------------------------------------------------------------------------

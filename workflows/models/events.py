@@ -187,30 +187,38 @@ class Event(models.Model):
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
     # PROTECT: someone who acted is deactivated, never deleted (PostgreSQL refuses the UPDATE anyway).
     actor_user = models.ForeignKey(User, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    actor_agent = models.ForeignKey("workflows.Agent", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    actor_agent = models.ForeignKey(
+        "workflows.Agent", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     # Who acted, as text: the trail reads the same whatever happens to the account later.
     actor_name = models.CharField(max_length=150, blank=True, db_index=True)
     # What it is about, as "<model>:<pk>" (workflow, agent, runbook, user…), for filtering and export.
     subject = models.CharField(max_length=100, blank=True, db_index=True)
     # Not choices= on the column: a new verb is a line in Verb, not a migration; record() refuses strays.
     verb = models.CharField(max_length=64)
-    workflow = models.ForeignKey("workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="events")
-    checkpoint = models.ForeignKey("workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="events")
-    decision = models.ForeignKey("workflows.Decision", null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    workflow = models.ForeignKey(
+        "workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    checkpoint = models.ForeignKey(
+        "workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    decision = models.ForeignKey(
+        "workflows.Decision", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
     data = models.JSONField(default=dict, blank=True)
 
     objects = EventQuerySet.as_manager()
 
     class Meta:
         ordering = ["at", "pk"]
-        indexes = [models.Index(fields=["workflow", "at"], name="event_by_workflow"),
-                   # Small: only the sweep's escalations, reminders and releases, by time.
-                   models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity"),
-                   # The queue's version (console.views.checkpoints._queue_version): the latest event about a checkpoint,
-                   # one index entry away however many step events came after it.
-                   models.Index(fields=["id"], condition=models.Q(checkpoint__isnull=False),
-                                name="event_about_a_checkpoint")]
+        indexes = [
+            models.Index(fields=["workflow", "at"], name="event_by_workflow"),
+            # Small: only the sweep's escalations, reminders and releases, by time.
+            models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity"),
+            # The queue's version (console.views.checkpoints._queue_version): the latest event about a checkpoint,
+            # one index entry away however many step events came after it.
+            models.Index(fields=["id"], condition=models.Q(checkpoint__isnull=False), name="event_about_a_checkpoint"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.actor} {self.verb}"
@@ -231,15 +239,29 @@ class Event(models.Model):
         return "system"
 
     @classmethod
-    def record(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Actor | None = None,
-               data: dict[str, Any] | None = None, at: datetime | None = None) -> Event:
+    def record(
+        cls,
+        subject: models.Model | None,
+        verb: Event.Verb,
+        *,
+        actor: Actor | None = None,
+        data: dict[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> Event:
         event = cls.about(subject, verb, actor=actor, data=data, at=at)
         event.save()
         return event
 
     @classmethod
-    def about(cls, subject: models.Model | None, verb: Event.Verb, *, actor: Actor | None = None,
-              data: dict[str, Any] | None = None, at: datetime | None = None) -> Event:
+    def about(
+        cls,
+        subject: models.Model | None,
+        verb: Event.Verb,
+        *,
+        actor: Actor | None = None,
+        data: dict[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> Event:
         """The event ``record`` would write, unsaved: for writing many with one ``bulk_create``."""
         # Imported here: this module sits below every model it records.
         from .checkpoints import Checkpoint

@@ -17,8 +17,8 @@ member's decision (a rollout's, or the operator's own) carries. It refuses when 
 since the preview (another confirmation, a member decided meanwhile), so what is confirmed is what was
 read.
 
-A line is ``KEY`` or ``KEY,REFERENCE`` (comma, tab or semicolon, read line by line): KEY is the idempotency key the agent
-sent the provider (or the reference the agent reported with the effect), REFERENCE the provider's own
+A line is ``KEY`` or ``KEY,REFERENCE`` (comma, tab or semicolon, read line by line): KEY is the idempotency key
+the agent sent the provider (or the reference the agent reported with the effect), REFERENCE the provider's own
 id for what it did (the key itself when the line has none). A first line naming its columns
 (``idempotency_key,reference``) is skipped.
 """
@@ -60,6 +60,7 @@ class EvidenceError(ValueError):
 
 # --- reading the evidence ---------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Line:
     number: int
@@ -76,8 +77,9 @@ def text_of(data: bytes) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise EvidenceError(f"The file is not UTF-8 text (byte {exc.start + 1} cannot be read): export it as "
-                            "UTF-8 CSV or text.") from None
+        raise EvidenceError(
+            f"The file is not UTF-8 text (byte {exc.start + 1} cannot be read): export it as UTF-8 CSV or text."
+        ) from None
 
 
 def read_lines(text: str) -> list[Line]:
@@ -87,8 +89,9 @@ def read_lines(text: str) -> list[Line]:
     if len(text.encode()) > MAX_BYTES:
         raise EvidenceError(f"The list is longer than {MAX_BYTES:,} bytes: split it.")
     if bad := next((ch for ch in text if unicodedata.category(ch) == "Cc" and ch not in "\t\r\n"), None):
-        raise EvidenceError(f"The list holds a control character (U+{ord(bad):04X}): this is not text from "
-                            "a provider's export.")
+        raise EvidenceError(
+            f"The list holds a control character (U+{ord(bad):04X}): this is not text from a provider's export."
+        )
     rows = text.splitlines()
     if len(rows) > MAX_LINES:
         raise EvidenceError(f"The list has {len(rows):,} lines: at most {MAX_LINES:,} are read. Split it.")
@@ -112,12 +115,42 @@ def read_lines(text: str) -> list[Line]:
 # --- look-alikes: only to explain why a line matched nothing, never to match --------------------
 
 _INVISIBLE = {"Cf", "Mn", "Me"}
-_CONFUSABLE = str.maketrans({
-    "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "х": "x", "у": "y", "і": "l", "ј": "j", "ѕ": "s",
-    "к": "k", "м": "m", "т": "t", "в": "b", "н": "h", "ο": "o", "α": "a", "ρ": "p", "ν": "v", "τ": "t",
-    "ι": "l", "κ": "k", "0": "o", "1": "l", "i": "l", "|": "l", "5": "s", "‐": "-", "‑": "-", "–": "-",
-    "—": "-", "−": "-",
-})
+_CONFUSABLE = str.maketrans(
+    {
+        "а": "a",
+        "е": "e",
+        "о": "o",
+        "р": "p",
+        "с": "c",
+        "х": "x",
+        "у": "y",
+        "і": "l",
+        "ј": "j",
+        "ѕ": "s",
+        "к": "k",
+        "м": "m",
+        "т": "t",
+        "в": "b",
+        "н": "h",
+        "ο": "o",
+        "α": "a",
+        "ρ": "p",
+        "ν": "v",
+        "τ": "t",
+        "ι": "l",
+        "κ": "k",
+        "0": "o",
+        "1": "l",
+        "i": "l",
+        "|": "l",
+        "5": "s",
+        "‐": "-",
+        "‑": "-",
+        "–": "-",
+        "—": "-",
+        "−": "-",
+    }
+)
 
 
 def skeleton(value: str) -> str:
@@ -144,6 +177,7 @@ def why_different(seen: str, key: str) -> str:
 
 
 # --- matching ---------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class UnknownEffect:
@@ -182,8 +216,12 @@ class Matching:
         return hashlib.sha256(repr(facts).encode()).hexdigest()[:24]
 
     def summary(self) -> dict[str, int]:
-        return {"matched": len(self.matched), "unmatched_references": len(self.unmatched_lines),
-                "unmatched_effects": len(self.unmatched_effects), "repeated": len(self.repeated_lines)}
+        return {
+            "matched": len(self.matched),
+            "unmatched_references": len(self.unmatched_lines),
+            "unmatched_effects": len(self.unmatched_effects),
+            "repeated": len(self.repeated_lines),
+        }
 
 
 def match(lines: Iterable[Line], effects: Iterable[UnknownEffect]) -> Matching:
@@ -202,8 +240,9 @@ def match(lines: Iterable[Line], effects: Iterable[UnknownEffect]) -> Matching:
         found = by_value.get(line.key)
         if found is None:
             near = by_skeleton.get(skeleton(line.key))
-            result.unmatched_lines.append(Unmatched(line, near[0], why_different(line.key, near[1])) if near
-                                          else Unmatched(line))
+            result.unmatched_lines.append(
+                Unmatched(line, near[0], why_different(line.key, near[1])) if near else Unmatched(line)
+            )
         elif (found.checkpoint_id, found.key) in taken:
             result.repeated_lines.append(line)
         else:
@@ -214,6 +253,7 @@ def match(lines: Iterable[Line], effects: Iterable[UnknownEffect]) -> Matching:
 
 
 # --- the records --------------------------------------------------------------------------------
+
 
 class EffectConfirmationQuerySet(models.QuerySet["EffectConfirmation"]):
     def verdicts(self, checkpoint: Checkpoint) -> tuple[dict[str, str], dict[str, str]]:
@@ -229,16 +269,20 @@ class EffectConfirmation(models.Model):
     idempotency_key = models.CharField(max_length=200)
     verdict = models.CharField(max_length=16, choices=Confirmation.choices)
     reference = models.CharField(max_length=200, blank=True)
-    evidence = models.ForeignKey("workflows.Evidence", null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="confirmations")
+    evidence = models.ForeignKey(
+        "workflows.Evidence", null=True, blank=True, on_delete=models.SET_NULL, related_name="confirmations"
+    )
     confirmed_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
     confirmed_at = models.DateTimeField(default=timezone.now)
 
     objects = EffectConfirmationQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["checkpoint", "idempotency_key"],
-                                               name="one_confirmation_per_unknown_effect")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["checkpoint", "idempotency_key"], name="one_confirmation_per_unknown_effect"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.idempotency_key}: {self.verdict}"
@@ -247,12 +291,21 @@ class EffectConfirmation(models.Model):
 def unconfirmed_effects(incident: Incident) -> list[UnknownEffect]:
     """The unknown effects of the incident's members still waiting for a decision, not yet confirmed."""
     members = incident.members.open().select_related("workflow").order_by("due_at", "pk")
-    confirmed = set(EffectConfirmation.objects.filter(checkpoint__in=members)
-                    .values_list("checkpoint_id", "idempotency_key"))
-    return [UnknownEffect(c.pk, str(e.get("idempotency_key") or ""), str(e.get("name") or ""),
-                          str(e.get("external_ref") or ""), c.workflow.title)
-            for c in members for e in c.unknown_effects
-            if e.get("idempotency_key") and (c.pk, e["idempotency_key"]) not in confirmed]
+    confirmed = set(
+        EffectConfirmation.objects.filter(checkpoint__in=members).values_list("checkpoint_id", "idempotency_key")
+    )
+    return [
+        UnknownEffect(
+            c.pk,
+            str(e.get("idempotency_key") or ""),
+            str(e.get("name") or ""),
+            str(e.get("external_ref") or ""),
+            c.workflow.title,
+        )
+        for c in members
+        for e in c.unknown_effects
+        if e.get("idempotency_key") and (c.pk, e["idempotency_key"]) not in confirmed
+    ]
 
 
 class EvidenceStatus(models.TextChoices):
@@ -304,37 +357,69 @@ class Evidence(Stateful):
                 raise Conflict("This evidence was applied already.")
             result = self.matching()
             if result.digest != digest:
-                raise Conflict("The unknown effects changed since the preview (a member was decided or confirmed "
-                               "meanwhile): nothing was confirmed. Check the new preview and confirm again.")
+                raise Conflict(
+                    "The unknown effects changed since the preview (a member was decided or confirmed "
+                    "meanwhile): nothing was confirmed. Check the new preview and confirm again."
+                )
             verdicts: dict[int, dict[str, tuple[str, str]]] = {}
             for m in result.matched:
-                verdicts.setdefault(m.effect.checkpoint_id, {})[m.effect.key] = (Confirmation.HAPPENED,
-                                                                                 m.line.reference)
+                verdicts.setdefault(m.effect.checkpoint_id, {})[m.effect.key] = (
+                    Confirmation.HAPPENED,
+                    m.line.reference,
+                )
             if did_not_happen:
                 for e in result.unmatched_effects:
                     verdicts.setdefault(e.checkpoint_id, {})[e.key] = (Confirmation.DID_NOT_HAPPEN, "")
             for checkpoint in Checkpoint.objects.filter(pk__in=verdicts).select_related("workflow"):
                 self._confirm(checkpoint, verdicts[checkpoint.pk], by=by)
             summary = {**result.summary(), "did_not_happen": len(result.unmatched_effects) if did_not_happen else 0}
-            self.move(self.Status.APPLIED, verb=Event.Verb.EVIDENCE_APPLIED, actor=by, summary=summary,
-                      data={"evidence": self.pk, **summary})
-            Event.record(self.incident, Event.Verb.EVIDENCE_APPLIED, actor=by,
-                         data={"evidence": self.pk, "filename": self.filename, **summary})
+            self.move(
+                self.Status.APPLIED,
+                verb=Event.Verb.EVIDENCE_APPLIED,
+                actor=by,
+                summary=summary,
+                data={"evidence": self.pk, **summary},
+            )
+            Event.record(
+                self.incident,
+                Event.Verb.EVIDENCE_APPLIED,
+                actor=by,
+                data={"evidence": self.pk, "filename": self.filename, **summary},
+            )
         return result
 
     def _confirm(self, checkpoint: Checkpoint, verdicts: dict[str, tuple[str, str]], *, by: Operator) -> None:
         confirmations = {key: verdict for key, (verdict, _) in verdicts.items()}
         references = {key: reference for key, (_, reference) in verdicts.items() if reference}
         Decider(checkpoint).check_confirmations(confirmations, references)  # the single decision's rule
-        EffectConfirmation.objects.bulk_create([
-            EffectConfirmation(checkpoint=checkpoint, idempotency_key=key, verdict=verdict, reference=reference,
-                               evidence=self, confirmed_by=by) for key, (verdict, reference) in verdicts.items()])
-        Event.record(checkpoint, Event.Verb.EFFECTS_CONFIRMED, actor=by, data={
-            "evidence": self.pk, "confirmations": confirmations, "confirmation_refs": references})
+        EffectConfirmation.objects.bulk_create(
+            [
+                EffectConfirmation(
+                    checkpoint=checkpoint,
+                    idempotency_key=key,
+                    verdict=verdict,
+                    reference=reference,
+                    evidence=self,
+                    confirmed_by=by,
+                )
+                for key, (verdict, reference) in verdicts.items()
+            ]
+        )
+        Event.record(
+            checkpoint,
+            Event.Verb.EFFECTS_CONFIRMED,
+            actor=by,
+            data={"evidence": self.pk, "confirmations": confirmations, "confirmation_refs": references},
+        )
 
 
 def preview_facts(result: Matching) -> dict[str, Any]:
     """The matching as the incident page lists it (the first 200 of each list)."""
-    return {"matched": result.matched[:200], "unmatched_lines": result.unmatched_lines[:200],
-            "unmatched_effects": result.unmatched_effects[:200], "repeated_lines": result.repeated_lines[:50],
-            "summary": result.summary(), "digest": result.digest}
+    return {
+        "matched": result.matched[:200],
+        "unmatched_lines": result.unmatched_lines[:200],
+        "unmatched_effects": result.unmatched_effects[:200],
+        "repeated_lines": result.repeated_lines[:50],
+        "summary": result.summary(),
+        "digest": result.digest,
+    }

@@ -50,8 +50,10 @@ User = settings.AUTH_USER_MODEL
 _NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<uuid>"),
     # ISO 8601 and common log stamps: 2026-12-01T13:09:57.123Z, 2026-12-01 13:09:57+01:00, 13:09:57
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b", re.I),
-     "<time>"),
+    (
+        re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[t ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:z|[+-]\d{2}:?\d{2})?)?\b", re.I),
+        "<time>",
+    ),
     (re.compile(r"\b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?\b"), "<time>"),
     (re.compile(r"\b0x[0-9a-f]+\b", re.I), "<id>"),
     # Hex runs long enough to be a hash or a request id (and holding a digit: "deadbeef" alone is a word);
@@ -119,6 +121,7 @@ def _lock_signature(signature: str) -> None:
 
 # --- incidents --------------------------------------------------------------------------------
 
+
 class IncidentStatus(models.TextChoices):
     OPEN = "open"
     MITIGATING = "mitigating"
@@ -163,12 +166,22 @@ class Incident(Stateful):
     kind = models.CharField(max_length=100, blank=True)
     reason = models.CharField(max_length=32, choices=Reason.choices, blank=True)
     step_name = models.CharField(max_length=200, blank=True)
-    detail_pattern = models.CharField(max_length=FINGERPRINT_TEXT_MAX, blank=True,
-                                      help_text="The agent's detail with its variable parts normalised away.")
-    commander = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                  help_text="The incident commander.")
-    opened_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                  help_text="Empty: grouped by the console.")
+    detail_pattern = models.CharField(
+        max_length=FINGERPRINT_TEXT_MAX,
+        blank=True,
+        help_text="The agent's detail with its variable parts normalised away.",
+    )
+    commander = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The incident commander."
+    )
+    opened_by = models.ForeignKey(
+        User,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Empty: grouped by the console.",
+    )
     opened_at = models.DateTimeField(default=timezone.now)
     resolved_at = models.DateTimeField(null=True, blank=True)
     merged_into = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -179,8 +192,11 @@ class Incident(Stateful):
         ordering = ["-opened_at", "-pk"]
         constraints = [
             # The backstop of the grouping race: one unresolved incident per signature.
-            models.UniqueConstraint(fields=["signature"], condition=Q(status__in=list(UNRESOLVED)) & ~Q(signature=""),
-                                    name="one_unresolved_incident_per_signature"),
+            models.UniqueConstraint(
+                fields=["signature"],
+                condition=Q(status__in=list(UNRESOLVED)) & ~Q(signature=""),
+                name="one_unresolved_incident_per_signature",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -210,8 +226,11 @@ class Incident(Stateful):
             if incident is None:
                 since = now - timedelta(minutes=agent.incident_window_minutes)
                 # Through the checkpoint's own class: this module sits below checkpoints and imports none.
-                peers = type(checkpoint).objects.unresolved().filter(signature=signature, incident__isnull=True,
-                                                                     opened_at__gte=since)
+                peers = (
+                    type(checkpoint)
+                    .objects.unresolved()
+                    .filter(signature=signature, incident__isnull=True, opened_at__gte=since)
+                )
                 if agent.incident_threshold < 1 or peers.count() < agent.incident_threshold:
                     return None
                 incident = cls._create_for(checkpoint, now)
@@ -231,9 +250,15 @@ class Incident(Stateful):
         try:
             with transaction.atomic():
                 incident = cls.objects.create(
-                    title=title[:300], signature=checkpoint.signature, agent=workflow.agent, kind=workflow.kind,
-                    reason=checkpoint.reason, step_name=name, detail_pattern=normalised_detail(checkpoint.detail),
-                    opened_at=now)
+                    title=title[:300],
+                    signature=checkpoint.signature,
+                    agent=workflow.agent,
+                    kind=workflow.kind,
+                    reason=checkpoint.reason,
+                    step_name=name,
+                    detail_pattern=normalised_detail(checkpoint.detail),
+                    opened_at=now,
+                )
         except IntegrityError:  # another process formed it first (the lock makes this rare): join theirs
             return cls.objects.unresolved().get(signature=checkpoint.signature)
         Event.record(incident, Event.Verb.INCIDENT_OPENED, at=now, data={"title": incident.title})
@@ -246,12 +271,19 @@ class Incident(Stateful):
         watcher news folds into the incident's (``SlaClock._tell_watchers``)."""
         users, group = SlaClock(checkpoint).watchers()
         what = f"{self.get_reason_display() or 'Checkpoints'} on {self.agent.name}" if self.agent else "Checkpoints"
-        Notification.send(kind=Notification.Kind.INCIDENT_OPENED, users=users, group=group,
-                          title=f"Incident #{self.pk} opened: {self.title}",
-                          body=f"{what} with one cause are grouped as one incident: decide them together from its "
-                               "page (blast radius, hold, rollout in waves). "
-                               + (f"Pattern: “{self.detail_pattern}”." if self.detail_pattern else ""),
-                          path=self.get_absolute_url(), at=now, now=now, key=f"incident{self.pk}:opened")
+        Notification.send(
+            kind=Notification.Kind.INCIDENT_OPENED,
+            users=users,
+            group=group,
+            title=f"Incident #{self.pk} opened: {self.title}",
+            body=f"{what} with one cause are grouped as one incident: decide them together from its "
+            "page (blast radius, hold, rollout in waves). "
+            + (f"Pattern: “{self.detail_pattern}”." if self.detail_pattern else ""),
+            path=self.get_absolute_url(),
+            at=now,
+            now=now,
+            key=f"incident{self.pk}:opened",
+        )
 
     @classmethod
     def open_from(cls, checkpoints: Iterable[Checkpoint], *, by: Operator, title: str = "") -> Incident:
@@ -274,14 +306,20 @@ class Incident(Stateful):
             reasons = {c.reason for c in chosen}
             incident = cls.objects.create(
                 title=(title.strip() or f"{len(chosen)} checkpoints selected by {by.get_username()}")[:300],
-                signature=signature, agent=first.workflow.agent if len(agents) == 1 else None,
-                kind=kinds.pop() if len(kinds) == 1 else "", reason=reasons.pop() if len(reasons) == 1 else "",
-                detail_pattern=normalised_detail(first.detail) if signature else "", opened_by=by)
-            Event.record(incident, Event.Verb.INCIDENT_OPENED, actor=by,
-                         data={"title": incident.title, "by_hand": True})
+                signature=signature,
+                agent=first.workflow.agent if len(agents) == 1 else None,
+                kind=kinds.pop() if len(kinds) == 1 else "",
+                reason=reasons.pop() if len(reasons) == 1 else "",
+                detail_pattern=normalised_detail(first.detail) if signature else "",
+                opened_by=by,
+            )
+            Event.record(
+                incident, Event.Verb.INCIDENT_OPENED, actor=by, data={"title": incident.title, "by_hand": True}
+            )
             incident._announce(first, incident.opened_at)
-            incident._take(type(first).objects.filter(pk__in=[c.pk for c in chosen]), actor=by,
-                           verb=Event.Verb.INCIDENT_JOINED)
+            incident._take(
+                type(first).objects.filter(pk__in=[c.pk for c in chosen]), actor=by, verb=Event.Verb.INCIDENT_JOINED
+            )
         return incident
 
     def _take(self, checkpoints: models.QuerySet[Checkpoint], *, actor: Operator | None, verb: Event.Verb) -> None:
@@ -293,8 +331,12 @@ class Incident(Stateful):
                 previous.setdefault(c.incident_id, []).append(c.pk)
         checkpoints.filter(pk__in=[c.pk for c in rows]).update(incident=self)
         for incident_id, moved in previous.items():
-            Event.record(Incident(pk=incident_id), Event.Verb.INCIDENT_REMOVED, actor=actor,
-                         data={"checkpoints": moved, "to_incident": self.pk})
+            Event.record(
+                Incident(pk=incident_id),
+                Event.Verb.INCIDENT_REMOVED,
+                actor=actor,
+                data={"checkpoints": moved, "to_incident": self.pk},
+            )
         Event.objects.bulk_create([Event.about(c, verb, actor=actor, data={"incident": self.pk}) for c in rows])
 
     def merge(self, other: Incident, *, by: Operator) -> bool:
@@ -305,9 +347,15 @@ class Incident(Stateful):
         with transaction.atomic():
             pks = list(other.members.values_list("pk", flat=True))
             moving = other.members.filter(pk__in=pks)  # read before the move: the members as they were
-            won = other.move(self.Status.RESOLVED, from_=UNRESOLVED, actor=by, verb=Event.Verb.INCIDENT_MERGED,
-                             data={"into": self.pk, "members": len(pks)}, merged_into=self,
-                             resolved_at=timezone.now())
+            won = other.move(
+                self.Status.RESOLVED,
+                from_=UNRESOLVED,
+                actor=by,
+                verb=Event.Verb.INCIDENT_MERGED,
+                data={"into": self.pk, "members": len(pks)},
+                merged_into=self,
+                resolved_at=timezone.now(),
+            )
             if not won:
                 return False
             self._take(moving, actor=by, verb=Event.Verb.INCIDENT_JOINED)
@@ -335,10 +383,12 @@ class Incident(Stateful):
         """Name the incident commander (None: nobody); False when it is resolved or changed hands meanwhile."""
         with transaction.atomic():
             won = Incident.objects.filter(pk=self.pk, commander_id=self.commander_id, status__in=UNRESOLVED).update(
-                commander=user)
+                commander=user
+            )
             if won:
-                Event.record(self, Event.Verb.INCIDENT_COMMANDER, actor=by,
-                             data={"to": user.get_username() if user else None})
+                Event.record(
+                    self, Event.Verb.INCIDENT_COMMANDER, actor=by, data={"to": user.get_username() if user else None}
+                )
         self.refresh_from_db()
         return bool(won)
 
@@ -360,6 +410,7 @@ class Incident(Stateful):
 
 
 # --- holds ------------------------------------------------------------------------------------
+
 
 class HoldQuerySet(models.QuerySet["Hold"]):
     def active(self) -> HoldQuerySet:
@@ -397,8 +448,9 @@ class Hold(Stateful):
     class Meta:
         ordering = ["-placed_at", "-pk"]
         constraints = [
-            models.UniqueConstraint(fields=["agent", "kind"], condition=Q(status="active"),
-                                    name="one_active_hold_per_agent_kind"),
+            models.UniqueConstraint(
+                fields=["agent", "kind"], condition=Q(status="active"), name="one_active_hold_per_agent_kind"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -419,14 +471,28 @@ class Hold(Stateful):
             Event.record(Incident(pk=self.incident_id), verb, actor=actor, data=facts)
 
     @classmethod
-    def place(cls, agent: Agent, *, by: Operator, kind: str = "", incident: Incident | None = None,
-              new_workflows: str = "refuse", note: str = "") -> Hold:
+    def place(
+        cls,
+        agent: Agent,
+        *,
+        by: Operator,
+        kind: str = "",
+        incident: Incident | None = None,
+        new_workflows: str = "refuse",
+        note: str = "",
+    ) -> Hold:
         if new_workflows not in cls.NewWorkflows.values:
             raise ValueError(f"Unknown choice for new workflows: {new_workflows!r}.")
         try:
             with transaction.atomic():
-                hold = cls.objects.create(agent=agent, kind=kind.strip()[:100], incident=incident,
-                                          new_workflows=new_workflows, note=note[:2000], placed_by=by)
+                hold = cls.objects.create(
+                    agent=agent,
+                    kind=kind.strip()[:100],
+                    incident=incident,
+                    new_workflows=new_workflows,
+                    note=note[:2000],
+                    placed_by=by,
+                )
                 hold._trail(Event.Verb.HOLD_PLACED, by, new_workflows=new_workflows, note=note[:500])
         except IntegrityError as exc:
             raise Conflict(f"{agent.name} is already on hold" + (f" for {kind}." if kind else ".")) from exc
@@ -434,18 +500,34 @@ class Hold(Stateful):
 
     def lift(self, *, by: Operator) -> bool:
         with transaction.atomic():
-            won = self.move(self.Status.LIFTED, from_=[self.Status.ACTIVE], actor=by, verb=Event.Verb.HOLD_LIFTED,
-                            data={"hold": self.pk, "agent": self.agent.name, "kind": self.kind},
-                            lifted_by=by, lifted_at=timezone.now())
+            won = self.move(
+                self.Status.LIFTED,
+                from_=[self.Status.ACTIVE],
+                actor=by,
+                verb=Event.Verb.HOLD_LIFTED,
+                data={"hold": self.pk, "agent": self.agent.name, "kind": self.kind},
+                lifted_by=by,
+                lifted_at=timezone.now(),
+            )
             if won and self.incident_id is not None:
-                Event.record(Incident(pk=self.incident_id), Event.Verb.HOLD_LIFTED, actor=by,
-                             data={"hold": self.pk, "agent": self.agent.name, "kind": self.kind})
+                Event.record(
+                    Incident(pk=self.incident_id),
+                    Event.Verb.HOLD_LIFTED,
+                    actor=by,
+                    data={"hold": self.pk, "agent": self.agent.name, "kind": self.kind},
+                )
         return won
 
     def instruction(self, checkpoint: Checkpoint) -> dict[str, Any]:
         """What the step-report answer tells the agent (docs/API.md, "Holds")."""
-        return {"pause": {"checkpoint_id": str(checkpoint.pk), "reason": "held", "hold_id": str(self.pk),
-                          "message": f"{self.scope} is on hold: stop here and wait for the checkpoint's decision."}}
+        return {
+            "pause": {
+                "checkpoint_id": str(checkpoint.pk),
+                "reason": "held",
+                "hold_id": str(self.pk),
+                "message": f"{self.scope} is on hold: stop here and wait for the checkpoint's decision.",
+            }
+        }
 
     @classmethod
     def refuse_new(cls, agent: Agent, *, kind: str, external_id: str) -> None:
@@ -454,10 +536,17 @@ class Hold(Stateful):
         hold = cls.objects.covering(agent, kind).filter(new_workflows=cls.NewWorkflows.REFUSE).first()
         if hold is None or agent.workflows.filter(external_id=normalized(external_id)).exists():
             return  # not held, or a resend of a workflow it already has (answered 200 as always)
-        Event.record(agent, Event.Verb.WORKFLOW_REFUSED_ON_HOLD, actor=agent,
-                     data={"hold": hold.pk, "kind": kind[:100], "external_id": external_id[:200]})
-        raise Conflict(f"{hold.scope} is on hold during an incident: no new workflows until an operator "
-                       "lifts it.", code="agent_on_hold", field="kind")
+        Event.record(
+            agent,
+            Event.Verb.WORKFLOW_REFUSED_ON_HOLD,
+            actor=agent,
+            data={"hold": hold.pk, "kind": kind[:100], "external_id": external_id[:200]},
+        )
+        raise Conflict(
+            f"{hold.scope} is on hold during an incident: no new workflows until an operator lifts it.",
+            code="agent_on_hold",
+            field="kind",
+        )
 
     @classmethod
     def pause_if_held(cls, workflow: Workflow, *, at_seq: int | None) -> dict[str, Any] | None:
@@ -467,8 +556,10 @@ class Hold(Stateful):
         hold = cls.objects.covering(workflow.agent_id, workflow.kind).select_related("agent").first()
         if hold is None:
             return None
-        held = workflow.hold_here(at_seq=at_seq, detail=f"Held by the console: {hold.scope} is on hold."
-                                  + (f" {hold.note[:300]}" if hold.note else ""))
+        held = workflow.hold_here(
+            at_seq=at_seq,
+            detail=f"Held by the console: {hold.scope} is on hold." + (f" {hold.note[:300]}" if hold.note else ""),
+        )
         if held is None:
             return None
         incident = hold.incident

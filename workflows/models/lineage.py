@@ -56,7 +56,7 @@ class EarlierEffect:
 
     @property
     def money(self) -> str:
-        """"247.92 EUR", or "" when its input declares no amount."""
+        """ "247.92 EUR", or "" when its input declares no amount."""
         return f"{self.amount} {self.currency or ''}".strip() if self.amount is not None else ""
 
     def sentence(self) -> str:
@@ -67,8 +67,15 @@ class EarlierEffect:
         return f"{who} committed {what} at step {self.seq}{ref}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step_id": self.step_id, "workflow_id": self.workflow_id, "seq": self.seq, "name": self.name,
-                "external_ref": self.external_ref, "amount": self.amount, "currency": self.currency}
+        return {
+            "step_id": self.step_id,
+            "workflow_id": self.workflow_id,
+            "seq": self.seq,
+            "name": self.name,
+            "external_ref": self.external_ref,
+            "amount": self.amount,
+            "currency": self.currency,
+        }
 
 
 def committed_earlier(workflow: Workflow, *, carried: Iterable[str | None] = ()) -> list[EarlierEffect]:
@@ -94,8 +101,19 @@ def _committed_in(lineage: list[tuple[Workflow, bool]], carried: Iterable[str | 
                 continue
             seen.add(step.idempotency_key)
             amount, currency = stake(step.input)
-            found.append(EarlierEffect(step.pk, workflow.pk, workflow.external_id, step.seq, step.name,
-                                       step.external_ref, amount, currency, original))
+            found.append(
+                EarlierEffect(
+                    step.pk,
+                    workflow.pk,
+                    workflow.external_id,
+                    step.seq,
+                    step.name,
+                    step.external_ref,
+                    amount,
+                    currency,
+                    original,
+                )
+            )
     return found
 
 
@@ -126,8 +144,9 @@ def repeated_money(checkpoint: Checkpoint) -> list[EarlierEffect]:
     run carried an amount or whose step the plan says moves money; all of them when none can be told apart
     (money is at stake, and no amount can be read: fail safe)."""
     repeats = repeated_by(checkpoint)
-    moving = {str(step.get("name")) for step in checkpoint.plan or [] if isinstance(step, dict)
-              and step.get("moves_money")}
+    moving = {
+        str(step.get("name")) for step in checkpoint.plan or [] if isinstance(step, dict) and step.get("moves_money")
+    }
     return [e for e in repeats if e.money or e.name in moving] or repeats
 
 
@@ -154,9 +173,17 @@ def repeats_an_earlier_effect() -> Q:
     """Over workflows: a committed effect of this fork that the workflow it was forked from committed too, under
     another key (what a fork runs again). Its parent holds copies of everything before its own fork point,
     so one level sees a repeat of any ancestor's effect the parent carries."""
-    earlier = Step.objects.filter(workflow=OuterRef(OuterRef("forked_from")), kind=Step.Kind.EFFECT,
-                                  status=Step.Status.COMMITTED, name=OuterRef("name")).exclude(
-        idempotency_key=OuterRef("idempotency_key"))
+    earlier = Step.objects.filter(
+        workflow=OuterRef(OuterRef("forked_from")),
+        kind=Step.Kind.EFFECT,
+        status=Step.Status.COMMITTED,
+        name=OuterRef("name"),
+    ).exclude(idempotency_key=OuterRef("idempotency_key"))
     # Only forks can repeat across a lineage: the column test spares every other workflow the subquery.
-    return Q(forked_from__isnull=False) & Q(Exists(Step.objects.filter(
-        workflow=OuterRef("pk"), kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED).filter(Exists(earlier))))
+    return Q(forked_from__isnull=False) & Q(
+        Exists(
+            Step.objects.filter(workflow=OuterRef("pk"), kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED).filter(
+                Exists(earlier)
+            )
+        )
+    )

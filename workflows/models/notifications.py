@@ -49,10 +49,12 @@ class Channel(models.Model):
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="channels")
     address = models.EmailField(blank=True, help_text="Email: empty uses the user's own address.")
     url = models.URLField(blank=True, help_text="Webhook: receives a JSON POST for every notification.")
-    slack = models.BooleanField(default=False, help_text="Send Slack's incoming-webhook shape ({\"text\": …}).")
+    slack = models.BooleanField(default=False, help_text='Send Slack\'s incoming-webhook shape ({"text": …}).')
     allow_plain_http = models.BooleanField(
-        default=False, help_text="Webhook: allow an http:// URL where https is required (a receiver on a trusted "
-                                 "network). Private addresses follow DELIVERY_ALLOWED_NETWORKS, as for agents.")
+        default=False,
+        help_text="Webhook: allow an http:// URL where https is required (a receiver on a trusted "
+        "network). Private addresses follow DELIVERY_ALLOWED_NETWORKS, as for agents.",
+    )
     # Web Push: the browser's PushSubscription (its endpoint at the push service, and the keys the
     # message is encrypted to), and a name for the device the person recognises.
     endpoint = models.URLField(max_length=2000, blank=True, help_text="Web Push: the push service's endpoint.")
@@ -63,12 +65,17 @@ class Channel(models.Model):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(user__isnull=False) ^ Q(group__isnull=False),
-                                   name="channel_belongs_to_a_user_or_a_group"),
+            models.CheckConstraint(
+                condition=Q(user__isnull=False) ^ Q(group__isnull=False), name="channel_belongs_to_a_user_or_a_group"
+            ),
             # A device's subscription is one person's: subscribing again (even as another user) takes the row over.
-            models.UniqueConstraint(fields=["endpoint"], condition=Q(kind="push"), name="one_channel_per_push_endpoint"),
-            models.CheckConstraint(condition=~Q(kind="push") | (Q(user__isnull=False) & ~Q(endpoint="")),
-                                   name="push_channel_is_a_users_device"),
+            models.UniqueConstraint(
+                fields=["endpoint"], condition=Q(kind="push"), name="one_channel_per_push_endpoint"
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind="push") | (Q(user__isnull=False) & ~Q(endpoint="")),
+                name="push_channel_is_a_users_device",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -89,9 +96,12 @@ class Channel(models.Model):
                 check_url(self.url, allow_plain_http=self.allow_plain_http, **WEBHOOK_URL)
             except ValidationError as exc:
                 raise ValidationError({"url": exc.messages}) from None
-        if self.kind == self.Kind.PUSH and (self.user is None or not (self.endpoint and self.p256dh and self.auth_secret)):
-            raise ValidationError("A Web Push channel is one person's device: subscribe from the notifications page "
-                                  "on that device.")
+        if self.kind == self.Kind.PUSH and (
+            self.user is None or not (self.endpoint and self.p256dh and self.auth_secret)
+        ):
+            raise ValidationError(
+                "A Web Push channel is one person's device: subscribe from the notifications page on that device."
+            )
         if self.kind == self.Kind.EMAIL and not self.address and not (self.user is not None and self.user.email):
             raise ValidationError({"address": "Give an address, or set one on the user."})
 
@@ -111,11 +121,24 @@ class Channel(models.Model):
         with a readable reason when the console could never push to it."""
         check_subscription(endpoint, p256dh, auth)
         with transaction.atomic():
-            channel, created = cls.objects.update_or_create(kind=cls.Kind.PUSH, endpoint=endpoint, defaults={
-                "user": user, "group": None, "p256dh": p256dh, "auth_secret": auth, "device": device.strip()[:200],
-                "is_active": True})
-            Event.record(None, Event.Verb.PUSH_SUBSCRIBED, actor=user, data={
-                "device": channel.device, "service": urlsplit(endpoint).hostname or "", "new": created})
+            channel, created = cls.objects.update_or_create(
+                kind=cls.Kind.PUSH,
+                endpoint=endpoint,
+                defaults={
+                    "user": user,
+                    "group": None,
+                    "p256dh": p256dh,
+                    "auth_secret": auth,
+                    "device": device.strip()[:200],
+                    "is_active": True,
+                },
+            )
+            Event.record(
+                None,
+                Event.Verb.PUSH_SUBSCRIBED,
+                actor=user,
+                data={"device": channel.device, "service": urlsplit(endpoint).hostname or "", "new": created},
+            )
         return channel
 
     def unsubscribe(self, *, by: Operator | None = None, why: str = "") -> bool:
@@ -124,8 +147,16 @@ class Channel(models.Model):
         with transaction.atomic():
             won = Channel.objects.filter(pk=self.pk, kind=self.Kind.PUSH, is_active=True).update(is_active=False)
             if won:
-                Event.record(None, Event.Verb.PUSH_UNSUBSCRIBED, actor=by, data={
-                    "device": self.device, "owner": self.user.get_username() if self.user else "", "why": why[:300]})
+                Event.record(
+                    None,
+                    Event.Verb.PUSH_UNSUBSCRIBED,
+                    actor=by,
+                    data={
+                        "device": self.device,
+                        "owner": self.user.get_username() if self.user else "",
+                        "why": why[:300],
+                    },
+                )
         self.refresh_from_db()
         return bool(won)
 
@@ -149,8 +180,9 @@ def check_subscription(endpoint: str, p256dh: str, auth: str) -> None:
         ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
         secret = _unb64(auth)
     except (ValueError, TypeError):
-        raise ValidationError("The subscription's keys are not a P-256 public key and an auth secret "
-                              "(base64url).") from None
+        raise ValidationError(
+            "The subscription's keys are not a P-256 public key and an auth secret (base64url)."
+        ) from None
     if len(point) != 65 or len(secret) != 16:
         raise ValidationError("The subscription's keys have the wrong length (65 and 16 bytes expected).")
 
@@ -187,11 +219,18 @@ class Notification(models.Model):
         APPROVAL_WAITING = "approval_waiting", "Waiting for your approval"
 
     recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
-    group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
-                              help_text="For a group's shared channels; not listed in anyone's bell.")
+    group = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="For a group's shared channels; not listed in anyone's bell.",
+    )
     kind = models.CharField(max_length=32, choices=Kind.choices)
-    checkpoint = models.ForeignKey("workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE,
-                                   related_name="notifications")
+    checkpoint = models.ForeignKey(
+        "workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
     title = models.CharField(max_length=300)
     body = models.TextField(blank=True)
     path = models.CharField(max_length=300, blank=True, help_text="Console path the notification links to.")
@@ -215,9 +254,21 @@ class Notification(models.Model):
         return console.rstrip("/") + self.path if self.path else console
 
     @classmethod
-    def send(cls, *, kind: str, title: str, body: str = "", checkpoint: Checkpoint | None = None,
-             at: datetime | None = None, users: Iterable[Operator | None] = (), group: Group | None = None,
-             key: str, path: str = "", now: datetime | None = None, team: bool = False) -> list[Notification]:
+    def send(
+        cls,
+        *,
+        kind: str,
+        title: str,
+        body: str = "",
+        checkpoint: Checkpoint | None = None,
+        at: datetime | None = None,
+        users: Iterable[Operator | None] = (),
+        group: Group | None = None,
+        key: str,
+        path: str = "",
+        now: datetime | None = None,
+        team: bool = False,
+    ) -> list[Notification]:
         """Write one notification per recipient, and a delivery per active channel (must run in a transaction).
 
         It links to the checkpoint's workbench, or to ``path`` when it is about something else. ``at``:
@@ -229,16 +280,30 @@ class Notification(models.Model):
 
         path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else path
         made = []
-        recipients: list[tuple[str, int, dict[str, Any]]] = [("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)]
+        recipients: list[tuple[str, int, dict[str, Any]]] = [
+            ("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)
+        ]
         groups = [group] if group is not None else []
         if team and checkpoint is not None and checkpoint.team_id is not None:
-            watchers = type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__watchers", flat=True).first()
+            watchers = (
+                type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__watchers", flat=True).first()
+            )
             groups += [g for g in Group.objects.filter(pk=watchers) if g not in groups] if watchers is not None else []
         recipients += [("g", g.pk, {"group": g}) for g in groups]
         for tag, pk, who in recipients:
-            note, created = cls.objects.get_or_create(key=f"{key}:{tag}{pk}", defaults={
-                "kind": kind, "title": title[:300], "body": body, "checkpoint": checkpoint, "path": path,
-                "at": at or now, "created_at": now, **who})
+            note, created = cls.objects.get_or_create(
+                key=f"{key}:{tag}{pk}",
+                defaults={
+                    "kind": kind,
+                    "title": title[:300],
+                    "body": body,
+                    "checkpoint": checkpoint,
+                    "path": path,
+                    "at": at or now,
+                    "created_at": now,
+                    **who,
+                },
+            )
             if created:
                 note.queue_deliveries(now)
                 made.append(note)
@@ -246,7 +311,8 @@ class Notification(models.Model):
 
     def queue_deliveries(self, now: datetime | None = None) -> None:
         channels = Channel.objects.filter(is_active=True).filter(
-            Q(user_id=self.recipient_id) if self.recipient_id else Q(group_id=self.group_id))
+            Q(user_id=self.recipient_id) if self.recipient_id else Q(group_id=self.group_id)
+        )
         if self.kind not in PUSHED:  # the phone buzzes only for what asks this person to act now
             channels = channels.exclude(kind=Channel.Kind.PUSH)
         first = now or timezone.now()
@@ -260,8 +326,14 @@ class Notification(models.Model):
 
 # What Web Push sends to a person's devices: a checkpoint given to them (assigned, escalated to them and
 # reassigned, handed off), an escalation naming them, a four-eyes proposal waiting for their approval.
-PUSHED = frozenset({Notification.Kind.ASSIGNED, Notification.Kind.HANDED_OFF, Notification.Kind.ESCALATED,
-                    Notification.Kind.APPROVAL_WAITING})
+PUSHED = frozenset(
+    {
+        Notification.Kind.ASSIGNED,
+        Notification.Kind.HANDED_OFF,
+        Notification.Kind.ESCALATED,
+        Notification.Kind.APPROVAL_WAITING,
+    }
+)
 
 
 def _wake_relay() -> None:
@@ -296,8 +368,7 @@ class Delivery(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["notification", "channel"], name="one_delivery_per_channel")]
-        indexes = [models.Index(fields=["next_attempt_at"], condition=Q(status="pending"),
-                                name="notification_outbox")]
+        indexes = [models.Index(fields=["next_attempt_at"], condition=Q(status="pending"), name="notification_outbox")]
 
     def __str__(self) -> str:
         return f"{self.notification} via {self.channel}"
@@ -309,20 +380,24 @@ class Delivery(models.Model):
         process's: a worker whose clock runs ahead must not see another worker's live lease expired."""
         now = database_now()
         lease = now + timedelta(seconds=settings.NOTIFY_TIMEOUT_SECONDS * 3)
-        won = Delivery.objects.filter(pk=self.pk, status=self.Status.PENDING, attempts=self.attempts).filter(
-            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-        ).update(attempts=models.F("attempts") + 1, lease_expires_at=lease, next_attempt_at=lease)
+        won = (
+            Delivery.objects.filter(pk=self.pk, status=self.Status.PENDING, attempts=self.attempts)
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+            .update(attempts=models.F("attempts") + 1, lease_expires_at=lease, next_attempt_at=lease)
+        )
         self.refresh_from_db()
         return bool(won)
 
-    def record_attempt(self, *, ok: bool, detail: str = "", status_code: int | None = None,
-                       final: bool = False) -> None:
+    def record_attempt(
+        self, *, ok: bool, detail: str = "", status_code: int | None = None, final: bool = False
+    ) -> None:
         """Write the attempt; on failure retry with exponential backoff, after the last one (or a
         ``final`` failure: a message that can never be sent) give up."""
         now = database_now()  # the backoff is judged by the relay, on the database's clock
         with transaction.atomic():
-            Attempt.objects.create(delivery=self, number=self.attempts, ok=ok, detail=detail[:2000],
-                                   status_code=status_code, at=now)
+            Attempt.objects.create(
+                delivery=self, number=self.attempts, ok=ok, detail=detail[:2000], status_code=status_code, at=now
+            )
             if ok:
                 fields: dict[str, Any] = {"status": self.Status.SENT, "sent_at": now, "last_error": ""}
             elif final or self.attempts >= settings.NOTIFY_MAX_ATTEMPTS:

@@ -14,8 +14,17 @@ from django.db import models
 
 from ..roles import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators
 
-__all__ = ["ACTING_ROLES", "ADMIN", "OPERATOR", "ROLES", "TPM", "OperatorProfile", "can_take_work", "is_working",
-           "operators"]
+__all__ = [
+    "ACTING_ROLES",
+    "ADMIN",
+    "OPERATOR",
+    "ROLES",
+    "TPM",
+    "OperatorProfile",
+    "can_take_work",
+    "is_working",
+    "operators",
+]
 
 User = settings.AUTH_USER_MODEL
 
@@ -24,8 +33,14 @@ class OperatorProfile(models.Model):
     """What the console knows about a person beyond Django's user: when they work."""
 
     user = models.OneToOneField(User, on_delete=models.CASCADE, related_name="operator_profile")
-    calendar = models.ForeignKey("workflows.BusinessCalendar", null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+", help_text="Their working hours; empty means always reachable.")
+    calendar = models.ForeignKey(
+        "workflows.BusinessCalendar",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Their working hours; empty means always reachable.",
+    )
 
     def __str__(self) -> str:
         return f"Profile of {self.user}"

@@ -34,8 +34,9 @@ User = settings.AUTH_USER_MODEL
 class DriftIgnoreRule(models.Model):
     """Admin-set: a difference at a matching path is not drift (timestamps, generated ids)."""
 
-    step_kind = models.CharField(max_length=16, choices=Step.Kind.choices, blank=True,
-                                 help_text="Empty: every kind of step.")
+    step_kind = models.CharField(
+        max_length=16, choices=Step.Kind.choices, blank=True, help_text="Empty: every kind of step."
+    )
     workflow_kind = models.CharField(max_length=100, blank=True, help_text="Empty: every workflow kind.")
     path = models.CharField(max_length=200, help_text="A glob over the dotted path, e.g. output.*_at or *.request_id")
     note = models.CharField(max_length=200, blank=True, help_text="Why this difference does not matter.")
@@ -78,10 +79,20 @@ class ReplayRun(Stateful):
     }
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="replays")
-    checkpoint = models.ForeignKey("workflows.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="replays", help_text="Asked for from this checkpoint.")
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="replays",
-                              help_text="The runtime asked to replay (the workflow's agent at the time).")
+    checkpoint = models.ForeignKey(
+        "workflows.Checkpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replays",
+        help_text="Asked for from this checkpoint.",
+    )
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.PROTECT,
+        related_name="replays",
+        help_text="The runtime asked to replay (the workflow's agent at the time).",
+    )
     from_seq = models.PositiveIntegerField()
     to_seq = models.PositiveIntegerField()
     replay_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -103,10 +114,15 @@ class ReplayRun(Stateful):
 
     class Meta:
         ordering = ["-requested_at", "-pk"]
-        indexes = [models.Index(fields=["status", "deadline_at"], name="replay_deadlines"),
-                   models.Index(fields=["agent", "status"], name="replay_by_agent")]
-        constraints = [models.CheckConstraint(condition=models.Q(from_seq__lte=models.F("to_seq"), from_seq__gte=1),
-                                              name="replay_range_ordered")]
+        indexes = [
+            models.Index(fields=["status", "deadline_at"], name="replay_deadlines"),
+            models.Index(fields=["agent", "status"], name="replay_by_agent"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(from_seq__lte=models.F("to_seq"), from_seq__gte=1), name="replay_range_ordered"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"Replay {self.from_seq}..{self.to_seq} of {self.workflow}"
@@ -144,17 +160,31 @@ class ReplayRun(Stateful):
             # The agent row serialises the concurrency check: two operators cannot both take the last slot.
             Agent.objects.select_for_update().get(pk=agent.pk)
             if cls.objects.filter(agent=agent).active().count() >= settings.REPLAY_MAX_CONCURRENT_PER_AGENT:
-                raise Conflict(f"{agent.name} is already running {settings.REPLAY_MAX_CONCURRENT_PER_AGENT} "
-                               "replays; wait for one to finish or cancel one.")
+                raise Conflict(
+                    f"{agent.name} is already running {settings.REPLAY_MAX_CONCURRENT_PER_AGENT} "
+                    "replays; wait for one to finish or cancel one."
+                )
             run = cls.objects.create(
-                workflow=workflow, checkpoint=checkpoint, agent=agent, from_seq=from_seq, to_seq=to_seq,
-                requested_by=by, deadline_at=timezone.now() + timedelta(seconds=settings.REPLAY_DEADLINE_SECONDS))
+                workflow=workflow,
+                checkpoint=checkpoint,
+                agent=agent,
+                from_seq=from_seq,
+                to_seq=to_seq,
+                requested_by=by,
+                deadline_at=timezone.now() + timedelta(seconds=settings.REPLAY_DEADLINE_SECONDS),
+            )
             size = len(json.dumps(run.request_payload(steps)).encode())
             if size > settings.REPLAY_MAX_REQUEST_BYTES:
-                raise ValueError(f"Steps {from_seq}..{to_seq} weigh {size} bytes with their recorded data; the "
-                                 f"limit is {settings.REPLAY_MAX_REQUEST_BYTES}. Replay a shorter range.")
-            Event.record(workflow, Event.Verb.REPLAY_REQUESTED, actor=by,
-                         data={"replay": run.pk, "from_seq": from_seq, "to_seq": to_seq})
+                raise ValueError(
+                    f"Steps {from_seq}..{to_seq} weigh {size} bytes with their recorded data; the "
+                    f"limit is {settings.REPLAY_MAX_REQUEST_BYTES}. Replay a shorter range."
+                )
+            Event.record(
+                workflow,
+                Event.Verb.REPLAY_REQUESTED,
+                actor=by,
+                data={"replay": run.pk, "from_seq": from_seq, "to_seq": to_seq},
+            )
             transaction.on_commit(run.dispatch)
         return run
 
@@ -175,8 +205,12 @@ class ReplayRun(Stateful):
             steps = list(self.workflow.steps.filter(seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq"))
         workflow = self.workflow
         return {
-            "replay_id": str(self.replay_id), "workflow_id": str(workflow.pk), "external_id": workflow.external_id,
-            "kind": workflow.kind, "from_seq": self.from_seq, "to_seq": self.to_seq,
+            "replay_id": str(self.replay_id),
+            "workflow_id": str(workflow.pk),
+            "external_id": workflow.external_id,
+            "kind": workflow.kind,
+            "from_seq": self.from_seq,
+            "to_seq": self.to_seq,
             "deadline": self.deadline_at.isoformat(),
             "results_path": f"/api/v1/replays/{self.replay_id}/results",
             "steps": [self._step_payload(step) for step in steps],
@@ -187,33 +221,44 @@ class ReplayRun(Stateful):
         entry = {"seq": step.seq, "name": step.name, "kind": step.kind, "input": step.input}
         if step.kind == Step.Kind.EFFECT:
             # The runtime must answer with this instead of executing the effect.
-            entry.update(recorded_output=step.output, idempotency_key=step.idempotency_key,
-                         external_ref=step.external_ref)
+            entry.update(
+                recorded_output=step.output, idempotency_key=step.idempotency_key, external_ref=step.external_ref
+            )
         return entry
 
     # --- its life --------------------------------------------------------------------------
     def start(self) -> bool:
         if self.status != self.Status.QUEUED:
             return False
-        return self.move(self.Status.RUNNING, verb=Event.Verb.REPLAY_STARTED, data={"replay": self.pk},
-                         started_at=timezone.now())
+        return self.move(
+            self.Status.RUNNING, verb=Event.Verb.REPLAY_STARTED, data={"replay": self.pk}, started_at=timezone.now()
+        )
 
     def fail(self, reason: str) -> bool:
         """Any active run -> FAILED with the reason (timeouts, garbage, a broken safety rule)."""
         self.refresh_from_db()
         if self.is_finished:
             return False
-        return self.move(self.Status.FAILED, verb=Event.Verb.REPLAY_FAILED,
-                         data={"replay": self.pk, "reason": reason[:500]}, reason=reason[:4000],
-                         finished_at=timezone.now())
+        return self.move(
+            self.Status.FAILED,
+            verb=Event.Verb.REPLAY_FAILED,
+            data={"replay": self.pk, "reason": reason[:500]},
+            reason=reason[:4000],
+            finished_at=timezone.now(),
+        )
 
     def cancel(self, *, by: Any) -> bool:
         self.refresh_from_db()
         if self.is_finished:
             return False
-        return self.move(self.Status.CANCELLED, actor=by, verb=Event.Verb.REPLAY_CANCELLED,
-                         data={"replay": self.pk}, reason=f"Cancelled by {by.get_username()}.",
-                         finished_at=timezone.now())
+        return self.move(
+            self.Status.CANCELLED,
+            actor=by,
+            verb=Event.Verb.REPLAY_CANCELLED,
+            data={"replay": self.pk},
+            reason=f"Cancelled by {by.get_username()}.",
+            finished_at=timezone.now(),
+        )
 
     def record_results(self, answer: object, *, actor: Agent | None = None) -> bool:
         """The runtime's answer: check its shape, compare it, and finish. False when the run had ended."""
@@ -224,35 +269,65 @@ class ReplayRun(Stateful):
             results, version = parse_results(answer)
         except ValueError as exc:
             return self.fail(f"The runtime answered something that is not a replay result: {exc}")
-        steps = [s.as_dict() for s in self.workflow.steps.filter(
-            seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq")]
-        found = drift.compare(steps, results, rules=DriftIgnoreRule.patterns_for(self.workflow.kind),
-                              from_seq=self.from_seq, to_seq=self.to_seq)
-        fields: dict[str, Any] = {"results": results, "runtime_version": version[:200], "comparison": found.as_json(),
-                  "first_divergent_seq": found.first_divergent_seq, "explanation": found.explanation,
-                  "safety_violations": found.violations, "finished_at": timezone.now()}
+        steps = [
+            s.as_dict()
+            for s in self.workflow.steps.filter(seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq")
+        ]
+        found = drift.compare(
+            steps,
+            results,
+            rules=DriftIgnoreRule.patterns_for(self.workflow.kind),
+            from_seq=self.from_seq,
+            to_seq=self.to_seq,
+        )
+        fields: dict[str, Any] = {
+            "results": results,
+            "runtime_version": version[:200],
+            "comparison": found.as_json(),
+            "first_divergent_seq": found.first_divergent_seq,
+            "explanation": found.explanation,
+            "safety_violations": found.violations,
+            "finished_at": timezone.now(),
+        }
         if found.violations:
-            return self.move(self.Status.FAILED, actor=actor, verb=Event.Verb.REPLAY_SAFETY_VIOLATION,
-                             data={"replay": self.pk, "violations": found.violations[:5]},
-                             reason="Safety violation: " + " ".join(found.violations)[:3000], **fields)
+            return self.move(
+                self.Status.FAILED,
+                actor=actor,
+                verb=Event.Verb.REPLAY_SAFETY_VIOLATION,
+                data={"replay": self.pk, "violations": found.violations[:5]},
+                reason="Safety violation: " + " ".join(found.violations)[:3000],
+                **fields,
+            )
         if found.missing:
-            return self.move(self.Status.FAILED, actor=actor, verb=Event.Verb.REPLAY_FAILED,
-                             data={"replay": self.pk, "reason": "incomplete"},
-                             reason="The runtime returned no result for step(s) "
-                                    + ", ".join(map(str, found.missing)) + ".", **fields)
-        return self.move(self.Status.SUCCEEDED, actor=actor, verb=Event.Verb.REPLAY_SUCCEEDED,
-                         data={"replay": self.pk, "first_divergent_seq": found.first_divergent_seq,
-                               "explanation": found.explanation[:500]}, **fields)
+            return self.move(
+                self.Status.FAILED,
+                actor=actor,
+                verb=Event.Verb.REPLAY_FAILED,
+                data={"replay": self.pk, "reason": "incomplete"},
+                reason="The runtime returned no result for step(s) " + ", ".join(map(str, found.missing)) + ".",
+                **fields,
+            )
+        return self.move(
+            self.Status.SUCCEEDED,
+            actor=actor,
+            verb=Event.Verb.REPLAY_SUCCEEDED,
+            data={
+                "replay": self.pk,
+                "first_divergent_seq": found.first_divergent_seq,
+                "explanation": found.explanation[:500],
+            },
+            **fields,
+        )
 
 
 def parse_results(answer: object) -> tuple[list[dict[str, Any]], str]:
     """``{"results": [{"seq": int, "output": any, "effects": [..]?}], "runtime_version": str?}``, or ValueError."""
     if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
-        raise ValueError("expected a JSON object with a list under \"results\"")
+        raise ValueError('expected a JSON object with a list under "results"')
     results = []
     for i, item in enumerate(answer["results"]):
         if not isinstance(item, dict) or type(item.get("seq")) is not int or "output" not in item:
-            raise ValueError(f"results.{i} needs an integer \"seq\" and an \"output\"")
+            raise ValueError(f'results.{i} needs an integer "seq" and an "output"')
         effects = item.get("effects") or []
         if not isinstance(effects, list):
             raise ValueError(f"results.{i}.effects must be a list")

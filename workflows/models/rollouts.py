@@ -93,22 +93,29 @@ class Stake:
             return
         typed = {c.strip().upper(): str(v).strip() for c, v in (typed or {}).items() if str(v).strip()}
         if not typed:
-            raise ValueError(f"These members move money: type the total at stake per currency ({self.text()}) "
-                             "to confirm it. Nothing started.")
+            raise ValueError(
+                f"These members move money: type the total at stake per currency ({self.text()}) "
+                "to confirm it. Nothing started."
+            )
         for currency in sorted(set(typed) | set(self.totals)):
             if currency not in self.totals:
                 raise ValueError(f"No {currency} is at stake: the total is {self.text()}. Nothing started.")
             if currency not in typed:
-                raise ValueError(f"Type the total at stake in {currency} too ({self.totals[currency]} {currency}). "
-                                 "Nothing started.")
+                raise ValueError(
+                    f"Type the total at stake in {currency} too ({self.totals[currency]} {currency}). Nothing started."
+                )
             try:
                 amount = Decimal(typed[currency])
             except InvalidOperation:
-                raise ValueError(f"“{typed[currency][:40]}” is not an amount of {currency}: type the total "
-                                 f"as digits, e.g. {self.totals[currency]}. Nothing started.") from None
+                raise ValueError(
+                    f"“{typed[currency][:40]}” is not an amount of {currency}: type the total "
+                    f"as digits, e.g. {self.totals[currency]}. Nothing started."
+                ) from None
             if amount != self.totals[currency]:
-                raise ValueError(f"The total at stake in {currency} is {self.totals[currency]}, not {amount}: read "
-                                 "the blast radius again. Nothing started.")
+                raise ValueError(
+                    f"The total at stake in {currency} is {self.totals[currency]}, not {amount}: read "
+                    "the blast radius again. Nothing started."
+                )
 
 
 @dataclass(frozen=True)
@@ -174,15 +181,25 @@ class Rollout(Stateful):
     action = models.CharField(max_length=16, choices=Action.choices)
     instructions = models.TextField(blank=True)
     money_confirmed = models.BooleanField(default=False)
-    money_total = models.JSONField(default=dict, blank=True,
-                                   help_text="The total at stake per currency the operator typed and the console "
-                                             "matched.")
-    money_members = models.JSONField(default=list, blank=True,
-                                     help_text="The members whose money that total covers (checkpoint ids).")
-    started_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+",
-                                   help_text="Who started it (under four eyes: who proposed it).")
-    approved_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
-                                    help_text="Four eyes: the second operator who approved it.")
+    money_total = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The total at stake per currency the operator typed and the console matched.",
+    )
+    money_members = models.JSONField(
+        default=list, blank=True, help_text="The members whose money that total covers (checkpoint ids)."
+    )
+    started_by = models.ForeignKey(
+        User, on_delete=models.PROTECT, related_name="+", help_text="Who started it (under four eyes: who proposed it)."
+    )
+    approved_by = models.ForeignKey(
+        User,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Four eyes: the second operator who approved it.",
+    )
     approved_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(default=timezone.now)
     canary_percent = models.PositiveIntegerField(default=5)
@@ -197,8 +214,11 @@ class Rollout(Stateful):
 
     class Meta:
         ordering = ["-started_at", "-pk"]
-        constraints = [models.UniqueConstraint(fields=["incident"], condition=Q(status__in=list(ACTIVE)),
-                                               name="one_active_rollout_per_incident")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["incident"], condition=Q(status__in=list(ACTIVE)), name="one_active_rollout_per_incident"
+            )
+        ]
         indexes = [models.Index(fields=["next_at"], condition=Q(status="running"), name="rollout_due")]
 
     def __str__(self) -> str:
@@ -237,12 +257,22 @@ class Rollout(Stateful):
     @staticmethod
     def needs_four_eyes(incident: Incident, action: str) -> bool:
         """A member's runbook asks for a second operator on this decision (as its single decision would)."""
-        return any(Decider(c).needs_second_operator(action, money=c.touches_money())
-                   for c in incident.members.open().select_related("workflow", "runbook_version"))
+        return any(
+            Decider(c).needs_second_operator(action, money=c.touches_money())
+            for c in incident.members.open().select_related("workflow", "runbook_version")
+        )
 
     @classmethod
-    def start(cls, incident: Incident, *, action: str, by: Operator, instructions: str = "",
-              money_total: Mapping[str, str] | None = None, **terms: Unpack[RolloutTerms]) -> Rollout:
+    def start(
+        cls,
+        incident: Incident,
+        *,
+        action: str,
+        by: Operator,
+        instructions: str = "",
+        money_total: Mapping[str, str] | None = None,
+        **terms: Unpack[RolloutTerms],
+    ) -> Rollout:
         """Start (or, under four eyes, propose) a rollout. ValueError when the decision or the money total
         is not acceptable, Conflict when the incident is resolved or has an active rollout."""
         if action not in Action.values or action in (Action.HANDOFF, Action.FAILOVER):
@@ -257,20 +287,34 @@ class Rollout(Stateful):
                 raise Conflict("This incident already has a rollout: cancel it first.")
             total = {c: str(v) for c, v in stake.totals.items()}
             rollout = cls.objects.create(
-                incident=incident, action=action, instructions=instructions[:10_000],
-                money_confirmed=bool(stake.members), money_total=total, money_members=stake.members, started_by=by,
+                incident=incident,
+                action=action,
+                instructions=instructions[:10_000],
+                money_confirmed=bool(stake.members),
+                money_total=total,
+                money_members=stake.members,
+                started_by=by,
                 status=cls.Status.PROPOSED if four_eyes else cls.Status.RUNNING,
-                next_at=None if four_eyes else timezone.now(), **terms)
-            Event.record(incident, Event.Verb.ROLLOUT_PROPOSED if four_eyes else Event.Verb.ROLLOUT_STARTED,
-                         actor=by, data={"rollout": rollout.pk, "action": action,
-                                         "canary_percent": rollout.canary_percent, "money_total": total})
+                next_at=None if four_eyes else timezone.now(),
+                **terms,
+            )
+            Event.record(
+                incident,
+                Event.Verb.ROLLOUT_PROPOSED if four_eyes else Event.Verb.ROLLOUT_STARTED,
+                actor=by,
+                data={
+                    "rollout": rollout.pk,
+                    "action": action,
+                    "canary_percent": rollout.canary_percent,
+                    "money_total": total,
+                },
+            )
         return rollout
 
     # --- four eyes ---
 
     def may_be_approved_by(self, user: Operator) -> bool:
-        return (self.awaits_approval and user.pk != self.started_by_id
-                and operators().filter(pk=user.pk).exists())
+        return self.awaits_approval and user.pk != self.started_by_id and operators().filter(pk=user.pk).exists()
 
     def refusal(self, *, by: Operator) -> str:
         """Why ``by`` could not approve or reject this rollout, as it stands now."""
@@ -286,13 +330,24 @@ class Rollout(Stateful):
         if not self.may_be_approved_by(by):
             return False
         with transaction.atomic():
-            won = self.move(self.Status.RUNNING, from_=[self.Status.PROPOSED], actor=by,
-                            verb=Event.Verb.ROLLOUT_APPROVED, expect={"started_by_id": self.started_by_id},
-                            data={"rollout": self.pk, "proposed_by": self.started_by.get_username()},
-                            approved_by=by, approved_at=timezone.now(), next_at=timezone.now())
+            won = self.move(
+                self.Status.RUNNING,
+                from_=[self.Status.PROPOSED],
+                actor=by,
+                verb=Event.Verb.ROLLOUT_APPROVED,
+                expect={"started_by_id": self.started_by_id},
+                data={"rollout": self.pk, "proposed_by": self.started_by.get_username()},
+                approved_by=by,
+                approved_at=timezone.now(),
+                next_at=timezone.now(),
+            )
             if won:
-                Event.record(self.incident, Event.Verb.ROLLOUT_APPROVED, actor=by,
-                             data={"rollout": self.pk, "proposed_by": self.started_by.get_username()})
+                Event.record(
+                    self.incident,
+                    Event.Verb.ROLLOUT_APPROVED,
+                    actor=by,
+                    data={"rollout": self.pk, "proposed_by": self.started_by.get_username()},
+                )
         return won
 
     def reject(self, *, by: Operator, note: str = "") -> bool:
@@ -301,8 +356,14 @@ class Rollout(Stateful):
             return False
         with transaction.atomic():
             facts = {"rollout": self.pk, "proposed_by": self.started_by.get_username(), "note": note[:1000]}
-            won = self.move(self.Status.REJECTED, from_=[self.Status.PROPOSED], actor=by,
-                            verb=Event.Verb.ROLLOUT_REJECTED, data=facts, next_at=None)
+            won = self.move(
+                self.Status.REJECTED,
+                from_=[self.Status.PROPOSED],
+                actor=by,
+                verb=Event.Verb.ROLLOUT_REJECTED,
+                data=facts,
+                next_at=None,
+            )
             if won:
                 Event.record(self.incident, Event.Verb.ROLLOUT_REJECTED, actor=by, data=facts)
         return won
@@ -328,9 +389,11 @@ class Rollout(Stateful):
         # decision, whether its workflow paused again since the wave went out, and the workflow's status.
         latest = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("-pk").values("status")[:1]
         again = Checkpoint.objects.filter(workflow=OuterRef("workflow_id"), opened_at__gt=at)
-        for decision, paused_again, workflow in Checkpoint.objects.filter(pk__in=wave["checkpoints"]).annotate(
-                last_decision=Subquery(latest), paused_again=Exists(again)).values_list(
-                "last_decision", "paused_again", "workflow__status"):
+        for decision, paused_again, workflow in (
+            Checkpoint.objects.filter(pk__in=wave["checkpoints"])
+            .annotate(last_decision=Subquery(latest), paused_again=Exists(again))
+            .values_list("last_decision", "paused_again", "workflow__status")
+        ):
             bad = decision == Decision.Status.FAILED or paused_again or workflow == Workflow.Status.FAILED
             failed += bad
             settled += bad or workflow == Workflow.Status.COMPLETED
@@ -354,27 +417,37 @@ class Rollout(Stateful):
             outcome = self.outcome(last)
             watched = now >= datetime.fromisoformat(last["at"]) + timedelta(seconds=self.watch_seconds)
             if outcome.failure_share > self.halt_share:
-                why = (f"Wave {last['number']}: {outcome.failed} of {outcome.size} failed "
-                       f"({outcome.failure_share:.0%} > {self.halt_share:.0%}).")
-                self.move(self.Status.HALTED, verb=Event.Verb.ROLLOUT_HALTED, data={"why": why}, halt_reason=why,
-                          next_at=None)
+                why = (
+                    f"Wave {last['number']}: {outcome.failed} of {outcome.size} failed "
+                    f"({outcome.failure_share:.0%} > {self.halt_share:.0%})."
+                )
+                self.move(
+                    self.Status.HALTED, verb=Event.Verb.ROLLOUT_HALTED, data={"why": why}, halt_reason=why, next_at=None
+                )
                 Event.record(self.incident, Event.Verb.ROLLOUT_HALTED, data={"rollout": self.pk, "why": why})
                 self._tell_halt(last["number"], why, now)
                 return True
             if not outcome.all_settled and not watched:
                 Rollout.objects.filter(pk=self.pk).update(
-                    next_at=now + timedelta(seconds=settings.ROLLOUT_RECHECK_SECONDS))
+                    next_at=now + timedelta(seconds=settings.ROLLOUT_RECHECK_SECONDS)
+                )
                 return False
         return self._send_wave(now, live=live)
 
     def _tell_halt(self, wave: int, why: str, now: datetime) -> None:
         """The incident's commander (else who started the rollout) hears once that it halted by itself."""
         incident = self.incident
-        Notification.send(kind=Notification.Kind.ROLLOUT_HALTED, users=[incident.commander or self.started_by],
-                          title=f"Rollout halted on incident #{incident.pk}: {incident.title}",
-                          body=f"The rollout ({self.get_action_display().lower()}) halted by itself. {why} "
-                               "Nothing more goes out until an operator continues or cancels it.",
-                          path=incident.get_absolute_url(), at=now, now=now, key=f"rollout{self.pk}:halted:{wave}")
+        Notification.send(
+            kind=Notification.Kind.ROLLOUT_HALTED,
+            users=[incident.commander or self.started_by],
+            title=f"Rollout halted on incident #{incident.pk}: {incident.title}",
+            body=f"The rollout ({self.get_action_display().lower()}) halted by itself. {why} "
+            "Nothing more goes out until an operator continues or cancels it.",
+            path=incident.get_absolute_url(),
+            at=now,
+            now=now,
+            key=f"rollout{self.pk}:halted:{wave}",
+        )
 
     def _wave_size(self, remaining: int) -> int:
         if not self.waves:
@@ -385,8 +458,9 @@ class Rollout(Stateful):
         return max(1, min(size, self.per_minute))
 
     def _send_wave(self, now: datetime, *, live: bool = False) -> bool:
-        candidates = list(self.incident.members.open().select_related("workflow__agent", "runbook_version")
-                          .order_by("due_at", "pk"))
+        candidates = list(
+            self.incident.members.open().select_related("workflow__agent", "runbook_version").order_by("due_at", "pk")
+        )
         size = self._wave_size(len(candidates))
         decided: list[int] = []
         for c in candidates:
@@ -409,8 +483,11 @@ class Rollout(Stateful):
         # A caller stepping time (the unit tests) keeps its ``now``.
         sent_at = timezone.now() if live else now
         Rollout.objects.filter(pk=self.pk).update(waves=[*self.waves, wave], next_at=sent_at + rate_window())
-        Event.record(self.incident, Event.Verb.ROLLOUT_WAVE, data={"rollout": self.pk, "wave": wave["number"],
-                                                                   "members": len(decided)})
+        Event.record(
+            self.incident,
+            Event.Verb.ROLLOUT_WAVE,
+            data={"rollout": self.pk, "wave": wave["number"], "members": len(decided)},
+        )
         return True
 
     def _draft(self, checkpoint: Checkpoint) -> Decision:
@@ -419,11 +496,17 @@ class Rollout(Stateful):
         confirmations, references = EffectConfirmation.objects.verdicts(checkpoint)
         covered = self.money_confirmed and checkpoint.pk in self.money_members
         if not covered and self.action in RESUMING_ACTIONS and checkpoint.touches_money():
-            raise ValueError("It moves money the rollout's confirmed total does not cover (it joined later, or "
-                             "its amount cannot be read): decide it on its workbench.")
-        return Decider(checkpoint).draft(action=self.action, instructions=self.instructions,
-                                         confirmations=confirmations, confirmation_refs=references,
-                                         money_confirmed=covered)
+            raise ValueError(
+                "It moves money the rollout's confirmed total does not cover (it joined later, or "
+                "its amount cannot be read): decide it on its workbench."
+            )
+        return Decider(checkpoint).draft(
+            action=self.action,
+            instructions=self.instructions,
+            confirmations=confirmations,
+            confirmation_refs=references,
+            money_confirmed=covered,
+        )
 
     def _decide(self, checkpoint: Checkpoint) -> bool:
         """This member's decision through the single-decision path; False when it must wait. Under four
@@ -444,8 +527,11 @@ class Rollout(Stateful):
         if not self.is_active:
             return []
         found: list[tuple[Checkpoint, str]] = []
-        for c in (self.incident.members.open().select_related("workflow", "assignee", "runbook_version")
-                  .order_by("due_at", "pk")[:self.WAITING_SCANNED]):
+        for c in (
+            self.incident.members.open()
+            .select_related("workflow", "assignee", "runbook_version")
+            .order_by("due_at", "pk")[: self.WAITING_SCANNED]
+        ):
             if len(found) >= limit:
                 break
             if not c.may_be_decided_by(self.started_by):
@@ -459,14 +545,19 @@ class Rollout(Stateful):
 
     def carry_on(self, *, by: Operator) -> bool:
         """HALTED -> RUNNING: an operator judged the halt and lets the next wave go."""
-        return self.move(self.Status.RUNNING, from_=[self.Status.HALTED], verb=Event.Verb.ROLLOUT_STARTED,
-                         actor=by, data={"rollout": self.pk, "action": self.action, "continued": True},
-                         next_at=timezone.now(), halt_reason="")
+        return self.move(
+            self.Status.RUNNING,
+            from_=[self.Status.HALTED],
+            verb=Event.Verb.ROLLOUT_STARTED,
+            actor=by,
+            data={"rollout": self.pk, "action": self.action, "continued": True},
+            next_at=timezone.now(),
+            halt_reason="",
+        )
 
     def cancel(self, *, by: Operator) -> bool:
         """Stop sending waves (decisions already sent go on)."""
-        won = self.move(self.Status.CANCELLED, from_=ACTIVE, verb=Event.Verb.ROLLOUT_CANCELLED, actor=by,
-                        next_at=None)
+        won = self.move(self.Status.CANCELLED, from_=ACTIVE, verb=Event.Verb.ROLLOUT_CANCELLED, actor=by, next_at=None)
         if won:
             Event.record(self.incident, Event.Verb.ROLLOUT_CANCELLED, actor=by, data={"rollout": self.pk})
         return won

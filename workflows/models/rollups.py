@@ -27,8 +27,11 @@ class DailyRollup(models.Model):
     timings = models.JSONField(default=dict)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["day", "agent", "kind", "reason", "runbook", "team"],
-                                               name="one_rollup_per_day_and_key")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "agent", "kind", "reason", "runbook", "team"], name="one_rollup_per_day_and_key"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.day} {self.agent} {self.kind} {self.reason} {self.runbook} {self.team}"

@@ -65,18 +65,46 @@ def all_actions() -> list[str]:
 
 
 # What a version holds: the content, the match rules and the terms. Same names on both models.
-VERSIONED = ("title", "url", "body", "workflow_kind", "reason", "agent", "priority", "is_default", "policy",
-             "allowed_actions", "requires_four_eyes", "four_eyes_on_every_resume", "owner", "review_by")
+VERSIONED = (
+    "title",
+    "url",
+    "body",
+    "workflow_kind",
+    "reason",
+    "agent",
+    "priority",
+    "is_default",
+    "policy",
+    "allowed_actions",
+    "requires_four_eyes",
+    "four_eyes_on_every_resume",
+    "owner",
+    "review_by",
+)
 
 # How the history names each of them, and the column each is stored in (foreign keys as ids).
-LABELS = {"title": "title", "url": "link", "body": "body", "workflow_kind": "workflow kind", "reason": "reason",
-          "agent": "agent", "priority": "priority", "is_default": "default", "policy": "SLA policy",
-          "allowed_actions": "allowed decisions", "requires_four_eyes": "four eyes on money",
-          "four_eyes_on_every_resume": "four eyes on every resume", "owner": "owner", "review_by": "review date"}
+LABELS = {
+    "title": "title",
+    "url": "link",
+    "body": "body",
+    "workflow_kind": "workflow kind",
+    "reason": "reason",
+    "agent": "agent",
+    "priority": "priority",
+    "is_default": "default",
+    "policy": "SLA policy",
+    "allowed_actions": "allowed decisions",
+    "requires_four_eyes": "four eyes on money",
+    "four_eyes_on_every_resume": "four eyes on every resume",
+    "owner": "owner",
+    "review_by": "review date",
+}
 COLUMNS = {name: f"{name}_id" if name in ("agent", "policy", "owner") else name for name in VERSIONED}
 
-ONE_DEFAULT = ("Another runbook is already the default: only one runbook can be. Untick “Default” here, "
-               "or untick it on the current default first.")
+ONE_DEFAULT = (
+    "Another runbook is already the default: only one runbook can be. Untick “Default” here, "
+    "or untick it on the current default first."
+)
 
 
 class RunbookContent(models.Model):
@@ -86,18 +114,23 @@ class RunbookContent(models.Model):
     url = models.URLField(blank=True, help_text="Link to the full runbook.")
     body = models.TextField(blank=True, help_text="What the operator should check and do (Markdown).")
     workflow_kind = models.CharField(max_length=100, blank=True, help_text="Empty matches every kind.")
-    reason = models.CharField(max_length=32, choices=Reason.choices, blank=True,
-                              help_text="Empty matches every reason.")
+    reason = models.CharField(
+        max_length=32, choices=Reason.choices, blank=True, help_text="Empty matches every reason."
+    )
     priority = models.IntegerField(default=0, help_text="Among equally specific runbooks, the higher wins.")
     is_default = models.BooleanField(default=False, help_text="Used when no other runbook matches.")
     allowed_actions = models.JSONField(default=all_actions)
     requires_four_eyes = models.BooleanField(
-        default=False, help_text="A decision that touches money needs a second operator's approval.")
+        default=False, help_text="A decision that touches money needs a second operator's approval."
+    )
     four_eyes_on_every_resume = models.BooleanField(
-        default=False, help_text="Every resume or retry of a matching checkpoint needs a second operator's "
-                                 "approval, whether or not it touches money.")
-    review_by = models.DateField(null=True, blank=True,
-                                 help_text="After this date the runbook is flagged stale and its owner is told.")
+        default=False,
+        help_text="Every resume or retry of a matching checkpoint needs a second operator's "
+        "approval, whether or not it touches money.",
+    )
+    review_by = models.DateField(
+        null=True, blank=True, help_text="After this date the runbook is flagged stale and its owner is told."
+    )
 
     class Meta:
         abstract = True
@@ -127,14 +160,17 @@ class RunbookContent(models.Model):
         if self.is_default:
             return "the default: any checkpoint no other runbook matches"
         agent = getattr(self, "agent", None)
-        parts = [f"kind {self.workflow_kind}" if self.workflow_kind else "",
-                 f"reason {Reason(self.reason).label.lower()}" if self.reason else "",
-                 f"agent {agent.name}" if agent else ""]
+        parts = [
+            f"kind {self.workflow_kind}" if self.workflow_kind else "",
+            f"reason {Reason(self.reason).label.lower()}" if self.reason else "",
+            f"agent {agent.name}" if agent else "",
+        ]
         said = ", ".join(p for p in parts if p)
         return said or "every checkpoint (no rule set)"
 
     def lines(self) -> list[str]:
         """The version as text lines, rules first: what a diff compares."""
+
         def yes(flag: bool) -> str:
             return "yes" if flag else "no"
 
@@ -142,17 +178,22 @@ class RunbookContent(models.Model):
         policy = getattr(self, "policy", None)
         owner = getattr(self, "owner", None)
         return [
-            f"Title: {self.title}", f"Link: {self.url or '(none)'}",
+            f"Title: {self.title}",
+            f"Link: {self.url or '(none)'}",
             f"Workflow kind: {self.workflow_kind or '(any)'}",
             f"Reason: {Reason(self.reason).label if self.reason else '(any)'}",
-            f"Agent: {agent.name if agent else '(any)'}", f"Priority: {self.priority}",
-            f"Default: {yes(self.is_default)}", f"Allowed decisions: {', '.join(self.allowed_labels) or '(none)'}",
+            f"Agent: {agent.name if agent else '(any)'}",
+            f"Priority: {self.priority}",
+            f"Default: {yes(self.is_default)}",
+            f"Allowed decisions: {', '.join(self.allowed_labels) or '(none)'}",
             f"Four eyes on money: {yes(self.requires_four_eyes)}",
             f"Four eyes on every resume: {yes(self.four_eyes_on_every_resume)}",
             f"SLA policy: {policy.name if policy else '(the fallback terms)'}",
             f"Owner: {owner.get_username() if owner else '(nobody)'}",
             f"Review by: {self.review_by.isoformat() if self.review_by else '(no date)'}",
-            "", "Body:", *(self.body or "").splitlines(),
+            "",
+            "Body:",
+            *(self.body or "").splitlines(),
         ]
 
 
@@ -163,22 +204,45 @@ class RunbookQuerySet(models.QuerySet["Runbook"]):
 
     def stale_unannounced(self, today: datetime.date | None = None) -> RunbookQuerySet:
         """Stale, with an owner not yet told for this review date."""
-        return self.stale(today).filter(owner__isnull=False).filter(
-            Q(stale_notified_for__isnull=True) | ~Q(stale_notified_for=F("review_by")))
+        return (
+            self.stale(today)
+            .filter(owner__isnull=False)
+            .filter(Q(stale_notified_for__isnull=True) | ~Q(stale_notified_for=F("review_by")))
+        )
 
 
 class Runbook(RunbookContent):
     slug = models.SlugField(max_length=80, unique=True)
-    agent = models.ForeignKey("workflows.Agent", null=True, blank=True, on_delete=models.PROTECT,
-                              related_name="runbooks", help_text="Empty matches every agent.")
-    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.PROTECT,
-                               related_name="runbooks", help_text="The SLA policy of checkpoints it matches.")
-    owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="runbooks",
-                              help_text="Who keeps it up to date; told when it passes its review date.")
-    current_version = models.ForeignKey("workflows.RunbookVersion", null=True, blank=True, on_delete=models.SET_NULL,
-                                        related_name="+", editable=False)
-    stale_notified_for = models.DateField(null=True, blank=True, editable=False,
-                                          help_text="The review date its owner was last told it passed.")
+    agent = models.ForeignKey(
+        "workflows.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="runbooks",
+        help_text="Empty matches every agent.",
+    )
+    policy = models.ForeignKey(
+        "workflows.SLAPolicy",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="runbooks",
+        help_text="The SLA policy of checkpoints it matches.",
+    )
+    owner = models.ForeignKey(
+        User,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runbooks",
+        help_text="Who keeps it up to date; told when it passes its review date.",
+    )
+    current_version = models.ForeignKey(
+        "workflows.RunbookVersion", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    stale_notified_for = models.DateField(
+        null=True, blank=True, editable=False, help_text="The review date its owner was last told it passed."
+    )
 
     objects = RunbookQuerySet.as_manager()
 
@@ -188,8 +252,12 @@ class Runbook(RunbookContent):
     class Meta:
         ordering = ["slug"]
         constraints = [
-            models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True),
-                                    name="one_default_runbook", violation_error_message=ONE_DEFAULT),
+            models.UniqueConstraint(
+                fields=["is_default"],
+                condition=Q(is_default=True),
+                name="one_default_runbook",
+                violation_error_message=ONE_DEFAULT,
+            ),
         ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:
@@ -203,7 +271,6 @@ class Runbook(RunbookContent):
     def get_absolute_url(self) -> str:
         return reverse("runbook", args=[self.pk])
 
-
     def clean(self) -> None:
         errors: dict[str, str] = {}
         if not self.allowed_actions:
@@ -213,11 +280,14 @@ class Runbook(RunbookContent):
         if self.is_default:
             other = Runbook.objects.filter(is_default=True).exclude(pk=self.pk).first()
             if other is not None:
-                errors["is_default"] = (f"“{other.title}” is already the default runbook, and only one can be. "
-                                        "Untick “Default” here, or untick it on that runbook first.")
+                errors["is_default"] = (
+                    f"“{other.title}” is already the default runbook, and only one can be. "
+                    "Untick “Default” here, or untick it on that runbook first."
+                )
             elif self.workflow_kind or self.reason or self.agent_id:
-                errors["is_default"] = ("The default applies when nothing else matches: leave its workflow kind, "
-                                        "reason and agent empty.")
+                errors["is_default"] = (
+                    "The default applies when nothing else matches: leave its workflow kind, reason and agent empty."
+                )
         if errors:
             raise ValidationError(errors)
 
@@ -230,8 +300,7 @@ class Runbook(RunbookContent):
                 self.current_version = current
                 return current
             last = head.versions.order_by("-number").values_list("number", flat=True).first() or 0
-            version = RunbookVersion.objects.create(
-                runbook=head, number=last + 1, created_by=by, **head.content())
+            version = RunbookVersion.objects.create(runbook=head, number=last + 1, created_by=by, **head.content())
             Runbook.objects.filter(pk=self.pk).update(current_version=version)
         self.current_version = version
         return version
@@ -248,7 +317,9 @@ class Runbook(RunbookContent):
     @classmethod
     def announce_stale(cls, today: datetime.date | None = None) -> int:
         """Tell the owner of each runbook past its review date, once per review date (the sweep calls it)."""
-        return sum(runbook.tell_owner_stale() for runbook in cls.objects.stale_unannounced(today).select_related("owner"))
+        return sum(
+            runbook.tell_owner_stale() for runbook in cls.objects.stale_unannounced(today).select_related("owner")
+        )
 
     def tell_owner_stale(self) -> bool:
         """One in-console notification (and its channels) for this review date; False if it was sent already."""
@@ -258,15 +329,21 @@ class Runbook(RunbookContent):
             return False
         with transaction.atomic():
             # Compare-and-set on the date: two sweeps at once write one notification between them.
-            won = Runbook.objects.filter(pk=self.pk, review_by=self.review_by).exclude(
-                stale_notified_for=self.review_by).update(stale_notified_for=self.review_by)
+            won = (
+                Runbook.objects.filter(pk=self.pk, review_by=self.review_by)
+                .exclude(stale_notified_for=self.review_by)
+                .update(stale_notified_for=self.review_by)
+            )
             if won:
                 Notification.send(
-                    kind=Notification.Kind.RUNBOOK_STALE, users=[self.owner],
+                    kind=Notification.Kind.RUNBOOK_STALE,
+                    users=[self.owner],
                     title=f"Runbook “{self.title}” is past its review date ({self.review_by:%d %b %Y})",
                     body="Checkpoints that use it show it as stale until it is reviewed: read it, fix what is out "
-                         "of date and set the next review date.",
-                    path=self.get_absolute_url(), key=f"runbook-stale:{self.pk}:{self.review_by.isoformat()}")
+                    "of date and set the next review date.",
+                    path=self.get_absolute_url(),
+                    key=f"runbook-stale:{self.pk}:{self.review_by.isoformat()}",
+                )
         return bool(won)
 
     @property
@@ -287,7 +364,8 @@ class Runbook(RunbookContent):
         agent_rule = Q(agent__isnull=True) | Q(agent_id=agent_id) if agent_id is not None else Q(agent__isnull=True)
         rules = Q(workflow_kind__in=["", kind]) & Q(reason__in=["", reason]) & agent_rule
         found = cls.objects.filter(Q(is_default=True) | (Q(is_default=False) & rules)).select_related(
-            "policy", "current_version", "agent")
+            "policy", "current_version", "agent"
+        )
         return sorted(found, key=Runbook._rank)
 
     @classmethod
@@ -298,8 +376,9 @@ class Runbook(RunbookContent):
 
     def takes(self, kind: str, reason: str, agent_id: int | None = None) -> bool:
         """Whether its rules take a checkpoint of this kind, reason and agent: ``candidates`` in Python."""
-        return self.is_default or (self.workflow_kind in ("", kind) and self.reason in ("", reason)
-                                   and self.agent_id in (None, agent_id))
+        return self.is_default or (
+            self.workflow_kind in ("", kind) and self.reason in ("", reason) and self.agent_id in (None, agent_id)
+        )
 
     @classmethod
     def matcher(cls) -> Callable[[str, str], Runbook | None]:
@@ -309,6 +388,7 @@ class Runbook(RunbookContent):
 
         def match(kind: str, reason: str) -> Runbook | None:
             return next((runbook for runbook in ranked if runbook.takes(kind, reason)), None)
+
         return match
 
 
@@ -321,8 +401,9 @@ class RunbookVersion(RunbookContent):
     created_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # History outlives what it named: a deleted agent, policy or owner leaves the version readable.
     agent = models.ForeignKey("workflows.Agent", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
+    policy = models.ForeignKey(
+        "workflows.SLAPolicy", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:

@@ -68,9 +68,13 @@ class BusinessCalendar(models.Model):
         return 1440 if end and minutes == 0 else minutes
 
     def hours(self) -> Hours:
-        return Hours(tz=self.time_zone, weekdays=frozenset(self.weekdays), start=self._minutes(self.opens),
-                     end=self._minutes(self.closes, end=True),
-                     holidays=frozenset(self.holidays.values_list("day", flat=True)))
+        return Hours(
+            tz=self.time_zone,
+            weekdays=frozenset(self.weekdays),
+            start=self._minutes(self.opens),
+            end=self._minutes(self.closes, end=True),
+            holidays=frozenset(self.holidays.values_list("day", flat=True)),
+        )
 
     def describe(self) -> str:
         days = ", ".join(WEEKDAYS[d][:3] for d in sorted(self.weekdays))
@@ -101,24 +105,46 @@ class SLAPolicy(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     claim_target_minutes = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
-        help_text="Time to claim: from opening to the first claim. Empty: no claim clock.")
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Time to claim: from opening to the first claim. Empty: no claim clock.",
+    )
     claim_warning = models.PositiveIntegerField(null=True, blank=True, help_text="Warning lead for the claim clock.")
     claim_warning_unit = models.CharField(max_length=8, choices=Lead.choices, default=Lead.MINUTES)
     decision_target_minutes = models.PositiveIntegerField(
-        default=30, validators=[MinValueValidator(1)], help_text="Time to decision: from opening to a decision.")
+        default=30, validators=[MinValueValidator(1)], help_text="Time to decision: from opening to a decision."
+    )
     decision_warning = models.PositiveIntegerField(default=10, help_text="Warning lead for the decision clock.")
     decision_warning_unit = models.CharField(max_length=8, choices=Lead.choices, default=Lead.MINUTES)
-    calendar = models.ForeignKey(BusinessCalendar, null=True, blank=True, on_delete=models.PROTECT,
-                                 related_name="policies", help_text="Clocks pause outside it; empty: round the clock.")
-    watchers = models.ForeignKey(Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                 help_text="Told about warnings and breaches of checkpoints nobody holds.")
+    calendar = models.ForeignKey(
+        BusinessCalendar,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="policies",
+        help_text="Clocks pause outside it; empty: round the clock.",
+    )
+    watchers = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Told about warnings and breaches of checkpoints nobody holds.",
+    )
     claim_reminder_minutes = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
-        help_text="Remind the holder when a claim shows no progress this long.")
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Remind the holder when a claim shows no progress this long.",
+    )
     claim_release_minutes = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
-        help_text="Then release the checkpoint to the queue this long after the claim.")
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Then release the checkpoint to the queue this long after the claim.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -139,12 +165,17 @@ class SLAPolicy(models.Model):
             if unit == Lead.PERCENT and not 0 < lead < 100:
                 errors[f"{clock}_warning"] = "A warning lead in percent must be between 1 and 99."
             elif unit == Lead.MINUTES and lead >= target:
-                errors[f"{clock}_warning"] = (f"The warning lead ({lead} min) must be shorter than the target "
-                                              f"({target} min), or the clock would warn as it opens.")
+                errors[f"{clock}_warning"] = (
+                    f"The warning lead ({lead} min) must be shorter than the target "
+                    f"({target} min), or the clock would warn as it opens."
+                )
         if self.claim_target_minutes and self.claim_target_minutes > self.decision_target_minutes:
             errors["claim_target_minutes"] = "Time to claim cannot be longer than time to decision."
-        if self.claim_release_minutes and self.claim_reminder_minutes and \
-                self.claim_release_minutes <= self.claim_reminder_minutes:
+        if (
+            self.claim_release_minutes
+            and self.claim_reminder_minutes
+            and self.claim_release_minutes <= self.claim_reminder_minutes
+        ):
             errors["claim_release_minutes"] = "Release after the reminder, not before it."
         if errors:
             raise ValidationError(errors)
@@ -160,12 +191,14 @@ class SLAPolicy(models.Model):
         """Everything the clocks need, as a checkpoint keeps it: later edits do not move its clock."""
         claim = self.claim_target_minutes
         return {
-            "policy_id": self.pk, "policy": self.name,
+            "policy_id": self.pk,
+            "policy": self.name,
             "claim_target": claim * 60 if claim else None,
             "claim_lead": self._lead_seconds(claim, self.claim_warning, self.claim_warning_unit) if claim else 0,
             "decision_target": self.decision_target_minutes * 60,
-            "decision_lead": self._lead_seconds(self.decision_target_minutes, self.decision_warning,
-                                                self.decision_warning_unit),
+            "decision_lead": self._lead_seconds(
+                self.decision_target_minutes, self.decision_warning, self.decision_warning_unit
+            ),
             "hours": self.calendar.hours().to_dict() if self.calendar else None,
             "calendar": self.calendar.describe() if self.calendar else None,
             "watchers": self.watchers_id,
@@ -177,9 +210,20 @@ class SLAPolicy(models.Model):
     @staticmethod
     def fallback() -> dict[str, Any]:
         """The terms of a checkpoint no runbook and no policy covers: 30 minutes, warned 10 before."""
-        return {"policy_id": None, "policy": "default (no policy)", "claim_target": None, "claim_lead": 0,
-                "decision_target": 30 * 60, "decision_lead": 10 * 60, "hours": None, "calendar": None,
-                "watchers": None, "reminder": None, "release": None, "escalations": []}
+        return {
+            "policy_id": None,
+            "policy": "default (no policy)",
+            "claim_target": None,
+            "claim_lead": 0,
+            "decision_target": 30 * 60,
+            "decision_lead": 10 * 60,
+            "hours": None,
+            "calendar": None,
+            "watchers": None,
+            "reminder": None,
+            "release": None,
+            "escalations": [],
+        }
 
     def describe(self) -> str:
         terms = Terms(self.freeze())
@@ -199,23 +243,33 @@ class EscalationLevel(models.Model):
     policy = models.ForeignKey(SLAPolicy, on_delete=models.CASCADE, related_name="levels")
     delay_minutes = models.PositiveIntegerField(default=0, help_text="After the breach (business time).")
     notify = models.BooleanField(default=True)
-    reassign = models.BooleanField(default=False, help_text="Give the checkpoint to the user, or the group's "
-                                                            "least-loaded operator who is working now.")
+    reassign = models.BooleanField(
+        default=False,
+        help_text="Give the checkpoint to the user, or the group's least-loaded operator who is working now.",
+    )
     user = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     group = models.ForeignKey(Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    team_target = models.CharField(max_length=16, choices=TeamTarget.choices, blank=True,
-                                   help_text="Or someone of the checkpoint's team (it has none: nobody).")
-    stop_once_claimed = models.BooleanField(default=True, help_text="Skip this level when someone holds "
-                                                                    "the checkpoint by then.")
+    team_target = models.CharField(
+        max_length=16,
+        choices=TeamTarget.choices,
+        blank=True,
+        help_text="Or someone of the checkpoint's team (it has none: nobody).",
+    )
+    stop_once_claimed = models.BooleanField(
+        default=True, help_text="Skip this level when someone holds the checkpoint by then."
+    )
     repeat_every_minutes = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
-    max_repeats = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(50)],
-                                              help_text="How many times the level fires again (cap).")
+    max_repeats = models.PositiveIntegerField(
+        default=0, validators=[MaxValueValidator(50)], help_text="How many times the level fires again (cap)."
+    )
 
     class Meta:
         ordering = ["delay_minutes", "pk"]
         constraints = [
-            models.CheckConstraint(condition=Q(user__isnull=False) | Q(group__isnull=False) | ~Q(team_target=""),
-                                   name="escalation_level_has_a_target"),
+            models.CheckConstraint(
+                condition=Q(user__isnull=False) | Q(group__isnull=False) | ~Q(team_target=""),
+                name="escalation_level_has_a_target",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -238,11 +292,18 @@ class EscalationLevel(models.Model):
             raise ValidationError({"repeat_every_minutes": "Say how often the level repeats."})
 
     def freeze(self) -> dict[str, Any]:
-        return {"delay": self.delay_minutes * 60, "notify": self.notify, "reassign": self.reassign,
-                "user": self.user_id, "group": self.group_id, "team": self.team_target or None,
-                "target": self.target_name,
-                "stop_once_claimed": self.stop_once_claimed,
-                "every": (self.repeat_every_minutes or 0) * 60, "repeats": self.max_repeats}
+        return {
+            "delay": self.delay_minutes * 60,
+            "notify": self.notify,
+            "reassign": self.reassign,
+            "user": self.user_id,
+            "group": self.group_id,
+            "team": self.team_target or None,
+            "target": self.target_name,
+            "stop_once_claimed": self.stop_once_claimed,
+            "every": (self.repeat_every_minutes or 0) * 60,
+            "repeats": self.max_repeats,
+        }
 
 
 @dataclass(frozen=True)
@@ -290,8 +351,10 @@ class Terms:
             for repeat in range(spec.get("repeats", 0) + 1):
                 out.append((spec["delay"] + repeat * spec.get("every", 0), index, repeat, spec))
         out.sort(key=lambda f: (f[0], f[1], f[2]))
-        return [Firing(n, index, repeat, timedelta(seconds=delay), spec)
-                for n, (delay, index, repeat, spec) in enumerate(out)]
+        return [
+            Firing(n, index, repeat, timedelta(seconds=delay), spec)
+            for n, (delay, index, repeat, spec) in enumerate(out)
+        ]
 
     def firing_at(self, breached: datetime, number: int) -> datetime | None:
         """When the chain's ``number``-th firing is due for a breach at ``breached`` (None: chain done)."""

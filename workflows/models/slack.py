@@ -38,8 +38,9 @@ class SlackWorkspace(models.Model):
     sealed_signing_secret = models.CharField(max_length=600, editable=False, blank=True)
     bot_token = Sealed("sealed_bot_token")
     signing_secret = Sealed("sealed_signing_secret")
-    default_channel = models.CharField(max_length=32, blank=True,
-                                       help_text="Channel id (C…) for checkpoints no route names; empty: none.")
+    default_channel = models.CharField(
+        max_length=32, blank=True, help_text="Channel id (C…) for checkpoints no route names; empty: none."
+    )
     is_active = models.BooleanField(default=True)
     connected_at = models.DateTimeField(default=timezone.now)
 
@@ -60,10 +61,17 @@ class SlackWorkspace(models.Model):
         routes = {(r.runbook_id, r.policy_id): r.channel_id for r in self.routes.all()}
         by_runbook = {rb: c for (rb, _), c in routes.items() if rb is not None}
         by_policy = {p: c for (_, p), c in routes.items() if p is not None}
-        team = (type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__slack_channel", flat=True).first()
-                if checkpoint.team_id else None)
-        return ((by_runbook.get(checkpoint.runbook_id) if checkpoint.runbook_id else None) or team
-                or (by_policy.get(checkpoint.policy_id) if checkpoint.policy_id else None) or self.default_channel)
+        team = (
+            type(checkpoint).objects.filter(pk=checkpoint.pk).values_list("team__slack_channel", flat=True).first()
+            if checkpoint.team_id
+            else None
+        )
+        return (
+            (by_runbook.get(checkpoint.runbook_id) if checkpoint.runbook_id else None)
+            or team
+            or (by_policy.get(checkpoint.policy_id) if checkpoint.policy_id else None)
+            or self.default_channel
+        )
 
 
 class SlackRoute(models.Model):
@@ -72,13 +80,14 @@ class SlackRoute(models.Model):
     workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="routes")
     channel_id = models.CharField(max_length=32, help_text="Channel id (C…); invite the bot to it.")
     runbook = models.ForeignKey("workflows.Runbook", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.CASCADE,
-                               related_name="+")
+    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
 
     class Meta:
         constraints = [
-            models.CheckConstraint(condition=Q(runbook__isnull=False) ^ Q(policy__isnull=False),
-                                   name="slack_route_names_a_runbook_or_a_policy"),
+            models.CheckConstraint(
+                condition=Q(runbook__isnull=False) ^ Q(policy__isnull=False),
+                name="slack_route_names_a_runbook_or_a_policy",
+            ),
             models.UniqueConstraint(fields=["workspace", "runbook"], name="one_slack_route_per_runbook"),
             models.UniqueConstraint(fields=["workspace", "policy"], name="one_slack_route_per_policy"),
         ]
@@ -99,13 +108,18 @@ class SlackLink(models.Model):
     slack_user_id = models.CharField(max_length=32)
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="slack_links")
     linked_at = models.DateTimeField(default=timezone.now)
-    nonce = models.CharField(max_length=64, unique=True, help_text="The one-time link that made it (used once); "
-                                                                   "for a verified email, a random value.")
+    nonce = models.CharField(
+        max_length=64,
+        unique=True,
+        help_text="The one-time link that made it (used once); for a verified email, a random value.",
+    )
     how = models.CharField(max_length=16, choices=How.choices, default=How.LINK)
     email = models.EmailField(blank=True, help_text="The verified address it was matched by.")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["workspace", "slack_user_id"], name="one_console_user_per_slack_user")]
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "slack_user_id"], name="one_console_user_per_slack_user")
+        ]
 
     def __str__(self) -> str:
         return f"{self.slack_user_id} is {self.user}"
@@ -122,8 +136,14 @@ class SlackMessage(models.Model):
 
     workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="messages")
     checkpoint = models.ForeignKey("workflows.Checkpoint", on_delete=models.CASCADE, related_name="slack_messages")
-    decision = models.ForeignKey("workflows.Decision", null=True, blank=True, on_delete=models.CASCADE,
-                                 related_name="slack_messages", help_text="A proposal, posted in the thread.")
+    decision = models.ForeignKey(
+        "workflows.Decision",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="slack_messages",
+        help_text="A proposal, posted in the thread.",
+    )
     channel_id = models.CharField(max_length=32)
     ts = models.CharField(max_length=32, blank=True, help_text="Slack's id of the message once posted.")
     version = models.PositiveIntegerField(default=1, help_text="Bumped by every change of the checkpoint.")
@@ -137,16 +157,19 @@ class SlackMessage(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["checkpoint"], condition=Q(decision__isnull=True),
-                                    name="one_slack_message_per_checkpoint"),
-            models.UniqueConstraint(fields=["decision"], condition=Q(decision__isnull=False),
-                                    name="one_slack_message_per_proposal"),
+            models.UniqueConstraint(
+                fields=["checkpoint"], condition=Q(decision__isnull=True), name="one_slack_message_per_checkpoint"
+            ),
+            models.UniqueConstraint(
+                fields=["decision"], condition=Q(decision__isnull=False), name="one_slack_message_per_proposal"
+            ),
         ]
         indexes = [models.Index(fields=["next_attempt_at"], name="slack_outbox")]
 
     def __str__(self) -> str:
-        return f"Slack message of checkpoint {self.checkpoint_id}" + (f" (proposal {self.decision_id})"
-                                                                      if self.decision_id else "")
+        return f"Slack message of checkpoint {self.checkpoint_id}" + (
+            f" (proposal {self.decision_id})" if self.decision_id else ""
+        )
 
     @property
     def is_behind(self) -> bool:
@@ -156,16 +179,24 @@ class SlackMessage(models.Model):
         """Take the row for one attempt under a lease: the version it will show, or None (held, or caught up)."""
         now = database_now()
         lease = now + timedelta(seconds=settings.SLACK_TIMEOUT_SECONDS * 3)
-        won = SlackMessage.objects.filter(pk=self.pk, version__gt=F("sent_version")).filter(
-            Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)).update(lease_expires_at=lease)
+        won = (
+            SlackMessage.objects.filter(pk=self.pk, version__gt=F("sent_version"))
+            .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
+            .update(lease_expires_at=lease)
+        )
         self.refresh_from_db()
         return self.version if won else None
 
     def record_sent(self, version: int, *, ts: str) -> None:
         """Slack shows ``version``; a change made meanwhile is due at once."""
         SlackMessage.objects.filter(pk=self.pk).update(
-            ts=ts, sent_version=Greatest(F("sent_version"), version), lease_expires_at=None,
-            failures=0, last_error="", next_attempt_at=database_now())
+            ts=ts,
+            sent_version=Greatest(F("sent_version"), version),
+            lease_expires_at=None,
+            failures=0,
+            last_error="",
+            next_attempt_at=database_now(),
+        )
         self.refresh_from_db()
 
     def record_failure(self, error: str, *, retry_after: float | None = None) -> None:
@@ -176,8 +207,11 @@ class SlackMessage(models.Model):
         backoff = settings.SLACK_BACKOFF_SECONDS * 2 ** min(self.failures, 16)
         delay = retry_after if retry_after is not None else min(backoff, settings.SLACK_MAX_BACKOFF_SECONDS)
         SlackMessage.objects.filter(pk=self.pk).update(
-            failures=F("failures") + 1, last_error=error[:2000], lease_expires_at=None,
-            next_attempt_at=database_now() + timedelta(seconds=delay))
+            failures=F("failures") + 1,
+            last_error=error[:2000],
+            lease_expires_at=None,
+            next_attempt_at=database_now() + timedelta(seconds=delay),
+        )
         self.refresh_from_db()
 
     @classmethod
@@ -188,12 +222,14 @@ class SlackMessage(models.Model):
         channel = workspace.channel_for(checkpoint) if workspace is not None else ""
         if workspace is None or not channel:
             return None
-        message, _ = cls.objects.get_or_create(checkpoint=checkpoint, decision=decision,
-                                               defaults={"workspace": workspace, "channel_id": channel})
+        message, _ = cls.objects.get_or_create(
+            checkpoint=checkpoint, decision=decision, defaults={"workspace": workspace, "channel_id": channel}
+        )
         return message
 
     @classmethod
     def touch(cls, checkpoint_id: int) -> int:
         """The checkpoint changed: every message showing it is behind, due now."""
-        return cls.objects.filter(checkpoint_id=checkpoint_id).update(version=F("version") + 1,
-                                                                     next_attempt_at=timezone.now())
+        return cls.objects.filter(checkpoint_id=checkpoint_id).update(
+            version=F("version") + 1, next_attempt_at=timezone.now()
+        )

@@ -49,21 +49,46 @@ class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=60, unique=True, help_text="Named in the sign-in group mapping and URLs.")
     members: models.ManyToManyField[Any, Any] = models.ManyToManyField(User, blank=True, related_name="teams")
-    lead = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="teams_led",
-                             help_text="A member; escalations may target the team's lead.")
-    watchers = models.ForeignKey(Group, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                                 help_text="The group's channels are the team's notification channels: they hear every "
-                                           "SLA notification of the team's checkpoints; its operators are told in "
-                                           "person about warnings and breaches of ones nobody holds.")
-    policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.PROTECT,
-                               related_name="teams",
-                               help_text="The SLA policy of its checkpoints whose runbook names none.")
-    calendar = models.ForeignKey("workflows.BusinessCalendar", null=True, blank=True, on_delete=models.PROTECT,
-                                 related_name="teams",
-                                 help_text="Its working hours: members without their own calendar work these.")
+    lead = models.ForeignKey(
+        User,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="teams_led",
+        help_text="A member; escalations may target the team's lead.",
+    )
+    watchers = models.ForeignKey(
+        Group,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The group's channels are the team's notification channels: they hear every "
+        "SLA notification of the team's checkpoints; its operators are told in "
+        "person about warnings and breaches of ones nobody holds.",
+    )
+    policy = models.ForeignKey(
+        "workflows.SLAPolicy",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="teams",
+        help_text="The SLA policy of its checkpoints whose runbook names none.",
+    )
+    calendar = models.ForeignKey(
+        "workflows.BusinessCalendar",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="teams",
+        help_text="Its working hours: members without their own calendar work these.",
+    )
     slack_channel = models.CharField(
-        max_length=32, blank=True, help_text="Slack channel id (C…) for the team's checkpoints: used unless their "
-                                             "runbook has a Slack route of its own; invite the bot to it.")
+        max_length=32,
+        blank=True,
+        help_text="Slack channel id (C…) for the team's checkpoints: used unless their "
+        "runbook has a Slack route of its own; invite the bot to it.",
+    )
 
     objects = TeamQuerySet.as_manager()
 
@@ -90,12 +115,18 @@ class Team(models.Model):
         """The member who is working now and holds the fewest open checkpoints (the name breaks ties)."""
         candidates = self.operators()
         checkpoints = self.checkpoints.model.objects  # every team's: loads count all one holds
-        loads = dict(checkpoints.open().filter(assignee__in=candidates).order_by()
-                     .values("assignee").annotate(n=Count("pk")).values_list("assignee", "n"))
-        ranked = sorted((u for u in candidates if self.is_working(u, at)),
-                        key=lambda u: (loads.get(u.pk, 0), u.get_username()))
+        loads = dict(
+            checkpoints.open()
+            .filter(assignee__in=candidates)
+            .order_by()
+            .values("assignee")
+            .annotate(n=Count("pk"))
+            .values_list("assignee", "n")
+        )
+        ranked = sorted(
+            (u for u in candidates if self.is_working(u, at)), key=lambda u: (loads.get(u.pk, 0), u.get_username())
+        )
         return ranked[0] if ranked else None
-
 
     def takes_handoff(self, at: datetime) -> Operator | None:
         """Who a handoff to the team goes to: its least-loaded member working now (None: nobody is)."""
@@ -106,8 +137,14 @@ class RoutingRule(models.Model):
     """Checkpoints of this agent and/or workflow kind belong to the team (both empty: every checkpoint)."""
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rules")
-    agent = models.ForeignKey("workflows.Agent", null=True, blank=True, on_delete=models.CASCADE,
-                              related_name="routing_rules", help_text="Empty matches every agent.")
+    agent = models.ForeignKey(
+        "workflows.Agent",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="routing_rules",
+        help_text="Empty matches every agent.",
+    )
     workflow_kind = models.CharField(max_length=100, blank=True, help_text="Empty matches every kind.")
     priority = models.IntegerField(default=0, help_text="Among equally specific rules, the higher wins.")
 
@@ -119,8 +156,10 @@ class RoutingRule(models.Model):
 
     @property
     def rules(self) -> str:
-        parts = [f"agent {self.agent.name}" if self.agent_id and self.agent else "",
-                 f"kind {self.workflow_kind}" if self.workflow_kind else ""]
+        parts = [
+            f"agent {self.agent.name}" if self.agent_id and self.agent else "",
+            f"kind {self.workflow_kind}" if self.workflow_kind else "",
+        ]
         return ", ".join(p for p in parts if p) or "every checkpoint"
 
     @property
@@ -129,8 +168,13 @@ class RoutingRule(models.Model):
 
     def _rank(self) -> tuple[int, int, int, str, int]:
         # As runbooks: most specific first, the priority breaks ties, then agent > kind, then a stable name.
-        return (-self.specificity, -self.priority, -(2 * bool(self.agent_id) + bool(self.workflow_kind)),
-                self.team.name, self.pk or 0)
+        return (
+            -self.specificity,
+            -self.priority,
+            -(2 * bool(self.agent_id) + bool(self.workflow_kind)),
+            self.team.name,
+            self.pk or 0,
+        )
 
     @classmethod
     def candidates(cls, kind: str, agent_id: int | None) -> list[RoutingRule]:
@@ -156,7 +200,11 @@ def transfer(checkpoint: Checkpoint, *, to: Team, by: Any, note: str = "") -> bo
         as_read = Q(team__isnull=True) if checkpoint.team_id is None else Q(team_id=checkpoint.team_id)
         won = type(checkpoint).objects.unresolved().filter(as_read, pk=checkpoint.pk).update(team=to)
         if won:
-            Event.record(checkpoint, Event.Verb.TEAM_TRANSFERRED, actor=by, data={
-                "from": before.name if before else None, "to": to.name, "note": note[:1000]})
+            Event.record(
+                checkpoint,
+                Event.Verb.TEAM_TRANSFERRED,
+                actor=by,
+                data={"from": before.name if before else None, "to": to.name, "note": note[:1000]},
+            )
     checkpoint.refresh_from_db()
     return bool(won)

@@ -39,14 +39,21 @@ def eligible_owner(username: str) -> Any:
     model = get_user_model()
     user = owner_candidates().filter(**{model.USERNAME_FIELD: username}).first()
     if user is None:
-        raise Invalid("owner must be the username of an active operator or admin.", code="unknown_owner",
-                      field="owner")
+        raise Invalid("owner must be the username of an active operator or admin.", code="unknown_owner", field="owner")
     return user
 
 
 class WorkflowQuerySet(models.QuerySet["Workflow"]):
-    def start(self, agent: Agent, *, external_id: str, kind: str, title: str, owner_name: str | None = None,
-              context: dict[str, Any] | None = None) -> tuple[Workflow, bool]:
+    def start(
+        self,
+        agent: Agent,
+        *,
+        external_id: str,
+        kind: str,
+        title: str,
+        owner_name: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> tuple[Workflow, bool]:
         """The agent's workflow for ``external_id``: new (True), or the one an earlier request made (False).
 
         A resend answers what the first request made, even if its owner was deactivated since;
@@ -58,8 +65,9 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
             owner = agent.owner if owner_name is None else eligible_owner(owner_name)
             try:
                 with transaction.atomic():
-                    workflow = self.create(agent=agent, external_id=external_id, kind=kind, title=title,
-                                           owner=owner, context=context or {})
+                    workflow = self.create(
+                        agent=agent, external_id=external_id, kind=kind, title=title, owner=owner, context=context or {}
+                    )
                     Event.record(workflow, Event.Verb.CREATED, actor=agent, data={"external_id": external_id})
                     Drill.enlist(workflow)
                 return workflow, True
@@ -75,14 +83,16 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
 
     def that_moved_money(self) -> WorkflowQuerySet:
         """Workflows with a committed effect whose input carried money (workflows.money, any spelling)."""
-        return self.filter(steps__kind=Step.Kind.EFFECT, steps__status=Step.Status.COMMITTED,
-                           steps__carries_money=True)
+        return self.filter(steps__kind=Step.Kind.EFFECT, steps__status=Step.Status.COMMITTED, steps__carries_money=True)
 
     def silent(self, now: datetime | None = None) -> WorkflowQuerySet:
         """Running workflows whose agent said nothing for its silence limit (refined per agent in Python)."""
-        shortest = timedelta(seconds=min(
-            [settings.AGENT_SILENCE_SECONDS]
-            + list(Agent.objects.exclude(silence_seconds=None).values_list("silence_seconds", flat=True))))
+        shortest = timedelta(
+            seconds=min(
+                [settings.AGENT_SILENCE_SECONDS]
+                + list(Agent.objects.exclude(silence_seconds=None).values_list("silence_seconds", flat=True))
+            )
+        )
         return self.filter(status=Workflow.Status.RUNNING, last_activity_at__lt=(now or database_now()) - shortest)
 
     def matching(self, text: str) -> WorkflowQuerySet:
@@ -97,9 +107,12 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
         if (pk := workflow_id_in(text)) is not None:
             exact |= Q(pk=pk)
         loose = Q(external_id__icontains=text) | Q(title__icontains=text)
-        return (self.filter(exact | loose).select_related("agent", "owner")
-                .annotate(exact_match=models.Case(models.When(exact, then=0), default=1))
-                .order_by("exact_match", "-last_activity_at", "-pk"))
+        return (
+            self.filter(exact | loose)
+            .select_related("agent", "owner")
+            .annotate(exact_match=models.Case(models.When(exact, then=0), default=1))
+            .order_by("exact_match", "-last_activity_at", "-pk")
+        )
 
 
 def workflow_id_in(text: str) -> int | None:
@@ -143,15 +156,23 @@ class Workflow(Stateful):
     last_activity_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
     # Recovery drills (models/drills.py): the drill that picked this run; kept out of production figures.
-    drill = models.ForeignKey("workflows.Drill", null=True, blank=True, on_delete=models.PROTECT,
-                              related_name="workflows")
+    drill = models.ForeignKey(
+        "workflows.Drill", null=True, blank=True, on_delete=models.PROTECT, related_name="workflows"
+    )
     # What the runtime journalled at the drill's fault (docs/API.md "Drill journal"); the report checks the
     # resume state against it ("state intact"). Written once: the first journal of a run stands.
     drill_journal = models.JSONField(null=True, blank=True, editable=False)
-    forked_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks",
-                                    help_text="The workflow this one was forked from.")
-    forked_at_seq = models.PositiveIntegerField(null=True, blank=True,
-                                                help_text="Steps before this one were copied from the original.")
+    forked_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="forks",
+        help_text="The workflow this one was forked from.",
+    )
+    forked_at_seq = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Steps before this one were copied from the original."
+    )
 
     objects = WorkflowQuerySet.as_manager()
 
@@ -191,9 +212,15 @@ class Workflow(Stateful):
     def finish(self, status: str, summary: str, *, actor: Any) -> bool:
         if self.checkpoints.unresolved().exists():
             raise Conflict("The workflow has an open checkpoint; it cannot finish until it is resolved.")
-        return self.move(status, from_=[self.Status.RUNNING, self.Status.HANDED_OFF], actor=actor,
-                         verb=Event.Verb.finished(status), data={"summary": summary},
-                         summary=summary, finished_at=timezone.now())
+        return self.move(
+            status,
+            from_=[self.Status.RUNNING, self.Status.HANDED_OFF],
+            actor=actor,
+            verb=Event.Verb.finished(status),
+            data={"summary": summary},
+            summary=summary,
+            finished_at=timezone.now(),
+        )
 
     def record_step(self, report: Mapping[str, Any], *, actor: Agent) -> tuple[Step, bool]:
         """Record one step of the trajectory, idempotently: ``report`` holds ``seq`` and Step.RECORDED_FIELDS.
@@ -229,15 +256,26 @@ class Workflow(Stateful):
                 self.touch()
                 Drill.refuse_money(self, reports, MoneyTrail())
                 new = Step.insert_new(self, reports)
-                Event.objects.bulk_create([
-                    Event.about(new[seq], Event.Verb.step(new[seq].status), actor=actor,
-                                data={"seq": seq, "name": new[seq].name, "kind": new[seq].kind})
-                    for seq in seqs if seq in new])
+                Event.objects.bulk_create(
+                    [
+                        Event.about(
+                            new[seq],
+                            Event.Verb.step(new[seq].status),
+                            actor=actor,
+                            data={"seq": seq, "name": new[seq].name, "kind": new[seq].kind},
+                        )
+                        for seq in seqs
+                        if seq in new
+                    ]
+                )
                 results = []
                 for index, report in enumerate(reports):
                     try:
-                        results.append((new[report["seq"]], True) if report["seq"] in new
-                                       else (self._apply_to_recorded(report, actor), False))
+                        results.append(
+                            (new[report["seq"]], True)
+                            if report["seq"] in new
+                            else (self._apply_to_recorded(report, actor), False)
+                        )
                     except (Conflict, Invalid) as exc:
                         exc.index = index  # which report of a batch was refused
                         raise
@@ -252,18 +290,29 @@ class Workflow(Stateful):
         """Record an effect reported again under a key another step holds: a duplicate-effect attempt
         the API refused (409), counted by workflows.metrics. Written after the refused transaction."""
         holder = self._key_holder(report.get("idempotency_key"))
-        Event.record(self, Event.Verb.EFFECT_DUPLICATE_REFUSED, actor=actor, data={
-            "seq": report["seq"], "name": str(report.get("name", ""))[:200],
-            "idempotency_key": report.get("idempotency_key"),
-            "recorded_seq": holder.seq if holder else None, "recorded_status": holder.status if holder else None})
+        Event.record(
+            self,
+            Event.Verb.EFFECT_DUPLICATE_REFUSED,
+            actor=actor,
+            data={
+                "seq": report["seq"],
+                "name": str(report.get("name", ""))[:200],
+                "idempotency_key": report.get("idempotency_key"),
+                "recorded_seq": holder.seq if holder else None,
+                "recorded_status": holder.status if holder else None,
+            },
+        )
 
     def _apply_to_recorded(self, report: Mapping[str, Any], actor: Agent, *, retry: bool = True) -> Step:
         step = self.steps.filter(seq=report["seq"]).first()
         if step is None:  # the insert met another step's idempotency key, not this seq
             key = report.get("idempotency_key")
             if key is None and report["kind"] == Step.Kind.EFFECT:
-                raise Invalid("An effect step needs an idempotency_key, so that it is never executed twice.",
-                              code="idempotency_key_required", field="idempotency_key")
+                raise Invalid(
+                    "An effect step needs an idempotency_key, so that it is never executed twice.",
+                    code="idempotency_key_required",
+                    field="idempotency_key",
+                )
             if holder := self._key_holder(key):
                 raise Step.key_taken(holder.seq)
             if not retry:
@@ -271,8 +320,12 @@ class Workflow(Stateful):
             # The conflicting row is gone again (its transaction rolled back): insert once more.
             if new := Step.insert_new(self, [report]):
                 step = new[report["seq"]]
-                Event.record(step, Event.Verb.step(step.status), actor=actor,
-                             data={"seq": step.seq, "name": step.name, "kind": step.kind})
+                Event.record(
+                    step,
+                    Event.Verb.step(step.status),
+                    actor=actor,
+                    data={"seq": step.seq, "name": step.name, "kind": step.kind},
+                )
                 return step
             return self._apply_to_recorded(report, actor, retry=False)
         return step.apply_report(report, actor=actor)
@@ -294,8 +347,9 @@ class Workflow(Stateful):
         except Conflict:
             return None
 
-    def resume_state(self, *, at_seq: int | None = None, agent_state: Any = None,
-                     plan: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def resume_state(
+        self, *, at_seq: int | None = None, agent_state: Any = None, plan: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         """The minimum that makes the next step safe, computed from the recorded steps.
 
         ``plan`` is what the agent says it will do if resumed (None: it did not say)."""
@@ -305,8 +359,9 @@ class Workflow(Stateful):
         verified = [s for s in steps if s.verified and s.status == Step.Status.COMMITTED]
         pending = next((s for s in steps if s.seq == at_seq and s.status != Step.Status.COMMITTED), None)
         if pending is None:
-            pending = next((s for s in reversed(steps)
-                            if s.status == Step.Status.PENDING and not s.is_unknown_effect), None)
+            pending = next(
+                (s for s in reversed(steps) if s.status == Step.Status.PENDING and not s.is_unknown_effect), None
+            )
         return {
             "committed": committed,
             "pending": pending.as_dict() if pending else None,
@@ -326,8 +381,9 @@ class MoneyTrail:
 
     def names_that_moved_money(self, names: Iterable[str]) -> set[str]:
         names = sorted(set(names))[:500]
-        moved = Step.objects.filter(kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED, carries_money=True,
-                                    name__in=names)  # the partial index step_moved_money
+        moved = Step.objects.filter(
+            kind=Step.Kind.EFFECT, status=Step.Status.COMMITTED, carries_money=True, name__in=names
+        )  # the partial index step_moved_money
         return set(moved.values_list("name", flat=True).distinct())
 
 
@@ -342,8 +398,9 @@ def stake(data: Any) -> tuple[str | None, str | None]:
     return (None if first.value is None else format(first.value, "f")), first.currency
 
 
-def fork_plan(steps: list[Step], *, edited_seq: int | None, edited_input: Any,
-              then: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def fork_plan(
+    steps: list[Step], *, edited_seq: int | None, edited_input: Any, then: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """The plan a fork opens with: the original's steps from the fork point on, as endpoint 4 answers a plan
     (amount and currency as the step's input declares them), the edited input in place of its step's, then
     the steps the original still planned (``then``, its last checkpoint's plan). Steps past what the original
@@ -355,8 +412,9 @@ def fork_plan(steps: list[Step], *, edited_seq: int | None, edited_input: Any,
         amount, currency = stake(data) if is_effect else (None, None)
         # An effect whose input carries an amount moves money even when its value cannot be read.
         moves = is_effect and money.carries_money(data)
-        plan.append({"name": step.name, "kind": step.kind, "amount": amount, "currency": currency,
-                     "moves_money": moves})
+        plan.append(
+            {"name": step.name, "kind": step.kind, "amount": amount, "currency": currency, "moves_money": moves}
+        )
     recorded = {step.name for step in steps}
     plan += [step for step in then or [] if isinstance(step, dict) and step.get("name") not in recorded]
     return plan
@@ -395,27 +453,40 @@ class Step(Stateful):
     external_ref = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
     # db_default too: bulk loaders (demo/volume.py's COPY) name only the columns they fill.
     attempts = models.PositiveIntegerField(default=1, db_default=1, help_text="1 + the retries of a failed effect.")
-    history = models.JSONField(default=list, db_default=models.Value([], models.JSONField()), blank=True,
-                               help_text="The earlier attempts of a retried effect, oldest first.")
+    history = models.JSONField(
+        default=list,
+        db_default=models.Value([], models.JSONField()),
+        blank=True,
+        help_text="The earlier attempts of a retried effect, oldest first.",
+    )
     # Set when the step is recorded (its input never changes after): the history that money.History reads,
     # kept as a column so "has this effect ever moved money" is an index lookup, not a scan of every input.
-    carries_money = models.BooleanField(default=False, db_default=False,
-                                        help_text="An effect whose input carries money (workflows.money).")
+    carries_money = models.BooleanField(
+        default=False, db_default=False, help_text="An effect whose input carries money (workflows.money)."
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["workflow", "seq"]
-        indexes = [models.Index(fields=["name"], condition=Q(kind="effect", status="committed", carries_money=True),
-                                name="step_moved_money")]
+        indexes = [
+            models.Index(
+                fields=["name"],
+                condition=Q(kind="effect", status="committed", carries_money=True),
+                name="step_moved_money",
+            )
+        ]
         constraints = [
             models.UniqueConstraint(fields=["workflow", "seq"], name="one_step_per_seq"),
-            models.UniqueConstraint(fields=["workflow", "idempotency_key"],
-                                    condition=Q(idempotency_key__isnull=False),
-                                    name="one_step_per_idempotency_key"),
+            models.UniqueConstraint(
+                fields=["workflow", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="one_step_per_idempotency_key",
+            ),
             models.CheckConstraint(condition=Q(seq__gte=1), name="step_seq_positive"),
-            models.CheckConstraint(condition=~Q(kind="effect") | Q(idempotency_key__isnull=False),
-                                   name="effect_has_idempotency_key"),
+            models.CheckConstraint(
+                condition=~Q(kind="effect") | Q(idempotency_key__isnull=False), name="effect_has_idempotency_key"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -429,8 +500,17 @@ class Step(Stateful):
         """Whether this step is an effect whose input carries money; every path that records a step calls it."""
         self.carries_money = self.kind == self.Kind.EFFECT and money.carries_money(self.input)
 
-    RECORDED_FIELDS = ("name", "kind", "status", "input", "output", "verified", "promise",
-                       "idempotency_key", "external_ref")
+    RECORDED_FIELDS = (
+        "name",
+        "kind",
+        "status",
+        "input",
+        "output",
+        "verified",
+        "promise",
+        "idempotency_key",
+        "external_ref",
+    )
     # What a step is: a report may not change these once recorded (report a new seq instead).
     IDENTITY_FIELDS = ("name", "kind", "input", "idempotency_key")
     # What moving a pending step on to committed or failed may set.
@@ -459,14 +539,27 @@ class Step(Stateful):
         retried it first. Only effects: any other step is simply reported again under a new seq.
         """
         if not self.is_retryable:
-            raise IllegalTransition(f"Step {self.seq} is a {self.status} {self.kind}; only a failed effect "
-                                    "is retried under its key.")
-        earlier = {"attempt": self.attempts, "status": self.status, "output": self.output,
-                   "external_ref": self.external_ref, "at": self.updated_at.isoformat()}
-        return self.move(self.Status.PENDING, actor=actor, verb=Event.Verb.STEP_RETRIED,
-                         data={"seq": self.seq, "name": self.name, "attempt": self.attempts + 1},
-                         attempts=models.F("attempts") + 1, history=[*self.history, earlier],
-                         output=None, external_ref=None, updated_at=timezone.now())
+            raise IllegalTransition(
+                f"Step {self.seq} is a {self.status} {self.kind}; only a failed effect is retried under its key."
+            )
+        earlier = {
+            "attempt": self.attempts,
+            "status": self.status,
+            "output": self.output,
+            "external_ref": self.external_ref,
+            "at": self.updated_at.isoformat(),
+        }
+        return self.move(
+            self.Status.PENDING,
+            actor=actor,
+            verb=Event.Verb.STEP_RETRIED,
+            data={"seq": self.seq, "name": self.name, "attempt": self.attempts + 1},
+            attempts=models.F("attempts") + 1,
+            history=[*self.history, earlier],
+            output=None,
+            external_ref=None,
+            updated_at=timezone.now(),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {"seq": self.seq, **{f: getattr(self, f) for f in self.RECORDED_FIELDS}}
@@ -497,15 +590,18 @@ class Step(Stateful):
         insert, params = cls._insert_sql(steps, returning="seq, id, status, name, kind")
         now = timezone.now()
         event = Event._meta
-        sql = (f"WITH touched AS (UPDATE {Workflow._meta.db_table} SET last_activity_at = %s WHERE id = %s), "  # noqa: S608 - names are ours
-               f"new AS ({insert}), "
-               f"logged AS (INSERT INTO {event.db_table} (at, actor_type, actor_agent_id, actor_name, subject, verb, "
-               f"workflow_id, data) SELECT %s, %s, %s, %s, 'step:' || new.id, 'step_' || new.status, %s, "
-               f"jsonb_build_object('seq', new.seq, 'name', new.name, 'kind', new.kind) FROM new) "
-               f"SELECT seq, id FROM new")
+        sql = (
+            f"WITH touched AS (UPDATE {Workflow._meta.db_table} SET last_activity_at = %s WHERE id = %s), "  # noqa: S608 - names are ours
+            f"new AS ({insert}), "
+            f"logged AS (INSERT INTO {event.db_table} (at, actor_type, actor_agent_id, actor_name, subject, verb, "
+            f"workflow_id, data) SELECT %s, %s, %s, %s, 'step:' || new.id, 'step_' || new.status, %s, "
+            f"jsonb_build_object('seq', new.seq, 'name', new.name, 'kind', new.kind) FROM new) "
+            f"SELECT seq, id FROM new"
+        )
         with connection.cursor() as cursor:
-            cursor.execute(sql, [now, workflow.pk, *params, now, Event.ActorType.AGENT, actor.pk, actor.name,
-                                 workflow.pk])
+            cursor.execute(
+                sql, [now, workflow.pk, *params, now, Event.ActorType.AGENT, actor.pk, actor.name, workflow.pk]
+            )
             new = cls._inserted(steps, dict(cursor.fetchall()))
         workflow.last_activity_at = now
         return new.get(report["seq"])
@@ -514,8 +610,11 @@ class Step(Stateful):
     def _insertable(cls, workflow: Workflow, reports: list[Mapping[str, Any]]) -> list[Step]:
         now = timezone.now()
         # An effect without its key can only be a later report of a recorded step (kept when null).
-        steps = [cls(workflow=workflow, created_at=now, updated_at=now, **report) for report in reports
-                 if report["kind"] != cls.Kind.EFFECT or report.get("idempotency_key") is not None]
+        steps = [
+            cls(workflow=workflow, created_at=now, updated_at=now, **report)
+            for report in reports
+            if report["kind"] != cls.Kind.EFFECT or report.get("idempotency_key") is not None
+        ]
         for step in steps:
             step.note_money()
         return steps
@@ -525,8 +624,10 @@ class Step(Stateful):
         fields = [f for f in cls._meta.concrete_fields if not f.primary_key]  # defaults from the instances
         row = f"({', '.join(['%s'] * len(fields))})"
         columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)  # ours, values are parameters
-        sql = (f"INSERT INTO {cls._meta.db_table} ({columns}) "  # noqa: S608
-               f"VALUES {', '.join([row] * len(steps))} ON CONFLICT DO NOTHING RETURNING {returning}")
+        sql = (
+            f"INSERT INTO {cls._meta.db_table} ({columns}) "  # noqa: S608
+            f"VALUES {', '.join([row] * len(steps))} ON CONFLICT DO NOTHING RETURNING {returning}"
+        )
         return sql, [f.get_db_prep_save(getattr(step, f.attname), connection) for step in steps for f in fields]
 
     @staticmethod
@@ -540,8 +641,11 @@ class Step(Stateful):
 
     @staticmethod
     def key_taken(seq: int) -> Conflict:
-        return Conflict(f"Step {seq} of this workflow already uses this idempotency_key; "
-                        "an effect is recorded once.", code="idempotency_key_taken", field="idempotency_key")
+        return Conflict(
+            f"Step {seq} of this workflow already uses this idempotency_key; an effect is recorded once.",
+            code="idempotency_key_taken",
+            field="idempotency_key",
+        )
 
     def as_reported(self, report: Mapping[str, Any]) -> dict[str, Any]:
         """The step as this report would leave it."""
@@ -556,20 +660,34 @@ class Step(Stateful):
             return self
         retrying = self.is_retryable and wanted["status"] == self.Status.PENDING
         if self.status != self.Status.PENDING and not retrying:
-            raise Conflict(f"Step {self.seq} is already {self.status}; a recorded step cannot change "
-                           "(resend it unchanged or report a new seq).", code="step_conflict")
+            raise Conflict(
+                f"Step {self.seq} is already {self.status}; a recorded step cannot change "
+                "(resend it unchanged or report a new seq).",
+                code="step_conflict",
+            )
         if changed := [f for f in self.IDENTITY_FIELDS if canonical(wanted[f]) != canonical(recorded[f])]:
-            raise Conflict(f"Step {self.seq} was recorded with a different {', '.join(changed)}; "
-                           "report a new seq instead.", code="step_conflict", field=changed[0])
+            raise Conflict(
+                f"Step {self.seq} was recorded with a different {', '.join(changed)}; report a new seq instead.",
+                code="step_conflict",
+                field=changed[0],
+            )
         if retrying:  # failed -> pending: a new attempt of the same effect under the same key
             won = self.retry(actor=actor)
             return self if won else self.apply_report(report, actor=actor)
         if wanted["status"] not in self.TRANSITIONS[self.Status.PENDING]:
-            raise Conflict(f"Step {self.seq} is pending; it can only move to committed or failed.",
-                           code="step_conflict", field="status")
+            raise Conflict(
+                f"Step {self.seq} is pending; it can only move to committed or failed.",
+                code="step_conflict",
+                field="status",
+            )
         # The one place status changes happen: a compare-and-set that writes the step's Event.
-        won = self.move(wanted["status"], actor=actor, verb=Event.Verb.step(wanted["status"]),
-                        data={"seq": self.seq, "name": self.name}, updated_at=timezone.now(),
-                        **{f: wanted[f] for f in self.SET_ON_TRANSITION if f != "status"})
+        won = self.move(
+            wanted["status"],
+            actor=actor,
+            verb=Event.Verb.step(wanted["status"]),
+            data={"seq": self.seq, "name": self.name},
+            updated_at=timezone.now(),
+            **{f: wanted[f] for f in self.SET_ON_TRANSITION if f != "status"},
+        )
         # Lost a race with another report of this step: judge this one against what won.
         return self if won else self.apply_report(report, actor=actor)

@@ -92,19 +92,36 @@ def checkpoint_message(checkpoint: Checkpoint) -> dict[str, Any]:
     title = f"{checkpoint.get_reason_display()}: {workflow.kind} {workflow.external_id}"
     breached = " (breached)" if checkpoint.is_breached else ""
     money = ", ".join(checkpoint.money_at_stake) or "none"
-    fields = [f"*Agent*\n{esc(workflow.agent.name)}", f"*Ticket*\n{esc(workflow.external_id)}",
-              f"*Due*\n{checkpoint.due_at:%Y-%m-%d %H:%M} UTC{breached}", f"*Money at stake*\n{esc(money)}"]
+    fields = [
+        f"*Agent*\n{esc(workflow.agent.name)}",
+        f"*Ticket*\n{esc(workflow.external_id)}",
+        f"*Due*\n{checkpoint.due_at:%Y-%m-%d %H:%M} UTC{breached}",
+        f"*Money at stake*\n{esc(money)}",
+    ]
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _clip(title, 150)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"*{status_line(checkpoint)}*")}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(
-            f"*Resume state:* {esc(resume_line(checkpoint))}\n*Reason:* {esc(checkpoint.detail or checkpoint.reason)}")}},
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": _clip(
+                    f"*Resume state:* {esc(resume_line(checkpoint))}\n"
+                    f"*Reason:* {esc(checkpoint.detail or checkpoint.reason)}"
+                ),
+            },
+        },
         {"type": "section", "fields": [{"type": "mrkdwn", "text": _clip(f, 1900)} for f in fields]},
     ]
     if checkpoint.is_open:
         blocks.append({"type": "actions", "block_id": "checkpoint", "elements": _buttons(checkpoint)})
     else:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"<{console_url(checkpoint)}|Open in console>"}]})
+        blocks.append(
+            {
+                "type": "context",
+                "elements": [{"type": "mrkdwn", "text": f"<{console_url(checkpoint)}|Open in console>"}],
+            }
+        )
     return {"text": _clip(f"{title}: {status_line(checkpoint)}", 1000), "blocks": blocks}
 
 
@@ -114,16 +131,29 @@ def _buttons(checkpoint: Checkpoint) -> list[dict[str, Any]]:
     buttons = []
     if checkpoint.is_unclaimed:
         buttons.append(_button("Claim", CLAIM, value, style="primary"))
-    buttons += [_button(Action(a).label, a, value, style="danger" if a == Action.ABORT else None)
-                for a in DECISION_BUTTONS if runbook is None or runbook.allows(a)]
-    buttons.append({"type": "button", "action_id": OPEN, "text": {"type": "plain_text", "text": "Open in console"},
-                    "url": console_url(checkpoint)})
+    buttons += [
+        _button(Action(a).label, a, value, style="danger" if a == Action.ABORT else None)
+        for a in DECISION_BUTTONS
+        if runbook is None or runbook.allows(a)
+    ]
+    buttons.append(
+        {
+            "type": "button",
+            "action_id": OPEN,
+            "text": {"type": "plain_text", "text": "Open in console"},
+            "url": console_url(checkpoint),
+        }
+    )
     return buttons
 
 
 def _button(label: str, action_id: str, value: str, *, style: str | None = None) -> dict[str, Any]:
-    button: dict[str, Any] = {"type": "button", "action_id": action_id, "value": value,
-                              "text": {"type": "plain_text", "text": label}}
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": action_id,
+        "value": value,
+        "text": {"type": "plain_text", "text": label},
+    }
     if style:
         button["style"] = style
     return button
@@ -150,9 +180,16 @@ def proposal_message(decision: Decision) -> dict[str, Any]:
         lines.append(f"Approved by {approver}.")
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": _clip("\n".join(lines))}}]
     if decision.awaits_approval:
-        blocks.append({"type": "actions", "block_id": "proposal", "elements": [
-            _button("Approve", APPROVE, str(decision.pk), style="primary"),
-            _button("Reject", REJECT, str(decision.pk), style="danger")]})
+        blocks.append(
+            {
+                "type": "actions",
+                "block_id": "proposal",
+                "elements": [
+                    _button("Approve", APPROVE, str(decision.pk), style="primary"),
+                    _button("Reject", REJECT, str(decision.pk), style="danger"),
+                ],
+            }
+        )
     return {"text": _clip(lines[0].strip("*") + " — " + lines[-1], 1000), "blocks": blocks}
 
 
@@ -169,40 +206,80 @@ def decision_modal(checkpoint: Checkpoint, action: str) -> dict[str, Any]:
     """The modal a decision button opens: instructions, each unknown effect's confirmation, the money."""
     label = Action(action).label
     blocks: list[dict[str, Any]] = [
-        {"type": "section", "text": {"type": "mrkdwn", "text": _clip(
-            f"*{label}* {esc(checkpoint.workflow.kind)} {esc(checkpoint.workflow.external_id)}\n"
-            f"{esc(resume_line(checkpoint))}")}},
-        _input("instructions", "Instructions for the agent" if action != Action.ABORT else "Why abort",
-               multiline=True, optional=True)]
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": _clip(
+                    f"*{label}* {esc(checkpoint.workflow.kind)} {esc(checkpoint.workflow.external_id)}\n"
+                    f"{esc(resume_line(checkpoint))}"
+                ),
+            },
+        },
+        _input(
+            "instructions",
+            "Instructions for the agent" if action != Action.ABORT else "Why abort",
+            multiline=True,
+            optional=True,
+        ),
+    ]
     if action in RESUMING_ACTIONS:
         for i, effect in enumerate(checkpoint.unknown_effects):
             name = _clip(f"Did {effect.get('name')} happen? ({effect.get('idempotency_key')})", 150)
-            blocks.append({"type": "input", "block_id": f"confirm:{i}", "label": {"type": "plain_text", "text": name},
-                           "element": {"type": "static_select", "action_id": "value", "options": [
-                               _option("It happened", "happened"), _option("It did not happen", "did_not_happen")]}})
+            blocks.append(
+                {
+                    "type": "input",
+                    "block_id": f"confirm:{i}",
+                    "label": {"type": "plain_text", "text": name},
+                    "element": {
+                        "type": "static_select",
+                        "action_id": "value",
+                        "options": [_option("It happened", "happened"), _option("It did not happen", "did_not_happen")],
+                    },
+                }
+            )
             blocks.append(_input(f"ref:{i}", "The external reference you saw (if it happened)", optional=True))
         if checkpoint.touches_money():
             reasons = "; ".join(checkpoint.money_reasons())
-            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(
-                f"*This decision touches money:* {esc(reasons)}")}})
+            blocks.append(
+                {
+                    "type": "section",
+                    "text": {"type": "mrkdwn", "text": _clip(f"*This decision touches money:* {esc(reasons)}")},
+                }
+            )
             blocks.append(_input("money", _clip(f"Type “{money_phrase(checkpoint)}” to confirm", 150)))
     if action == Action.HANDOFF:
         people = [_option(u.get_username(), u.get_username()) for u in operators()[:100]]
         if people:
-            blocks.append({"type": "input", "block_id": "new_owner", "optional": True,
-                           "label": {"type": "plain_text", "text": "New owner"},
-                           "element": {"type": "static_select", "action_id": "value", "options": people}})
+            blocks.append(
+                {
+                    "type": "input",
+                    "block_id": "new_owner",
+                    "optional": True,
+                    "label": {"type": "plain_text", "text": "New owner"},
+                    "element": {"type": "static_select", "action_id": "value", "options": people},
+                }
+            )
         blocks.append(_input("handoff_to", "Or the human process that takes it over", optional=True))
-    return {"type": "modal", "callback_id": MODAL,
-            "private_metadata": json.dumps({"checkpoint": checkpoint.pk, "action": action, "stamp": stamp(checkpoint)}),
-            "title": {"type": "plain_text", "text": _clip(label, 24)},
-            "submit": {"type": "plain_text", "text": _clip(label, 24)},
-            "close": {"type": "plain_text", "text": "Cancel"}, "blocks": blocks}
+    return {
+        "type": "modal",
+        "callback_id": MODAL,
+        "private_metadata": json.dumps({"checkpoint": checkpoint.pk, "action": action, "stamp": stamp(checkpoint)}),
+        "title": {"type": "plain_text", "text": _clip(label, 24)},
+        "submit": {"type": "plain_text", "text": _clip(label, 24)},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": blocks,
+    }
 
 
 def _input(block_id: str, label: str, *, multiline: bool = False, optional: bool = False) -> dict[str, Any]:
-    return {"type": "input", "block_id": block_id, "optional": optional, "label": {"type": "plain_text", "text": label},
-            "element": {"type": "plain_text_input", "action_id": "value", "multiline": multiline}}
+    return {
+        "type": "input",
+        "block_id": block_id,
+        "optional": optional,
+        "label": {"type": "plain_text", "text": label},
+        "element": {"type": "plain_text_input", "action_id": "value", "multiline": multiline},
+    }
 
 
 def _option(text: str, value: str) -> dict[str, Any]:

@@ -45,6 +45,7 @@ def handle(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
 
 # --- who is pressing ---------------------------------------------------------------
 
+
 def link_url(workspace: SlackWorkspace, slack_user_id: str) -> str:
     """A one-time link the person opens while signed in to the console to say "this Slack user is me"."""
     token = signing.dumps({"w": workspace.pk, "u": slack_user_id, "n": secrets.token_urlsafe(16)}, salt=LINK_SALT)
@@ -67,14 +68,19 @@ def _slack_user(payload: dict[str, Any]) -> str:
 def person(workspace: SlackWorkspace, slack_user_id: str) -> tuple[Any, str]:
     """(the console user who may act, "") or (None, why not, in words for Slack). A Slack user nobody linked
     yet is linked by the address Slack verified, when that names one console user (``people``)."""
-    link = (SlackLink.objects.select_related("user").filter(workspace=workspace, slack_user_id=slack_user_id).first()
-            or people.link_by_verified_email(workspace, slack_user_id))
+    link = SlackLink.objects.select_related("user").filter(
+        workspace=workspace, slack_user_id=slack_user_id
+    ).first() or people.link_by_verified_email(workspace, slack_user_id)
     if link is None:
-        return None, ("Your Slack account is not linked to a console account, so nothing was done. "
-                      f"<{link_url(workspace, slack_user_id)}|Link it> while signed in to the console, then try again.")
+        return None, (
+            "Your Slack account is not linked to a console account, so nothing was done. "
+            f"<{link_url(workspace, slack_user_id)}|Link it> while signed in to the console, then try again."
+        )
     if not can_act(link.user):
-        return None, ("Your console role is read-only (or your account is inactive): only operators and admins "
-                      "can claim or decide checkpoints. Nothing was done.")
+        return None, (
+            "Your console role is read-only (or your account is inactive): only operators and admins "
+            "can claim or decide checkpoints. Nothing was done."
+        )
     return link.user, ""
 
 
@@ -82,13 +88,15 @@ def _tell(workspace: SlackWorkspace, payload: dict[str, Any], text: str) -> None
     """An ephemeral reply only the presser sees; a Slack failure here is logged, never raised."""
     channel = _dict(payload.get("channel"))
     try:
-        web.call(workspace, "chat.postEphemeral", channel=str(channel.get("id") or ""),
-                 user=_slack_user(payload), text=text)
+        web.call(
+            workspace, "chat.postEphemeral", channel=str(channel.get("id") or ""), user=_slack_user(payload), text=text
+        )
     except web.SlackUnavailable as exc:
         log.warning("could not tell a Slack user %r: %s", text[:100], exc)
 
 
 # --- buttons -----------------------------------------------------------------------
+
 
 def _pressed(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
     actions = payload.get("actions")
@@ -118,8 +126,12 @@ def _pressed(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
             _tell(workspace, payload, f"Nothing was done: {Decider(checkpoint).conflict_message()}")
             return None
         try:
-            web.call(workspace, "views.open", trigger_id=str(payload.get("trigger_id") or ""),
-                     view=blocks.decision_modal(checkpoint, action_id))
+            web.call(
+                workspace,
+                "views.open",
+                trigger_id=str(payload.get("trigger_id") or ""),
+                view=blocks.decision_modal(checkpoint, action_id),
+            )
         except web.SlackUnavailable as exc:
             _tell(workspace, payload, f"Slack did not open the decision form ({exc}); decide in the console.")
     return None
@@ -130,14 +142,19 @@ def _checkpoint(workspace: SlackWorkspace, value: str) -> tuple[Checkpoint | Non
     pk, _, seen = value.partition(":")
     if not pk.isdigit():
         return None, ""
-    checkpoint = (Checkpoint.objects.for_workbench().filter(pk=int(pk), slack_messages__workspace=workspace)
-                  .distinct().first())
+    checkpoint = (
+        Checkpoint.objects.for_workbench().filter(pk=int(pk), slack_messages__workspace=workspace).distinct().first()
+    )
     return checkpoint, seen
 
 
 def _stale(workspace: SlackWorkspace, payload: dict[str, Any], checkpoint: Checkpoint) -> None:
     """Fail closed: do nothing, say what happened instead, and bring the message up to date."""
-    _tell(workspace, payload, f"This message was out of date, so nothing was done. {Decider(checkpoint).conflict_message()}")
+    _tell(
+        workspace,
+        payload,
+        f"This message was out of date, so nothing was done. {Decider(checkpoint).conflict_message()}",
+    )
     refresh(checkpoint)
 
 
@@ -147,22 +164,28 @@ def refresh(checkpoint: Checkpoint) -> None:
         outbox.hand_to_broker(pk)
 
 
-def _answer_proposal(workspace: SlackWorkspace, payload: dict[str, Any], user: Any, action_id: str,
-                     value: str) -> None:
-    decision = (Decision.objects.select_related("checkpoint", "decided_by")
-                .filter(pk=int(value) if value.isdigit() else 0, slack_messages__workspace=workspace).first())
+def _answer_proposal(workspace: SlackWorkspace, payload: dict[str, Any], user: Any, action_id: str, value: str) -> None:
+    decision = (
+        Decision.objects.select_related("checkpoint", "decided_by")
+        .filter(pk=int(value) if value.isdigit() else 0, slack_messages__workspace=workspace)
+        .first()
+    )
     if decision is None:
         _tell(workspace, payload, "This proposal is not one this workspace shows. Nothing was done.")
         return
     with acting_via(Via.SLACK):
-        done = (decision.approve(by=user) if action_id == blocks.APPROVE
-                else decision.reject(by=user, note="Rejected in Slack."))
+        done = (
+            decision.approve(by=user)
+            if action_id == blocks.APPROVE
+            else decision.reject(by=user, note="Rejected in Slack.")
+        )
     if not done:
         _tell(workspace, payload, f"Nothing was done: {decision.refusal(by=user)}")
         refresh(decision.checkpoint)
 
 
 # --- the decision modal ------------------------------------------------------------
+
 
 def _submitted(workspace: SlackWorkspace, payload: dict[str, Any], view: dict[str, Any]) -> Answer:
     try:
@@ -194,9 +217,14 @@ def _submitted(workspace: SlackWorkspace, payload: dict[str, Any], view: dict[st
     with acting_via(Via.SLACK):
         try:
             decision = Decider(checkpoint).draft(
-                action=action, instructions=form.get("instructions"), confirmations=confirmations,
-                confirmation_refs=refs, new_owner=new_owner, handoff_to=form.get("handoff_to"),
-                money_confirmed=money_confirmed)
+                action=action,
+                instructions=form.get("instructions"),
+                confirmations=confirmations,
+                confirmation_refs=refs,
+                new_owner=new_owner,
+                handoff_to=form.get("handoff_to"),
+                money_confirmed=money_confirmed,
+            )
             Decider(checkpoint).record(decision, by=user)
         except (ValueError, Conflict) as exc:
             return _errors("instructions", str(exc))

@@ -73,7 +73,8 @@ def send(message_id: int) -> str:
     if version is None:
         return "skipped"  # caught up, or another worker holds it
     checkpoint = Checkpoint.objects.select_related("workflow__agent", "assignee", "runbook_version").get(
-        pk=message.checkpoint_id)
+        pk=message.checkpoint_id
+    )
     thread_ts = ""
     if message.decision_id is not None:
         parent = SlackMessage.objects.filter(checkpoint=checkpoint, decision__isnull=True).first()
@@ -81,7 +82,9 @@ def send(message_id: int) -> str:
             message.record_failure("Waiting for the checkpoint's own message to be posted.")
             return "waiting"
         thread_ts = parent.ts
-        decision = Decision.objects.select_related("decided_by", "approved_by", "checkpoint").get(pk=message.decision_id)
+        decision = Decision.objects.select_related("decided_by", "approved_by", "checkpoint").get(
+            pk=message.decision_id
+        )
         content = blocks.proposal_message(decision)
     else:
         content = blocks.checkpoint_message(checkpoint)

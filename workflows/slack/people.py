@@ -50,18 +50,34 @@ def link_by_verified_email(workspace: SlackWorkspace, slack_user_id: str) -> Sla
         return None
     matches: list[Any] = list(get_user_model().objects.filter(is_active=True, email__iexact=email)[:2])
     if len(matches) != 1:
-        log.info("Slack user %s: %d active console users have their verified address; not linked",
-                 slack_user_id, len(matches))
+        log.info(
+            "Slack user %s: %d active console users have their verified address; not linked",
+            slack_user_id,
+            len(matches),
+        )
         return None
     [user] = matches
     try:
         with transaction.atomic():
-            link = SlackLink.objects.create(workspace=workspace, slack_user_id=slack_user_id, user=user,
-                                            how=SlackLink.How.VERIFIED_EMAIL, email=email,
-                                            nonce=f"email-{secrets.token_urlsafe(24)}")
-            Event.record(None, Event.Verb.SLACK_LINKED, actor=user, data={
-                "workspace": workspace.team_id, "slack_user": slack_user_id, "how": SlackLink.How.VERIFIED_EMAIL.value,
-                "email": email})
+            link = SlackLink.objects.create(
+                workspace=workspace,
+                slack_user_id=slack_user_id,
+                user=user,
+                how=SlackLink.How.VERIFIED_EMAIL,
+                email=email,
+                nonce=f"email-{secrets.token_urlsafe(24)}",
+            )
+            Event.record(
+                None,
+                Event.Verb.SLACK_LINKED,
+                actor=user,
+                data={
+                    "workspace": workspace.team_id,
+                    "slack_user": slack_user_id,
+                    "how": SlackLink.How.VERIFIED_EMAIL.value,
+                    "email": email,
+                },
+            )
     except IntegrityError:  # linked meanwhile (a second press racing this one): that link stands
         return SlackLink.objects.filter(workspace=workspace, slack_user_id=slack_user_id).first()
     return link

@@ -23,8 +23,9 @@ class SlackUnavailable(Exception):
 
 
 def client(workspace: SlackWorkspace) -> WebClient:
-    return WebClient(token=workspace.bot_token, base_url=settings.SLACK_API_URL,
-                     timeout=int(max(1, settings.SLACK_TIMEOUT_SECONDS)))
+    return WebClient(
+        token=workspace.bot_token, base_url=settings.SLACK_API_URL, timeout=int(max(1, settings.SLACK_TIMEOUT_SECONDS))
+    )
 
 
 def call(workspace: SlackWorkspace, method: str, **arguments: Any) -> dict[str, Any]:
@@ -51,8 +52,9 @@ def _api_call(workspace: SlackWorkspace, method: str, **request: Any) -> dict[st
             except ValueError:
                 retry_after = None
         error = exc.response.get("error") if isinstance(exc.response.data, dict) else None
-        raise SlackUnavailable(f"Slack answered {method} with {status}: {error or 'an error'}",
-                               retry_after=retry_after) from exc
+        raise SlackUnavailable(
+            f"Slack answered {method} with {status}: {error or 'an error'}", retry_after=retry_after
+        ) from exc
     except (SlackClientError, OSError) as exc:
         raise SlackUnavailable(f"Slack could not be reached for {method}: {type(exc).__name__}: {exc}") from exc
     data = response.data

@@ -53,8 +53,7 @@ class FakeConsole:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.httpd.daemon_threads = True
         self.httpd.console = self  # type: ignore[attr-defined]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -75,18 +74,34 @@ class FakeConsole:
     def cut_next(self) -> None:
         self.faults.append(Fault(cut=True))
 
-    def decide(self, checkpoint_id: str, action: str = "resume", *, instructions: str = "",
-               confirmations: dict[str, str] | None = None, new_owner: str | None = None) -> dict[str, Any]:
+    def decide(
+        self,
+        checkpoint_id: str,
+        action: str = "resume",
+        *,
+        instructions: str = "",
+        confirmations: dict[str, str] | None = None,
+        new_owner: str | None = None,
+    ) -> dict[str, Any]:
         with self.lock:
             checkpoint = self.checkpoints[checkpoint_id]
             checkpoint["status"] = "resolved"
             checkpoint["decision"] = {
-                "action": action, "instructions": instructions, "confirmations": confirmations or {},
-                "new_owner": new_owner, "decided_by": "alice", "decided_at": "2026-01-01T00:00:00Z",
-                "state": "succeeded"}
+                "action": action,
+                "instructions": instructions,
+                "confirmations": confirmations or {},
+                "new_owner": new_owner,
+                "decided_by": "alice",
+                "decided_at": "2026-01-01T00:00:00Z",
+                "state": "succeeded",
+            }
             workflow = self.workflows[checkpoint["workflow_id"]]
-            workflow["status"] = {"resume": "running", "retry_step": "running", "abort": "aborted",
-                                  "handoff": "handed_off"}[action]
+            workflow["status"] = {
+                "resume": "running",
+                "retry_step": "running",
+                "abort": "aborted",
+                "handoff": "handed_off",
+            }[action]
             return checkpoint
 
     def steps(self, workflow_id: str) -> list[dict[str, Any]]:
@@ -107,11 +122,17 @@ class FakeConsole:
 
     def routes(self, method: str) -> list[tuple[str, Any]]:
         if method == "GET":
-            return [(r"/api/v1/workflows/(\w+)", self.get_workflow), (r"/api/v1/checkpoints/(\w+)", self.get_checkpoint)]
-        return [(r"/api/v1/workflows", self.create_workflow), (r"/api/v1/workflows/(\w+)/steps", self.report_step),
-                (r"/api/v1/workflows/(\w+)/steps/batch", self.report_steps),
-                (r"/api/v1/workflows/(\w+)/checkpoints", self.open_checkpoint),
-                (r"/api/v1/workflows/(\w+)/finish", self.finish)]
+            return [
+                (r"/api/v1/workflows/(\w+)", self.get_workflow),
+                (r"/api/v1/checkpoints/(\w+)", self.get_checkpoint),
+            ]
+        return [
+            (r"/api/v1/workflows", self.create_workflow),
+            (r"/api/v1/workflows/(\w+)/steps", self.report_step),
+            (r"/api/v1/workflows/(\w+)/steps/batch", self.report_steps),
+            (r"/api/v1/workflows/(\w+)/checkpoints", self.open_checkpoint),
+            (r"/api/v1/workflows/(\w+)/finish", self.finish),
+        ]
 
     def own(self, workflow_id: str) -> dict[str, Any]:
         if workflow_id not in self.workflows:
@@ -120,8 +141,11 @@ class FakeConsole:
 
     def shaped(self, workflow: dict[str, Any]) -> dict[str, Any]:
         checkpoints = [self.checkpoints[c] for c in workflow["checkpoint_ids"]]
-        return {**{k: v for k, v in workflow.items() if k not in ("steps", "checkpoint_ids")},
-                "steps": self.steps(workflow["id"]), "checkpoints": checkpoints}
+        return {
+            **{k: v for k, v in workflow.items() if k not in ("steps", "checkpoint_ids")},
+            "steps": self.steps(workflow["id"]),
+            "checkpoints": checkpoints,
+        }
 
     def create_workflow(self, body: Any) -> tuple[int, Any]:
         for workflow in self.workflows.values():
@@ -129,9 +153,16 @@ class FakeConsole:
                 return 200, self.shaped(workflow)
         workflow_id = str(next(self.ids))
         self.workflows[workflow_id] = {
-            "id": workflow_id, "external_id": body["external_id"], "kind": body["kind"], "title": body["title"],
-            "owner": body.get("owner") or "olivia", "context": body.get("context") or {}, "status": "running",
-            "steps": {}, "checkpoint_ids": []}
+            "id": workflow_id,
+            "external_id": body["external_id"],
+            "kind": body["kind"],
+            "title": body["title"],
+            "owner": body.get("owner") or "olivia",
+            "context": body.get("context") or {},
+            "status": "running",
+            "steps": {},
+            "checkpoint_ids": [],
+        }
         return 201, self.shaped(self.workflows[workflow_id])
 
     def get_workflow(self, body: Any, workflow_id: str) -> tuple[int, Any]:
@@ -174,14 +205,28 @@ class FakeConsole:
     def record(self, workflow: dict[str, Any], body: Any) -> tuple[int, Any]:
         if workflow["status"] in ("completed", "failed", "aborted", "handed_off"):
             raise Refusal(409, "workflow_finished", "The workflow takes no more steps.")
-        step = {"seq": body["seq"], "name": body["name"], "kind": body["kind"], "status": body["status"],
-                "input": body.get("input"), "output": body.get("output"), "verified": body.get("verified", False),
-                "promise": body.get("promise"), "idempotency_key": body.get("idempotency_key"),
-                "external_ref": body.get("external_ref")}
+        step = {
+            "seq": body["seq"],
+            "name": body["name"],
+            "kind": body["kind"],
+            "status": body["status"],
+            "input": body.get("input"),
+            "output": body.get("output"),
+            "verified": body.get("verified", False),
+            "promise": body.get("promise"),
+            "idempotency_key": body.get("idempotency_key"),
+            "external_ref": body.get("external_ref"),
+        }
         if step["kind"] == "effect" and not step["idempotency_key"]:
             raise Refusal(422, "idempotency_key_required", "An effect needs an idempotency_key.", "idempotency_key")
-        holder = next((s for s in workflow["steps"].values()
-                       if step["idempotency_key"] and s["idempotency_key"] == step["idempotency_key"]), None)
+        holder = next(
+            (
+                s
+                for s in workflow["steps"].values()
+                if step["idempotency_key"] and s["idempotency_key"] == step["idempotency_key"]
+            ),
+            None,
+        )
         if holder is not None and holder["seq"] != step["seq"]:
             raise Refusal(409, "idempotency_key_taken", "Another step holds that key.", "idempotency_key")
         existing = workflow["steps"].get(step["seq"])
@@ -190,8 +235,11 @@ class FakeConsole:
             return 201, step
         if existing == step:
             return 200, existing
-        if existing["status"] != "pending" or step["status"] == "pending" or any(
-                existing[k] != step[k] for k in ("name", "kind", "input", "idempotency_key")):
+        if (
+            existing["status"] != "pending"
+            or step["status"] == "pending"
+            or any(existing[k] != step[k] for k in ("name", "kind", "input", "idempotency_key"))
+        ):
             raise Refusal(409, "step_conflict", f"Step {step['seq']} is already {existing['status']}.")
         existing.update(step)
         return 200, existing
@@ -206,19 +254,31 @@ class FakeConsole:
         verified = [s["output"] for s in steps if s["verified"]]
         checkpoint_id = str(next(self.ids))
         checkpoint = {
-            "id": checkpoint_id, "workflow_id": workflow_id, "status": "open", "reason": body["reason"],
-            "detail": body.get("detail", ""), "at_seq": body.get("at_seq"), "assignee": None,
-            "due_at": "2026-01-01T01:00:00Z", "warn_at": "2026-01-01T00:45:00Z", "breached": False,
-            "runbook": None, "decision": None,
+            "id": checkpoint_id,
+            "workflow_id": workflow_id,
+            "status": "open",
+            "reason": body["reason"],
+            "detail": body.get("detail", ""),
+            "at_seq": body.get("at_seq"),
+            "assignee": None,
+            "due_at": "2026-01-01T01:00:00Z",
+            "warn_at": "2026-01-01T00:45:00Z",
+            "breached": False,
+            "runbook": None,
+            "decision": None,
             "resume_state": {
                 "committed": [s for s in steps if s["kind"] == "effect" and s["status"] == "committed"],
-                "pending": next((s for s in steps if s["seq"] == body.get("at_seq") and s["status"] != "committed"),
-                                next((s for s in reversed(steps) if s["status"] == "pending" and s["kind"] != "effect"),
-                                     None)),
+                "pending": next(
+                    (s for s in steps if s["seq"] == body.get("at_seq") and s["status"] != "committed"),
+                    next((s for s in reversed(steps) if s["status"] == "pending" and s["kind"] != "effect"), None),
+                ),
                 "last_verified_output": verified[-1] if verified else None,
                 "promises": [s["promise"] for s in steps if s["promise"]],
                 "unknown_effects": [s for s in steps if s["kind"] == "effect" and s["status"] == "pending"],
-                "state": body.get("state") or {}, "plan": body.get("plan")}}
+                "state": body.get("state") or {},
+                "plan": body.get("plan"),
+            },
+        }
         self.checkpoints[checkpoint_id] = checkpoint
         workflow["checkpoint_ids"].append(checkpoint_id)
         workflow["status"] = "paused"

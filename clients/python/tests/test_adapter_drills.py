@@ -18,8 +18,7 @@ def graph_run(client: RecoveryClient, check: Any) -> None:
     from recovery_client.langgraph import RecoveryGraph
     from refund_systems import Systems
 
-    adapter = RecoveryGraph(client, build_graph(Systems()), kind="refund", plan=plan,
-                            checks={"decide_refund": check})
+    adapter = RecoveryGraph(client, build_graph(Systems()), kind="refund", plan=plan, checks={"decide_refund": check})
     adapter.run("T-G", {"ticket_id": "T-G"})
 
 
@@ -27,10 +26,13 @@ def refund_below_100(update: Any) -> bool:
     return isinstance(update, dict) and float(update["decision"]["amount"]) < 100
 
 
-@pytest.mark.parametrize(("fault", "reason", "seen"), [
-    ("provider_change", "provider_change", "4200"), ("garbage_at_step", "tool_error", GARBAGE)])
-def test_a_langgraph_nodes_check_meets_the_drills_answer(client: RecoveryClient, console: FakeConsole,
-                                                         fault: str, reason: str, seen: str) -> None:
+@pytest.mark.parametrize(
+    ("fault", "reason", "seen"),
+    [("provider_change", "provider_change", "4200"), ("garbage_at_step", "tool_error", GARBAGE)],
+)
+def test_a_langgraph_nodes_check_meets_the_drills_answer(
+    client: RecoveryClient, console: FakeConsole, fault: str, reason: str, seen: str
+) -> None:
     console.drill = {"id": "1", "fault": fault, "at_seq": 2}
     checked: list[Any] = []
 

@@ -14,13 +14,23 @@ PATIENCE = 10.0  # seconds a background flush may take on a loaded machine: a bo
 
 
 def batching_client(console: FakeConsole, **bounds: float) -> RecoveryClient:
-    return RecoveryClient(console.url, TOKEN, timeout=5, retries=3, backoff=0.001, max_wait=0.01,
-                          batching=Batching(**{"size": 50, "seconds": 60.0, **bounds}))  # type: ignore[arg-type]
+    return RecoveryClient(
+        console.url,
+        TOKEN,
+        timeout=5,
+        retries=3,
+        backoff=0.001,
+        max_wait=0.01,
+        batching=Batching(**{"size": 50, "seconds": 60.0, **bounds}),
+    )  # type: ignore[arg-type]
 
 
 def posts(console: FakeConsole) -> list[str]:
-    return [path.rsplit("/", 1)[-1] if "/steps" in path else path for method, path, _ in console.requests
-            if method == "POST"]
+    return [
+        path.rsplit("/", 1)[-1] if "/steps" in path else path
+        for method, path, _ in console.requests
+        if method == "POST"
+    ]
 
 
 def test_a_run_costs_a_few_requests_and_every_step_is_in_the_console_before_the_effect_runs(console):
@@ -43,8 +53,15 @@ def test_a_run_costs_a_few_requests_and_every_step_is_in_the_console_before_the_
     assert steps[10]["output"] == {"refund": "R-1"} and steps[0]["output"] == {"k": 0}
     # create; step 1 reported alone until finished (its answer may carry a hold or a drill); the buffer with
     # the effect's pending; the effect's commit; the last five before the finish.
-    assert posts(console) == ["/api/v1/workflows", "steps", "steps", "batch", "steps", "batch",
-                              "/api/v1/workflows/1/finish"]
+    assert posts(console) == [
+        "/api/v1/workflows",
+        "steps",
+        "steps",
+        "batch",
+        "steps",
+        "batch",
+        "/api/v1/workflows/1/finish",
+    ]
 
 
 def test_a_pending_report_still_in_the_buffer_is_sent_once_finished(console):
@@ -67,7 +84,9 @@ def test_the_size_bound_flushes_a_full_buffer(console):
             if k == 3:
                 assert [s["seq"] for s in console.steps(wf.id)] == [1], "steps 2..4 wait in the buffer"
             if k == 4:  # the commits of steps 2..5 filled it (each pending was replaced by its commit)
-                assert [(s["seq"], s["status"]) for s in console.steps(wf.id)] == [(k, "committed") for k in range(1, 6)]
+                assert [(s["seq"], s["status"]) for s in console.steps(wf.id)] == [
+                    (k, "committed") for k in range(1, 6)
+                ]
     assert len(console.steps(wf.id)) == 9
 
 
@@ -109,11 +128,16 @@ def test_a_crash_loses_only_buffered_model_and_tool_steps_and_the_rerun_reports_
     workflow = console.workflow_by_external_id("T-5")
     # The effect was reported before and after it ran; the two steps after it were only buffered: lost.
     assert [(s["seq"], s["name"], s["status"]) for s in console.steps(workflow["id"])] == [
-        (1, "read", "committed"), (2, "issue_refund", "committed")]
+        (1, "read", "committed"),
+        (2, "issue_refund", "committed"),
+    ]
     run(crash=False)
     assert [(s["seq"], s["name"], s["status"]) for s in console.steps(workflow["id"])] == [
-        (1, "read", "committed"), (2, "issue_refund", "committed"), (3, "draft", "committed"),
-        (4, "check", "committed")]
+        (1, "read", "committed"),
+        (2, "issue_refund", "committed"),
+        (3, "draft", "committed"),
+        (4, "check", "committed"),
+    ]
     assert refunds == ["T-5:issue_refund"], "the effect ran once"
 
 
@@ -128,7 +152,10 @@ def test_a_failing_checkpoint_sends_the_buffer_first(console):
             raise TimeoutError("the model did not answer")
     workflow = console.workflow_by_external_id("T-6")
     assert [(s["seq"], s["status"]) for s in console.steps(workflow["id"])] == [
-        (1, "committed"), (2, "committed"), (3, "failed")]
+        (1, "committed"),
+        (2, "committed"),
+        (3, "failed"),
+    ]
     assert paused.value.checkpoint["at_seq"] == 3 and paused.value.reason == "model_timeout"
 
 

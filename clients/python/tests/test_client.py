@@ -9,8 +9,9 @@ from recovery_client import ApiError, RecoveryClient, Unavailable
 REFUND = {"input": {"amount": "42.00", "currency": "EUR"}, "idempotency_key": "T-1042:refund"}
 
 
-def test_the_client_drives_the_worked_example_through_every_endpoint(client: RecoveryClient,
-                                                                     console: FakeConsole) -> None:
+def test_the_client_drives_the_worked_example_through_every_endpoint(
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     workflow = client.create_workflow("T-1042", "refund", "Refund for ticket T-1042", context={"ticket": "T-1042"})
     assert client.create_workflow("T-1042", "refund", "Refund for ticket T-1042")["id"] == workflow["id"]
     workflow_id = workflow["id"]
@@ -19,8 +20,9 @@ def test_the_client_drives_the_worked_example_through_every_endpoint(client: Rec
     step = client.report_step(workflow_id, 3, "issue_refund", "effect", "committed", external_ref="R-88", **REFUND)
     assert step["external_ref"] == "R-88"
 
-    checkpoint = client.open_checkpoint(workflow_id, "model_timeout", detail="timed out", at_seq=4,
-                                        state={"remaining": ["write_ticket_note"]})
+    checkpoint = client.open_checkpoint(
+        workflow_id, "model_timeout", detail="timed out", at_seq=4, state={"remaining": ["write_ticket_note"]}
+    )
     assert checkpoint["resume_state"]["promises"] == ["refund within 5 days"]
     assert client.get_checkpoint(checkpoint["id"])["decision"] is None
     assert client.get_workflow(workflow_id)["status"] == "paused"
@@ -38,8 +40,11 @@ def test_an_api_error_carries_status_code_and_field(client: RecoveryClient) -> N
     workflow_id = client.create_workflow("T-1", "refund", "t")["id"]
     with pytest.raises(ApiError) as raised:
         client.report_step(workflow_id, 1, "issue_refund", "effect", "committed")
-    assert (raised.value.status, raised.value.code, raised.value.field) == \
-        (422, "idempotency_key_required", "idempotency_key")
+    assert (raised.value.status, raised.value.code, raised.value.field) == (
+        422,
+        "idempotency_key_required",
+        "idempotency_key",
+    )
     with pytest.raises(ApiError) as raised:
         client.get_workflow("424242")
     assert (raised.value.status, raised.value.code) == (404, "not_found")
@@ -59,7 +64,9 @@ def test_a_503_is_retried_and_the_retry_is_harmless(client: RecoveryClient, cons
 
 
 def test_a_429_that_outlasts_the_retries_is_raised(client: RecoveryClient, console: FakeConsole) -> None:
-    console.fail_next(4, status=429, body=b'{"error": {"code": "rate_limited", "message": "Slow down.", "field": null}}')
+    console.fail_next(
+        4, status=429, body=b'{"error": {"code": "rate_limited", "message": "Slow down.", "field": null}}'
+    )
     with pytest.raises(ApiError) as raised:
         client.create_workflow("T-1", "refund", "t")
     assert (raised.value.status, raised.value.code) == (429, "rate_limited")
@@ -85,12 +92,16 @@ def test_an_unreachable_console_is_unavailable_after_the_retries() -> None:
         client.get_workflow("1")
 
 
-def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(console: FakeConsole,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_client_waits_as_long_as_retry_after_asks_within_its_cap(
+    console: FakeConsole, monkeypatch: pytest.MonkeyPatch
+) -> None:
     slept: list[float] = []
     monkeypatch.setattr("recovery_client.client.time.sleep", slept.append)
-    limited = {"status": 429, "headers": {"Retry-After": "5"},
-               "body": b'{"error": {"code": "rate_limited", "message": "Slow down.", "field": null}}'}
+    limited = {
+        "status": 429,
+        "headers": {"Retry-After": "5"},
+        "body": b'{"error": {"code": "rate_limited", "message": "Slow down.", "field": null}}',
+    }
     console.fail_next(3, **limited)
     with pytest.raises(ApiError) as raised:
         RecoveryClient(console.url, TOKEN, retries=2, backoff=0.01, max_wait=7).create_workflow("T-1", "refund", "t")

@@ -22,7 +22,6 @@ def adapter(client: RecoveryClient, systems: Systems, **kwargs: int) -> Recovery
     return RecoveryGraph(client, build_graph(systems, **kwargs), kind="refund", plan=plan)
 
 
-
 def test_a_clean_graph_run_reports_each_node_as_a_step(client: RecoveryClient, console: FakeConsole) -> None:
     systems = Systems()
     values = adapter(client, systems).run("T-1042", {"ticket_id": "T-1042"})
@@ -30,18 +29,26 @@ def test_a_clean_graph_run_reports_each_node_as_a_step(client: RecoveryClient, c
     workflow = console.workflow_by_external_id("T-1042")
     steps = console.steps(workflow["id"])
     assert [(s["name"], s["kind"], s["status"]) for s in steps] == [
-        ("read_ticket", "tool", "committed"), ("decide_refund", "model", "committed"),
-        ("issue_refund", "effect", "committed"), ("draft_note", "model", "committed"),
-        ("write_ticket_note", "effect", "committed"), ("notify_customer", "effect", "committed")]
-    assert [s["idempotency_key"] for s in steps if s["kind"] == "effect"] == \
-        ["T-1042:issue_refund:3", "T-1042:write_ticket_note:5", "T-1042:notify_customer:6"]
+        ("read_ticket", "tool", "committed"),
+        ("decide_refund", "model", "committed"),
+        ("issue_refund", "effect", "committed"),
+        ("draft_note", "model", "committed"),
+        ("write_ticket_note", "effect", "committed"),
+        ("notify_customer", "effect", "committed"),
+    ]
+    assert [s["idempotency_key"] for s in steps if s["kind"] == "effect"] == [
+        "T-1042:issue_refund:3",
+        "T-1042:write_ticket_note:5",
+        "T-1042:notify_customer:6",
+    ]
     assert steps[2]["external_ref"] == "R-88"
     assert steps[0]["output"] == {"ticket": systems.read_ticket("T-1042")}
     assert workflow["status"] == "completed"
 
 
 def test_an_interrupt_becomes_a_checkpoint_with_the_graph_state_and_the_decision_resumes_it(
-        client: RecoveryClient, console: FakeConsole) -> None:
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems(amount="420.00")
     graph = adapter(client, systems)
     with pytest.raises(Paused) as paused:
@@ -56,22 +63,31 @@ def test_an_interrupt_becomes_a_checkpoint_with_the_graph_state_and_the_decision
     assert state["pending"]["name"] == "decide_refund"
     assert checkpoint["at_seq"] == state["pending"]["seq"]
     assert [(step["name"], step.get("amount")) for step in checkpoint["resume_state"]["plan"]] == [
-        ("decide_refund", None), ("issue_refund", "420.00"), ("draft_note", None), ("write_ticket_note", None),
-        ("notify_customer", None)]  # the example's plan(): money still ahead
+        ("decide_refund", None),
+        ("issue_refund", "420.00"),
+        ("draft_note", None),
+        ("write_ticket_note", None),
+        ("notify_customer", None),
+    ]  # the example's plan(): money still ahead
     assert systems.refunds == {}
 
     console.decide(paused.value.checkpoint_id, "resume", instructions="Approved by the team lead.")
     values = graph.resume(paused.value.wait_for_decision(interval=0.01, timeout=5), "T-1043")
-    assert values["approval"] == {"action": "resume", "instructions": "Approved by the team lead.",
-                                  "confirmations": {}}  # what interrupt() returned: Command(resume=...)
+    assert values["approval"] == {
+        "action": "resume",
+        "instructions": "Approved by the team lead.",
+        "confirmations": {},
+    }  # what interrupt() returned: Command(resume=...)
     assert values["note"].endswith("Approved by the team lead.")
     workflow = console.workflow_by_external_id("T-1043")
-    assert [(s["name"], s["status"]) for s in console.steps(workflow["id"])] == \
-        [(name, "committed") for name in ORDER]  # the interrupted step carried on under its seq
+    assert [(s["name"], s["status"]) for s in console.steps(workflow["id"])] == [
+        (name, "committed") for name in ORDER
+    ]  # the interrupted step carried on under its seq
 
 
 def test_a_node_failure_becomes_a_checkpoint_and_the_resumed_graph_does_not_repeat_effects(
-        client: RecoveryClient, console: FakeConsole) -> None:
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems()
     graph = adapter(client, systems, crash_draft=1)
     with pytest.raises(Paused) as paused:
@@ -81,8 +97,11 @@ def test_a_node_failure_becomes_a_checkpoint_and_the_resumed_graph_does_not_repe
     assert "draft_note" in checkpoint["detail"]
     assert checkpoint["resume_state"]["state"]["graph"]["refund_ref"] == "R-88"
     assert [s["name"] for s in checkpoint["resume_state"]["committed"]] == ["issue_refund"]
-    assert [step["name"] for step in checkpoint["resume_state"]["plan"]] == \
-        ["draft_note", "write_ticket_note", "notify_customer"]
+    assert [step["name"] for step in checkpoint["resume_state"]["plan"]] == [
+        "draft_note",
+        "write_ticket_note",
+        "notify_customer",
+    ]
 
     console.decide(paused.value.checkpoint_id, "resume")
     values = graph.resume(paused.value.wait_for_decision(interval=0.01, timeout=5), "T-1044")
@@ -90,12 +109,15 @@ def test_a_node_failure_becomes_a_checkpoint_and_the_resumed_graph_does_not_repe
     assert systems.calls == {"read_ticket": 1, "refund": 1, "write_note": 1, "message": 1}
     steps = console.steps(console.workflow_by_external_id("T-1044")["id"])
     assert [(s["name"], s["status"]) for s in steps] == [
-        *[(name, "committed") for name in ORDER[:3]], ("draft_note", "failed"),
-        *[(name, "committed") for name in ORDER[3:]]]
+        *[(name, "committed") for name in ORDER[:3]],
+        ("draft_note", "failed"),
+        *[(name, "committed") for name in ORDER[3:]],
+    ]
 
 
 def test_an_effect_whose_outcome_is_unknown_is_skipped_when_the_operator_confirms_it_happened(
-        client: RecoveryClient, console: FakeConsole) -> None:
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems()
     real_refund, attempts = systems.refund, []
 
@@ -123,7 +145,8 @@ def test_an_effect_whose_outcome_is_unknown_is_skipped_when_the_operator_confirm
 
 
 def test_a_decorated_effect_is_not_repeated_even_when_the_graphs_own_state_is_lost(
-        client: RecoveryClient, console: FakeConsole) -> None:
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems()
     with pytest.raises(Paused) as paused:
         adapter(client, systems, crash_draft=1).run("T-1046", {"ticket_id": "T-1046"})

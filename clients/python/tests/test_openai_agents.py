@@ -16,21 +16,29 @@ from refund_systems import Systems  # noqa: E402
 
 
 def steps(console: FakeConsole, external_id: str) -> list[tuple[str, str, str]]:
-    return [(s["name"], s["kind"], s["status"])
-            for s in console.steps(console.workflow_by_external_id(external_id)["id"])]
+    return [
+        (s["name"], s["kind"], s["status"]) for s in console.steps(console.workflow_by_external_id(external_id)["id"])
+    ]
 
 
-def test_a_clean_run_reports_model_calls_tools_effects_and_the_answer(client: RecoveryClient,
-                                                                    console: FakeConsole) -> None:
+def test_a_clean_run_reports_model_calls_tools_effects_and_the_answer(
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems()
     output = runner_for(client, systems, "T-2001").run_sync("T-2001", "Please refund T-2001.")
     assert output == "Refunded 42.00 EUR (R-88); the customer is told."
     assert steps(console, "T-2001") == [
-        ("support-agent: model", "model", "committed"), ("read_ticket", "tool", "committed"),
-        ("support-agent: model", "model", "committed"), ("issue_refund", "effect", "committed"),
-        ("support-agent: model", "model", "committed"), ("write_ticket_note", "effect", "committed"),
-        ("support-agent: model", "model", "committed"), ("notify_customer", "effect", "committed"),
-        ("support-agent: model", "model", "committed"), ("final answer", "message", "committed")]
+        ("support-agent: model", "model", "committed"),
+        ("read_ticket", "tool", "committed"),
+        ("support-agent: model", "model", "committed"),
+        ("issue_refund", "effect", "committed"),
+        ("support-agent: model", "model", "committed"),
+        ("write_ticket_note", "effect", "committed"),
+        ("support-agent: model", "model", "committed"),
+        ("notify_customer", "effect", "committed"),
+        ("support-agent: model", "model", "committed"),
+        ("final answer", "message", "committed"),
+    ]
     workflow = console.workflow_by_external_id("T-2001")
     refund = next(s for s in console.steps(workflow["id"]) if s["name"] == "issue_refund")
     assert refund["idempotency_key"].startswith("T-2001:issue_refund:")
@@ -39,8 +47,9 @@ def test_a_clean_run_reports_model_calls_tools_effects_and_the_answer(client: Re
     assert (workflow["status"], workflow["summary"]) == ("completed", output)
 
 
-def test_a_tool_call_needing_approval_is_a_checkpoint_and_resume_approves_it(client: RecoveryClient,
-                                                                             console: FakeConsole) -> None:
+def test_a_tool_call_needing_approval_is_a_checkpoint_and_resume_approves_it(
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems(amount="420.00")
     runner = runner_for(client, systems, "T-2002")
     with pytest.raises(Paused) as paused:
@@ -61,8 +70,9 @@ def test_a_tool_call_needing_approval_is_a_checkpoint_and_resume_approves_it(cli
     assert ("approve issue_refund", "tool", "committed") in steps(console, "T-2002")
 
 
-def test_retry_step_rejects_the_call_and_the_model_reads_the_instructions(client: RecoveryClient,
-                                                                         console: FakeConsole) -> None:
+def test_retry_step_rejects_the_call_and_the_model_reads_the_instructions(
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems(amount="420.00")
     runner = runner_for(client, systems, "T-2003")
     with pytest.raises(Paused) as paused:
@@ -72,13 +82,15 @@ def test_retry_step_rejects_the_call_and_the_model_reads_the_instructions(client
     output = runner.run_sync("T-2003", decision=decision)
     assert systems.refunds == {}  # rejected: the refund never ran
     assert "Refund 42.00 at most." in output  # the rejection message reached the model as the tool's output
-    approval = next(s for s in console.steps(console.workflow_by_external_id("T-2003")["id"])
-                    if s["name"] == "approve issue_refund")
+    approval = next(
+        s for s in console.steps(console.workflow_by_external_id("T-2003")["id"]) if s["name"] == "approve issue_refund"
+    )
     assert approval["output"] == {"approved": False, "instructions": "Refund 42.00 at most."}
 
 
 def test_a_failed_run_is_a_checkpoint_and_resumes_from_its_session_without_repeating_effects(
-        client: RecoveryClient, console: FakeConsole) -> None:
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems()
     runner = runner_for(client, systems, "T-2004", crash_after_refund=1)
     with pytest.raises(Paused) as paused:
@@ -95,8 +107,9 @@ def test_a_failed_run_is_a_checkpoint_and_resumes_from_its_session_without_repea
     assert systems.calls == {"read_ticket": 1, "refund": 1, "write_note": 1, "message": 1}
 
 
-def test_an_effect_tool_is_not_repeated_when_the_conversation_is_lost(client: RecoveryClient,
-                                                                      console: FakeConsole) -> None:
+def test_an_effect_tool_is_not_repeated_when_the_conversation_is_lost(
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems = Systems()
     with pytest.raises(Paused) as paused:
         runner_for(client, systems, "T-2005", crash_after_refund=1).run_sync("T-2005", "Please refund T-2005.")
@@ -119,8 +132,9 @@ def test_an_aborted_workflow_is_not_resumed(client: RecoveryClient, console: Fak
     assert systems.refunds == {}
 
 
-def test_the_example_script_runs_to_the_end_through_an_approval_and_a_crash(client: RecoveryClient,
-                                                                           console: FakeConsole) -> None:
+def test_the_example_script_runs_to_the_end_through_an_approval_and_a_crash(
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     systems, said = Systems(amount="420.00"), []
 
     def operator(line: str) -> None:

@@ -16,15 +16,26 @@ import pytest
 from recovery_client import Delivery, ResumeReceiver, SQLiteDeliveryLog, sign
 
 SECRET = "whsec_test"
-PAYLOAD = {"workflow_id": "17", "external_id": "T-1042", "checkpoint_id": "9", "action": "resume",
-           "instructions": "Carry on.", "confirmations": {"T-1042:issue_refund": "happened"},
-           "resume_state": {"state": {"remaining": ["write_ticket_note"]}}, "new_owner": None, "delivery_id": "d-1"}
+PAYLOAD = {
+    "workflow_id": "17",
+    "external_id": "T-1042",
+    "checkpoint_id": "9",
+    "action": "resume",
+    "instructions": "Carry on.",
+    "confirmations": {"T-1042:issue_refund": "happened"},
+    "resume_state": {"state": {"remaining": ["write_ticket_note"]}},
+    "new_owner": None,
+    "delivery_id": "d-1",
+}
 BODY = json.dumps(PAYLOAD).encode()
 
 
 def headers(body: bytes = BODY, secret: str = SECRET, delivery: str = "d-1") -> dict[str, str]:
-    return {"X-Recovery-Signature": sign(secret, body), "X-Recovery-Delivery": delivery,
-            "Content-Type": "application/json"}
+    return {
+        "X-Recovery-Signature": sign(secret, body),
+        "X-Recovery-Delivery": delivery,
+        "Content-Type": "application/json",
+    }
 
 
 class Recorder:
@@ -75,16 +86,20 @@ def test_a_signed_delivery_is_accepted_once_over_wsgi(served: tuple[str, ResumeR
     assert delivery.decision.resume_state == {"state": {"remaining": ["write_ticket_note"]}}
 
 
-@pytest.mark.parametrize(("body", "hdrs", "status"), [
-    (BODY, headers(secret="someone-else"), 401),
-    (BODY + b" ", headers(), 401),                                   # a byte changed after signing
-    (BODY, {"X-Recovery-Delivery": "d-1"}, 401),                     # no signature
-    (b"not json", headers(b"not json"), 400),
-    (json.dumps({"action": "resume"}).encode(), headers(json.dumps({"action": "resume"}).encode()), 400),
-    (BODY, headers(delivery="d-2"), 400),                            # header and body disagree
-])
-def test_a_bad_delivery_is_refused_and_not_acted_on(served: tuple[str, ResumeReceiver, Recorder], body: bytes,
-                                                    hdrs: dict[str, str], status: int) -> None:
+@pytest.mark.parametrize(
+    ("body", "hdrs", "status"),
+    [
+        (BODY, headers(secret="someone-else"), 401),
+        (BODY + b" ", headers(), 401),  # a byte changed after signing
+        (BODY, {"X-Recovery-Delivery": "d-1"}, 401),  # no signature
+        (b"not json", headers(b"not json"), 400),
+        (json.dumps({"action": "resume"}).encode(), headers(json.dumps({"action": "resume"}).encode()), 400),
+        (BODY, headers(delivery="d-2"), 400),  # header and body disagree
+    ],
+)
+def test_a_bad_delivery_is_refused_and_not_acted_on(
+    served: tuple[str, ResumeReceiver, Recorder], body: bytes, hdrs: dict[str, str], status: int
+) -> None:
     url, receiver, recorder = served
     assert post(url, body, hdrs)[0] == status
     receiver.join(5)
@@ -113,8 +128,9 @@ def test_the_sqlite_log_dedupes_across_restarts(tmp_path: Path) -> None:
     assert recorder.deliveries == []
 
 
-async def call_asgi(receiver: ResumeReceiver, body: bytes, hdrs: dict[str, str],
-                    method: str = "POST") -> tuple[int, dict[str, Any]]:
+async def call_asgi(
+    receiver: ResumeReceiver, body: bytes, hdrs: dict[str, str], method: str = "POST"
+) -> tuple[int, dict[str, Any]]:
     chunks = [body[:10], body[10:]]
     sent: list[dict[str, Any]] = []
 
@@ -125,8 +141,12 @@ async def call_asgi(receiver: ResumeReceiver, body: bytes, hdrs: dict[str, str],
     async def send(message: Any) -> None:
         sent.append(dict(message))
 
-    scope = {"type": "http", "method": method, "path": "/resume",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in hdrs.items()]}
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": "/resume",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in hdrs.items()],
+    }
     await receiver.asgi(scope, receive, send)
     return sent[0]["status"], json.loads(sent[1]["body"])
 

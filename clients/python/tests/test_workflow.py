@@ -28,11 +28,22 @@ class Payments:
         return self.refunds.setdefault(key, f"R-{len(self.refunds) + 88}")
 
 
-def refund_run(client: RecoveryClient, payments: Payments, notes: list[str], *, fail_at: str | None = None,
-               failure: Exception | None = None) -> str:
+def refund_run(
+    client: RecoveryClient,
+    payments: Payments,
+    notes: list[str],
+    *,
+    fail_at: str | None = None,
+    failure: Exception | None = None,
+) -> str:
     """The worked example: read ticket, decide, refund (effect), note (effect), notify (effect)."""
-    with client.workflow("T-1042", "refund", "Refund for ticket T-1042", summary="Refunded, noted, notified.",
-                         reasons={ProviderChanged: "provider_change"}) as wf:
+    with client.workflow(
+        "T-1042",
+        "refund",
+        "Refund for ticket T-1042",
+        summary="Refunded, noted, notified.",
+        reasons={ProviderChanged: "provider_change"},
+    ) as wf:
         with wf.step("read_ticket") as step:
             ticket = step.verify({"ticket": "T-1042", "amount": "42.00"}, lambda t: t["amount"] == "42.00")
         wf.state["ticket"] = ticket
@@ -57,9 +68,12 @@ def test_a_clean_run_reports_every_step_committed_and_finishes(client: RecoveryC
     workflow = console.workflow_by_external_id("T-1042")
     steps = console.steps(workflow["id"])
     assert [(s["seq"], s["name"], s["kind"], s["status"]) for s in steps] == [
-        (1, "read_ticket", "tool", "committed"), (2, "decide_refund", "model", "committed"),
-        (3, "issue_refund", "effect", "committed"), (4, "draft_note", "model", "committed"),
-        (5, "write_ticket_note", "effect", "committed")]
+        (1, "read_ticket", "tool", "committed"),
+        (2, "decide_refund", "model", "committed"),
+        (3, "issue_refund", "effect", "committed"),
+        (4, "draft_note", "model", "committed"),
+        (5, "write_ticket_note", "effect", "committed"),
+    ]
     assert steps[0]["verified"] and not steps[1]["verified"]
     assert steps[1]["promise"] == "refund within 5 days"
     assert (steps[2]["idempotency_key"], steps[2]["external_ref"]) == ("T-1042:issue_refund", "R-88")
@@ -72,16 +86,20 @@ def test_every_step_is_reported_pending_before_its_body_runs(client: RecoveryCli
         assert refund.idempotency_key == "T-1:issue_refund"
 
 
-@pytest.mark.parametrize(("failure", "reason"), [
-    (TimeoutError("the model did not answer in 30 s"), "model_timeout"),
-    (ApiError(429, "rate_limited", "Slow down."), "rate_limit"),
-    (InvalidOutput("not a note"), "tool_error"),
-    (json.JSONDecodeError("Expecting value", "garbage", 0), "tool_error"),
-    (ProviderChanged("the provider answers differently"), "provider_change"),
-    (KeyError("surprise"), "other"),
-])
+@pytest.mark.parametrize(
+    ("failure", "reason"),
+    [
+        (TimeoutError("the model did not answer in 30 s"), "model_timeout"),
+        (ApiError(429, "rate_limited", "Slow down."), "rate_limit"),
+        (InvalidOutput("not a note"), "tool_error"),
+        (json.JSONDecodeError("Expecting value", "garbage", 0), "tool_error"),
+        (ProviderChanged("the provider answers differently"), "provider_change"),
+        (KeyError("surprise"), "other"),
+    ],
+)
 def test_a_failing_step_becomes_a_checkpoint_with_the_reason_it_stands_for(
-        client: RecoveryClient, console: FakeConsole, failure: Exception, reason: str) -> None:
+    client: RecoveryClient, console: FakeConsole, failure: Exception, reason: str
+) -> None:
     with pytest.raises(Paused) as paused:
         refund_run(client, Payments(), [], fail_at="draft_note", failure=failure)
     assert paused.value.__cause__ is failure
@@ -101,14 +119,14 @@ def test_a_failing_step_becomes_a_checkpoint_with_the_reason_it_stands_for(
 
 
 def test_an_invalid_output_is_refused_by_verify_and_becomes_a_tool_error(client: RecoveryClient) -> None:
-    with pytest.raises(Paused) as paused, client.workflow("T-2", "refund", "t") as wf, \
-            wf.step("read_ticket") as step:
+    with pytest.raises(Paused) as paused, client.workflow("T-2", "refund", "t") as wf, wf.step("read_ticket") as step:
         step.verify({"amount": None}, lambda ticket: ticket["amount"] is not None)
     assert paused.value.reason == "tool_error"
 
 
 def test_a_resumed_run_does_not_repeat_committed_effects_and_retries_the_failed_step(
-        client: RecoveryClient, console: FakeConsole) -> None:
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     payments, notes = Payments(), []
     with pytest.raises(Paused) as paused:
         refund_run(client, payments, notes, fail_at="draft_note", failure=TimeoutError("model died"))
@@ -119,29 +137,38 @@ def test_a_resumed_run_does_not_repeat_committed_effects_and_retries_the_failed_
     assert notes == ["T-1042:write_ticket_note"]
     workflow = console.workflow_by_external_id("T-1042")
     assert [(s["seq"], s["name"], s["status"]) for s in console.steps(workflow["id"])] == [
-        (1, "read_ticket", "committed"), (2, "decide_refund", "committed"), (3, "issue_refund", "committed"),
-        (4, "draft_note", "failed"), (5, "draft_note", "committed"), (6, "write_ticket_note", "committed")]
+        (1, "read_ticket", "committed"),
+        (2, "decide_refund", "committed"),
+        (3, "issue_refund", "committed"),
+        (4, "draft_note", "failed"),
+        (5, "draft_note", "committed"),
+        (6, "write_ticket_note", "committed"),
+    ]
     assert workflow["status"] == "completed"
 
 
 def crash_inside_refund(client: RecoveryClient) -> Paused:
-    with pytest.raises(Paused) as paused, client.workflow("T-7", "refund", "t") as wf, \
-            wf.effect("issue_refund", input={"amount": "42.00"}):
+    with (
+        pytest.raises(Paused) as paused,
+        client.workflow("T-7", "refund", "t") as wf,
+        wf.effect("issue_refund", input={"amount": "42.00"}),
+    ):
         raise TimeoutError("the payment API did not answer")
     return paused.value
 
 
-def test_an_effect_that_raises_stays_pending_as_an_unknown_effect(client: RecoveryClient,
-                                                                  console: FakeConsole) -> None:
+def test_an_effect_that_raises_stays_pending_as_an_unknown_effect(client: RecoveryClient, console: FakeConsole) -> None:
     paused = crash_inside_refund(client)
     unknown = paused.checkpoint["resume_state"]["unknown_effects"]
-    assert [(s["name"], s["status"], s["idempotency_key"]) for s in unknown] == \
-        [("issue_refund", "pending", "T-7:issue_refund")]
+    assert [(s["name"], s["status"], s["idempotency_key"]) for s in unknown] == [
+        ("issue_refund", "pending", "T-7:issue_refund")
+    ]
 
 
 @pytest.mark.parametrize(("verdict", "executed"), [("happened", 0), ("did_not_happen", 1)])
-def test_an_unknown_effect_follows_the_operators_confirmation(client: RecoveryClient, console: FakeConsole,
-                                                              verdict: str, executed: int) -> None:
+def test_an_unknown_effect_follows_the_operators_confirmation(
+    client: RecoveryClient, console: FakeConsole, verdict: str, executed: int
+) -> None:
     paused = crash_inside_refund(client)
     console.decide(paused.checkpoint_id, "resume", confirmations={"T-7:issue_refund": verdict})
     calls = 0
@@ -163,8 +190,9 @@ def test_a_run_started_while_the_checkpoint_waits_is_paused_again(client: Recove
 
 
 @pytest.mark.parametrize(("action", "status"), [("abort", "aborted"), ("handoff", "handed_off")])
-def test_an_aborted_or_handed_off_workflow_stops_the_agent(client: RecoveryClient, console: FakeConsole,
-                                                           action: str, status: str) -> None:
+def test_an_aborted_or_handed_off_workflow_stops_the_agent(
+    client: RecoveryClient, console: FakeConsole, action: str, status: str
+) -> None:
     paused = crash_inside_refund(client)
     console.decide(paused.checkpoint_id, action)
     with pytest.raises(Stopped) as stopped, client.workflow("T-7", "refund", "t"):
@@ -174,8 +202,12 @@ def test_an_aborted_or_handed_off_workflow_stops_the_agent(client: RecoveryClien
 
 def test_a_polling_agent_waits_for_the_decision_and_resumes(client: RecoveryClient, console: FakeConsole) -> None:
     paused = crash_inside_refund(client)
-    console.decide(paused.checkpoint_id, "resume", instructions="Check the ledger first.",
-                   confirmations={"T-7:issue_refund": "happened"})
+    console.decide(
+        paused.checkpoint_id,
+        "resume",
+        instructions="Check the ledger first.",
+        confirmations={"T-7:issue_refund": "happened"},
+    )
     decision = paused.wait_for_decision(interval=0.01, timeout=5)
     assert (decision.action, decision.instructions, decision.resumes) == ("resume", "Check the ledger first.", True)
 
@@ -191,7 +223,8 @@ def test_a_manual_pause_opens_a_checkpoint_with_the_agent_state_and_plan(client:
 
 
 def test_the_same_step_name_twice_gets_its_own_key_and_is_matched_by_occurrence(
-        client: RecoveryClient, console: FakeConsole) -> None:
+    client: RecoveryClient, console: FakeConsole
+) -> None:
     rng = random.Random(SEED)
     print("seed", SEED)
     amounts = [str(rng.randint(1, 99)) for _ in range(3)]

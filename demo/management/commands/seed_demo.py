@@ -54,9 +54,10 @@ UNKNOWN_EFFECT_BODY = (
     "A call to an external system failed. If the resume state lists an unknown effect (say the refund "
     "T-1042:refund), the call timed out and nobody knows whether it happened: never resume on a guess. "
     "Open the ledgers (link above) and search for the effect's idempotency key. A row means it happened: "
-    "confirm \"happened\" and note its reference; the agent records it and does not execute it again. No "
-    "row means it did not: confirm \"did not happen\"; the agent executes it once, with the same key. "
-    "If nothing is unknown, the tool simply failed: retry the step.")
+    'confirm "happened" and note its reference; the agent records it and does not execute it again. No '
+    'row means it did not: confirm "did not happen"; the agent executes it once, with the same key. '
+    "If nothing is unknown, the tool simply failed: retry the step."
+)
 
 
 def runbooks(fleet_port: int) -> list[dict[str, Any]]:
@@ -64,35 +65,69 @@ def runbooks(fleet_port: int) -> list[dict[str, Any]]:
     # within a quarter of an hour and the colour told an operator nothing.
     ledgers = f"http://127.0.0.1:{fleet_port}/ledgers"
     return [
-        {"slug": "default", "title": "Default: read the resume state, then decide", "is_default": True,
-         "body": "Read what is committed, what is pending and what was promised to the customer. Resume when "
-                 "the next step is safe; hand off when a person must take over; abort only when nothing "
-                 "the customer was promised is left undone.",
-         "sla_target_minutes": 60, "sla_warning_minutes": 15},
-        {"slug": "refund-model-timeout", "title": "Refund: the model timed out", "workflow_kind": "refund",
-         "reason": Reason.MODEL_TIMEOUT,
-         "body": "The model call died mid-refund. Check the committed effects: a committed refund has its R-… "
-                 "reference and is never issued again on resume. Resume: the agent writes the ticket note and "
-                 "notifies the customer once, and keeps the promise \"refund within 5 days\".",
-         "sla_target_minutes": 30, "sla_warning_minutes": 10},
-        {"slug": "refund-unknown-refund", "title": "Refund: the refund's outcome is unknown",
-         "workflow_kind": "refund", "reason": Reason.TOOL_ERROR, "url": ledgers, "body": UNKNOWN_EFFECT_BODY,
-         "sla_target_minutes": 20, "sla_warning_minutes": 5},
-        {"slug": "billing-unknown-credit", "title": "Billing dispute: the credit's outcome is unknown",
-         "workflow_kind": "billing_dispute", "reason": Reason.TOOL_ERROR, "url": ledgers,
-         "body": UNKNOWN_EFFECT_BODY.replace("the refund T-1042:refund", "the credit INV-1042:credit"),
-         "sla_target_minutes": 20, "sla_warning_minutes": 5},
-        {"slug": "billing-model-timeout-four-eyes", "title": "Billing dispute: the model timed out (four eyes)",
-         "workflow_kind": "billing_dispute", "reason": Reason.MODEL_TIMEOUT, "requires_four_eyes": True,
-         "body": "The model died while deciding a credit. A credit moves money: your decision is a proposal until a "
-                 "second operator approves it (four eyes). Check the invoice and the committed effects, propose, "
-                 "and ask a colleague to approve it from the Awaiting approval tab.",
-         "sla_target_minutes": 45, "sla_warning_minutes": 15},
-        {"slug": "untrusted-output", "title": "A tool answered garbage", "reason": Reason.UNTRUSTED_OUTPUT,
-         "body": "A tool answered something that does not parse (shown escaped in the trajectory). The agent "
-                 "did not act on it. Retry the step when the upstream looks healthy again; hand off if it "
-                 "keeps happening.",
-         "sla_target_minutes": 45, "sla_warning_minutes": 15},
+        {
+            "slug": "default",
+            "title": "Default: read the resume state, then decide",
+            "is_default": True,
+            "body": "Read what is committed, what is pending and what was promised to the customer. Resume when "
+            "the next step is safe; hand off when a person must take over; abort only when nothing "
+            "the customer was promised is left undone.",
+            "sla_target_minutes": 60,
+            "sla_warning_minutes": 15,
+        },
+        {
+            "slug": "refund-model-timeout",
+            "title": "Refund: the model timed out",
+            "workflow_kind": "refund",
+            "reason": Reason.MODEL_TIMEOUT,
+            "body": "The model call died mid-refund. Check the committed effects: a committed refund has its R-… "
+            "reference and is never issued again on resume. Resume: the agent writes the ticket note and "
+            'notifies the customer once, and keeps the promise "refund within 5 days".',
+            "sla_target_minutes": 30,
+            "sla_warning_minutes": 10,
+        },
+        {
+            "slug": "refund-unknown-refund",
+            "title": "Refund: the refund's outcome is unknown",
+            "workflow_kind": "refund",
+            "reason": Reason.TOOL_ERROR,
+            "url": ledgers,
+            "body": UNKNOWN_EFFECT_BODY,
+            "sla_target_minutes": 20,
+            "sla_warning_minutes": 5,
+        },
+        {
+            "slug": "billing-unknown-credit",
+            "title": "Billing dispute: the credit's outcome is unknown",
+            "workflow_kind": "billing_dispute",
+            "reason": Reason.TOOL_ERROR,
+            "url": ledgers,
+            "body": UNKNOWN_EFFECT_BODY.replace("the refund T-1042:refund", "the credit INV-1042:credit"),
+            "sla_target_minutes": 20,
+            "sla_warning_minutes": 5,
+        },
+        {
+            "slug": "billing-model-timeout-four-eyes",
+            "title": "Billing dispute: the model timed out (four eyes)",
+            "workflow_kind": "billing_dispute",
+            "reason": Reason.MODEL_TIMEOUT,
+            "requires_four_eyes": True,
+            "body": "The model died while deciding a credit. A credit moves money: your decision is a proposal until a "
+            "second operator approves it (four eyes). Check the invoice and the committed effects, propose, "
+            "and ask a colleague to approve it from the Awaiting approval tab.",
+            "sla_target_minutes": 45,
+            "sla_warning_minutes": 15,
+        },
+        {
+            "slug": "untrusted-output",
+            "title": "A tool answered garbage",
+            "reason": Reason.UNTRUSTED_OUTPUT,
+            "body": "A tool answered something that does not parse (shown escaped in the trajectory). The agent "
+            "did not act on it. Retry the step when the upstream looks healthy again; hand off if it "
+            "keeps happening.",
+            "sla_target_minutes": 45,
+            "sla_warning_minutes": 15,
+        },
     ]
 
 
@@ -121,8 +156,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=8000, help="Port of the console (for the login URL).")
         parser.add_argument("--fleet-port", type=int, default=8765, help="Port of the demo fleet's resume server.")
-        parser.add_argument("--history-days", type=int, default=history.DAYS,
-                            help="Days of recorded history before today, once (0: none).")
+        parser.add_argument(
+            "--history-days",
+            type=int,
+            default=history.DAYS,
+            help="Days of recorded history before today, once (0: none).",
+        )
 
     def handle(self, *args: Any, port: int, fleet_port: int, history_days: int = history.DAYS, **options: Any) -> None:
         users_path, agents_path = demo_dir() / "users.json", demo_dir() / "agents.json"
@@ -133,8 +172,13 @@ class Command(BaseCommand):
             agents, rotated = self.seed_agents(read_json(agents_path), fleet_port, owner=users["operator"])
             self.seed_drill(by=users["tpm"])
         # Before the channels exist: three weeks of notifications are history, not emails to send today.
-        recorded = history.seed(operator=users["operator"], second=users["admin"], tpm=users["tpm"], days=history_days,
-                                agents=list(Agent.objects.filter(name__in=[name for name, *_ in AGENTS]).order_by("pk")))
+        recorded = history.seed(
+            operator=users["operator"],
+            second=users["admin"],
+            tpm=users["tpm"],
+            days=history_days,
+            agents=list(Agent.objects.filter(name__in=[name for name, *_ in AGENTS]).order_by("pk")),
+        )
         with transaction.atomic():
             self.seed_channels(users)
             self.seed_slack(users)  # after the history too: its checkpoints are not posted to Slack
@@ -143,8 +187,10 @@ class Command(BaseCommand):
         write_private(agents_path, {"console": f"http://127.0.0.1:{port}", "agents": agents})
         self.report({**passwords, **new_passwords}, users, agents, rotated, port, users_path, agents_path)
         if recorded:
-            self.stdout.write(f"Recorded {recorded} workflows of demo history over the last {history_days} days "
-                              "(the TPM pages' trends, breaches, readiness and staffing).")
+            self.stdout.write(
+                f"Recorded {recorded} workflows of demo history over the last {history_days} days "
+                "(the TPM pages' trends, breaches, readiness and staffing)."
+            )
 
     def seed_users(self, passwords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         User = get_user_model()
@@ -167,13 +213,20 @@ class Command(BaseCommand):
     def seed_policy(self, target: int, warning: int, *, escalate_to: Any, operators: Any) -> SLAPolicy:
         """A demo policy: breach tells the admin at once; 5 minutes later the least-loaded operator gets it."""
         policy, created = SLAPolicy.objects.get_or_create(
-            name=f"Demo: decide within {target} min", defaults={
-                "decision_target_minutes": target, "decision_warning": warning, "watchers": operators,
-                "claim_reminder_minutes": 10, "claim_release_minutes": 15})
+            name=f"Demo: decide within {target} min",
+            defaults={
+                "decision_target_minutes": target,
+                "decision_warning": warning,
+                "watchers": operators,
+                "claim_reminder_minutes": 10,
+                "claim_release_minutes": 15,
+            },
+        )
         if created:
             EscalationLevel.objects.create(policy=policy, delay_minutes=0, notify=True, user=escalate_to)
-            EscalationLevel.objects.create(policy=policy, delay_minutes=5, notify=True, reassign=True,
-                                           group=operators, stop_once_claimed=True)
+            EscalationLevel.objects.create(
+                policy=policy, delay_minutes=5, notify=True, reassign=True, group=operators, stop_once_claimed=True
+            )
         return policy
 
     def seed_channels(self, users: dict[str, Any]) -> None:
@@ -189,39 +242,62 @@ class Command(BaseCommand):
         linked to the demo's operator, admin and TPM (one is left unlinked, to show the link flow)."""
         workspace = SlackWorkspace.objects.filter(team_id=slack_workspace.TEAM).first()
         if workspace is None:
-            workspace = SlackWorkspace(team_id=slack_workspace.TEAM, name="Simulated workspace",
-                                       default_channel=slack_workspace.CHANNEL)
+            workspace = SlackWorkspace(
+                team_id=slack_workspace.TEAM, name="Simulated workspace", default_channel=slack_workspace.CHANNEL
+            )
             workspace.bot_token, workspace.signing_secret = slack_workspace.BOT_TOKEN, secrets.token_hex(16)
             workspace.save()
         for slack_user, username in slack_workspace.PEOPLE.items():
             if username in users:
-                SlackLink.objects.get_or_create(workspace=workspace, slack_user_id=slack_user, defaults={
-                    "user": users[username], "nonce": f"demo-{slack_user}"})
+                SlackLink.objects.get_or_create(
+                    workspace=workspace,
+                    slack_user_id=slack_user,
+                    defaults={"user": users[username], "nonce": f"demo-{slack_user}"},
+                )
 
     def seed_runbooks(self, fleet_port: int, *, escalate_to: Any, operators: Any) -> None:
         for spec in runbooks(fleet_port):
             spec = dict(spec)
             if spec.get("is_default") and Runbook.objects.filter(is_default=True).exclude(slug=spec["slug"]).exists():
                 spec["is_default"] = False  # an admin chose another default: keep theirs
-            spec["policy"] = self.seed_policy(spec.pop("sla_target_minutes"), spec.pop("sla_warning_minutes"),
-                                              escalate_to=escalate_to, operators=operators)
+            spec["policy"] = self.seed_policy(
+                spec.pop("sla_target_minutes"),
+                spec.pop("sla_warning_minutes"),
+                escalate_to=escalate_to,
+                operators=operators,
+            )
             # The admin keeps them; they are due for review in six months (then flagged stale and admin told).
             spec.update(owner=escalate_to, review_by=timezone.localdate() + timedelta(days=182))
             runbook, created = Runbook.objects.get_or_create(slug=spec.pop("slug"), defaults=spec)
             # The fleet's port may change between runs; a hand-edited URL is left alone.
-            if not created and spec.get("url") and DEMO_LEDGERS_URL.fullmatch(runbook.url) \
-                    and runbook.url != spec["url"]:
+            if (
+                not created
+                and spec.get("url")
+                and DEMO_LEDGERS_URL.fullmatch(runbook.url)
+                and runbook.url != spec["url"]
+            ):
                 runbook.url = spec["url"]
                 runbook.save(update_fields=["url"])
 
     def seed_drill(self, *, by: Any) -> None:
         """One drill definition on the demo fleet, to start from the Drills page (the fleet carries it out)."""
         Drill.objects.get_or_create(
-            name=DEMO_DRILL, series=None, defaults={
-                "agent": Agent.objects.get(name="support-bot"), "kind": "refund", "fault": Drill.Fault.RATE_LIMIT_STORM,
-                "at_seq": 2, "runs": 3, "announced": True, "created_by": by})
+            name=DEMO_DRILL,
+            series=None,
+            defaults={
+                "agent": Agent.objects.get(name="support-bot"),
+                "kind": "refund",
+                "fault": Drill.Fault.RATE_LIMIT_STORM,
+                "at_seq": 2,
+                "runs": 3,
+                "announced": True,
+                "created_by": by,
+            },
+        )
 
-    def seed_agents(self, saved: dict[str, Any], fleet_port: int, *, owner: Any) -> tuple[list[dict[str, Any]], list[str]]:
+    def seed_agents(
+        self, saved: dict[str, Any], fleet_port: int, *, owner: Any
+    ) -> tuple[list[dict[str, Any]], list[str]]:
         known = {entry.get("name"): entry for entry in saved.get("agents", []) if isinstance(entry, dict)}
         entries, rotated = [], []
         for name, kind, webhook, description in AGENTS:
@@ -242,14 +318,32 @@ class Command(BaseCommand):
             # The fleet's runtimes answer replays next to their resume endpoint (an admin's setting).
             replay_url = resume_url.removesuffix("/resume") + "/replay" if resume_url else ""
             Agent.objects.filter(pk=agent.pk).update(
-                replay_url=replay_url, kinds=[kind],
-                capabilities=["replay", "fork", "failover", "drill", "drill_sandbox"] if replay_url else [])
-            entries.append({"name": name, "kind": kind, "token": token, "signing_secret": agent.signing_secret,
-                            "resume_url": resume_url, "owner": agent.owner.get_username() if agent.owner else None})
+                replay_url=replay_url,
+                kinds=[kind],
+                capabilities=["replay", "fork", "failover", "drill", "drill_sandbox"] if replay_url else [],
+            )
+            entries.append(
+                {
+                    "name": name,
+                    "kind": kind,
+                    "token": token,
+                    "signing_secret": agent.signing_secret,
+                    "resume_url": resume_url,
+                    "owner": agent.owner.get_username() if agent.owner else None,
+                }
+            )
         return entries, rotated
 
-    def report(self, passwords: dict[str, Any], users: dict[str, Any], agents: list[dict[str, Any]], rotated: list[str], port: int,
-               users_path: Path, agents_path: Path) -> None:
+    def report(
+        self,
+        passwords: dict[str, Any],
+        users: dict[str, Any],
+        agents: list[dict[str, Any]],
+        rotated: list[str],
+        port: int,
+        users_path: Path,
+        agents_path: Path,
+    ) -> None:
         try:
             login = reverse("login")
         except NoReverseMatch:

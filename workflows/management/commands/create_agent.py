@@ -20,31 +20,55 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", help="A unique slug, e.g. support-bot.")
-        parser.add_argument("--resume-url", default="",
-                            help="Where decisions are POSTed. Without it the agent polls GET /api/v1/checkpoints/{id}.")
+        parser.add_argument(
+            "--resume-url",
+            default="",
+            help="Where decisions are POSTed. Without it the agent polls GET /api/v1/checkpoints/{id}.",
+        )
         parser.add_argument("--owner", default=None, help="Username of the default owner of its workflows.")
         parser.add_argument("--description", default="")
-        parser.add_argument("--allow-plain-http", action="store_true",
-                            help="Allow an http resume URL where https is required (an on-premise agent).")
+        parser.add_argument(
+            "--allow-plain-http",
+            action="store_true",
+            help="Allow an http resume URL where https is required (an on-premise agent).",
+        )
 
-    def handle(self, *args: Any, name: str, resume_url: str, owner: str | None, description: str,
-               allow_plain_http: bool = False, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        name: str,
+        resume_url: str,
+        owner: str | None,
+        description: str,
+        allow_plain_http: bool = False,
+        **options: Any,
+    ) -> None:
         self._validate(name, resume_url, allow_plain_http)
         if Agent.objects.filter(name=name).exists():
-            raise CommandError(f"An agent named {name!r} already exists; pick another name "
-                               "(its token cannot be shown again).")
+            raise CommandError(
+                f"An agent named {name!r} already exists; pick another name (its token cannot be shown again)."
+            )
         try:
-            agent, token = Agent.register(name, resume_url=resume_url, owner=self._owner(owner),
-                                          description=description[:200], allow_plain_http=allow_plain_http)
+            agent, token = Agent.register(
+                name,
+                resume_url=resume_url,
+                owner=self._owner(owner),
+                description=description[:200],
+                allow_plain_http=allow_plain_http,
+            )
         except IntegrityError as exc:  # created concurrently since the check above
             raise CommandError(f"An agent named {name!r} already exists.") from exc
         self.stdout.write(self.style.SUCCESS(f"Agent {agent.name!r} created."))
         self.stdout.write(f"  token:          {token}")
         self.stdout.write(f"  signing secret: {agent.signing_secret}")
-        self.stdout.write("Both are shown once. The runtime sends the token as 'Authorization: Bearer <token>'"
-                          + (" and checks X-Recovery-Signature on deliveries with the secret." if resume_url
-                             else "; it polls for decisions, so the secret is only needed if it later gets "
-                                  "a resume URL."))
+        self.stdout.write(
+            "Both are shown once. The runtime sends the token as 'Authorization: Bearer <token>'"
+            + (
+                " and checks X-Recovery-Signature on deliveries with the secret."
+                if resume_url
+                else "; it polls for decisions, so the secret is only needed if it later gets a resume URL."
+            )
+        )
 
     def _validate(self, name: str, resume_url: str, allow_plain_http: bool) -> None:
         try:
@@ -69,6 +93,7 @@ class Command(BaseCommand):
         User = get_user_model()
         owner = owner_candidates().filter(**{User.USERNAME_FIELD: username}).first()
         if owner is None:
-            raise CommandError(f"No user called {username!r} may own an agent's workflows: only active "
-                               "operators and admins can.")
+            raise CommandError(
+                f"No user called {username!r} may own an agent's workflows: only active operators and admins can."
+            )
         return owner

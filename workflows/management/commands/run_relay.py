@@ -19,13 +19,19 @@ class Command(BaseCommand):
     help = "Relay queued decisions from the database outbox to the Celery broker."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--interval", type=float, default=settings.SWEEP_INTERVAL_SECONDS,
-                            help="Polling interval in seconds (LISTEN/NOTIFY wakes it sooner on PostgreSQL).")
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=settings.SWEEP_INTERVAL_SECONDS,
+            help="Polling interval in seconds (LISTEN/NOTIFY wakes it sooner on PostgreSQL).",
+        )
         parser.add_argument("--once", action="store_true", help="Relay what is due and exit.")
 
     def handle(self, *args: Any, interval: float, once: bool, **options: Any) -> None:
-        self.stdout.write(f"outbox relay: polling every {interval:g}s"
-                          + (", woken by NOTIFY recovery_outbox" if connection.vendor == "postgresql" else ""))
+        self.stdout.write(
+            f"outbox relay: polling every {interval:g}s"
+            + (", woken by NOTIFY recovery_outbox" if connection.vendor == "postgresql" else "")
+        )
         while True:
             try:
                 sent = relay_outbox()

@@ -11,8 +11,10 @@ from workflows import push
 
 
 class Command(BaseCommand):
-    help = ("Generate a VAPID key for Web Push. Put the VAPID_PRIVATE_KEY line in the environment (.env or the "
-            "deployment's secrets) once; a new key later orphans every device subscribed with the old one.")
+    help = (
+        "Generate a VAPID key for Web Push. Put the VAPID_PRIVATE_KEY line in the environment (.env or the "
+        "deployment's secrets) once; a new key later orphans every device subscribed with the old one."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
         private = push.new_private_key()

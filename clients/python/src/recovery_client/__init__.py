@@ -13,14 +13,14 @@ from .aio import AsyncRecoveryClient, AsyncStepScope, AsyncWorkflow
 from .batching import Batching
 from .client import ApiError, Json, RecoveryClient, Unavailable
 from .drills import (
-                     GARBAGE,
-                     DrillCrash,
-                     DrillFailover,
-                     DrillFault,
-                     DrillRateLimitError,
-                     GarbageAnswer,
-                     ProviderChanged,
-                     drifted,
+    GARBAGE,
+    DrillCrash,
+    DrillFailover,
+    DrillFault,
+    DrillRateLimitError,
+    GarbageAnswer,
+    ProviderChanged,
+    drifted,
 )
 from .reasons import REASONS, InvalidOutput, Reason, ReasonMap, reason_for
 from .receiver import Delivery, DeliveryLog, MemoryDeliveryLog, ResumeReceiver, SQLiteDeliveryLog
@@ -28,10 +28,39 @@ from .signing import sign, verify_signature
 from .workflow import Decision, Paused, StepScope, Stopped, Workflow, jsonable
 
 __all__ = [
-    "GARBAGE", "REASONS", "ApiError", "Batching", "DrillCrash", "DrillFailover", "DrillRateLimitError",
-    "ProviderChanged", "drifted", "DrillFault", "GarbageAnswer", "AsyncRecoveryClient", "AsyncStepScope", "AsyncWorkflow", "Decision", "Delivery",
-    "DeliveryLog", "InvalidOutput", "Json", "MemoryDeliveryLog", "Paused", "Reason", "ReasonMap", "RecoveryClient",
-    "ResumeReceiver", "SQLiteDeliveryLog", "StepScope", "Stopped", "Unavailable", "Workflow", "jsonable",
-    "reason_for", "sign", "verify_signature",
+    "GARBAGE",
+    "REASONS",
+    "ApiError",
+    "Batching",
+    "DrillCrash",
+    "DrillFailover",
+    "DrillRateLimitError",
+    "ProviderChanged",
+    "drifted",
+    "DrillFault",
+    "GarbageAnswer",
+    "AsyncRecoveryClient",
+    "AsyncStepScope",
+    "AsyncWorkflow",
+    "Decision",
+    "Delivery",
+    "DeliveryLog",
+    "InvalidOutput",
+    "Json",
+    "MemoryDeliveryLog",
+    "Paused",
+    "Reason",
+    "ReasonMap",
+    "RecoveryClient",
+    "ResumeReceiver",
+    "SQLiteDeliveryLog",
+    "StepScope",
+    "Stopped",
+    "Unavailable",
+    "Workflow",
+    "jsonable",
+    "reason_for",
+    "sign",
+    "verify_signature",
 ]
 __version__ = "0.1.0"

@@ -26,22 +26,32 @@ class AsyncRecoveryClient:
     def __init__(self, base_url: str, token: str, **options: Any) -> None:
         self.sync = RecoveryClient(base_url, token, **options)
 
-    async def create_workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
-                              context: Json | None = None) -> Json:
-        return await asyncio.to_thread(self.sync.create_workflow, external_id, kind, title, owner=owner,
-                                       context=context)
+    async def create_workflow(
+        self, external_id: str, kind: str, title: str, *, owner: str | None = None, context: Json | None = None
+    ) -> Json:
+        return await asyncio.to_thread(
+            self.sync.create_workflow, external_id, kind, title, owner=owner, context=context
+        )
 
     async def get_workflow(self, workflow_id: str) -> Json:
         return await asyncio.to_thread(self.sync.get_workflow, workflow_id)
 
-    async def report_step(self, workflow_id: str, seq: int, name: str, kind: str, status: str,
-                          **fields: Any) -> Json:
+    async def report_step(self, workflow_id: str, seq: int, name: str, kind: str, status: str, **fields: Any) -> Json:
         return await asyncio.to_thread(self.sync.report_step, workflow_id, seq, name, kind, status, **fields)
 
-    async def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
-                              state: Json | None = None, plan: list[Json] | None = None) -> Json:
-        return await asyncio.to_thread(self.sync.open_checkpoint, workflow_id, reason, detail=detail,
-                                       at_seq=at_seq, state=state, plan=plan)
+    async def open_checkpoint(
+        self,
+        workflow_id: str,
+        reason: str,
+        *,
+        detail: str = "",
+        at_seq: int | None = None,
+        state: Json | None = None,
+        plan: list[Json] | None = None,
+    ) -> Json:
+        return await asyncio.to_thread(
+            self.sync.open_checkpoint, workflow_id, reason, detail=detail, at_seq=at_seq, state=state, plan=plan
+        )
 
     async def get_checkpoint(self, checkpoint_id: str) -> Json:
         return await asyncio.to_thread(self.sync.get_checkpoint, checkpoint_id)
@@ -49,8 +59,7 @@ class AsyncRecoveryClient:
     async def finish(self, workflow_id: str, status: str, summary: str = "") -> Json:
         return await asyncio.to_thread(self.sync.finish, workflow_id, status, summary)
 
-    async def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0,
-                                timeout: float = 3600.0) -> Json:
+    async def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0) -> Json:
         """Poll a checkpoint until it carries a decision, sleeping on the event loop between polls."""
         deadline = time.monotonic() + timeout
         while True:
@@ -61,18 +70,32 @@ class AsyncRecoveryClient:
                 raise TimeoutError(f"No decision on checkpoint {checkpoint_id} after {timeout:.0f}s")
             await asyncio.sleep(interval)
 
-    async def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
-                        kinds: list[str] | None = None, fork_edits: list[str] | None = None) -> Json:
-        return await asyncio.to_thread(self.sync.advertise, capabilities, runtime_version=runtime_version,
-                                       kinds=kinds, fork_edits=fork_edits)
+    async def advertise(
+        self,
+        capabilities: list[str],
+        *,
+        runtime_version: str | None = None,
+        kinds: list[str] | None = None,
+        fork_edits: list[str] | None = None,
+    ) -> Json:
+        return await asyncio.to_thread(
+            self.sync.advertise, capabilities, runtime_version=runtime_version, kinds=kinds, fork_edits=fork_edits
+        )
 
     async def get_replay(self, replay_id: str) -> Json:
         return await asyncio.to_thread(self.sync.get_replay, replay_id)
 
-    async def post_replay_results(self, replay_id: str, results: list[Json] | None = None, *,
-                                  runtime_version: str | None = None, error: str | None = None) -> Json:
-        return await asyncio.to_thread(self.sync.post_replay_results, replay_id, results,
-                                       runtime_version=runtime_version, error=error)
+    async def post_replay_results(
+        self,
+        replay_id: str,
+        results: list[Json] | None = None,
+        *,
+        runtime_version: str | None = None,
+        error: str | None = None,
+    ) -> Json:
+        return await asyncio.to_thread(
+            self.sync.post_replay_results, replay_id, results, runtime_version=runtime_version, error=error
+        )
 
     def workflow(self, external_id: str, kind: str, title: str, **options: Any) -> AsyncWorkflow:
         """``async with client.workflow("T-1042", "refund", "Refund for T-1042") as wf:``."""
@@ -105,20 +128,24 @@ class AsyncWorkflow:
         await asyncio.to_thread(self.sync.start)
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await asyncio.to_thread(self.sync.__exit__, exc_type, exc, tb)
 
-    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None,
-             promise: str | None = None) -> AsyncStepScope:
+    def step(
+        self, name: str, *, kind: StepKind = "tool", input: Any = None, promise: str | None = None
+    ) -> AsyncStepScope:
         return AsyncStepScope(self.sync.step(name, kind=kind, input=input, promise=promise))
 
-    def effect(self, name: str, *, input: Any = None, key: str | None = None,
-               promise: str | None = None) -> AsyncStepScope:
+    def effect(
+        self, name: str, *, input: Any = None, key: str | None = None, promise: str | None = None
+    ) -> AsyncStepScope:
         return AsyncStepScope(self.sync.effect(name, input=input, key=key, promise=promise))
 
-    async def pause(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
-                    state: Json | None = None) -> Paused:
+    async def pause(
+        self, reason: Reason, detail: str = "", *, at_seq: int | None = None, state: Json | None = None
+    ) -> Paused:
         return await asyncio.to_thread(self.sync.pause, reason, detail, at_seq=at_seq, state=state)
 
     async def finish(self, status: Literal["completed", "failed"] = "completed", summary: str = "") -> Json:
@@ -128,8 +155,9 @@ class AsyncWorkflow:
         """Send the buffered steps now (``Workflow.flush``: the client's batching)."""
         await asyncio.to_thread(self.sync.flush)
 
-    async def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0,
-                                timeout: float = 3600.0) -> Decision:
+    async def wait_for_decision(
+        self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0
+    ) -> Decision:
         body = await self.client.wait_for_decision(checkpoint_id, interval=interval, timeout=timeout)
         checkpoint = await self.client.get_checkpoint(checkpoint_id)
         self.sync.decision = Decision.from_json(checkpoint_id, body, checkpoint.get("resume_state"))
@@ -148,6 +176,7 @@ class AsyncStepScope:
     async def __aenter__(self) -> StepScope:
         return await asyncio.to_thread(self.sync.__enter__)
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await asyncio.to_thread(self.sync.__exit__, exc_type, exc, tb)

@@ -81,8 +81,10 @@ class StepBuffer:
     @property
     def due(self) -> bool:
         return bool(self.reports) and (
-            len(self.reports) >= self.batching.size or sum(self.sizes.values()) >= self.batching.max_bytes
-            or (self.since is not None and time.monotonic() - self.since >= self.batching.seconds))
+            len(self.reports) >= self.batching.size
+            or sum(self.sizes.values()) >= self.batching.max_bytes
+            or (self.since is not None and time.monotonic() - self.since >= self.batching.seconds)
+        )
 
     def take(self) -> list[Json]:
         """Everything waiting, oldest first; the buffer is empty after (``restore`` puts it back)."""

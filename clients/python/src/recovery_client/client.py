@@ -35,8 +35,9 @@ DEFAULT_BATCHING = Batching()  # model and tool steps buffered: 50 steps or 1 s,
 class ApiError(Exception):
     """The console answered with a 4xx/5xx error body."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, field: str | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{status} {code}: {message}" + (f" ({field})" if field else ""))
         self.status, self.code, self.message, self.field = status, code, message, field
         self.retry_after = retry_after
@@ -56,12 +57,21 @@ class Unavailable(Exception):
 
 
 class RecoveryClient:
-    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 5,
-                 backoff: float = 0.25, max_wait: float = 30.0, batching: Batching | None = DEFAULT_BATCHING,
-                 drill_sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 10.0,
+        retries: int = 5,
+        backoff: float = 0.25,
+        max_wait: float = 30.0,
+        batching: Batching | None = DEFAULT_BATCHING,
+        drill_sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         """``batching``: how ``workflow(...)`` runs (and both adapters) buffer model and tool steps
-        (``recovery_client.Batching``; None reports each step at once, as the client did before batching). ``drill_sleep``: how a drill's
-        "go silent for N minutes" waits (a test passes a clock)."""
+        (``recovery_client.Batching``; None reports each step at once, as the client did before batching).
+        ``drill_sleep``: how a drill's "go silent for N minutes" waits (a test passes a clock)."""
         self.batching = batching
         self.drill_sleep = drill_sleep
         self.base_url = base_url.rstrip("/")
@@ -72,22 +82,49 @@ class RecoveryClient:
         self.max_wait = max_wait  # caps one wait, including a server's Retry-After
 
     # --- endpoints (API.md) -------------------------------------------------
-    def create_workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
-                        context: Json | None = None) -> Json:
-        return self._call("POST", "/workflows", {"external_id": external_id, "kind": kind, "title": title,
-                                                 "owner": owner, "context": context or {}})
+    def create_workflow(
+        self, external_id: str, kind: str, title: str, *, owner: str | None = None, context: Json | None = None
+    ) -> Json:
+        return self._call(
+            "POST",
+            "/workflows",
+            {"external_id": external_id, "kind": kind, "title": title, "owner": owner, "context": context or {}},
+        )
 
     def get_workflow(self, workflow_id: str) -> Json:
         return self._call("GET", f"/workflows/{workflow_id}")
 
-    def report_step(self, workflow_id: str, seq: int, name: str, kind: str, status: str, *,
-                    input: Any = None, output: Any = None, verified: bool = False,
-                    promise: str | None = None, idempotency_key: str | None = None,
-                    external_ref: str | None = None) -> Json:
-        return self._call("POST", f"/workflows/{workflow_id}/steps", {
-            "seq": seq, "name": name, "kind": kind, "status": status, "input": input, "output": output,
-            "verified": verified, "promise": promise, "idempotency_key": idempotency_key,
-            "external_ref": external_ref})
+    def report_step(
+        self,
+        workflow_id: str,
+        seq: int,
+        name: str,
+        kind: str,
+        status: str,
+        *,
+        input: Any = None,
+        output: Any = None,
+        verified: bool = False,
+        promise: str | None = None,
+        idempotency_key: str | None = None,
+        external_ref: str | None = None,
+    ) -> Json:
+        return self._call(
+            "POST",
+            f"/workflows/{workflow_id}/steps",
+            {
+                "seq": seq,
+                "name": name,
+                "kind": kind,
+                "status": status,
+                "input": input,
+                "output": output,
+                "verified": verified,
+                "promise": promise,
+                "idempotency_key": idempotency_key,
+                "external_ref": external_ref,
+            },
+        )
 
     def report_steps(self, workflow_id: str, steps: list[Json]) -> Json:
         """Report up to 500 steps of one workflow at once (each a dict with ``report_step``'s fields).
@@ -99,16 +136,28 @@ class RecoveryClient:
         body = [{**{f: None for f in fields}, "verified": False, **step} for step in steps]
         return self._call("POST", f"/workflows/{workflow_id}/steps/batch", {"steps": body})
 
-    def record_drill_journal(self, workflow_id: str, *, committed: list[str], pending: Json | None = None,
-                             promises: list[str] | None = None) -> Json:
+    def record_drill_journal(
+        self, workflow_id: str, *, committed: list[str], pending: Json | None = None, promises: list[str] | None = None
+    ) -> Json:
         """At a drill's fault, before carrying it out: what this runtime holds (the committed effects'
         idempotency keys, the step in flight ``{"seq", "name"}`` or None, the promises made). The console's
         drill report checks the resume state against it ("state intact"). The first journal stands."""
-        return self._call("PUT", f"/workflows/{workflow_id}/drill-journal",
-                          {"committed": committed, "pending": pending, "promises": promises or []})
+        return self._call(
+            "PUT",
+            f"/workflows/{workflow_id}/drill-journal",
+            {"committed": committed, "pending": pending, "promises": promises or []},
+        )
 
-    def open_checkpoint(self, workflow_id: str, reason: str, *, detail: str = "", at_seq: int | None = None,
-                        state: Json | None = None, plan: list[Json] | None = None) -> Json:
+    def open_checkpoint(
+        self,
+        workflow_id: str,
+        reason: str,
+        *,
+        detail: str = "",
+        at_seq: int | None = None,
+        state: Json | None = None,
+        plan: list[Json] | None = None,
+    ) -> Json:
         """Pause the workflow. ``plan``: the steps still to do if resumed, each ``{"name", "kind"}`` and,
         for an effect that moves money, ``"amount"`` and ``"currency"``; without it the console assumes
         the worst about money for kinds of workflow that have moved money before."""
@@ -135,8 +184,14 @@ class RecoveryClient:
             time.sleep(interval)
 
     # --- replays (additions to v1: docs/API.md, "Replaying a step range") ----------------
-    def advertise(self, capabilities: list[str], *, runtime_version: str | None = None,
-                  kinds: list[str] | None = None, fork_edits: list[str] | None = None) -> Json:
+    def advertise(
+        self,
+        capabilities: list[str],
+        *,
+        runtime_version: str | None = None,
+        kinds: list[str] | None = None,
+        fork_edits: list[str] | None = None,
+    ) -> Json:
         """Tell the console what this runtime supports: ``replay``, ``fork``, ``failover``; ``fork_edits``: the
         step kinds whose edited input it applies when a fork restarts at such a step."""
         body: Json = {"capabilities": capabilities, "runtime_version": runtime_version, "kinds": kinds}
@@ -148,26 +203,60 @@ class RecoveryClient:
         """A replay asked of this runtime (check ``status`` for ``cancelled`` during a long one)."""
         return self._call("GET", f"/replays/{replay_id}")
 
-    def post_replay_results(self, replay_id: str, results: list[Json] | None = None, *,
-                            runtime_version: str | None = None, error: str | None = None) -> Json:
+    def post_replay_results(
+        self,
+        replay_id: str,
+        results: list[Json] | None = None,
+        *,
+        runtime_version: str | None = None,
+        error: str | None = None,
+    ) -> Json:
         """Results of a replay answered 202: ``[{"seq", "output", "effects"?}]``, or ``error`` saying why not."""
-        return self._call("POST", f"/replays/{replay_id}/results",
-                          {"results": results, "runtime_version": runtime_version, "error": error})
+        return self._call(
+            "POST",
+            f"/replays/{replay_id}/results",
+            {"results": results, "runtime_version": runtime_version, "error": error},
+        )
 
     # --- a run, reported as it happens (workflow.py) ---------------------------------
-    def workflow(self, external_id: str, kind: str, title: str, *, owner: str | None = None,
-                 context: Json | None = None, reasons: ReasonMap | None = None, state: Json | None = None,
-                 finish: bool = True, summary: str = "", settle_timeout: float = 60.0,
-                 poll_interval: float = 0.5, decision: Decision | None = None,
-                 batching: Batching | None | bool = True) -> Workflow:
+    def workflow(
+        self,
+        external_id: str,
+        kind: str,
+        title: str,
+        *,
+        owner: str | None = None,
+        context: Json | None = None,
+        reasons: ReasonMap | None = None,
+        state: Json | None = None,
+        finish: bool = True,
+        summary: str = "",
+        settle_timeout: float = 60.0,
+        poll_interval: float = 0.5,
+        decision: Decision | None = None,
+        batching: Batching | None | bool = True,
+    ) -> Workflow:
         """``with client.workflow("T-1042", "refund", "Refund for T-1042") as wf:`` (see ``Workflow``).
         ``batching``: the client's (True), none (False or None), or this run's own ``Batching``."""
         from .workflow import Workflow
 
         chosen = self.batching if batching is True else (batching or None)
-        return Workflow(self, external_id, kind, title, owner=owner, context=context, reasons=reasons,
-                        state=state, finish=finish, summary=summary, settle_timeout=settle_timeout,
-                        poll_interval=poll_interval, decision=decision, batching=chosen)
+        return Workflow(
+            self,
+            external_id,
+            kind,
+            title,
+            owner=owner,
+            context=context,
+            reasons=reasons,
+            state=state,
+            finish=finish,
+            summary=summary,
+            settle_timeout=settle_timeout,
+            poll_interval=poll_interval,
+            decision=decision,
+            batching=chosen,
+        )
 
     # --- transport ------------------------------------------------------------
     def _call(self, method: str, path: str, body: Json | None = None) -> Json:
@@ -186,8 +275,14 @@ class RecoveryClient:
                     raise
                 last = exc
             # Resending is safe whatever happened to the first request: the API is idempotent.
-            except (urllib.error.URLError, http.client.HTTPException, _Garbled, ConnectionError, TimeoutError,
-                    OSError) as exc:
+            except (
+                urllib.error.URLError,
+                http.client.HTTPException,
+                _Garbled,
+                ConnectionError,
+                TimeoutError,
+                OSError,
+            ) as exc:
                 last = exc
         if isinstance(last, ApiError):
             raise last
@@ -195,9 +290,15 @@ class RecoveryClient:
 
     def _once(self, method: str, path: str, data: bytes | None) -> Json:
         request = urllib.request.Request(  # noqa: S310 - the URL is the operator-configured console
-            self.base_url + "/api/v1" + path, data=data, method=method,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
-                     "Accept": "application/json"})
+            self.base_url + "/api/v1" + path,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            },
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
                 raw = response.read()
@@ -206,11 +307,13 @@ class RecoveryClient:
             retry_after = _seconds(exc.headers.get("Retry-After"))
             try:
                 error = json.loads(raw)["error"]
-                raise ApiError(exc.code, error.get("code", "error"), error.get("message", ""),
-                               error.get("field"), retry_after) from None
+                raise ApiError(
+                    exc.code, error.get("code", "error"), error.get("message", ""), error.get("field"), retry_after
+                ) from None
             except (ValueError, KeyError, TypeError):
-                raise ApiError(exc.code, "http_error", raw[:200].decode(errors="replace"),
-                               retry_after=retry_after) from None
+                raise ApiError(
+                    exc.code, "http_error", raw[:200].decode(errors="replace"), retry_after=retry_after
+                ) from None
         try:
             answer = json.loads(raw or b"{}")
         except ValueError as exc:

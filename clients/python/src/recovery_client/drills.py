@@ -43,8 +43,16 @@ from typing import Any, Final
 
 from .reasons import InvalidOutput
 
-__all__ = ["GARBAGE", "DrillCrash", "DrillFailover", "DrillFault", "DrillRateLimitError", "GarbageAnswer",
-           "ProviderChanged", "drifted"]
+__all__ = [
+    "GARBAGE",
+    "DrillCrash",
+    "DrillFailover",
+    "DrillFault",
+    "DrillRateLimitError",
+    "GarbageAnswer",
+    "ProviderChanged",
+    "drifted",
+]
 
 # What a model answers in a "garbage" drill: not JSON, not the shape any check expects.
 GARBAGE: Final = "\ufffd<drill: garbage answer>\x7f{{{"
@@ -65,8 +73,12 @@ class DrillFault:
         if not isinstance(drill, dict) or not drill.get("fault"):
             return None
         try:
-            return cls(str(drill.get("id", "")), str(drill["fault"]), int(drill.get("at_seq") or 1),
-                       int(drill.get("silent_minutes") or 0))
+            return cls(
+                str(drill.get("id", "")),
+                str(drill["fault"]),
+                int(drill.get("at_seq") or 1),
+                int(drill.get("silent_minutes") or 0),
+            )
         except (TypeError, ValueError):
             return None
 

@@ -74,6 +74,7 @@ def effect(node: F | None = None, /, *, confirmed: Confirmed | None = None) -> F
     ``confirmed(state, key)`` returns the node's state update when an operator confirmed that
     an execution whose outcome was unknown did happen (the graph then skips the node).
     """
+
     def mark(node: F) -> F:
         name = getattr(node, "__name__", "effect")
 
@@ -103,17 +104,28 @@ def resume_value(decision: Decision | None) -> Json | None:
     """What ``interrupt()`` returns when an operator's decision resumes the graph."""
     if decision is None:
         return None
-    return {"action": decision.action, "instructions": decision.instructions,
-            "confirmations": dict(decision.confirmations)}
+    return {
+        "action": decision.action,
+        "instructions": decision.instructions,
+        "confirmations": dict(decision.confirmations),
+    }
 
 
 class RecoveryGraph:
     """Run a compiled LangGraph graph as console workflows of one ``kind``."""
 
-    def __init__(self, client: RecoveryClient, graph: Any, *, kind: str, reasons: ReasonMap | None = None,
-                 title: Callable[[str], str] | None = None, owner: str | None = None,
-                 plan: Callable[[Json], list[Json] | None] | None = None,
-                 checks: Mapping[str, Callable[[Any], object]] | None = None) -> None:
+    def __init__(
+        self,
+        client: RecoveryClient,
+        graph: Any,
+        *,
+        kind: str,
+        reasons: ReasonMap | None = None,
+        title: Callable[[str], str] | None = None,
+        owner: str | None = None,
+        plan: Callable[[Json], list[Json] | None] | None = None,
+        checks: Mapping[str, Callable[[Any], object]] | None = None,
+    ) -> None:
         """``plan(agent_state)``: what a resume will do, sent with each checkpoint (the state has the
         graph's ``graph`` values and its ``next`` nodes); without it the console assumes money may move.
         ``checks``: per node name, a check its state update must pass (truthy, not raising)."""
@@ -142,15 +154,30 @@ class RecoveryGraph:
         configurable = {"thread_id": external_id, **dict((config or {}).get("configurable") or {})}
         return {**dict(config or {}), "configurable": configurable}
 
-    def run(self, external_id: str, input: Any = None, *, config: Mapping[str, Any] | None = None,
-            context: Json | None = None, decision: Decision | None = None) -> Any:
+    def run(
+        self,
+        external_id: str,
+        input: Any = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        context: Json | None = None,
+        decision: Decision | None = None,
+    ) -> Any:
         """Start or resume the graph for ``external_id``; returns its final state values.
 
         Raises ``Paused`` when the graph stops at a checkpoint and ``Stopped`` when the console
         says the workflow is over (handed off, aborted, finished).
         """
-        wf = self.client.workflow(external_id, self.kind, self.title(external_id), owner=self.owner,
-                                  context=context, reasons=self.reasons, finish=False, decision=decision).start()
+        wf = self.client.workflow(
+            external_id,
+            self.kind,
+            self.title(external_id),
+            owner=self.owner,
+            context=context,
+            reasons=self.reasons,
+            finish=False,
+            decision=decision,
+        ).start()
         run = _GraphRun(self, wf, self.config(external_id, config))
         return run.go(input)
 
@@ -192,8 +219,9 @@ class _GraphRun:
             failed = self.failed_task()
             if failed is not None:
                 self.fail_refused(failed, exc)
-            self.wf.pause_for(exc, at_seq=failed[1] if failed else None, step=failed[0] if failed else None,
-                              state=self.agent_state())
+            self.wf.pause_for(
+                exc, at_seq=failed[1] if failed else None, step=failed[0] if failed else None, state=self.agent_state()
+            )
         finally:
             _run.reset(token)
         snapshot = self.graph.get_state(self.config)
@@ -206,8 +234,11 @@ class _GraphRun:
     def resume_input(self, snapshot: Any) -> Any:
         """Settle confirmed effects, then the Command that carries the decision into the graph."""
         for step in self.wf.recorded:
-            if step["kind"] == "effect" and step["status"] == "pending" \
-                    and self.wf.confirmation(step.get("idempotency_key")) == "happened":
+            if (
+                step["kind"] == "effect"
+                and step["status"] == "pending"
+                and self.wf.confirmation(step.get("idempotency_key")) == "happened"
+            ):
                 self.commit_confirmed(step, snapshot)
                 snapshot = self.graph.get_state(self.config)
         if getattr(snapshot, "interrupts", None):
@@ -218,9 +249,17 @@ class _GraphRun:
         name, key = step["name"], step["idempotency_key"]
         derive = self.adapter.confirmed.get(name)
         update = derive(snapshot.values, key) if derive else None
-        self.wf.report(int(step["seq"]), name, "effect", "committed", input=step.get("input"),
-                       output={"confirmed_by_operator": "happened", "update": update}, idempotency_key=key,
-                       promise=step.get("promise"), external_ref=_ref(update))
+        self.wf.report(
+            int(step["seq"]),
+            name,
+            "effect",
+            "committed",
+            input=step.get("input"),
+            output={"confirmed_by_operator": "happened", "update": update},
+            idempotency_key=key,
+            promise=step.get("promise"),
+            external_ref=_ref(update),
+        )
         if name in snapshot.next:
             self.graph.update_state(self.config, update, as_node=name)
 
@@ -228,8 +267,11 @@ class _GraphRun:
     def on_task(self, debug: Mapping[str, Any]) -> None:
         event = debug.get("payload") or {}
         name = str(event.get("name"))
-        if debug.get("type") not in ("task", "task_result") or name not in self.adapter.node_kinds \
-                or name in self.adapter.decorated:
+        if (
+            debug.get("type") not in ("task", "task_result")
+            or name not in self.adapter.node_kinds
+            or name in self.adapter.decorated
+        ):
             return
         kind = self.adapter.node_kinds[name]
         if debug["type"] == "task":  # started
@@ -257,8 +299,9 @@ class _GraphRun:
         if event.get("error") is not None:
             if kind != "effect":  # an effect that raised stays pending: its outcome is unknown
                 error = event["error"]
-                self.wf.report(seq, name, kind, "failed", **fields,
-                               output={"error": type(error).__name__, "message": str(error)})
+                self.wf.report(
+                    seq, name, kind, "failed", **fields, output={"error": type(error).__name__, "message": str(error)}
+                )
             return
         try:
             result, verified = self.checked(name, kind, seq, event.get("result"))
@@ -266,8 +309,9 @@ class _GraphRun:
             self.tasks[str(event["id"])] = name_seq  # the checkpoint names it, and the step is reported failed
             raise
         self.wf.die_if_failing_over(seq)  # a failover drill: the process dies before reporting the node
-        self.wf.report(seq, name, kind, "committed", **fields, output=result, external_ref=_ref(result),
-                       verified=verified)
+        self.wf.report(
+            seq, name, kind, "committed", **fields, output=result, external_ref=_ref(result), verified=verified
+        )
         self.wf.crash_if_drilled(seq)
 
     def checked(self, name: str, kind: str, seq: int, result: Any) -> tuple[Any, bool]:
@@ -278,8 +322,11 @@ class _GraphRun:
         check = self.adapter.checks.get(name)
         if check is None:
             if stops is not None:
-                what = "garbage answer" if stops is GarbageAnswer else \
-                    "provider change (the model answered differently from the recorded one)"
+                what = (
+                    "garbage answer"
+                    if stops is GarbageAnswer
+                    else "provider change (the model answered differently from the recorded one)"
+                )
                 self.refused = result
                 raise stops(f"{name}: a drill's {what} at step {seq}, and the node does not check its update")
             return result, False
@@ -320,8 +367,9 @@ class _GraphRun:
         return next(iter(self.tasks.values()), None)
 
     # --- decorated effects (called inside the node, in the graph's worker thread) -------------
-    def effect_call(self, name: str, node: Callable[..., Any], state: Any, args: tuple[Any, ...],
-                    kwargs: dict[str, Any]) -> Any:
+    def effect_call(
+        self, name: str, node: Callable[..., Any], state: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         with self.lock:
             key = self.key(name, int(get_config()["metadata"]["langgraph_step"]))
             recorded = next((s for s in self.wf.recorded if s.get("idempotency_key") == key), None)
@@ -349,8 +397,12 @@ class _GraphRun:
     def agent_state(self) -> Json:
         """The graph's state as the checkpoint's agent state (and the plan derived from it, if asked for)."""
         snapshot = self.graph.get_state(self.config)
-        state = {**self.wf.state, "graph": jsonable(snapshot.values), "next": list(snapshot.next),
-                 "thread_id": self.config["configurable"]["thread_id"]}
+        state = {
+            **self.wf.state,
+            "graph": jsonable(snapshot.values),
+            "next": list(snapshot.next),
+            "thread_id": self.config["configurable"]["thread_id"],
+        }
         if self.adapter.plan is not None:
             self.wf.plan = self.adapter.plan(state)
         return state
@@ -361,8 +413,12 @@ class _GraphRun:
             reason = cast(Reason, value["reason"])
         detail = value.get("detail") or value.get("question") if isinstance(value, dict) else None
         pending = next(iter(self.tasks.values()), None)
-        return self.wf.pause(reason, str(detail or value), at_seq=pending[1] if pending else None,
-                             state={**self.agent_state(), "interrupt": jsonable(value)})
+        return self.wf.pause(
+            reason,
+            str(detail or value),
+            at_seq=pending[1] if pending else None,
+            state={**self.agent_state(), "interrupt": jsonable(value)},
+        )
 
 
 def _ref(result: Any) -> str | None:

@@ -68,6 +68,7 @@ def effect(tool: F) -> F:
     EFFECT_TOOLS.add(name)
 
     if inspect.iscoroutinefunction(tool):
+
         @functools.wraps(tool)
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             run = _run.get()
@@ -108,11 +109,21 @@ def effect(tool: F) -> F:
 class RecoveryRunner:
     """Run one agent as console workflows of one ``kind``."""
 
-    def __init__(self, client: RecoveryClient, agent: Agent[Any], *, kind: str, reasons: ReasonMap | None = None,
-                 title: Callable[[str], str] | None = None, owner: str | None = None,
-                 session: Callable[[str], Session] | None = None, run_config: RunConfig | None = None,
-                 max_turns: int = 10, approve_actions: frozenset[str] = frozenset({"resume"}),
-                 plan: Callable[[Json], list[Json] | None] | None = None) -> None:
+    def __init__(
+        self,
+        client: RecoveryClient,
+        agent: Agent[Any],
+        *,
+        kind: str,
+        reasons: ReasonMap | None = None,
+        title: Callable[[str], str] | None = None,
+        owner: str | None = None,
+        session: Callable[[str], Session] | None = None,
+        run_config: RunConfig | None = None,
+        max_turns: int = 10,
+        approve_actions: frozenset[str] = frozenset({"resume"}),
+        plan: Callable[[Json], list[Json] | None] | None = None,
+    ) -> None:
         """``plan(agent_state)``: what a resume will do, sent with each checkpoint (the state names the
         ``approvals`` waiting, if any); without it the console assumes money may move."""
         self.client, self.agent, self.kind, self.reasons, self.owner = client, agent, kind, reasons, owner
@@ -128,14 +139,28 @@ class RecoveryRunner:
             self._sessions[external_id] = self.session_factory(external_id)
         return self._sessions[external_id]
 
-    async def run(self, external_id: str, input: str | list[Any] | None = None, *,
-                  context: Json | None = None, decision: Decision | None = None) -> Any:
+    async def run(
+        self,
+        external_id: str,
+        input: str | list[Any] | None = None,
+        *,
+        context: Json | None = None,
+        decision: Decision | None = None,
+    ) -> Any:
         """Start or resume the agent's run for ``external_id``; returns its final output.
 
         Raises ``Paused`` at a checkpoint and ``Stopped`` when the console says the workflow is over.
         """
-        wf = self.client.workflow(external_id, self.kind, self.title(external_id), owner=self.owner,
-                                  context=context, reasons=self.reasons, finish=False, decision=decision)
+        wf = self.client.workflow(
+            external_id,
+            self.kind,
+            self.title(external_id),
+            owner=self.owner,
+            context=context,
+            reasons=self.reasons,
+            finish=False,
+            decision=decision,
+        )
         await asyncio.to_thread(wf.start)
         return await _AgentRun(self, wf).go(input)
 
@@ -153,10 +178,12 @@ class _Hooks(RunHooks[Any]):
     def __init__(self, run: _AgentRun) -> None:
         self.run = run
 
-    async def on_llm_start(self, context: RunContextWrapper[Any], agent: Agent[Any], system_prompt: str | None,
-                           input_items: list[Any]) -> None:
-        await asyncio.to_thread(self.run.start_step, ("model", agent.name), "model", f"{agent.name}: model",
-                                {"items": len(input_items)})
+    async def on_llm_start(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], system_prompt: str | None, input_items: list[Any]
+    ) -> None:
+        await asyncio.to_thread(
+            self.run.start_step, ("model", agent.name), "model", f"{agent.name}: model", {"items": len(input_items)}
+        )
 
     async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any], response: Any) -> None:
         output = [jsonable(item.model_dump() if hasattr(item, "model_dump") else item) for item in response.output]
@@ -166,8 +193,13 @@ class _Hooks(RunHooks[Any]):
         if tool.name in EFFECT_TOOLS:
             return  # an effect reports itself, before it runs
         call = getattr(context, "tool_call", None)
-        await asyncio.to_thread(self.run.start_step, ("tool", getattr(call, "call_id", tool.name)), "tool",
-                                tool.name, _arguments(getattr(call, "arguments", None)))
+        await asyncio.to_thread(
+            self.run.start_step,
+            ("tool", getattr(call, "call_id", tool.name)),
+            "tool",
+            tool.name,
+            _arguments(getattr(call, "arguments", None)),
+        )
 
     async def on_tool_end(self, context: RunContextWrapper[Any], agent: Any, tool: Any, result: object) -> None:
         if tool.name in EFFECT_TOOLS:
@@ -189,15 +221,26 @@ class _AgentRun:
             start = await self.resume_state(session) or []
         token = _run.set(self)
         try:
-            result = await Runner.run(runner.agent, start, session=session, hooks=_Hooks(self),
-                                      run_config=runner.run_config, max_turns=runner.max_turns)
+            result = await Runner.run(
+                runner.agent,
+                start,
+                session=session,
+                hooks=_Hooks(self),
+                run_config=runner.run_config,
+                max_turns=runner.max_turns,
+            )
         except (Paused, Stopped):
             raise  # a hold's pause (or a silence the console caught): the workflow already waits at it
         except Exception as exc:
             failed = next(iter(self.open.values()), None)
             await asyncio.to_thread(self.fail_open_steps, exc)
-            await asyncio.to_thread(self.wf.pause_for, exc, at_seq=failed[0] if failed else None,
-                                    step=failed[1] if failed else None, state=self.agent_state())
+            await asyncio.to_thread(
+                self.wf.pause_for,
+                exc,
+                at_seq=failed[0] if failed else None,
+                step=failed[1] if failed else None,
+                state=self.agent_state(),
+            )
             raise AssertionError("pause_for raises") from exc  # pragma: no cover
         finally:
             _run.reset(token)
@@ -211,8 +254,9 @@ class _AgentRun:
         decision = self.wf.decision
         resume_state = decision.resume_state if decision else {}
         if decision and not resume_state:  # a decision read without its checkpoint: fetch the saved state
-            resume_state = (await asyncio.to_thread(self.wf.client.get_checkpoint, decision.checkpoint_id)
-                            ).get("resume_state") or {}
+            resume_state = (await asyncio.to_thread(self.wf.client.get_checkpoint, decision.checkpoint_id)).get(
+                "resume_state"
+            ) or {}
         saved = resume_state.get("state") or {}
         if not decision or not isinstance(saved.get("run_state"), dict):
             return None
@@ -227,9 +271,15 @@ class _AgentRun:
             seq = seqs.get(item.call_id)
             if seq is not None:
                 await asyncio.to_thread(
-                    self.wf.report, int(seq), f"approve {item.name}", "tool", "committed",
+                    self.wf.report,
+                    int(seq),
+                    f"approve {item.name}",
+                    "tool",
+                    "committed",
                     input=_arguments(item.arguments),
-                    output={"approved": approve, "instructions": decision.instructions}, verified=True)
+                    output={"approved": approve, "instructions": decision.instructions},
+                    verified=True,
+                )
         return state
 
     # --- steps --------------------------------------------------------------------------------
@@ -245,8 +295,11 @@ class _AgentRun:
             seq, name, kind, input = self.open[handle]
             output, stops = self.wf.drill_answer(seq, kind, output)
             if stops is not None:  # the step stays open: the failure reports it failed, the run pauses
-                what = "garbage answer" if stops is GarbageAnswer else \
-                    "provider change (the model answered differently from the recorded one)"
+                what = (
+                    "garbage answer"
+                    if stops is GarbageAnswer
+                    else "provider change (the model answered differently from the recorded one)"
+                )
                 raise stops(f"{name}: a drill's {what} at step {seq}; the adapter does not check model answers")
             self.wf.die_if_failing_over(seq)  # a failover drill: the process dies before reporting the step
             del self.open[handle]
@@ -257,8 +310,14 @@ class _AgentRun:
         with self.lock:
             for seq, name, kind, input in self.open.values():
                 if kind != "effect":  # an effect that raised stays pending: its outcome is unknown
-                    self.wf.report(seq, name, kind, "failed", input=input,
-                                   output={"error": type(exc).__name__, "message": str(exc)})
+                    self.wf.report(
+                        seq,
+                        name,
+                        kind,
+                        "failed",
+                        input=input,
+                        output={"error": type(exc).__name__, "message": str(exc)},
+                    )
 
     def begin_effect(self, name: str, arguments: Json) -> tuple[str, int, Any]:
         """Key the effect; its recorded result when an earlier run committed it, else report it pending."""
@@ -278,8 +337,16 @@ class _AgentRun:
         with self.lock:
             self.wf.die_if_failing_over(seq)  # a failover drill: the effect ran, the process dies unreported
             self.open.pop(("effect", key), None)
-            self.wf.report(seq, name, "effect", "committed", input=arguments, output=result,
-                           idempotency_key=key, external_ref=result if isinstance(result, str) else None)
+            self.wf.report(
+                seq,
+                name,
+                "effect",
+                "committed",
+                input=arguments,
+                output=result,
+                idempotency_key=key,
+                external_ref=result if isinstance(result, str) else None,
+            )
         self.wf.crash_if_drilled(seq)
 
     # --- pausing and finishing ------------------------------------------------------------------
@@ -295,8 +362,9 @@ class _AgentRun:
             with self.lock:
                 seq = self.wf.next_seq()
                 self.wf.report(seq, f"approve {item.name}", "tool", "pending", input=_arguments(item.arguments))
-            approvals.append({"call_id": item.call_id, "tool": item.name, "arguments": _arguments(item.arguments),
-                              "seq": seq})
+            approvals.append(
+                {"call_id": item.call_id, "tool": item.name, "arguments": _arguments(item.arguments), "seq": seq}
+            )
         asks = "; ".join(f"{a['tool']}({json.dumps(a['arguments'])})" for a in approvals)
         state = self.agent_state(approvals=approvals, run_state=result.to_state().to_json())
         return self.wf.pause("manual", f"Approve {asks}?", at_seq=approvals[0]["seq"], state=state)

@@ -15,10 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Final, Literal, cast
 
-Reason = Literal["model_timeout", "tool_error", "rate_limit", "provider_change", "untrusted_output", "manual",
-                 "other"]
-REASONS: Final = ("model_timeout", "tool_error", "rate_limit", "provider_change", "untrusted_output", "manual",
-                  "other")
+Reason = Literal["model_timeout", "tool_error", "rate_limit", "provider_change", "untrusted_output", "manual", "other"]
+REASONS: Final = ("model_timeout", "tool_error", "rate_limit", "provider_change", "untrusted_output", "manual", "other")
 ReasonMap = Mapping[type[BaseException], Reason]
 
 __all__ = ["REASONS", "InvalidOutput", "Reason", "ReasonMap", "reason_for"]

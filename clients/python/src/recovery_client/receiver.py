@@ -58,17 +58,29 @@ class Delivery:
 
     @property
     def decision(self) -> Decision:
-        return Decision(checkpoint_id=self.checkpoint_id, action=self.action, instructions=self.instructions,
-                        confirmations=dict(self.confirmations), new_owner=self.new_owner,
-                        delivery_id=self.delivery_id, resume_state=self.resume_state)
+        return Decision(
+            checkpoint_id=self.checkpoint_id,
+            action=self.action,
+            instructions=self.instructions,
+            confirmations=dict(self.confirmations),
+            new_owner=self.new_owner,
+            delivery_id=self.delivery_id,
+            resume_state=self.resume_state,
+        )
 
     @classmethod
     def from_json(cls, payload: Json) -> Delivery:
-        return cls(delivery_id=payload["delivery_id"], workflow_id=payload["workflow_id"],
-                   external_id=payload["external_id"], checkpoint_id=payload["checkpoint_id"],
-                   action=payload["action"], instructions=str(payload.get("instructions") or ""),
-                   confirmations={str(k): str(v) for k, v in (payload.get("confirmations") or {}).items()},
-                   new_owner=payload.get("new_owner"), resume_state=payload.get("resume_state") or {})
+        return cls(
+            delivery_id=payload["delivery_id"],
+            workflow_id=payload["workflow_id"],
+            external_id=payload["external_id"],
+            checkpoint_id=payload["checkpoint_id"],
+            action=payload["action"],
+            instructions=str(payload.get("instructions") or ""),
+            confirmations={str(k): str(v) for k, v in (payload.get("confirmations") or {}).items()},
+            new_owner=payload.get("new_owner"),
+            resume_state=payload.get("resume_state") or {},
+        )
 
 
 class DeliveryLog(Protocol):
@@ -106,8 +118,10 @@ class SQLiteDeliveryLog:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS deliveries (id TEXT PRIMARY KEY, "
-                       "at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS deliveries (id TEXT PRIMARY KEY, "
+                "at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None)
@@ -124,8 +138,9 @@ class SQLiteDeliveryLog:
 class ResumeReceiver:
     """Verify, dedupe and dispatch decision deliveries to ``on_decision(delivery)``."""
 
-    def __init__(self, secret: str, on_decision: Handler, *, deliveries: DeliveryLog | None = None,
-                 max_body: int = MAX_BODY) -> None:
+    def __init__(
+        self, secret: str, on_decision: Handler, *, deliveries: DeliveryLog | None = None, max_body: int = MAX_BODY
+    ) -> None:
         if not secret:
             raise ValueError("a resume receiver needs the agent's signing secret")
         self.secret, self.on_decision, self.max_body = secret, on_decision, max_body
@@ -160,8 +175,9 @@ class ResumeReceiver:
         """Check a request and carry an accepted delivery out in a thread; returns (status, answer body)."""
         status, answer, delivery = self.accept(body, headers)
         if delivery is not None:
-            thread = threading.Thread(target=self._run, args=(delivery,), daemon=True,
-                                      name=f"recovery-delivery-{delivery.delivery_id}")
+            thread = threading.Thread(
+                target=self._run, args=(delivery,), daemon=True, name=f"recovery-delivery-{delivery.delivery_id}"
+            )
             self.threads.add(thread)
             thread.start()
         return status, answer
@@ -238,13 +254,20 @@ async def _awaited(result: Awaitable[object]) -> object:
 
 def _answer(start_response: StartResponse, status: int, body: Json) -> list[bytes]:
     raw = json.dumps(body).encode()
-    start_response(f"{status} {HTTPStatus(status).phrase}",
-                   [("Content-Type", "application/json"), ("Content-Length", str(len(raw)))])
+    start_response(
+        f"{status} {HTTPStatus(status).phrase}",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(raw)))],
+    )
     return [raw]
 
 
 async def _send(send: Send, status: int, body: Json) -> None:
     raw = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": raw})

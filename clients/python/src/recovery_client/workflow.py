@@ -88,11 +88,15 @@ class Decision:
 
     @classmethod
     def from_json(cls, checkpoint_id: str, body: Json, resume_state: Json | None = None) -> Decision:
-        return cls(checkpoint_id=checkpoint_id, action=str(body.get("action")),
-                   instructions=str(body.get("instructions") or ""),
-                   confirmations={str(k): str(v) for k, v in (body.get("confirmations") or {}).items()},
-                   new_owner=body.get("new_owner"), delivery_id=body.get("delivery_id"),
-                   resume_state=resume_state or body.get("resume_state") or {})
+        return cls(
+            checkpoint_id=checkpoint_id,
+            action=str(body.get("action")),
+            instructions=str(body.get("instructions") or ""),
+            confirmations={str(k): str(v) for k, v in (body.get("confirmations") or {}).items()},
+            new_owner=body.get("new_owner"),
+            delivery_id=body.get("delivery_id"),
+            resume_state=resume_state or body.get("resume_state") or {},
+        )
 
 
 class Paused(Exception):
@@ -122,11 +126,24 @@ class Stopped(Exception):
 class Workflow:
     """One run of an agent on one job, as a context manager (``client.workflow(...)`` makes one)."""
 
-    def __init__(self, client: RecoveryClient, external_id: str, kind: str, title: str, *,
-                 owner: str | None = None, context: Json | None = None, reasons: ReasonMap | None = None,
-                 state: Json | None = None, finish: bool = True, summary: str = "",
-                 settle_timeout: float = 60.0, poll_interval: float = 0.5,
-                 decision: Decision | None = None, batching: Batching | None = None) -> None:
+    def __init__(
+        self,
+        client: RecoveryClient,
+        external_id: str,
+        kind: str,
+        title: str,
+        *,
+        owner: str | None = None,
+        context: Json | None = None,
+        reasons: ReasonMap | None = None,
+        state: Json | None = None,
+        finish: bool = True,
+        summary: str = "",
+        settle_timeout: float = 60.0,
+        poll_interval: float = 0.5,
+        decision: Decision | None = None,
+        batching: Batching | None = None,
+    ) -> None:
         self.client, self.external_id, self.kind, self.title = client, external_id, kind, title
         self.owner, self.context, self.reasons = owner, context or {}, reasons
         self.state: Json = dict(state or {})  # the agent's own state, sent with every checkpoint
@@ -157,8 +174,9 @@ class Workflow:
         workflow is finished, handed off or aborted. A decision still being delivered is waited
         for (``settle_timeout``), so a resume receiver may start the run at once.
         """
-        body = self.client.create_workflow(self.external_id, self.kind, self.title, owner=self.owner,
-                                           context=self.context)
+        body = self.client.create_workflow(
+            self.external_id, self.kind, self.title, owner=self.owner, context=self.context
+        )
         self.id = str(body["id"])
         deadline = time.monotonic() + self.settle_timeout
         while True:
@@ -178,8 +196,9 @@ class Workflow:
         if latest is not None and self.decision is None:
             checkpoint = self.client.get_checkpoint(str(latest["id"]))
             if isinstance(checkpoint.get("decision"), dict):
-                self.decision = Decision.from_json(str(latest["id"]), checkpoint["decision"],
-                                                   checkpoint.get("resume_state"))
+                self.decision = Decision.from_json(
+                    str(latest["id"]), checkpoint["decision"], checkpoint.get("resume_state")
+                )
         return self
 
     def _load(self, body: Json) -> None:
@@ -190,8 +209,9 @@ class Workflow:
     def __enter__(self) -> Workflow:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if exc is None:
             if self.finish_on_exit and self.status not in TERMINAL:
                 self.finish("completed", self.summary)
@@ -209,8 +229,7 @@ class Workflow:
         return body
 
     # --- steps ----------------------------------------------------------------------------
-    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None,
-             promise: str | None = None) -> StepScope:
+    def step(self, name: str, *, kind: StepKind = "tool", input: Any = None, promise: str | None = None) -> StepScope:
         """A model call, tool call or message: ``pending`` now, ``committed``/``failed`` when the block ends."""
         if kind == "effect":
             return self.effect(name, input=input, promise=promise)
@@ -219,8 +238,7 @@ class Workflow:
         recorded = done[occurrence - 1] if len(done) >= occurrence else None
         return StepScope(self, name, kind, input, promise, key=None, recorded=recorded)
 
-    def effect(self, name: str, *, input: Any = None, key: str | None = None,
-               promise: str | None = None) -> StepScope:
+    def effect(self, name: str, *, input: Any = None, key: str | None = None, promise: str | None = None) -> StepScope:
         """A side effect on an external system, under a stable idempotency key (``scope.idempotency_key``).
 
         ``scope.done`` is True when an earlier run committed it (or an operator confirmed it
@@ -336,14 +354,18 @@ class Workflow:
         pause, self._held = self._held, None
         if pause is not None:
             self.status = "paused"
-            raise Paused(self, self.client.get_checkpoint(str(pause["checkpoint_id"])), str(pause.get("reason", "held")))
+            raise Paused(
+                self, self.client.get_checkpoint(str(pause["checkpoint_id"])), str(pause.get("reason", "held"))
+            )
 
     # --- recovery drills (drills.py): the fault happens here, in the agent's process ----------------
     def drill_call(self, seq: int, kind: str, name: str) -> None:
         """Before the model or tool call of step ``seq``: a rate-limit storm refuses it (``DrillRateLimitError``)."""
         if self.drill and self.drill.throttles(seq, kind):
-            raise DrillRateLimitError(f"429 Too Many Requests: rate limit reached for {name} (drill "
-                                      f"{self.drill.drill_id}: rate-limit storm from step {self.drill.at_seq})")
+            raise DrillRateLimitError(
+                f"429 Too Many Requests: rate limit reached for {name} (drill "
+                f"{self.drill.drill_id}: rate-limit storm from step {self.drill.at_seq})"
+            )
 
     def drill_answer(self, seq: int, kind: str, output: Any) -> tuple[Any, type[Exception] | None]:
         """Step ``seq``'s answer as the drill makes it (garbage, a changed provider's), and the error that stops
@@ -357,8 +379,10 @@ class Workflow:
             with self._lock:
                 self._send_buffer()
                 self._stop_buffer()
-            raise DrillFailover(f"drill {self.drill.drill_id}: the process dies in step {seq}, before reporting it; "
-                                "the standby takes over")
+            raise DrillFailover(
+                f"drill {self.drill.drill_id}: the process dies in step {seq}, before reporting it; "
+                "the standby takes over"
+            )
 
     def crash_if_drilled(self, seq: int) -> None:
         """After step ``seq`` was committed: a drill's crash (``DrillCrash``, which nothing turns into a
@@ -385,14 +409,20 @@ class Workflow:
             raise Paused(self, self.client.get_checkpoint(str(latest["id"])), str(latest.get("reason")))
 
     # --- checkpoints and decisions ----------------------------------------------------------
-    def checkpoint(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
-                   state: Json | None = None) -> Json:
+    def checkpoint(
+        self, reason: Reason, detail: str = "", *, at_seq: int | None = None, state: Json | None = None
+    ) -> Json:
         """Open a checkpoint with ``wf.state`` (or ``state``); the one already open if there is one."""
         self.flush()  # the steps before it are in the console first
         try:
-            body = self.client.open_checkpoint(self.id, reason, detail=detail[:MAX_DETAIL], at_seq=at_seq,
-                                               state=jsonable(self.state if state is None else state),
-                                               plan=jsonable(self.plan) if self.plan is not None else None)
+            body = self.client.open_checkpoint(
+                self.id,
+                reason,
+                detail=detail[:MAX_DETAIL],
+                at_seq=at_seq,
+                state=jsonable(self.state if state is None else state),
+                plan=jsonable(self.plan) if self.plan is not None else None,
+            )
         except ApiError as exc:
             if exc.status != 409:
                 raise
@@ -403,20 +433,26 @@ class Workflow:
         self.status = "paused"
         return body
 
-    def pause(self, reason: Reason, detail: str = "", *, at_seq: int | None = None,
-              state: Json | None = None) -> Paused:
+    def pause(
+        self, reason: Reason, detail: str = "", *, at_seq: int | None = None, state: Json | None = None
+    ) -> Paused:
         """Open a checkpoint and return the ``Paused`` to raise: ``raise wf.pause("manual", "needs a look")``."""
         checkpoint = self.checkpoint(reason, detail, at_seq=at_seq, state=state)
         return Paused(self, checkpoint, reason)
 
-    def pause_for(self, exc: Exception, *, at_seq: int | None = None, step: str | None = None,
-                  state: Json | None = None) -> None:
+    def pause_for(
+        self, exc: Exception, *, at_seq: int | None = None, step: str | None = None, state: Json | None = None
+    ) -> None:
         """Open the checkpoint ``exc`` stands for and raise ``Paused`` from it."""
         reason = reason_for(exc, self.reasons)
         where = f" in step {step} (seq {at_seq})" if step else ""
         error = {"type": type(exc).__name__, "message": str(exc)[:MAX_DETAIL], "step": step}
-        raise self.pause(reason, f"{type(exc).__name__}{where}: {exc}",
-                         at_seq=at_seq, state={**(self.state if state is None else state), "error": error}) from exc
+        raise self.pause(
+            reason,
+            f"{type(exc).__name__}{where}: {exc}",
+            at_seq=at_seq,
+            state={**(self.state if state is None else state), "error": error},
+        ) from exc
 
     def wait_for_decision(self, checkpoint_id: str, *, interval: float = 2.0, timeout: float = 3600.0) -> Decision:
         body = self.client.wait_for_decision(checkpoint_id, interval=interval, timeout=timeout)
@@ -432,8 +468,17 @@ class Workflow:
 class StepScope:
     """One step as a context manager; ``record()`` its output, ``verify()`` it, read ``done``."""
 
-    def __init__(self, workflow: Workflow, name: str, kind: StepKind, input: Any,
-                 promise: str | None, *, key: str | None, recorded: Json | None) -> None:
+    def __init__(
+        self,
+        workflow: Workflow,
+        name: str,
+        kind: StepKind,
+        input: Any,
+        promise: str | None,
+        *,
+        key: str | None,
+        recorded: Json | None,
+    ) -> None:
         self.workflow, self.name, self.kind, self.input, self.promise = workflow, name, kind, input, promise
         self.idempotency_key = key
         self.recorded = recorded
@@ -444,8 +489,14 @@ class StepScope:
         self.verified = False
         self.drilled = False  # the answer was a drill's (garbage, a changed provider's) and met the step's check
 
-    def record(self, output: Any = None, *, verified: bool | None = None, external_ref: str | None = None,
-               promise: str | None = None) -> None:
+    def record(
+        self,
+        output: Any = None,
+        *,
+        verified: bool | None = None,
+        external_ref: str | None = None,
+        promise: str | None = None,
+    ) -> None:
         """What the step produced, committed with it when the block ends."""
         self.output = output
         if verified is not None:
@@ -494,21 +545,32 @@ class StepScope:
             self.__exit__(type(exc), exc, None)  # the step fails and the workflow pauses: raises Paused
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         wf = self.workflow
         if exc is None and not self.done and not self.drilled:
             self.output, stops = wf.drill_answer(self.seq, self.kind, self.output)
             if stops is not None:
-                what = "garbage answer" if stops is GarbageAnswer else \
-                    "provider change (the model answered differently from the recorded one)"
-                exc = stops(f"{self.name}: a drill's {what} at step {self.seq}, and the step does not check its "
-                            "output")
+                what = (
+                    "garbage answer"
+                    if stops is GarbageAnswer
+                    else "provider change (the model answered differently from the recorded one)"
+                )
+                exc = stops(f"{self.name}: a drill's {what} at step {self.seq}, and the step does not check its output")
         if exc is None:
             if not self.done:
                 wf.die_if_failing_over(self.seq)  # a failover drill: the process dies before reporting the step
-                wf.report(self.seq, self.name, self.kind, "committed", **self._fields(), output=self.output,
-                          verified=self.verified, external_ref=self.external_ref)
+                wf.report(
+                    self.seq,
+                    self.name,
+                    self.kind,
+                    "committed",
+                    **self._fields(),
+                    output=self.output,
+                    verified=self.verified,
+                    external_ref=self.external_ref,
+                )
                 self.done = True
                 wf.crash_if_drilled(self.seq)
             return
@@ -516,6 +578,12 @@ class StepScope:
             return
         if self.kind != "effect" and not self.done:
             # An effect stays pending: whether it happened is unknown, and the console asks a human.
-            wf.report(self.seq, self.name, self.kind, "failed", **self._fields(),
-                      output={"error": type(exc).__name__, "message": str(exc)[:MAX_DETAIL]})
+            wf.report(
+                self.seq,
+                self.name,
+                self.kind,
+                "failed",
+                **self._fields(),
+                output={"error": type(exc).__name__, "message": str(exc)[:MAX_DETAIL]},
+            )
         wf.pause_for(exc, at_seq=self.seq or None, step=self.name)
