@@ -1,8 +1,9 @@
 """Both adapters against a live console: a hold pauses the run cleanly at its next step report (and the
 run resumes to its end, the refund once), and every drill fault happens in the agent's process (issues 23
 and 26): a rate-limit storm, garbage at step k, a provider change, silence for N minutes (on a test clock),
-a failover (the process dies in step k before reporting it). The examples' refund runs are the agents; the
-drills fault before the refund, as drills never move real money."""
+a failover (the process dies in step k before reporting it; a standby running the same adapter carries the
+run on). The examples' refund runs are the agents; the drills fault before the refund, as drills never move
+real money (the standby's refund goes through its declared sandbox)."""
 
 from __future__ import annotations
 
@@ -123,8 +124,8 @@ def test_go_silent_says_nothing_for_n_minutes_then_waits_at_the_watchdogs_checkp
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-def test_a_failover_drill_dies_in_step_k_before_reporting_it(live_server, adapter):
-    _agent, client = drilled(live_server, f"{adapter}-bot", Drill.Fault.FAILOVER, 2)
+def test_a_failover_drill_dies_in_step_k_before_reporting_it_and_the_standby_carries_the_run_on(live_server, adapter):
+    agent, client = drilled(live_server, f"{adapter}-bot", Drill.Fault.FAILOVER, 2)
     systems = Systems()
     thread = AgentThread(lambda: ADAPTERS[adapter](client, "T-F", systems))
     thread.start()
@@ -136,3 +137,24 @@ def test_a_failover_drill_dies_in_step_k_before_reporting_it(live_server, adapte
     Workflow.objects.filter(pk=run.pk).update(last_activity_at=run.last_activity_at - timedelta(hours=1))
     assert pause_silent_workflows() == 1  # the watchdog catches it: a standby can be chosen from here
     assert systems.refunds == {}
+
+    # The operator fails it over to a standby running the same adapter; the standby carries the run on from
+    # the console's resume state, and the refund happens once. The run is still a drill: its refund goes
+    # through only because the standby declares a sandbox (these Systems are one), as drills never move money.
+    standby, standby_token = make_agent(f"{adapter}-standby", owner=agent.owner)
+    standby_client = RecoveryClient(live_server.url, standby_token, retries=3, backoff=0.05)
+    standby_client.advertise(["failover", "drill_sandbox"])
+    checkpoint = run.checkpoints.get()
+    Decider(checkpoint).decide(
+        by=make_user("alice"),
+        action="failover",
+        standby=Agent.objects.get(pk=standby.pk),
+        money_confirmed=True,
+        instructions=f"{agent.name} is down.",
+    )
+    taking_over = AgentThread(lambda: ADAPTERS[adapter](standby_client, "T-F", systems))
+    taking_over.start()
+    assert taking_over.outcome() is not None
+    run.refresh_from_db()
+    assert run.status == Workflow.Status.COMPLETED and run.agent_id == standby.pk
+    assert len(systems.refunds) == 1 and run.steps.filter(name="issue_refund", status="committed").count() == 1
