@@ -5,16 +5,19 @@ An effect is treated as moving money unless the console can tell that it does no
 - a money-like value sits anywhere in its input (a recorded effect) or on it (a planned step), at any
   depth and under any spelling of the key: ``amount``, ``Amount``, ``refundAmount``, ``total``,
   ``price``, ``{"refund": {"amount": …}}``, minor units (``amount_cents``, ``*_minor``), a ``value``
-  beside a ``currency``, or a string such as ``"420.00 EUR"`` or ``"€420"``;
+  beside a ``currency``, a string such as ``"420.00 EUR"``, ``"420 eur"`` or ``"€420"``, a key that is a
+  currency code (``{"eur": 420}``), or a currency code on its own (``[420, "EUR"]``: amount unknown);
 - it is planned with ``moves_money: true`` (an amount on the step counts even with ``moves_money: false``:
   that flag never switches the guard off for an effect that carries an amount);
 - an effect of its name has moved money before, in any workflow (``History``);
 - the agent sent no plan, and its kind of workflow, or a step it says remains, has moved money before.
 
 A value under a money key that the console cannot read (``"four hundred"``, a structure holding no
-number, an input nested beyond ``MAX_DEPTH``) still counts, shown as "amount unknown": the operator is
-asked for the money tick either way. Reading is bounded (``MAX_DEPTH``, ``MAX_NODES``) and iterative, so
-no input can exhaust the stack; an input too large to read whole counts as money of unknown amount.
+number, an input nested beyond ``MAX_DEPTH``, exponent notation such as ``"1e3 USD"``) still counts, shown
+as "amount unknown": the operator is asked for the money tick either way. So does a negative amount: an
+amount is never netted against another, so no total at stake can be made to cancel out. Reading is bounded
+(``MAX_DEPTH``, ``MAX_NODES``) and iterative, so no input can exhaust the stack; an input too large to read
+whole counts as money of unknown amount.
 
 This module knows no model: ``Checkpoint`` asks it, passing what the trail says about earlier effects.
 """
@@ -124,6 +127,17 @@ EXPONENTS = {
     ),
     **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
 }
+# ISO 4217 codes (active, funds and precious metals; not XXX, "no currency"): a key or a lone string that is one
+# names money; "12 pcs" or {"top": 3} in lower case are words, except where a code is all the key says.
+_ISO_4217_TABLE = """
+    AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BOV BRL BSD BTN BWP BYN BZD
+    CAD CDF CHE CHF CHW CLF CLP CNY COP COU CRC CUC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL
+    GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW KRW KWD KYD
+    KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO NOK NPR
+    NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SLL SOS SRD SSP STN
+    SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD USN UYI UYU UYW UZS VED VES VND VUV WST XAF XAG
+    XAU XBA XBB XBC XBD XCD XCG XDR XOF XPD XPF XPT XSU XTS XUA YER ZAR ZMW ZWG ZWL"""
+ISO_4217 = frozenset(_ISO_4217_TABLE.split())
 SYMBOLS = {
     "€": "EUR",
     "$": "USD",
@@ -142,15 +156,19 @@ SYMBOLS = {
 }
 
 _MARK = r"(?:[A-Za-z]{3}|US\$|Fr\.|zł|[€$£¥₹₩₽₺₪₫฿])"
-_NUMBER = r"[-+]?(?:\d{1,3}(?:[, ]\d{3})+(?:\.\d+)?|\d{1,3}(?:[. ]\d{3})+(?:,\d+)?|\d+(?:[.,]\d+)?)"
+_NUMBER = (
+    r"[-+]?(?:\d{1,3}(?:[, ]\d{3})+(?:\.\d+)?|\d{1,3}(?:[. ]\d{3})+(?:,\d+)?|\d+(?:[.,]\d+)?)"
+    r"(?P<exponent>[eE][-+]?\d+)?"  # read as an amount of unknown value: never expanded to its digits
+)
 # "420.00 EUR", "EUR 420.00", "€420", "1,234.56 USD", "420,00 €": a number, maybe with a currency mark.
 _MONEY_TEXT = re.compile(rf"\s*(?P<pre>{_MARK})?\s?(?P<number>{_NUMBER})\s?(?P<post>{_MARK})?\s*")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 MAX_SHOWN_DIGITS = 40
 
-# What a key says about the value under it.
-AMOUNT, MINOR, MONEY, VALUE, CURRENCY, NOTHING = "amount", "minor", "money", "value", "currency", ""
+# What a key says about the value under it (CODE: the value under a currency key, read as MONEY is, but a lone
+# code there is the currency of its neighbours, not an amount of its own).
+AMOUNT, MINOR, MONEY, VALUE, CURRENCY, CODE, NOTHING = "amount", "minor", "money", "value", "currency", "code", ""
 STRONG = (AMOUNT, MINOR)  # whatever is under it is money, readable or not
 
 
@@ -208,7 +226,8 @@ def _walk(data: Any) -> Iterator[Amount]:
             if says in STRONG or own:
                 stack.append((_Close(found, own or currency), depth, currency, says))
             for key in reversed(list(value)):
-                stack.append((value[key], depth + 1, own or currency, _child_says(str(key), says, bool(own))))
+                scope = _key_code(str(key)) or own or currency  # {"eur": 420}: the key is the currency
+                stack.append((value[key], depth + 1, scope, _child_says(str(key), says, bool(own))))
         elif isinstance(value, list | tuple):
             if says in STRONG:
                 stack.append((_Close(found, currency), depth, currency, says))
@@ -221,7 +240,7 @@ def _walk(data: Any) -> Iterator[Amount]:
 def _child_says(key: str, parent: str, currency_beside: bool) -> str:
     own = _key_says(key)
     if own == CURRENCY:
-        return MONEY  # a code ("EUR") is no amount; a number there is read as one, a structure is still read
+        return CODE  # a code ("EUR") is no amount; a number there is read as one, a structure is still read
     if parent == MINOR and own in (NOTHING, MONEY, VALUE):
         return MINOR
     if own == VALUE:
@@ -243,6 +262,8 @@ def _read_scalar(value: Any, currency: str | None, says: str) -> Amount | None:
     if not isinstance(value, str):
         return unreadable
     text = value.strip()
+    if says != CODE and text in ISO_4217:
+        return Amount(None, text)  # [420, "EUR"], {"unit": "USD"}: a currency on its own, beside some amount
     match = _MONEY_TEXT.fullmatch(text) if len(text) <= MAX_NUMBER_TEXT else None
     if match is None or (match["pre"] and match["post"]):
         return unreadable
@@ -250,13 +271,15 @@ def _read_scalar(value: Any, currency: str | None, says: str) -> Amount | None:
     code = _currency(mark) if mark else currency
     if mark and code is None:
         return unreadable  # "12 pcs": a word that is no currency
-    if says == NOTHING and not (mark and (mark in SYMBOLS or mark.isupper())):
-        return None  # free text is money only as an amount with its currency: "420.00 EUR", "€420"
-    number = _decimal(match["number"])
+    if says == NOTHING and not (mark and (mark in SYMBOLS or mark.isupper() or mark.upper() in ISO_4217)):
+        return None  # free text is money only as an amount with its currency: "420.00 EUR", "420 eur", "€420"
+    number = None if match["exponent"] else _decimal(match["number"])
     return Amount(None, code) if number is None else _scaled(number, code, says)
 
 
 def _scaled(number: Decimal, currency: str | None, says: str) -> Amount:
+    if number < 0:
+        return Amount(None, currency)  # never netted against another amount: see the module's docstring
     if says != MINOR:
         return Amount(number, currency)
     exponent = EXPONENTS.get(currency or "", 2)
@@ -285,12 +308,20 @@ def _currency(value: Any) -> str | None:
     return SYMBOLS.get(text)
 
 
+def _key_code(key: str) -> str | None:
+    """The currency a key is, when the whole key is an ISO 4217 code in any case (``"eur"``, ``"USD"``)."""
+    code = key.strip().upper()
+    return code if code in ISO_4217 else None
+
+
 def _key_says(key: str) -> str:
     """What a key names, in any case and spelling: CURRENCY, MINOR, AMOUNT, MONEY, VALUE or NOTHING."""
     words = set(_NOT_ALNUM.split(_CAMEL.sub(r"\1_\2", key).lower())) - {""}
     joined = _NOT_ALNUM.sub("", key.lower())
     if words & CURRENCY_WORDS or joined == "cur" or joined.endswith("currency"):
         return CURRENCY
+    if _key_code(key):
+        return MONEY  # {"eur": 420}: a number under a currency is an amount of it; {"top": "news"} is not
     if any(p in joined for p in MINOR_PARTS) or words & MINOR_WORDS:
         return MINOR
     if any(p in joined for p in AMOUNT_PARTS) or words & AMOUNT_WORDS:
