@@ -11,7 +11,9 @@ self.addEventListener("push", function (event) {
   var data = {};
   try { data = event.data ? event.data.json() : {}; } catch (e) { data = {body: event.data ? event.data.text() : ""}; }
   var url = new URL(data.url || "/", self.location.origin);
-  if (url.origin !== self.location.origin) { url = new URL("/", self.location.origin); } // only ever the console
+  if (url.origin !== self.location.origin || url.pathname.indexOf("//") === 0) {
+    url = new URL("/", self.location.origin); // only ever the console: no other site, no "//elsewhere" path
+  }
   event.waitUntil(self.registration.showNotification(data.title || "Recovery Console", {
     body: data.body || "",
     tag: data.tag || undefined,
@@ -26,7 +28,9 @@ self.addEventListener("push", function (event) {
 self.addEventListener("notificationclick", function (event) {
   event.notification.close();
   var path = (event.notification.data && event.notification.data.url) || "/";
-  var target = new URL(path, self.location.origin).href;
+  var url = new URL(path, self.location.origin);
+  if (url.origin !== self.location.origin) { url = new URL("/", self.location.origin); } // "//elsewhere" too
+  var target = url.href;
   event.waitUntil(self.clients.matchAll({type: "window", includeUncontrolled: true}).then(function (windows) {
     for (var i = 0; i < windows.length; i++) {
       if (windows[i].url === target && "focus" in windows[i]) { return windows[i].focus(); }

@@ -80,4 +80,11 @@ def test_the_service_worker_shows_a_push_that_opens_the_workbench(page, alice, l
         n for n in _shown(page, lambda ns: any(n["tag"] == "checkpoint-8" for n in ns)) if n["tag"] == "checkpoint-8"
     ]
     assert elsewhere["data"] == {"url": "/"}  # a tap only ever opens the console
+
+    # A path that a browser would read as another host ("//evil.example/…" on the console's own origin).
+    deliver({"title": "sneaky", "url": f"{live_server.url}//evil.example/phish", "tag": "checkpoint-9"})
+    [sneaky] = [
+        n for n in _shown(page, lambda ns: any(n["tag"] == "checkpoint-9" for n in ns)) if n["tag"] == "checkpoint-9"
+    ]
+    assert sneaky["data"] == {"url": "/"}
     assert _violations(page, console) == []

@@ -18,7 +18,7 @@ from django.test import Client
 from django.utils import timezone
 
 from console.templatetags.console_tags import event_text
-from tests.helpers import make_checkpoint, make_runbook, make_worked_example
+from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_example, make_workflow
 from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, button, signed, submission
 from workflows import tasks
 from workflows.models import Checkpoint, Decider, Decision, Event, SlackLink, SlackMessage, SlackWorkspace
@@ -330,12 +330,31 @@ def test_a_breach_recorded_by_the_sweep_edits_the_message(slack, workspace):
 
 
 def test_agent_text_cannot_ping_a_channel_or_forge_a_link(slack, workspace):
-    make_checkpoint(detail="<!channel> refund now <https://evil.example|click> & more")
+    """In the blocks and in the message's ``text`` (what Slack's notifications show, mrkdwn too): the detail,
+    the ticket id and the workflow kind are the agent's words."""
+    workflow = make_workflow(external_id="<!here> <https://evil.example|T-1>", kind="<!channel> refund")
+    make_step(workflow, 1, "read_ticket", "tool", output={"ticket": "T-1"}, verified=True)
+    make_checkpoint(workflow, detail="<!channel> refund now <https://evil.example|click> & more")
     catch_up()
 
-    text = json.dumps(slack.called("chat.postMessage")[0]["blocks"])
-    assert "<!channel>" not in text and "<https://evil.example" not in text
-    assert "&lt;!channel&gt;" in text and "&amp; more" in text
+    [posted] = slack.called("chat.postMessage")
+    # What Slack reads as mrkdwn: the message's text and every mrkdwn object (plain_text shows "<" as it is).
+    mrkdwn = [posted["text"], *_mrkdwn_texts(posted["blocks"])]
+    for part in mrkdwn:
+        assert "<!channel>" not in part and "<!here>" not in part and "<https://evil.example" not in part, part
+    assert "&lt;!channel&gt;" in posted["text"] and "&lt;!here&gt;" in posted["text"]
+    assert any("&lt;!channel&gt;" in part and "&amp; more" in part for part in mrkdwn)
+
+
+def _mrkdwn_texts(node):
+    if isinstance(node, dict):
+        if node.get("type") == "mrkdwn":
+            yield node["text"]
+        for value in node.values():
+            yield from _mrkdwn_texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _mrkdwn_texts(value)
 
 
 ODD_VALUES: tuple[object, ...] = (

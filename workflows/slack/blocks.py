@@ -122,7 +122,8 @@ def checkpoint_message(checkpoint: Checkpoint) -> dict[str, Any]:
                 "elements": [{"type": "mrkdwn", "text": f"<{console_url(checkpoint)}|Open in console>"}],
             }
         )
-    return {"text": _clip(f"{title}: {status_line(checkpoint)}", 1000), "blocks": blocks}
+    # The text is mrkdwn too (Slack's notifications show it): the agent's words in the title are escaped there.
+    return {"text": _clip(f"{esc(title)}: {status_line(checkpoint)}", 1000), "blocks": blocks}
 
 
 def _buttons(checkpoint: Checkpoint) -> list[dict[str, Any]]:
