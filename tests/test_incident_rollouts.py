@@ -80,6 +80,28 @@ def test_a_failing_canary_halts_the_rollout_with_no_more_than_the_canary_decided
     assert Event.objects.filter(subject=f"incident:{incident.pk}", verb=Event.Verb.ROLLOUT_HALTED).exists()
 
 
+def test_a_halted_rollout_an_operator_continues_sends_its_next_wave_and_does_not_halt_again_on_the_same(alice):
+    incident = _incident(20)
+    rollout = Rollout.start(incident, action="resume", by=alice)
+    now = timezone.now()
+    Rollout.advance_due(now)
+    rollout.refresh_from_db()
+    _settle(rollout, fail=1)
+    Rollout.advance_due(now + timedelta(minutes=1))
+    rollout.refresh_from_db()
+    assert rollout.status == Rollout.Status.HALTED
+    assert rollout.carry_on(by=alice)
+    assert Rollout.advance_due(timezone.now() + timedelta(seconds=1)) == 1
+    rollout.refresh_from_db()
+    assert rollout.status == Rollout.Status.RUNNING, rollout.halt_reason
+    assert [len(w["checkpoints"]) for w in rollout.waves] == [1, 2] and rollout.waves[0]["continued"]
+    assert _decided().count() == 3
+    _settle(rollout, fail=2)  # the next wave failing halts it again: only the judged wave is let through
+    Rollout.advance_due(timezone.now() + timedelta(minutes=2))
+    rollout.refresh_from_db()
+    assert rollout.status == Rollout.Status.HALTED and "Wave 2: 2 of 2 failed" in rollout.halt_reason
+
+
 def test_members_with_unknown_effects_wait_and_the_rest_go(alice):
     incident = _incident(6, unknown=3)
     # The unknown refunds may have to be made again: 3 × 42.00 EUR at stake, typed to start.

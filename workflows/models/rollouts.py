@@ -416,7 +416,8 @@ class Rollout(Stateful):
             last = self.waves[-1]
             outcome = self.outcome(last)
             watched = now >= datetime.fromisoformat(last["at"]) + timedelta(seconds=self.watch_seconds)
-            if outcome.failure_share > self.halt_share:
+            # A wave an operator judged after it halted the rollout (``carry_on``) is not judged again.
+            if outcome.failure_share > self.halt_share and not last.get("continued"):
                 why = (
                     f"Wave {last['number']}: {outcome.failed} of {outcome.size} failed "
                     f"({outcome.failure_share:.0%} > {self.halt_share:.0%})."
@@ -544,7 +545,10 @@ class Rollout(Stateful):
         return found
 
     def carry_on(self, *, by: Operator) -> bool:
-        """HALTED -> RUNNING: an operator judged the halt and lets the next wave go."""
+        """HALTED -> RUNNING: an operator judged the halt and lets the next wave go. The wave that halted it is
+        marked judged, or the next sweep would halt again on the same failures (its rate window has passed: the
+        halt was judged no earlier than it)."""
+        waves = [*self.waves[:-1], {**self.waves[-1], "continued": True}] if self.waves else []
         return self.move(
             self.Status.RUNNING,
             from_=[self.Status.HALTED],
@@ -553,6 +557,7 @@ class Rollout(Stateful):
             data={"rollout": self.pk, "action": self.action, "continued": True},
             next_at=timezone.now(),
             halt_reason="",
+            waves=waves,
         )
 
     def cancel(self, *, by: Operator) -> bool:
