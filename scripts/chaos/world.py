@@ -75,6 +75,7 @@ def prepare(args: argparse.Namespace) -> World:
         cache_url = (
             next_database(broker_url) if private_redis else (os.environ.get("CACHE_URL") or next_database(broker_url))
         )
+    web_port, fleet_port = free_port(), free_port()
     env = {
         "DJANGO_SETTINGS_MODULE": "console.settings",
         "DATABASE_URL": database_url,
@@ -106,6 +107,9 @@ def prepare(args: argparse.Namespace) -> World:
         # The demo fleet listens on loopback over plain http: allow exactly that for deliveries.
         "DELIVERY_ALLOWED_NETWORKS": "127.0.0.1/32",
         "DELIVERY_REQUIRE_HTTPS": "false",
+        # seed_demo connects the fleet's simulated Slack workspace: its notifications go there, as in `make run`
+        # (left to the real Slack API, each would hold a worker process through its retries).
+        "SLACK_API_URL": f"http://127.0.0.1:{fleet_port}/slack/api/",
     }
     os.environ.update({**env, "DATABASE_URL": observed(database_url)})
     import django
@@ -116,8 +120,8 @@ def prepare(args: argparse.Namespace) -> World:
     world = World(
         args=args,
         var_dir=var_dir,
-        web_port=free_port(),
-        fleet_port=free_port(),
+        web_port=web_port,
+        fleet_port=fleet_port,
         env={**os.environ, **env},
         users={},
         redis=private_redis,
