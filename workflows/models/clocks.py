@@ -36,7 +36,8 @@ from .sla import Firing, TeamTarget
 
 if TYPE_CHECKING:
     from .base import Operator
-    from .checkpoints import Checkpoint, CheckpointQuerySet
+    from .checkpoints import Checkpoint
+    from .queue import CheckpointQuerySet
 
 
 class SlaClock:

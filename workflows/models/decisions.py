@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import logging
 import uuid
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,43 +19,15 @@ from ..clock import database_now
 from .agents import Agent
 from .base import IllegalTransition, Stateful
 from .checkpoints import Checkpoint
+from .confirmations import Confirmation
 from .events import Event
 from .notifications import Notification
+from .relay import hand_to_broker, stand_down
 from .runbooks import RESUMING_ACTIONS, Action
-from .workflows import Step, Workflow
+from .steps import Step
+from .workflows import Workflow
 
 User = settings.AUTH_USER_MODEL
-log = logging.getLogger(__name__)
-
-
-class Confirmation(models.TextChoices):
-    """What an operator says happened to an effect whose outcome the agent could not know."""
-
-    HAPPENED = "happened", "Happened"
-    DID_NOT_HAPPEN = "did_not_happen", "Did not happen"
-
-    @property
-    def needs_reference(self) -> bool:
-        """An effect confirmed as happened names the external reference the operator saw."""
-        return self is Confirmation.HAPPENED
-
-    @classmethod
-    def unreferenced(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> list[str]:
-        """The keys confirmed as happened without the external reference that proves it."""
-        return [
-            key
-            for key, value in confirmations.items()
-            if value in cls.values and cls(value).needs_reference and not str(refs.get(key) or "").strip()
-        ]
-
-    @classmethod
-    def references(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> dict[str, str]:
-        """The references worth keeping: one for each effect confirmed as happened."""
-        return {
-            key: str(refs[key]).strip()
-            for key, value in confirmations.items()
-            if value in cls.values and cls(value).needs_reference and str(refs.get(key) or "").strip()
-        }
 
 
 class DecisionStatus(models.TextChoices):
@@ -437,9 +407,7 @@ class Decision(Stateful):
                     last_activity_at=now,
                 )
             if self.action == Action.FAILOVER:
-                from ..tasks import send_stand_down  # tasks import the models
-
-                transaction.on_commit(functools.partial(send_stand_down.delay, self.pk))
+                transaction.on_commit(functools.partial(stand_down, self.pk))
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
             if workflow.move(
@@ -615,33 +583,3 @@ class Decision(Stateful):
             "idempotency_key": step.idempotency_key,
             "attempt": step.attempts + 1,
         }
-
-
-def hand_to_broker(decision_id: int) -> None:
-    """Right after the decision commits: send it to the workers now (no relay hop on the happy path).
-
-    The row is left due, so the relay is the safety net: if this send fails (broker down) the
-    relay is woken and retries; if the message is lost, the relay sends it again at its next
-    tick unless a worker took the decision by then. A second message is harmless: the
-    delivery lease lets one worker deliver and the other stands back.
-    """
-    from ..tasks import deliver_decision
-    from .broker import BrokerStatus
-
-    try:
-        deliver_decision.apply_async((decision_id,), retry=False)
-    except Exception as exc:
-        log.warning("decision %s: broker unavailable, the outbox relay will send it: %s", decision_id, exc)
-        BrokerStatus.refused(exc)
-        wake_relay()
-    else:
-        BrokerStatus.took()
-
-
-def wake_relay() -> None:
-    """Nudge the outbox relay (LISTEN/NOTIFY on PostgreSQL); polling covers every other case."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("NOTIFY recovery_outbox")

@@ -21,11 +21,13 @@ from django.utils import timezone
 
 from .agents import Agent
 from .base import Conflict
-from .checkpoints import OPEN_STATUSES, Checkpoint, first_claim
+from .checkpoints import Checkpoint
 from .clocks import SlaClock
-from .decisions import Confirmation, Decision
+from .confirmations import Confirmation
+from .decisions import Decision
 from .events import Event
 from .lineage import EarlierEffect, repeated_money
+from .queue import OPEN_STATUSES, first_claim
 from .runbooks import RESUMING_ACTIONS, Action, RunbookVersion
 from .workflows import Workflow
 

@@ -267,7 +267,8 @@ class Event(models.Model):
         from .checkpoints import Checkpoint
         from .decisions import Decision
         from .replays import ReplayRun
-        from .workflows import Step, Workflow
+        from .steps import Step
+        from .workflows import Workflow
 
         # ``at``: when it truly happened (a deadline applied late by the sweep), by default now.
         if (channel := via.current()) != via.Via.CONSOLE:

@@ -39,7 +39,7 @@ from django.utils import timezone
 from ..identifiers import scripts
 from .base import Conflict, Stateful
 from .checkpoints import Checkpoint
-from .decisions import Confirmation
+from .confirmations import Confirmation
 from .drafting import Decider
 from .events import Event
 from .incidents import Incident

@@ -17,7 +17,8 @@ from .checkpoints import Checkpoint
 from .decisions import Decision
 from .drafting import Decider
 from .events import Event
-from .workflows import Step, Workflow, fork_plan
+from .steps import Step, fork_plan
+from .workflows import Workflow
 
 if TYPE_CHECKING:
     from .base import Operator

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import Exists, OuterRef, Q
 
-from .workflows import Step, Workflow, stake
+from .steps import Step, stake
+from .workflows import Workflow
 
 if TYPE_CHECKING:
     from .checkpoints import Checkpoint

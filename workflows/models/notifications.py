@@ -337,7 +337,7 @@ PUSHED = frozenset(
 
 
 def _wake_relay() -> None:
-    from .decisions import wake_relay
+    from .relay import wake_relay
 
     wake_relay()
 

@@ -26,7 +26,8 @@ from ..clock import database_now
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
-from .workflows import Step, Workflow
+from .steps import Step
+from .workflows import Workflow
 
 User = settings.AUTH_USER_MODEL
 
