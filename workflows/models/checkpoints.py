@@ -5,6 +5,7 @@ Deciding one (drafting a decision, the runbook's and four eyes' checks, recordin
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from django.utils import timezone
 from .. import via
 from ..money import MoneyAtStake
 from ..roles import is_admin
+from ..shapes import JsonObject, PlanStep
 from .base import Conflict, Stateful
 from .clocks import SlaClock
 from .events import Event
@@ -32,6 +34,7 @@ from .workflows import MoneyTrail, Workflow
 
 if TYPE_CHECKING:
     from .base import Actor, Operator
+    from .breaches import BreachReason
     from .decisions import Decision
 
 User = settings.AUTH_USER_MODEL
@@ -213,9 +216,9 @@ class Checkpoint(Stateful):
         reason: str,
         detail: str = "",
         at_seq: int | None = None,
-        state: Any = None,
-        plan: list[dict[str, Any]] | None = None,
-        actor: Any = None,
+        state: JsonObject | None = None,
+        plan: list[PlanStep] | None = None,
+        actor: Actor | None = None,
         by_console: bool = False,
         now: datetime | None = None,
         origin: Checkpoint | None = None,
@@ -348,7 +351,7 @@ class Checkpoint(Stateful):
         operator (who could then decide it): they ask the holder to release or hand it over."""
         return self.status != self.Status.CLAIMED or self.assignee_id in (None, by.pk) or is_admin(by)
 
-    def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
+    def assign(self, *, to: Operator, by: Any, note: str = "") -> bool:
         """Give a queued checkpoint to another operator (claimed on their behalf).
 
         False when it changed hands (or was decided) since it was read, and when ``by`` may not take it
@@ -377,16 +380,16 @@ class Checkpoint(Stateful):
 
     def _hand_to(
         self,
-        user: Any,
+        user: Operator,
         *,
-        actor: Any,
+        actor: Actor | None,
         verb: Event.Verb,
-        from_: Any,
-        data: dict[str, Any] | None = None,
+        from_: Iterable[str],
+        data: Mapping[str, object] | None = None,
         at: datetime | None = None,
-        expect: dict[str, Any] | None = None,
+        expect: Mapping[str, object] | None = None,
         now: datetime | None = None,
-        **fields: Any,
+        **fields: object,
     ) -> bool:
         """-> CLAIMED by ``user``: the claim clock stops (a late first claim records its breach) and the
         no-progress timers start (from ``now``: a sweep passes its own, the database's)."""
@@ -427,7 +430,7 @@ class Checkpoint(Stateful):
 
     # --- the transitions the SLA clocks make; the clocks themselves are SlaClock (models/clocks.py) ---
 
-    def reassign_by_escalation(self, to: Any, *, at: datetime, now: datetime) -> bool:
+    def reassign_by_escalation(self, to: Operator, *, at: datetime, now: datetime) -> bool:
         """An escalation level hands it to ``to``; False when it changed hands since it was read."""
         return self._hand_to(
             to,
@@ -455,7 +458,7 @@ class Checkpoint(Stateful):
             release_at=None,
         )
 
-    def explain_breach(self, *, reason: Any, note: str, by: Any) -> bool:
+    def explain_breach(self, *, reason: BreachReason | None, note: str, by: Operator) -> bool:
         """A TPM records why the SLA was breached (a reason from the list, and free text). False when it
         did not breach."""
         if self.breached_at is None and self.claim_breached_at is None:
@@ -492,14 +495,14 @@ class Checkpoint(Stateful):
         return fields
 
     def give_back(
-        self, to: Operator | None, *, actor: Actor | None, verb: Event.Verb, data: dict[str, Any] | None = None
+        self, to: Operator | None, *, actor: Actor | None, verb: Event.Verb, data: Mapping[str, object] | None = None
     ) -> bool:
         """Return a decided checkpoint to its previous holder, or to the queue when they cannot take it
         (inactive, no longer an operator, outside their working hours). The decision clock continues."""
         now = timezone.now()
         clock = self.continued_clock(now)
         ok, why = can_take_work(to, now)
-        if ok:
+        if ok and to is not None:  # can_take_work says no to nobody
             return self._hand_to(to, actor=actor, verb=verb, data=data, from_=[self.Status.DECIDED], **clock)
         return self.move(
             self.Status.OPEN,
@@ -515,7 +518,7 @@ class Checkpoint(Stateful):
         )
 
     @property
-    def plan(self) -> list[dict[str, Any]] | None:
+    def plan(self) -> list[PlanStep] | None:
         """What the agent will do if resumed, as it reported it; None when it did not say."""
         plan = self.resume_state.get("plan")
         return plan if isinstance(plan, list) else None

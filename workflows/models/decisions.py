@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection, models, transaction
@@ -26,6 +26,9 @@ from .relay import hand_to_broker, stand_down
 from .runbooks import RESUMING_ACTIONS, Action
 from .steps import Step
 from .workflows import Workflow
+
+if TYPE_CHECKING:
+    from .base import Actor
 
 User = settings.AUTH_USER_MODEL
 
@@ -371,7 +374,7 @@ class Decision(Stateful):
             "repeats_confirmed": self.repeats_confirmed,
         }
 
-    def _succeed(self, verb: Event.Verb, *, actor: Any = None, now: datetime | None = None) -> bool:
+    def _succeed(self, verb: Event.Verb, *, actor: Actor | None = None, now: datetime | None = None) -> bool:
         # The worker that delivered is "system"; an agent that fetched its decision did it itself.
         with transaction.atomic():
             if not self.move(
@@ -388,7 +391,7 @@ class Decision(Stateful):
             self.carry_out(actor=actor, now=now)
         return True
 
-    def carry_out(self, *, actor: Any = None, now: datetime | None = None) -> None:
+    def carry_out(self, *, actor: Actor | None = None, now: datetime | None = None) -> None:
         """The decision reached the agent: resolve the checkpoint and move the workflow on (at ``now``)."""
         now = now or timezone.now()
         checkpoint = self.checkpoint

@@ -42,6 +42,8 @@ from .base import Conflict, Stateful
 from .events import Event
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
+
     from .base import Operator
     from .workflows import Workflow
 
@@ -54,7 +56,7 @@ class DrillQuerySet(models.QuerySet["Drill"]):
     def running(self) -> DrillQuerySet:
         return self.filter(status=Drill.Status.RUNNING)
 
-    def due(self, now: Any = None) -> DrillQuerySet:
+    def due(self, now: datetime | None = None) -> DrillQuerySet:
         """Scheduled drills whose start time has come (the periodic sweep starts them)."""
         return self.filter(status=Drill.Status.SCHEDULED, next_run_at__lte=now or timezone.now())
 
@@ -270,7 +272,7 @@ class Drill(Stateful):
         fault (any step for faults not placed at a step), or ""."""
         # By the app registry: this module sits below workflows.py, which imports it.
         step = apps.get_model("workflows", "Step")
-        where: dict[str, Any] = {"workflow__agent": self.agent, "kind": "effect", "carries_money": True}
+        where: dict[str, object] = {"workflow__agent": self.agent, "kind": "effect", "carries_money": True}
         if self.kind:
             where["workflow__kind"] = self.kind
         if self.fault in self.AT_STEP:
@@ -297,7 +299,7 @@ class Drill(Stateful):
             next_run_at=None,
         )
 
-    def schedule(self, at: Any = None, *, by: Operator | None = None) -> bool:
+    def schedule(self, at: datetime | None = None, *, by: Operator | None = None) -> bool:
         """DRAFT -> SCHEDULED, at ``at`` (a one-off) or at the rule's next occurrence (a recurring drill)."""
         if refusal := self.cannot_run():
             raise Conflict(refusal, code="drill_refused")
@@ -476,7 +478,7 @@ class Drill(Stateful):
         return bool(won)
 
     # --- who sees it ---------------------------------------------------------------------------
-    def shown_to(self, user: Any, *, decided: bool) -> bool:
+    def shown_to(self, user: Operator | AnonymousUser, *, decided: bool) -> bool:
         """The drill badge: TPMs and admins always; operators when it is announced or once decided."""
         from ..roles import can_review
 

@@ -17,6 +17,7 @@ from .. import via
 from ..clock import database_now
 
 if TYPE_CHECKING:
+    from .base import Operator
     from .checkpoints import Checkpoint  # noqa: F401 - the queryset's model, named in a string
     from .decisions import Decision, DecisionQuerySet
 
@@ -46,7 +47,7 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
         """On the operator queue: waiting for someone to decide."""
         return self.filter(status__in=OPEN_STATUSES)
 
-    def awaiting_approval(self, *, by: Any = None) -> CheckpointQuerySet:
+    def awaiting_approval(self, *, by: Operator | None = None) -> CheckpointQuerySet:
         """Decided by one operator under four eyes, waiting for a second; ``by``: one who may approve it
         (never its proposer)."""
         proposals = self._proposals()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models, transaction
@@ -28,6 +28,9 @@ from .base import Conflict, Stateful
 from .events import Event
 from .steps import Step
 from .workflows import Workflow
+
+if TYPE_CHECKING:
+    from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
 
@@ -143,7 +146,9 @@ class ReplayRun(Stateful):
 
     # --- asking for one ------------------------------------------------------------------
     @classmethod
-    def request(cls, workflow: Workflow, *, from_seq: int, to_seq: int, by: Any, checkpoint: Any = None) -> ReplayRun:
+    def request(
+        cls, workflow: Workflow, *, from_seq: int, to_seq: int, by: Any, checkpoint: Checkpoint | None = None
+    ) -> ReplayRun:
         """Record a replay of ``from_seq..to_seq`` and queue it. ValueError when it cannot be done (says why)."""
         agent = workflow.agent
         if why := agent.cannot(Agent.Capability.REPLAY):
@@ -271,7 +276,7 @@ class ReplayRun(Stateful):
         except ValueError as exc:
             return self.fail(f"The runtime answered something that is not a replay result: {exc}")
         steps = [
-            s.as_dict()
+            dict(s.as_dict())  # drift compares any fields by name
             for s in self.workflow.steps.filter(seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq")
         ]
         found = drift.compare(

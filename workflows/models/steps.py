@@ -13,15 +13,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .. import money
+from ..shapes import Json, PlanStep, StepRecord
 from .base import Conflict, IllegalTransition, Stateful, canonical
 from .events import Event
 
 if TYPE_CHECKING:
     from .agents import Agent
+    from .base import Actor
     from .workflows import Workflow
 
 
-def stake(data: Any) -> tuple[str | None, str | None]:
+def stake(data: Json) -> tuple[str | None, str | None]:
     """(amount, currency) of the first amount an effect's input carries, read by the money rule
     (``workflows.money``: any key spelling, any nesting, minor units); (None, None) if it carries none,
     and (None, currency) when the amount is there but cannot be read."""
@@ -33,13 +35,13 @@ def stake(data: Any) -> tuple[str | None, str | None]:
 
 
 def fork_plan(
-    steps: list[Step], *, edited_seq: int | None, edited_input: Any, then: list[dict[str, Any]] | None = None
-) -> list[dict[str, Any]]:
+    steps: list[Step], *, edited_seq: int | None, edited_input: Json, then: list[PlanStep] | None = None
+) -> list[PlanStep]:
     """The plan a fork opens with: the original's steps from the fork point on, as endpoint 4 answers a plan
     (amount and currency as the step's input declares them), the edited input in place of its step's, then
     the steps the original still planned (``then``, its last checkpoint's plan). Steps past what the original
     recorded or planned are not known to the console and cannot be listed."""
-    plan = []
+    plan: list[PlanStep] = []
     for step in steps:
         data = edited_input if step.seq == edited_seq else step.input
         is_effect = step.kind == Step.Kind.EFFECT
@@ -166,7 +168,7 @@ class Step(Stateful):
         """A failed effect: nothing happened, so it may be tried again under its key."""
         return self.is_effect and self.status == self.Status.FAILED
 
-    def retry(self, *, actor: Any = None) -> bool:
+    def retry(self, *, actor: Actor | None = None) -> bool:
         """FAILED -> PENDING: a new attempt of a failed effect under the same idempotency key.
 
         The failed attempt is kept in ``history`` (and in the event); False when another report
@@ -195,8 +197,19 @@ class Step(Stateful):
             updated_at=timezone.now(),
         )
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, **{f: getattr(self, f) for f in self.RECORDED_FIELDS}}
+    def as_dict(self) -> StepRecord:
+        return {
+            "seq": self.seq,
+            "name": self.name,
+            "kind": self.kind,
+            "status": self.status,
+            "input": self.input,
+            "output": self.output,
+            "verified": self.verified,
+            "promise": self.promise,
+            "idempotency_key": self.idempotency_key,
+            "external_ref": self.external_ref,
+        }
 
     @classmethod
     def insert_new(cls, workflow: Workflow, reports: list[Mapping[str, Any]]) -> dict[int, Step]:
@@ -283,13 +296,13 @@ class Step(Stateful):
 
     def as_reported(self, report: Mapping[str, Any]) -> dict[str, Any]:
         """The step as this report would leave it."""
-        recorded = self.as_dict()
+        recorded: Mapping[str, object] = self.as_dict()  # read field by field, by name
         return {f: recorded[f] if f in self.KEPT_WHEN_NULL and report[f] is None else report[f] for f in recorded}
 
     def apply_report(self, report: Mapping[str, Any], *, actor: Agent) -> Step:
         """Identical resend: unchanged. pending -> committed|failed, and a failed effect reported pending
         again (a retry under its key): applied. Anything else: Conflict."""
-        wanted, recorded = self.as_reported(report), self.as_dict()
+        wanted, recorded = self.as_reported(report), dict(self.as_dict())
         if canonical(wanted) == canonical(recorded):
             return self
         retrying = self.is_retryable and wanted["status"] == self.Status.PENDING

@@ -16,6 +16,7 @@ from django.utils import timezone
 from ..clock import database_now
 from ..identifiers import normalized
 from ..roles import owner_candidates
+from ..shapes import Json, PlanStep, ResumeState
 from .agents import Agent
 from .base import Conflict, Invalid, Stateful
 from .drills import Drill
@@ -24,12 +25,13 @@ from .runbooks import Reason
 from .steps import Step
 
 if TYPE_CHECKING:
+    from .base import Operator
     from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
 
 
-def eligible_owner(username: str) -> Any:
+def eligible_owner(username: str) -> Operator:
     """The active operator or admin called ``username``; Invalid otherwise.
 
     Agents are other people's programs: the answer is the same whether nobody has the name or
@@ -37,7 +39,7 @@ def eligible_owner(username: str) -> Any:
     neither tells which usernames exist nor hands work to someone who cannot act on it.
     """
     model = get_user_model()
-    user = owner_candidates().filter(**{model.USERNAME_FIELD: username}).first()
+    user: Operator | None = owner_candidates().filter(**{model.USERNAME_FIELD: username}).first()
     if user is None:
         raise Invalid("owner must be the username of an active operator or admin.", code="unknown_owner", field="owner")
     return user
@@ -348,8 +350,8 @@ class Workflow(Stateful):
             return None
 
     def resume_state(
-        self, *, at_seq: int | None = None, agent_state: Any = None, plan: list[dict[str, Any]] | None = None
-    ) -> dict[str, Any]:
+        self, *, at_seq: int | None = None, agent_state: Json = None, plan: list[PlanStep] | None = None
+    ) -> ResumeState:
         """The minimum that makes the next step safe, computed from the recorded steps.
 
         ``plan`` is what the agent says it will do if resumed (None: it did not say)."""
