@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
@@ -36,12 +36,23 @@ if TYPE_CHECKING:
     from .base import Actor, Operator
     from .breaches import BreachReason
     from .decisions import Decision
+    from .steps import Step
 
 User = settings.AUTH_USER_MODEL
 
 
 # Checkpoints a fork's checkpoint may come from, through forks of forks: a bound on a corrupted chain.
 MAX_ORIGINS = 20
+
+
+class SinceInterruption(TypedDict):
+    """What happened after a checkpoint's interruption, as its workbench shows it beside the resume state."""
+
+    decision: Decision | None
+    effects: list[Step]
+    next_checkpoint: Checkpoint | None
+    workflow_status: str
+    summary: str
 
 
 class Checkpoint(Stateful):
@@ -422,10 +433,10 @@ class Checkpoint(Stateful):
         )
 
     def _claim_timers(self, now: datetime) -> dict[str, datetime | None]:
-        terms = self.terms.data
+        reminder, release = self.terms.data.get("reminder"), self.terms.data.get("release")
         return {
-            "remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
-            "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None,
+            "remind_at": self.terms.after(now, reminder) if reminder else None,
+            "release_at": self.terms.after(now, release) if release else None,
         }
 
     # --- the transitions the SLA clocks make; the clocks themselves are SlaClock (models/clocks.py) ---
@@ -482,7 +493,7 @@ class Checkpoint(Stateful):
             return {}
         terms = self.terms
 
-        def shifted(deadline: Any) -> Any:
+        def shifted(deadline: datetime | None) -> datetime | None:
             if deadline is None or deadline <= stopped:
                 return deadline
             return terms.after(now, terms.left(stopped, deadline).total_seconds())
@@ -566,7 +577,7 @@ class Checkpoint(Stateful):
         """On the queue, and not held by another operator."""
         return self.is_open and self.assignee_id in (None, user.pk)
 
-    def since_interruption(self) -> dict[str, Any]:
+    def since_interruption(self) -> SinceInterruption:
         """What happened after the interruption, beside the resume state frozen at it: the decision (with
         its confirmations), the effects committed since, the next checkpoint if it paused again, and where
         the workflow stands now."""

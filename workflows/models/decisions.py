@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import Q
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
 from .. import via
 from ..clock import database_now
+from ..shapes import DecisionPayload, HandoffPacket, JsonObject, RetryTarget, StandDownPayload
 from .agents import Agent
 from .base import IllegalTransition, Stateful
 from .checkpoints import Checkpoint
@@ -259,7 +261,7 @@ class Decision(Stateful):
             transaction.on_commit(functools.partial(hand_to_broker, self.pk))
 
     @staticmethod
-    def redispatched(now: datetime) -> dict[str, Any]:
+    def redispatched(now: datetime) -> dict[str, Combinable]:
         """The fields of a queued row the relay has just sent: due again after one lease, then two, then
         four at the most. A message is rarely lost; a queue behind busy workers is common, and a copy
         sent every lease into a queue longer than a lease would flood it with copies the workers must
@@ -363,7 +365,7 @@ class Decision(Stateful):
         """A polling agent fetched its queued decision: that is the delivery. False when none awaited it."""
         return self.awaits_fetch and self._succeed(Event.Verb.FETCHED_BY_AGENT, actor=self.agent)
 
-    def audit_facts(self) -> dict[str, Any]:
+    def audit_facts(self) -> JsonObject:
         """What the operator decided, in full, for the trail: the row may change later, its event never."""
         return {
             "instructions": self.instructions[:4000],
@@ -468,7 +470,7 @@ class Decision(Stateful):
             path=reverse("workflow", args=[workflow.pk]),
         )
 
-    def handoff_packet(self) -> dict[str, Any]:
+    def handoff_packet(self) -> HandoffPacket:
         return {"to": self.new_owner_name or "", "note": self.instructions}
 
     def mark_attempt_failed(self, error: str, *, now: datetime | None = None) -> bool:
@@ -526,7 +528,7 @@ class Decision(Stateful):
                 workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED, data={"error": error[:500]})
         return True
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> DecisionPayload:
         """What the agent's resume endpoint receives (API.md)."""
         checkpoint = self.checkpoint
         workflow = checkpoint.workflow
@@ -557,7 +559,7 @@ class Decision(Stateful):
             "(your stand-down notice says the same)."
         )
 
-    def stand_down_payload(self) -> dict[str, Any]:
+    def stand_down_payload(self) -> StandDownPayload:
         """What the replaced agent's resume endpoint receives after a failover (docs/API.md)."""
         workflow = self.checkpoint.workflow
         return {
@@ -569,7 +571,7 @@ class Decision(Stateful):
             "delivery_id": str(uuid.uuid5(self.delivery_id, "stand_down")),
         }
 
-    def retry_target(self) -> dict[str, Any] | None:
+    def retry_target(self) -> RetryTarget | None:
         """For retry_step: the failed effect to attempt again (the one the agent stopped at, else the latest)."""
         if self.action != Action.RETRY_STEP:
             return None

@@ -44,6 +44,7 @@ from .events import Event
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser
 
+    from ..shapes import JsonObject, StepInstruction
     from .base import Operator
     from .workflows import Workflow
 
@@ -419,7 +420,7 @@ class Drill(Stateful):
         return int.from_bytes(digest[:4], "big") % 100 < (self.share_percent or 0)
 
     # --- what the agent is told; what it may not do ------------------------------------------
-    def instruction(self) -> dict[str, Any]:
+    def instruction(self) -> StepInstruction:
         """docs/API.md, "Drills": the fault for the agent's runtime to carry out (never whether it is
         announced: that is for the console's people)."""
         return {
@@ -432,7 +433,7 @@ class Drill(Stateful):
         }
 
     @classmethod
-    def instruction_for(cls, workflow: Workflow) -> dict[str, Any]:
+    def instruction_for(cls, workflow: Workflow) -> StepInstruction:
         """The drill instruction for a step report's answer, until the fault has been carried out (the
         workflow's first checkpoint); {} for a workflow no drill picked."""
         if workflow.drill_id is None or workflow.status != workflow.Status.RUNNING or workflow.checkpoints.exists():
@@ -462,7 +463,7 @@ class Drill(Stateful):
                 raise refused
 
     @staticmethod
-    def record_journal(workflow: Workflow, journal: dict[str, Any]) -> bool:
+    def record_journal(workflow: Workflow, journal: JsonObject) -> bool:
         """Keep what the runtime journalled at the fault (committed effects' keys, the pending action, the
         promises): the report compares the resume state with it. False when the run already has one (a
         resend: the first stands). Conflict ``not_drilled`` for a run no drill picked."""
@@ -470,10 +471,14 @@ class Drill(Stateful):
             raise Conflict("No drill picked this workflow: there is no fault to journal.", code="not_drilled")
         won = type(workflow).objects.filter(pk=workflow.pk, drill_journal__isnull=True).update(drill_journal=journal)
         if won:
+            committed = journal.get("committed")  # a list: the API validated the journal
             Event.record(
                 workflow,
                 Event.Verb.DRILL_JOURNALLED,
-                data={"committed": len(journal.get("committed", [])), "pending": bool(journal.get("pending"))},
+                data={
+                    "committed": len(committed) if isinstance(committed, list) else 0,
+                    "pending": bool(journal.get("pending")),
+                },
             )
         return bool(won)
 

@@ -30,7 +30,7 @@ import hashlib
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models, transaction
@@ -413,7 +413,7 @@ class Evidence(Stateful):
         )
 
 
-def preview_facts(result: Matching) -> dict[str, Any]:
+def preview_facts(result: Matching) -> dict[str, object]:
     """The matching as the incident page lists it (the first 200 of each list)."""
     return {
         "matched": result.matched[:200],

@@ -8,7 +8,7 @@ The lineage it joins (what earlier forks committed) is ``lineage``'s.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
@@ -21,6 +21,7 @@ from .steps import Step, fork_plan
 from .workflows import Workflow
 
 if TYPE_CHECKING:
+    from ..shapes import Json
     from .base import Operator
 
 
@@ -30,7 +31,7 @@ def fork_workflow(
     from_seq: int,
     by: Operator,
     reason: str,
-    edited_input: Any = None,
+    edited_input: Json = None,
     money_confirmed: bool = False,
     repeats_confirmed: Iterable[int] = (),
 ) -> Decision:

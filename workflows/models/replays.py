@@ -30,6 +30,7 @@ from .steps import Step
 from .workflows import Workflow
 
 if TYPE_CHECKING:
+    from ..shapes import JsonObject, ReplayRequest, ReplayStep
     from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
@@ -205,7 +206,7 @@ class ReplayRun(Stateful):
 
             logging.getLogger(__name__).warning("replay %s: broker unavailable, left queued", self.pk, exc_info=True)
 
-    def request_payload(self, steps: list[Step] | None = None) -> dict[str, Any]:
+    def request_payload(self, steps: list[Step] | None = None) -> ReplayRequest:
         """What the runtime's replay endpoint receives (docs/API.md, "Replaying a step range")."""
         if steps is None:
             steps = list(self.workflow.steps.filter(seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq"))
@@ -223,13 +224,13 @@ class ReplayRun(Stateful):
         }
 
     @staticmethod
-    def _step_payload(step: Step) -> dict[str, Any]:
-        entry = {"seq": step.seq, "name": step.name, "kind": step.kind, "input": step.input}
+    def _step_payload(step: Step) -> ReplayStep:
+        entry: ReplayStep = {"seq": step.seq, "name": step.name, "kind": step.kind, "input": step.input}
         if step.kind == Step.Kind.EFFECT:
             # The runtime must answer with this instead of executing the effect.
-            entry.update(
-                recorded_output=step.output, idempotency_key=step.idempotency_key, external_ref=step.external_ref
-            )
+            entry["recorded_output"] = step.output
+            entry["idempotency_key"] = step.idempotency_key
+            entry["external_ref"] = step.external_ref
         return entry
 
     # --- its life --------------------------------------------------------------------------
@@ -326,7 +327,7 @@ class ReplayRun(Stateful):
         )
 
 
-def parse_results(answer: object) -> tuple[list[dict[str, Any]], str]:
+def parse_results(answer: object) -> tuple[list[JsonObject], str]:
     """``{"results": [{"seq": int, "output": any, "effects": [..]?}], "runtime_version": str?}``, or ValueError."""
     if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
         raise ValueError('expected a JSON object with a list under "results"')

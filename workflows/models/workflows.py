@@ -16,7 +16,7 @@ from django.utils import timezone
 from ..clock import database_now
 from ..identifiers import normalized
 from ..roles import owner_candidates
-from ..shapes import Json, PlanStep, ResumeState
+from ..shapes import Json, JsonObject, PlanStep, ResumeState
 from .agents import Agent
 from .base import Conflict, Invalid, Stateful
 from .drills import Drill
@@ -54,7 +54,7 @@ class WorkflowQuerySet(models.QuerySet["Workflow"]):
         kind: str,
         title: str,
         owner_name: str | None = None,
-        context: dict[str, Any] | None = None,
+        context: JsonObject | None = None,
     ) -> tuple[Workflow, bool]:
         """The agent's workflow for ``external_id``: new (True), or the one an earlier request made (False).
 
