@@ -5,7 +5,9 @@ state, a checkpoint's context. Code that reads into it narrows first (``isinstan
 spelled differently is a branch the type checker makes us write, not a ``KeyError`` at run time.
 
 The TypedDicts are what the console itself writes: a recorded step as the resume state lists it, a step of
-the plan an agent says it will take if resumed, and the resume state a checkpoint opens with.
+the plan an agent says it will take if resumed, and the resume state a checkpoint opens with; what it sends
+an agent's runtime (a decision, a stand-down, a replay request, a step report's instruction); and the SLA
+terms a checkpoint freezes when it opens.
 """
 
 from __future__ import annotations
