@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from workflows.api.json_body import BodyRejected, load_json
 from workflows.models import Action, Agent, Checkpoint, Confirmation, Decider, Reason, Team
-from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.people import operators
+from workflows.models.queue import CheckpointQuerySet
 
 if TYPE_CHECKING:
     from workflows.models.base import Operator

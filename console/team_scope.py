@@ -15,7 +15,7 @@ from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, Out
 from django.http import HttpRequest
 
 from workflows.models import Team
-from workflows.models.checkpoints import CheckpointQuerySet
+from workflows.models.queue import CheckpointQuerySet
 from workflows.roles import can_review, is_admin
 
 from .roles import signed_in

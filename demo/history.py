@@ -18,7 +18,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import time_machine
 from django.db import transaction
@@ -36,6 +36,9 @@ from workflows.models import (
     Workflow,
 )
 from workflows.tasks import sweep_clocks
+
+if TYPE_CHECKING:
+    from workflows.shapes import PlanStep
 
 PREFIX = "HIST-"
 SEED = 28
@@ -137,7 +140,7 @@ class Desk:
     def degrade(self, workflow: Workflow, agent: Agent, plan: Any, stop: int, now: datetime) -> None:
         self.at(now)
         reason = self.rng.choice(REASONS)
-        remaining = [
+        remaining: list[PlanStep] = [
             {"name": name, "kind": kind, "amount": None, "currency": None, "moves_money": False}
             for name, kind, _ in plan[stop:]
         ]

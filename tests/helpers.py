@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 
 from console.roles import set_role
 from workflows.models import Agent, Checkpoint, EscalationLevel, Runbook, SLAPolicy, Step, Workflow
+from workflows.shapes import PlanStep
 
 _counter = itertools.count(1)
 
@@ -117,7 +118,7 @@ def make_worked_example(*, refund_status: str = "committed", owner=None, agent: 
 
 
 # What the worked example's agent reports it will do after the refund: no more money.
-REMAINING_PLAN = [
+REMAINING_PLAN: list[PlanStep] = [
     {"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
     {"name": "notify_customer", "kind": "effect", "amount": None, "currency": None, "moves_money": False},
 ]

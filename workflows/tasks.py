@@ -1,7 +1,7 @@
 """Celery tasks: thin, idempotent, take ids, re-read under a lock.
 
 The approving request hands a decision to the broker when its transaction
-commits (``decisions.hand_to_broker``); the decision row stays its own outbox
+commits (``relay.hand_to_broker``); the decision row stays its own outbox
 entry, and ``relay_outbox`` (run by ``manage.py run_relay``, and by beat as a
 fallback) sends again what the broker refused or lost. A database lease per
 attempt decides who may deliver; ``sweep`` reclaims expired leases.

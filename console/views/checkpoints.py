@@ -48,9 +48,9 @@ from workflows.models import (
     Team,
     Workflow,
 )
-from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.lineage import lineage_effects
 from workflows.models.people import operators
+from workflows.models.queue import CheckpointQuerySet
 
 from ..forms import (
     AssignForm,

@@ -15,14 +15,20 @@ import os
 import statistics
 import time
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from .context import Bench
 from .delivery import ReadyFile, Receiver
 from .environment import BIN, ROOT
 from .output import header, line
 
+if TYPE_CHECKING:
+    from workflows.shapes import PlanStep
+
 # What the agent says it will do after the failed step: no money, so a resume needs no confirmation.
-PLAN = [{"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False}]
+PLAN: list[PlanStep] = [
+    {"name": "write_ticket_note", "kind": "effect", "amount": None, "currency": None, "moves_money": False}
+]
 
 
 def outage(bench: Bench, agent, n: int):

@@ -24,6 +24,9 @@ from pydantic_core import PydanticCustomError
 from ..models import Action, Checkpoint, Decision, Step, Workflow
 from ..models.runbooks import AGENT_REASONS
 
+if TYPE_CHECKING:
+    from workflows.shapes import PlanStep
+
 # PositiveIntegerField is a 32-bit column on PostgreSQL; larger values would be a DB error.
 MAX_SEQ = 2_147_483_647
 
@@ -224,11 +227,11 @@ class PlanStepIn(Strict):
             raise PydanticCustomError("money_on_non_effect", "only an effect step can move money")
         return self
 
-    def normalized(self) -> dict[str, Any]:
+    def normalized(self) -> PlanStep:
         return {
             "name": self.name,
             "kind": self.kind,
-            "amount": self.amount,
+            "amount": None if self.amount is None else str(self.amount),  # a decimal string once validated
             "currency": self.currency,
             "moves_money": bool(self.moves_money),
         }
@@ -253,7 +256,7 @@ class CheckpointIn(Strict):
     # Optional (API v1 stays compatible): without it the console cannot know what a resume will do.
     plan: list[PlanStepIn] | None = Field(default=None, max_length=MAX_PLAN_STEPS)
 
-    def plan_steps(self) -> list[dict[str, Any]] | None:
+    def plan_steps(self) -> list[PlanStep] | None:
         return None if self.plan is None else [step.normalized() for step in self.plan]
 
 

@@ -13,9 +13,10 @@ from .agents import Agent
 from .base import Conflict, IllegalTransition, Invalid, Stateful, canonical, hash_token
 from .breaches import BreachReason
 from .broker import BrokerStatus
-from .checkpoints import Checkpoint, CheckpointQuerySet
+from .checkpoints import Checkpoint
 from .comments import Comment
-from .decisions import Confirmation, Decision, DecisionQuerySet, wake_relay
+from .confirmations import Confirmation
+from .decisions import Decision, DecisionQuerySet
 from .drafting import Decider
 from .drills import Drill, DrillQuerySet
 from .events import Event
@@ -25,14 +26,17 @@ from .identities import SignInIdentity, SignInSession
 from .incidents import Hold, Incident
 from .notifications import Attempt, Channel, Delivery, Notification
 from .people import OperatorProfile
+from .queue import CheckpointQuerySet
+from .relay import wake_relay
 from .replays import DriftIgnoreRule, ReplayRun, ReplayRunQuerySet
 from .rollouts import Rollout
 from .rollups import DailyRollup, RollupState
 from .runbooks import RESUMING_ACTIONS, Action, Reason, Runbook, RunbookVersion, all_actions
 from .sla import BusinessCalendar, EscalationLevel, Holiday, SLAPolicy, Terms
 from .slack import SlackLink, SlackMessage, SlackRoute, SlackWorkspace
+from .steps import Step
 from .teams import RoutingRule, Team
-from .workflows import Step, Workflow, WorkflowQuerySet
+from .workflows import Workflow, WorkflowQuerySet
 
 __all__ = [
     "RESUMING_ACTIONS",

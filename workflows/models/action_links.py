@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core import signing
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from .base import Operator
+    from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
 SALT = "email-action-link"
@@ -59,7 +63,7 @@ class ActionLink:
         return str(settings.CONSOLE_URL).rstrip("/") + reverse("action_link", args=[self.token()])
 
     @classmethod
-    def mint(cls, *, user: Any, checkpoint_id: int, action: str, decision_id: int | None = None) -> ActionLink:
+    def mint(cls, *, user: Operator, checkpoint_id: int, action: str, decision_id: int | None = None) -> ActionLink:
         return cls(user.pk, checkpoint_id, action, secrets.token_urlsafe(16), decision_id)
 
     @classmethod
@@ -84,7 +88,7 @@ class ActionLink:
         return ActionLinkUse.objects.filter(nonce=self.nonce).exists()
 
 
-def links_for(checkpoint: Any, user: Any) -> list[tuple[str, str]]:
+def links_for(checkpoint: Checkpoint | None, user: Operator | None) -> list[tuple[str, str]]:
     """(label, url) of what ``user`` may do from an email about ``checkpoint`` right now: approve or
     reject a proposal waiting for a second operator (not theirs), or claim it while unclaimed."""
     from ..roles import can_act

@@ -17,6 +17,8 @@ from ..sealing import Sealed
 from .base import hash_token
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from .base import Operator
 
 User = settings.AUTH_USER_MODEL
@@ -144,7 +146,7 @@ class Agent(models.Model):
         forget_tokens([self.token_hash, getattr(self, "_stored_token_hash", "")])
         self._stored_token_hash = self.token_hash
 
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         forget_tokens([self.token_hash])
         return super().delete(*args, **kwargs)
 
@@ -161,7 +163,7 @@ class Agent(models.Model):
                 raise ValidationError({field: exc.messages}) from None
 
     @classmethod
-    def from_db(cls, db: Any, field_names: Any, values: Any) -> Agent:
+    def from_db(cls, db: str | None, field_names: Collection[str], values: Collection[Any]) -> Agent:
         agent = super().from_db(db, field_names, values)
         agent._stored_token_hash = agent.__dict__.get("token_hash", "")  # what a rotation must forget
         return agent

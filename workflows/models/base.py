@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from django.db import models, transaction
 
@@ -46,7 +46,7 @@ class Invalid(Refused, ValueError):
     default_code = "invalid_value"
 
 
-def canonical(value: Any) -> Any:
+def canonical(value: object) -> object:
     """A value as comparable after a trip through the database.
 
     jsonb keeps numbers as decimals: 1.5e300 comes back as a 301-digit integer, which Python
@@ -85,11 +85,11 @@ class Stateful(models.Model):
         *,
         verb: Event.Verb,
         actor: Actor | None = None,
-        data: dict[str, Any] | None = None,
+        data: Mapping[str, object] | None = None,
         from_: Iterable[str] | None = None,
-        expect: Mapping[str, Any] | None = None,
+        expect: Mapping[str, object] | None = None,
         at: datetime | None = None,
-        **fields: Any,
+        **fields: object,
     ) -> bool:
         """The status this instance read -> ``to``, as one compare-and-set ``UPDATE … WHERE``.
 

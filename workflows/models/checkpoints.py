@@ -5,27 +5,28 @@ Deciding one (drafting a decision, the runbook's and four eyes' checks, recordin
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
-from django.db.models import Case, F, Q, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from .. import via
-from ..clock import database_now
 from ..money import MoneyAtStake
 from ..roles import is_admin
+from ..shapes import JsonObject, PlanStep
 from .base import Conflict, Stateful
 from .clocks import SlaClock
 from .events import Event
 from .incidents import Incident, signature_of
 from .notifications import Notification
 from .people import can_take_work
+from .queue import OPEN_STATUSES, CheckpointQuerySet, CheckpointStatus, first_claim
 from .runbooks import Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
 from .teams import RoutingRule
@@ -33,114 +34,25 @@ from .workflows import MoneyTrail, Workflow
 
 if TYPE_CHECKING:
     from .base import Actor, Operator
-    from .decisions import Decision, DecisionQuerySet
+    from .breaches import BreachReason
+    from .decisions import Decision
+    from .steps import Step
 
 User = settings.AUTH_USER_MODEL
 
 
-class CheckpointStatus(models.TextChoices):
-    OPEN = "open"
-    CLAIMED = "claimed"
-    DECIDED = "decided"
-    RESOLVED = "resolved"
-
-
-# On the operator queue: waiting for someone to decide. Module level so that Meta's index can name it.
-OPEN_STATUSES = (CheckpointStatus.OPEN, CheckpointStatus.CLAIMED)
 # Checkpoints a fork's checkpoint may come from, through forks of forks: a bound on a corrupted chain.
 MAX_ORIGINS = 20
 
 
-class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
-    def _proposals(self) -> DecisionQuerySet:
-        """Four-eyes proposals waiting for a second operator. Decisions sit above checkpoints (a decision names
-        its checkpoint): their model is reached through the relation, never imported here."""
-        decisions = cast("type[Decision]", self.model._meta.get_field("decisions").related_model)
-        return decisions.objects.proposed()
+class SinceInterruption(TypedDict):
+    """What happened after a checkpoint's interruption, as its workbench shows it beside the resume state."""
 
-    def unresolved(self) -> CheckpointQuerySet:
-        return self.exclude(status=CheckpointStatus.RESOLVED)
-
-    def open(self) -> CheckpointQuerySet:
-        """On the operator queue: waiting for someone to decide."""
-        return self.filter(status__in=OPEN_STATUSES)
-
-    def awaiting_approval(self, *, by: Any = None) -> CheckpointQuerySet:
-        """Decided by one operator under four eyes, waiting for a second; ``by``: one who may approve it
-        (never its proposer)."""
-        proposals = self._proposals()
-        if by is not None:
-            proposals = proposals.exclude(decided_by=by)
-        return self.filter(status=CheckpointStatus.DECIDED, pk__in=proposals.values("checkpoint_id"))
-
-    def on_clock(self) -> CheckpointQuerySet:
-        """The decision clock runs until a decision goes out: open, claimed, or a proposal waiting."""
-        proposals = self._proposals().values("checkpoint_id")
-        return self.filter(Q(status__in=OPEN_STATUSES) | Q(status=CheckpointStatus.DECIDED, pk__in=proposals))
-
-    def breached(self) -> CheckpointQuerySet:
-        return self.filter(breached_at__isnull=False)
-
-    def due(self, now: datetime | None = None) -> CheckpointQuerySet:
-        """Checkpoints on the clock past their SLA target whose breach is not recorded yet."""
-        return self.on_clock().filter(breached_at__isnull=True, due_at__lte=now or database_now())
-
-    def warning(self, now: datetime | None = None) -> CheckpointQuerySet:
-        return self.on_clock().filter(warned_at__isnull=True, warn_at__lte=now or database_now())
-
-    def claim_warning(self, now: datetime | None = None) -> CheckpointQuerySet:
-        """Never claimed yet, past the claim clock's warning."""
-        return self.filter(
-            status=Checkpoint.Status.OPEN,
-            first_claimed_at__isnull=True,
-            claim_warned_at__isnull=True,
-            claim_warn_at__lte=now or database_now(),
-        )
-
-    def claim_due(self, now: datetime | None = None) -> CheckpointQuerySet:
-        """Never claimed yet, past the time-to-claim target, breach not recorded."""
-        return self.filter(
-            status=Checkpoint.Status.OPEN,
-            first_claimed_at__isnull=True,
-            claim_breached_at__isnull=True,
-            claim_due_at__lte=now or database_now(),
-        )
-
-    def escalating(self, now: datetime | None = None) -> CheckpointQuerySet:
-        """Breached, with the next level of the escalation chain due."""
-        return self.open().filter(escalation_at__lte=now or database_now())
-
-    def reminding(self, now: datetime | None = None) -> CheckpointQuerySet:
-        """Claimed with no progress for the policy's reminder time."""
-        return self.filter(status=Checkpoint.Status.CLAIMED, remind_at__lte=now or database_now())
-
-    def stale_claims(self, now: datetime | None = None) -> CheckpointQuerySet:
-        """Claimed with no progress for the policy's release time: back to the queue."""
-        return self.filter(status=Checkpoint.Status.CLAIMED, release_at__lte=now or database_now())
-
-    def for_queue(self) -> CheckpointQuerySet:
-        """What a queue row shows: the workflow, its agent, the assignee. Only those joins: at 100,000 open
-        checkpoints PostgreSQL spent longer planning the eight-table join the queue once made than running it."""
-        return self.select_related("workflow__agent", "assignee")
-
-    def for_workbench(self) -> CheckpointQuerySet:
-        """The queue's joins, the workflow's owner, the team, the runbook (its version, its current version and
-        owner: is there a newer one, is it stale)."""
-        return self.for_queue().select_related(
-            "workflow__owner", "runbook_version", "team", "runbook__current_version", "runbook__owner"
-        )
-
-
-def first_claim(now: datetime, *, by_person: bool = True) -> dict[str, Any]:
-    """The first claim's stamps for a conditional update: its time and the channel it came through, each
-    kept once set. An UPDATE's SET reads the row as it was, so both test the old ``first_claimed_at``."""
-    channel = via.current() if by_person else ""
-    return {
-        "first_claimed_at": Coalesce(F("first_claimed_at"), Value(now)),
-        "first_claim_channel": Case(
-            When(first_claimed_at__isnull=True, then=Value(channel)), default=F("first_claim_channel")
-        ),
-    }
+    decision: Decision | None
+    effects: list[Step]
+    next_checkpoint: Checkpoint | None
+    workflow_status: str
+    summary: str
 
 
 class Checkpoint(Stateful):
@@ -315,9 +227,9 @@ class Checkpoint(Stateful):
         reason: str,
         detail: str = "",
         at_seq: int | None = None,
-        state: Any = None,
-        plan: list[dict[str, Any]] | None = None,
-        actor: Any = None,
+        state: JsonObject | None = None,
+        plan: list[PlanStep] | None = None,
+        actor: Actor | None = None,
         by_console: bool = False,
         now: datetime | None = None,
         origin: Checkpoint | None = None,
@@ -450,7 +362,7 @@ class Checkpoint(Stateful):
         operator (who could then decide it): they ask the holder to release or hand it over."""
         return self.status != self.Status.CLAIMED or self.assignee_id in (None, by.pk) or is_admin(by)
 
-    def assign(self, *, to: Any, by: Any, note: str = "") -> bool:
+    def assign(self, *, to: Operator, by: Any, note: str = "") -> bool:
         """Give a queued checkpoint to another operator (claimed on their behalf).
 
         False when it changed hands (or was decided) since it was read, and when ``by`` may not take it
@@ -479,16 +391,16 @@ class Checkpoint(Stateful):
 
     def _hand_to(
         self,
-        user: Any,
+        user: Operator,
         *,
-        actor: Any,
+        actor: Actor | None,
         verb: Event.Verb,
-        from_: Any,
-        data: dict[str, Any] | None = None,
+        from_: Iterable[str],
+        data: Mapping[str, object] | None = None,
         at: datetime | None = None,
-        expect: dict[str, Any] | None = None,
+        expect: Mapping[str, object] | None = None,
         now: datetime | None = None,
-        **fields: Any,
+        **fields: object,
     ) -> bool:
         """-> CLAIMED by ``user``: the claim clock stops (a late first claim records its breach) and the
         no-progress timers start (from ``now``: a sweep passes its own, the database's)."""
@@ -521,15 +433,15 @@ class Checkpoint(Stateful):
         )
 
     def _claim_timers(self, now: datetime) -> dict[str, datetime | None]:
-        terms = self.terms.data
+        reminder, release = self.terms.data.get("reminder"), self.terms.data.get("release")
         return {
-            "remind_at": self.terms.after(now, terms["reminder"]) if terms.get("reminder") else None,
-            "release_at": self.terms.after(now, terms["release"]) if terms.get("release") else None,
+            "remind_at": self.terms.after(now, reminder) if reminder else None,
+            "release_at": self.terms.after(now, release) if release else None,
         }
 
     # --- the transitions the SLA clocks make; the clocks themselves are SlaClock (models/clocks.py) ---
 
-    def reassign_by_escalation(self, to: Any, *, at: datetime, now: datetime) -> bool:
+    def reassign_by_escalation(self, to: Operator, *, at: datetime, now: datetime) -> bool:
         """An escalation level hands it to ``to``; False when it changed hands since it was read."""
         return self._hand_to(
             to,
@@ -557,7 +469,7 @@ class Checkpoint(Stateful):
             release_at=None,
         )
 
-    def explain_breach(self, *, reason: Any, note: str, by: Any) -> bool:
+    def explain_breach(self, *, reason: BreachReason | None, note: str, by: Operator) -> bool:
         """A TPM records why the SLA was breached (a reason from the list, and free text). False when it
         did not breach."""
         if self.breached_at is None and self.claim_breached_at is None:
@@ -581,7 +493,7 @@ class Checkpoint(Stateful):
             return {}
         terms = self.terms
 
-        def shifted(deadline: Any) -> Any:
+        def shifted(deadline: datetime | None) -> datetime | None:
             if deadline is None or deadline <= stopped:
                 return deadline
             return terms.after(now, terms.left(stopped, deadline).total_seconds())
@@ -594,14 +506,14 @@ class Checkpoint(Stateful):
         return fields
 
     def give_back(
-        self, to: Operator | None, *, actor: Actor | None, verb: Event.Verb, data: dict[str, Any] | None = None
+        self, to: Operator | None, *, actor: Actor | None, verb: Event.Verb, data: Mapping[str, object] | None = None
     ) -> bool:
         """Return a decided checkpoint to its previous holder, or to the queue when they cannot take it
         (inactive, no longer an operator, outside their working hours). The decision clock continues."""
         now = timezone.now()
         clock = self.continued_clock(now)
         ok, why = can_take_work(to, now)
-        if ok:
+        if ok and to is not None:  # can_take_work says no to nobody
             return self._hand_to(to, actor=actor, verb=verb, data=data, from_=[self.Status.DECIDED], **clock)
         return self.move(
             self.Status.OPEN,
@@ -617,7 +529,7 @@ class Checkpoint(Stateful):
         )
 
     @property
-    def plan(self) -> list[dict[str, Any]] | None:
+    def plan(self) -> list[PlanStep] | None:
         """What the agent will do if resumed, as it reported it; None when it did not say."""
         plan = self.resume_state.get("plan")
         return plan if isinstance(plan, list) else None
@@ -665,7 +577,7 @@ class Checkpoint(Stateful):
         """On the queue, and not held by another operator."""
         return self.is_open and self.assignee_id in (None, user.pk)
 
-    def since_interruption(self) -> dict[str, Any]:
+    def since_interruption(self) -> SinceInterruption:
         """What happened after the interruption, beside the resume state frozen at it: the decision (with
         its confirmations), the effects committed since, the next checkpoint if it paused again, and where
         the workflow stands now."""

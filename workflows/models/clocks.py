@@ -36,7 +36,8 @@ from .sla import Firing, TeamTarget
 
 if TYPE_CHECKING:
     from .base import Operator
-    from .checkpoints import Checkpoint, CheckpointQuerySet
+    from .checkpoints import Checkpoint
+    from .queue import CheckpointQuerySet
 
 
 class SlaClock:
@@ -307,8 +308,8 @@ class SlaClock:
         user = get_user_model().objects.filter(pk=spec["user"]).first() if spec["user"] else None
         group = Group.objects.filter(pk=spec["group"]).first() if spec["group"] else None
         reassigned_to, why_not = None, ""
-        if spec.get("team") and user is None and group is None:
-            user = self._team_target(spec["team"], now)
+        if (team := spec.get("team")) and user is None and group is None:
+            user = self._team_target(team, now)
         if spec["reassign"]:
             candidate = user if user is not None else self._least_loaded(group, now) if group is not None else None
             ok, why_not = can_take_work(candidate, now) if candidate is not None else (False, "nobody is working")

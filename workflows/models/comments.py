@@ -4,7 +4,7 @@ notify the mentioned operator in the console, and an entry in the event log."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -15,6 +15,9 @@ from .checkpoints import Checkpoint
 from .events import Event
 from .notifications import Notification
 from .workflows import Workflow
+
+if TYPE_CHECKING:
+    from .base import Operator
 
 User = settings.AUTH_USER_MODEL
 
@@ -38,7 +41,7 @@ class Comment(models.Model):
         return f"{self.author} on {self.workflow}: {self.body[:60]}"
 
     @staticmethod
-    def mentioned(body: str, *, author: Any) -> list[Any]:
+    def mentioned(body: str, *, author: Operator) -> list[Operator]:
         """The active users named with @ in ``body``, never the author."""
         names = set(MENTION.findall(body))
         return list(

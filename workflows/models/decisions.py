@@ -3,61 +3,36 @@
 from __future__ import annotations
 
 import functools
-import logging
 import uuid
-from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import Q
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Now
 from django.urls import reverse
 from django.utils import timezone
 
 from .. import via
 from ..clock import database_now
+from ..shapes import DecisionPayload, HandoffPacket, JsonObject, RetryTarget, StandDownPayload
 from .agents import Agent
 from .base import IllegalTransition, Stateful
 from .checkpoints import Checkpoint
+from .confirmations import Confirmation
 from .events import Event
 from .notifications import Notification
+from .relay import hand_to_broker, stand_down
 from .runbooks import RESUMING_ACTIONS, Action
-from .workflows import Step, Workflow
+from .steps import Step
+from .workflows import Workflow
+
+if TYPE_CHECKING:
+    from .base import Actor
 
 User = settings.AUTH_USER_MODEL
-log = logging.getLogger(__name__)
-
-
-class Confirmation(models.TextChoices):
-    """What an operator says happened to an effect whose outcome the agent could not know."""
-
-    HAPPENED = "happened", "Happened"
-    DID_NOT_HAPPEN = "did_not_happen", "Did not happen"
-
-    @property
-    def needs_reference(self) -> bool:
-        """An effect confirmed as happened names the external reference the operator saw."""
-        return self is Confirmation.HAPPENED
-
-    @classmethod
-    def unreferenced(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> list[str]:
-        """The keys confirmed as happened without the external reference that proves it."""
-        return [
-            key
-            for key, value in confirmations.items()
-            if value in cls.values and cls(value).needs_reference and not str(refs.get(key) or "").strip()
-        ]
-
-    @classmethod
-    def references(cls, confirmations: Mapping[str, str], refs: Mapping[str, str]) -> dict[str, str]:
-        """The references worth keeping: one for each effect confirmed as happened."""
-        return {
-            key: str(refs[key]).strip()
-            for key, value in confirmations.items()
-            if value in cls.values and cls(value).needs_reference and str(refs.get(key) or "").strip()
-        }
 
 
 class DecisionStatus(models.TextChoices):
@@ -286,7 +261,7 @@ class Decision(Stateful):
             transaction.on_commit(functools.partial(hand_to_broker, self.pk))
 
     @staticmethod
-    def redispatched(now: datetime) -> dict[str, Any]:
+    def redispatched(now: datetime) -> dict[str, Combinable]:
         """The fields of a queued row the relay has just sent: due again after one lease, then two, then
         four at the most. A message is rarely lost; a queue behind busy workers is common, and a copy
         sent every lease into a queue longer than a lease would flood it with copies the workers must
@@ -390,7 +365,7 @@ class Decision(Stateful):
         """A polling agent fetched its queued decision: that is the delivery. False when none awaited it."""
         return self.awaits_fetch and self._succeed(Event.Verb.FETCHED_BY_AGENT, actor=self.agent)
 
-    def audit_facts(self) -> dict[str, Any]:
+    def audit_facts(self) -> JsonObject:
         """What the operator decided, in full, for the trail: the row may change later, its event never."""
         return {
             "instructions": self.instructions[:4000],
@@ -401,7 +376,7 @@ class Decision(Stateful):
             "repeats_confirmed": self.repeats_confirmed,
         }
 
-    def _succeed(self, verb: Event.Verb, *, actor: Any = None, now: datetime | None = None) -> bool:
+    def _succeed(self, verb: Event.Verb, *, actor: Actor | None = None, now: datetime | None = None) -> bool:
         # The worker that delivered is "system"; an agent that fetched its decision did it itself.
         with transaction.atomic():
             if not self.move(
@@ -418,7 +393,7 @@ class Decision(Stateful):
             self.carry_out(actor=actor, now=now)
         return True
 
-    def carry_out(self, *, actor: Any = None, now: datetime | None = None) -> None:
+    def carry_out(self, *, actor: Actor | None = None, now: datetime | None = None) -> None:
         """The decision reached the agent: resolve the checkpoint and move the workflow on (at ``now``)."""
         now = now or timezone.now()
         checkpoint = self.checkpoint
@@ -437,9 +412,7 @@ class Decision(Stateful):
                     last_activity_at=now,
                 )
             if self.action == Action.FAILOVER:
-                from ..tasks import send_stand_down  # tasks import the models
-
-                transaction.on_commit(functools.partial(send_stand_down.delay, self.pk))
+                transaction.on_commit(functools.partial(stand_down, self.pk))
         elif self.action == Action.HANDOFF:
             packet = self.handoff_packet()
             if workflow.move(
@@ -497,7 +470,7 @@ class Decision(Stateful):
             path=reverse("workflow", args=[workflow.pk]),
         )
 
-    def handoff_packet(self) -> dict[str, Any]:
+    def handoff_packet(self) -> HandoffPacket:
         return {"to": self.new_owner_name or "", "note": self.instructions}
 
     def mark_attempt_failed(self, error: str, *, now: datetime | None = None) -> bool:
@@ -555,7 +528,7 @@ class Decision(Stateful):
                 workflow.move(Workflow.Status.PAUSED, verb=Event.Verb.PAUSED, data={"error": error[:500]})
         return True
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> DecisionPayload:
         """What the agent's resume endpoint receives (API.md)."""
         checkpoint = self.checkpoint
         workflow = checkpoint.workflow
@@ -586,7 +559,7 @@ class Decision(Stateful):
             "(your stand-down notice says the same)."
         )
 
-    def stand_down_payload(self) -> dict[str, Any]:
+    def stand_down_payload(self) -> StandDownPayload:
         """What the replaced agent's resume endpoint receives after a failover (docs/API.md)."""
         workflow = self.checkpoint.workflow
         return {
@@ -598,7 +571,7 @@ class Decision(Stateful):
             "delivery_id": str(uuid.uuid5(self.delivery_id, "stand_down")),
         }
 
-    def retry_target(self) -> dict[str, Any] | None:
+    def retry_target(self) -> RetryTarget | None:
         """For retry_step: the failed effect to attempt again (the one the agent stopped at, else the latest)."""
         if self.action != Action.RETRY_STEP:
             return None
@@ -615,33 +588,3 @@ class Decision(Stateful):
             "idempotency_key": step.idempotency_key,
             "attempt": step.attempts + 1,
         }
-
-
-def hand_to_broker(decision_id: int) -> None:
-    """Right after the decision commits: send it to the workers now (no relay hop on the happy path).
-
-    The row is left due, so the relay is the safety net: if this send fails (broker down) the
-    relay is woken and retries; if the message is lost, the relay sends it again at its next
-    tick unless a worker took the decision by then. A second message is harmless: the
-    delivery lease lets one worker deliver and the other stands back.
-    """
-    from ..tasks import deliver_decision
-    from .broker import BrokerStatus
-
-    try:
-        deliver_decision.apply_async((decision_id,), retry=False)
-    except Exception as exc:
-        log.warning("decision %s: broker unavailable, the outbox relay will send it: %s", decision_id, exc)
-        BrokerStatus.refused(exc)
-        wake_relay()
-    else:
-        BrokerStatus.took()
-
-
-def wake_relay() -> None:
-    """Nudge the outbox relay (LISTEN/NOTIFY on PostgreSQL); polling covers every other case."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("NOTIFY recovery_outbox")

@@ -21,15 +21,19 @@ from django.utils import timezone
 
 from .agents import Agent
 from .base import Conflict
-from .checkpoints import OPEN_STATUSES, Checkpoint, first_claim
+from .checkpoints import Checkpoint
 from .clocks import SlaClock
-from .decisions import Confirmation, Decision
+from .confirmations import Confirmation
+from .decisions import Decision
 from .events import Event
 from .lineage import EarlierEffect, repeated_money
+from .queue import OPEN_STATUSES, first_claim
 from .runbooks import RESUMING_ACTIONS, Action, RunbookVersion
 from .workflows import Workflow
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .base import Operator
 
 
@@ -52,8 +56,8 @@ class Decider:
         *,
         action: str,
         instructions: str = "",
-        confirmations: dict[str, Any] | None = None,
-        confirmation_refs: dict[str, Any] | None = None,
+        confirmations: Mapping[str, str] | None = None,
+        confirmation_refs: Mapping[str, str] | None = None,
         new_owner: Operator | None = None,
         handoff_to: str = "",
         money_confirmed: bool = False,
@@ -163,7 +167,7 @@ class Decider:
             for runbook in self.checkpoint.runbook_versions()
         )
 
-    def check_confirmations(self, confirmations: dict[str, Any], references: dict[str, Any]) -> None:
+    def check_confirmations(self, confirmations: Mapping[str, str], references: Mapping[str, str]) -> None:
         """ValueError unless each confirmation names an unknown effect of this checkpoint, says happened or
         did not happen, and one that happened names the external reference seen (a decision's confirmations,
         or those confirmed ahead of it from a provider's evidence)."""
@@ -175,7 +179,7 @@ class Decider:
                 "Give the external reference you saw for every effect that happened: " + ", ".join(unreferenced)
             )
 
-    def missing_confirmations(self, confirmations: dict[str, Any]) -> list[str]:
+    def missing_confirmations(self, confirmations: Mapping[str, str]) -> list[str]:
         """The unknown effects a resume may not pass over: those without a valid confirmation."""
         return [
             e["idempotency_key"]

@@ -42,6 +42,9 @@ from .base import Conflict, Stateful
 from .events import Event
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
+
+    from ..shapes import JsonObject, StepInstruction
     from .base import Operator
     from .workflows import Workflow
 
@@ -54,7 +57,7 @@ class DrillQuerySet(models.QuerySet["Drill"]):
     def running(self) -> DrillQuerySet:
         return self.filter(status=Drill.Status.RUNNING)
 
-    def due(self, now: Any = None) -> DrillQuerySet:
+    def due(self, now: datetime | None = None) -> DrillQuerySet:
         """Scheduled drills whose start time has come (the periodic sweep starts them)."""
         return self.filter(status=Drill.Status.SCHEDULED, next_run_at__lte=now or timezone.now())
 
@@ -270,7 +273,7 @@ class Drill(Stateful):
         fault (any step for faults not placed at a step), or ""."""
         # By the app registry: this module sits below workflows.py, which imports it.
         step = apps.get_model("workflows", "Step")
-        where: dict[str, Any] = {"workflow__agent": self.agent, "kind": "effect", "carries_money": True}
+        where: dict[str, object] = {"workflow__agent": self.agent, "kind": "effect", "carries_money": True}
         if self.kind:
             where["workflow__kind"] = self.kind
         if self.fault in self.AT_STEP:
@@ -297,7 +300,7 @@ class Drill(Stateful):
             next_run_at=None,
         )
 
-    def schedule(self, at: Any = None, *, by: Operator | None = None) -> bool:
+    def schedule(self, at: datetime | None = None, *, by: Operator | None = None) -> bool:
         """DRAFT -> SCHEDULED, at ``at`` (a one-off) or at the rule's next occurrence (a recurring drill)."""
         if refusal := self.cannot_run():
             raise Conflict(refusal, code="drill_refused")
@@ -417,7 +420,7 @@ class Drill(Stateful):
         return int.from_bytes(digest[:4], "big") % 100 < (self.share_percent or 0)
 
     # --- what the agent is told; what it may not do ------------------------------------------
-    def instruction(self) -> dict[str, Any]:
+    def instruction(self) -> StepInstruction:
         """docs/API.md, "Drills": the fault for the agent's runtime to carry out (never whether it is
         announced: that is for the console's people)."""
         return {
@@ -430,7 +433,7 @@ class Drill(Stateful):
         }
 
     @classmethod
-    def instruction_for(cls, workflow: Workflow) -> dict[str, Any]:
+    def instruction_for(cls, workflow: Workflow) -> StepInstruction:
         """The drill instruction for a step report's answer, until the fault has been carried out (the
         workflow's first checkpoint); {} for a workflow no drill picked."""
         if workflow.drill_id is None or workflow.status != workflow.Status.RUNNING or workflow.checkpoints.exists():
@@ -460,7 +463,7 @@ class Drill(Stateful):
                 raise refused
 
     @staticmethod
-    def record_journal(workflow: Workflow, journal: dict[str, Any]) -> bool:
+    def record_journal(workflow: Workflow, journal: JsonObject) -> bool:
         """Keep what the runtime journalled at the fault (committed effects' keys, the pending action, the
         promises): the report compares the resume state with it. False when the run already has one (a
         resend: the first stands). Conflict ``not_drilled`` for a run no drill picked."""
@@ -468,15 +471,19 @@ class Drill(Stateful):
             raise Conflict("No drill picked this workflow: there is no fault to journal.", code="not_drilled")
         won = type(workflow).objects.filter(pk=workflow.pk, drill_journal__isnull=True).update(drill_journal=journal)
         if won:
+            committed = journal.get("committed")  # a list: the API validated the journal
             Event.record(
                 workflow,
                 Event.Verb.DRILL_JOURNALLED,
-                data={"committed": len(journal.get("committed", [])), "pending": bool(journal.get("pending"))},
+                data={
+                    "committed": len(committed) if isinstance(committed, list) else 0,
+                    "pending": bool(journal.get("pending")),
+                },
             )
         return bool(won)
 
     # --- who sees it ---------------------------------------------------------------------------
-    def shown_to(self, user: Any, *, decided: bool) -> bool:
+    def shown_to(self, user: Operator | AnonymousUser, *, decided: bool) -> bool:
         """The drill badge: TPMs and admins always; operators when it is announced or once decided."""
         from ..roles import can_review
 

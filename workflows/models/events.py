@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from .. import via
+from ..shapes import Json
 from .agents import Agent
 from .base import IllegalTransition
 
@@ -28,7 +29,7 @@ class AuditEncoder(DjangoJSONEncoder):
     durations, decimals, UUIDs), a model row as its name, and anything else as its text: whatever
     an admin form or a caller hands in, recording the event never fails on the data's type."""
 
-    def default(self, o: Any) -> Any:
+    def default(self, o: object) -> object:
         if isinstance(o, models.Model):
             return str(o)
         if isinstance(o, models.QuerySet):
@@ -39,7 +40,7 @@ class AuditEncoder(DjangoJSONEncoder):
             return str(o)
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> Json:
     """``value`` as the JSON the trail stores (keys as text, sets sorted), through ``AuditEncoder``."""
     if value is None or isinstance(value, bool | int | float):
         return value
@@ -245,7 +246,7 @@ class Event(models.Model):
         verb: Event.Verb,
         *,
         actor: Actor | None = None,
-        data: dict[str, Any] | None = None,
+        data: Mapping[str, object] | None = None,
         at: datetime | None = None,
     ) -> Event:
         event = cls.about(subject, verb, actor=actor, data=data, at=at)
@@ -259,7 +260,7 @@ class Event(models.Model):
         verb: Event.Verb,
         *,
         actor: Actor | None = None,
-        data: dict[str, Any] | None = None,
+        data: Mapping[str, object] | None = None,
         at: datetime | None = None,
     ) -> Event:
         """The event ``record`` would write, unsaved: for writing many with one ``bulk_create``."""
@@ -267,7 +268,8 @@ class Event(models.Model):
         from .checkpoints import Checkpoint
         from .decisions import Decision
         from .replays import ReplayRun
-        from .workflows import Step, Workflow
+        from .steps import Step
+        from .workflows import Workflow
 
         # ``at``: when it truly happened (a deadline applied late by the sweep), by default now.
         if (channel := via.current()) != via.Via.CONSOLE:

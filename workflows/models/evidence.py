@@ -30,7 +30,7 @@ import hashlib
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models, transaction
@@ -39,7 +39,7 @@ from django.utils import timezone
 from ..identifiers import scripts
 from .base import Conflict, Stateful
 from .checkpoints import Checkpoint
-from .decisions import Confirmation
+from .confirmations import Confirmation
 from .drafting import Decider
 from .events import Event
 from .incidents import Incident
@@ -413,7 +413,7 @@ class Evidence(Stateful):
         )
 
 
-def preview_facts(result: Matching) -> dict[str, Any]:
+def preview_facts(result: Matching) -> dict[str, object]:
     """The matching as the incident page lists it (the first 200 of each list)."""
     return {
         "matched": result.matched[:200],

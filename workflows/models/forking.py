@@ -8,7 +8,7 @@ The lineage it joins (what earlier forks committed) is ``lineage``'s.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
@@ -17,9 +17,11 @@ from .checkpoints import Checkpoint
 from .decisions import Decision
 from .drafting import Decider
 from .events import Event
-from .workflows import Step, Workflow, fork_plan
+from .steps import Step, fork_plan
+from .workflows import Workflow
 
 if TYPE_CHECKING:
+    from ..shapes import Json
     from .base import Operator
 
 
@@ -29,7 +31,7 @@ def fork_workflow(
     from_seq: int,
     by: Operator,
     reason: str,
-    edited_input: Any = None,
+    edited_input: Json = None,
     money_confirmed: bool = False,
     repeats_confirmed: Iterable[int] = (),
 ) -> Decision:

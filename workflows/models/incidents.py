@@ -38,6 +38,7 @@ from .notifications import Notification
 from .runbooks import Reason
 
 if TYPE_CHECKING:
+    from ..shapes import StepInstruction
     from .base import Operator
     from .checkpoints import Checkpoint
     from .workflows import Workflow
@@ -464,7 +465,7 @@ class Hold(Stateful):
     def scope(self) -> str:
         return f"{self.agent.name}" + (f" ({self.kind} workflows)" if self.kind else " (every kind)")
 
-    def _trail(self, verb: Event.Verb, actor: Operator | None, **data: Any) -> None:
+    def _trail(self, verb: Event.Verb, actor: Operator | None, **data: object) -> None:
         facts = {"hold": self.pk, "agent": self.agent.name, "kind": self.kind, **data}
         Event.record(self.agent, verb, actor=actor, data=facts)
         if self.incident_id is not None:
@@ -518,7 +519,7 @@ class Hold(Stateful):
                 )
         return won
 
-    def instruction(self, checkpoint: Checkpoint) -> dict[str, Any]:
+    def instruction(self, checkpoint: Checkpoint) -> StepInstruction:
         """What the step-report answer tells the agent (docs/API.md, "Holds")."""
         return {
             "pause": {
@@ -549,7 +550,7 @@ class Hold(Stateful):
         )
 
     @classmethod
-    def pause_if_held(cls, workflow: Workflow, *, at_seq: int | None) -> dict[str, Any] | None:
+    def pause_if_held(cls, workflow: Workflow, *, at_seq: int | None) -> StepInstruction | None:
         """After a step report: open a ``held`` checkpoint on a running workflow under an active hold and
         answer the instruction; the same instruction again while that checkpoint is unresolved (a resent
         report whose answer was lost). None when no hold covers it."""

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, Q
 
-from .workflows import Step, Workflow, stake
+from .steps import Step, stake
+from .workflows import Workflow
 
 if TYPE_CHECKING:
+    from ..shapes import JsonObject
     from .checkpoints import Checkpoint
 
 # Forks of forks of …: far more than any operator makes, and a bound on a corrupted chain.
@@ -66,7 +68,7 @@ class EarlierEffect:
         ref = f", ref {self.external_ref}" if self.external_ref else ", no reference recorded"
         return f"{who} committed {what} at step {self.seq}{ref}"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "step_id": self.step_id,
             "workflow_id": self.workflow_id,

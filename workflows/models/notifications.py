@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -280,7 +280,7 @@ class Notification(models.Model):
 
         path = reverse("workbench", args=[checkpoint.pk]) if checkpoint is not None else path
         made = []
-        recipients: list[tuple[str, int, dict[str, Any]]] = [
+        recipients: list[tuple[str, int, dict[str, object]]] = [
             ("u", u.pk, {"recipient": u}) for u in dict.fromkeys(u for u in users if u is not None)
         ]
         groups = [group] if group is not None else []
@@ -337,7 +337,7 @@ PUSHED = frozenset(
 
 
 def _wake_relay() -> None:
-    from .decisions import wake_relay
+    from .relay import wake_relay
 
     wake_relay()
 
@@ -399,7 +399,7 @@ class Delivery(models.Model):
                 delivery=self, number=self.attempts, ok=ok, detail=detail[:2000], status_code=status_code, at=now
             )
             if ok:
-                fields: dict[str, Any] = {"status": self.Status.SENT, "sent_at": now, "last_error": ""}
+                fields: dict[str, object] = {"status": self.Status.SENT, "sent_at": now, "last_error": ""}
             elif final or self.attempts >= settings.NOTIFY_MAX_ATTEMPTS:
                 fields = {"status": self.Status.FAILED, "last_error": detail[:2000]}
             else:

@@ -7,12 +7,15 @@ they are imported here for the models that use them and for their older importer
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 
 from ..roles import ACTING_ROLES, ADMIN, OPERATOR, ROLES, TPM, operators
+
+if TYPE_CHECKING:
+    from .base import Operator
 
 __all__ = [
     "ACTING_ROLES",
@@ -46,7 +49,7 @@ class OperatorProfile(models.Model):
         return f"Profile of {self.user}"
 
 
-def is_working(user: Any, at: datetime) -> bool:
+def is_working(user: Operator, at: datetime) -> bool:
     """Within the user's working hours (no calendar set: always)."""
     profile = OperatorProfile.objects.filter(user=user).select_related("calendar").first()
     if profile is None or profile.calendar is None:
@@ -54,7 +57,7 @@ def is_working(user: Any, at: datetime) -> bool:
     return profile.calendar.hours().is_open(at)
 
 
-def can_take_work(user: Any, at: datetime) -> tuple[bool, str]:
+def can_take_work(user: Operator | None, at: datetime) -> tuple[bool, str]:
     """May the console hand this person a checkpoint now? With the reason when not."""
     if user is None:
         return False, "nobody to return it to"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models, transaction
@@ -26,7 +26,12 @@ from ..clock import database_now
 from .agents import Agent
 from .base import Conflict, Stateful
 from .events import Event
-from .workflows import Step, Workflow
+from .steps import Step
+from .workflows import Workflow
+
+if TYPE_CHECKING:
+    from ..shapes import JsonObject, ReplayRequest, ReplayStep
+    from .checkpoints import Checkpoint
 
 User = settings.AUTH_USER_MODEL
 
@@ -142,7 +147,9 @@ class ReplayRun(Stateful):
 
     # --- asking for one ------------------------------------------------------------------
     @classmethod
-    def request(cls, workflow: Workflow, *, from_seq: int, to_seq: int, by: Any, checkpoint: Any = None) -> ReplayRun:
+    def request(
+        cls, workflow: Workflow, *, from_seq: int, to_seq: int, by: Any, checkpoint: Checkpoint | None = None
+    ) -> ReplayRun:
         """Record a replay of ``from_seq..to_seq`` and queue it. ValueError when it cannot be done (says why)."""
         agent = workflow.agent
         if why := agent.cannot(Agent.Capability.REPLAY):
@@ -199,7 +206,7 @@ class ReplayRun(Stateful):
 
             logging.getLogger(__name__).warning("replay %s: broker unavailable, left queued", self.pk, exc_info=True)
 
-    def request_payload(self, steps: list[Step] | None = None) -> dict[str, Any]:
+    def request_payload(self, steps: list[Step] | None = None) -> ReplayRequest:
         """What the runtime's replay endpoint receives (docs/API.md, "Replaying a step range")."""
         if steps is None:
             steps = list(self.workflow.steps.filter(seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq"))
@@ -217,13 +224,13 @@ class ReplayRun(Stateful):
         }
 
     @staticmethod
-    def _step_payload(step: Step) -> dict[str, Any]:
-        entry = {"seq": step.seq, "name": step.name, "kind": step.kind, "input": step.input}
+    def _step_payload(step: Step) -> ReplayStep:
+        entry: ReplayStep = {"seq": step.seq, "name": step.name, "kind": step.kind, "input": step.input}
         if step.kind == Step.Kind.EFFECT:
             # The runtime must answer with this instead of executing the effect.
-            entry.update(
-                recorded_output=step.output, idempotency_key=step.idempotency_key, external_ref=step.external_ref
-            )
+            entry["recorded_output"] = step.output
+            entry["idempotency_key"] = step.idempotency_key
+            entry["external_ref"] = step.external_ref
         return entry
 
     # --- its life --------------------------------------------------------------------------
@@ -270,7 +277,7 @@ class ReplayRun(Stateful):
         except ValueError as exc:
             return self.fail(f"The runtime answered something that is not a replay result: {exc}")
         steps = [
-            s.as_dict()
+            dict(s.as_dict())  # drift compares any fields by name
             for s in self.workflow.steps.filter(seq__gte=self.from_seq, seq__lte=self.to_seq).order_by("seq")
         ]
         found = drift.compare(
@@ -320,7 +327,7 @@ class ReplayRun(Stateful):
         )
 
 
-def parse_results(answer: object) -> tuple[list[dict[str, Any]], str]:
+def parse_results(answer: object) -> tuple[list[JsonObject], str]:
     """``{"results": [{"seq": int, "output": any, "effects": [..]?}], "runtime_version": str?}``, or ValueError."""
     if not isinstance(answer, dict) or not isinstance(answer.get("results"), list):
         raise ValueError('expected a JSON object with a list under "results"')

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from django.conf import settings
 from django.db import models, transaction
@@ -155,6 +155,14 @@ class _RememberedTrail(MoneyTrail):
         if key not in self.names:
             self.names[key] = super().names_that_moved_money(key)
         return self.names[key]
+
+
+class Wave(TypedDict):
+    """One wave of a rollout as ``Rollout.waves`` keeps it: when it went out and the members decided in it."""
+
+    number: int
+    at: str  # ISO 8601
+    checkpoints: list[int]
 
 
 class RolloutTerms(TypedDict, total=False):
@@ -376,7 +384,7 @@ class Rollout(Stateful):
         due = list(cls.objects.filter(status=cls.Status.RUNNING, next_at__lte=now).values_list("pk", flat=True))
         return sum(cls.objects.get(pk=pk).advance(stepped) for pk in due)
 
-    def outcome(self, wave: dict[str, Any]) -> WaveOutcome:
+    def outcome(self, wave: Wave) -> WaveOutcome:
         """How a wave's members fared since it went out: failed (decision failed, workflow failed, or paused
         again at a new checkpoint) and settled (those, or the workflow completed)."""
         from .checkpoints import Checkpoint
@@ -477,7 +485,7 @@ class Rollout(Stateful):
             # Members wait (unknown effects, money, held by someone): look again in a minute.
             Rollout.objects.filter(pk=self.pk).update(next_at=now + rate_window())
             return False
-        wave = {"number": len(self.waves) + 1, "at": now.isoformat(), "checkpoints": decided}
+        wave: Wave = {"number": len(self.waves) + 1, "at": now.isoformat(), "checkpoints": decided}
         # On the real clock (the sweep) the window starts when this wave's last decision was recorded, not
         # when the sweep began: deciding 100 members takes a while, and any window of the rate's length must
         # hold one wave at most (tests/test_guarantee_incident_rollout.py counts decided_at in every window).

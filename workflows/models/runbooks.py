@@ -141,7 +141,7 @@ class RunbookContent(models.Model):
     def allows(self, action: str) -> bool:
         return action in (self.allowed_actions or [])
 
-    def content(self) -> dict[str, Any]:
+    def content(self) -> dict[str, object]:
         """The versioned values, foreign keys as ids: equal dicts mean nothing changed."""
         return {column: getattr(self, column) for column in COLUMNS.values()}
 

@@ -10,8 +10,7 @@ of the frozen calendar (``workflows.business_time``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import datetime, time, timedelta
 from zoneinfo import available_timezones
 
 from django.conf import settings
@@ -23,6 +22,7 @@ from django.db.models import Q
 
 from .. import business_time
 from ..business_time import Hours
+from ..shapes import EscalationSpec, SlaTerms
 
 User = settings.AUTH_USER_MODEL
 
@@ -61,7 +61,7 @@ class BusinessCalendar(models.Model):
             raise ValidationError({"closes": "Working hours must close after they open (same day)."})
 
     @staticmethod
-    def _minutes(value: Any, *, end: bool = False) -> int:
+    def _minutes(value: str | time, *, end: bool = False) -> int:
         if isinstance(value, str):
             value = datetime.strptime(value, "%H:%M").time()  # a wall time, no zone
         minutes = value.hour * 60 + value.minute
@@ -187,7 +187,7 @@ class SLAPolicy(models.Model):
         seconds = target * 60 * lead // 100 if unit == Lead.PERCENT else lead * 60
         return min(seconds, target * 60)
 
-    def freeze(self) -> dict[str, Any]:
+    def freeze(self) -> SlaTerms:
         """Everything the clocks need, as a checkpoint keeps it: later edits do not move its clock."""
         claim = self.claim_target_minutes
         return {
@@ -208,7 +208,7 @@ class SLAPolicy(models.Model):
         }
 
     @staticmethod
-    def fallback() -> dict[str, Any]:
+    def fallback() -> SlaTerms:
         """The terms of a checkpoint no runbook and no policy covers: 30 minutes, warned 10 before."""
         return {
             "policy_id": None,
@@ -291,7 +291,7 @@ class EscalationLevel(models.Model):
         if self.max_repeats and not self.repeat_every_minutes:
             raise ValidationError({"repeat_every_minutes": "Say how often the level repeats."})
 
-    def freeze(self) -> dict[str, Any]:
+    def freeze(self) -> EscalationSpec:
         return {
             "delay": self.delay_minutes * 60,
             "notify": self.notify,
@@ -314,13 +314,13 @@ class Firing:
     level: int
     repeat: int
     delay: timedelta
-    spec: dict[str, Any]
+    spec: EscalationSpec
 
 
 class Terms:
     """A checkpoint's frozen SLA terms, with the deadline arithmetic on them."""
 
-    def __init__(self, frozen: dict[str, Any] | None) -> None:
+    def __init__(self, frozen: SlaTerms | None) -> None:
         self.data = frozen or SLAPolicy.fallback()
         self.hours = Hours.from_dict(self.data.get("hours"))
 
@@ -366,8 +366,8 @@ class Terms:
     def describe(self) -> str:
         d = self.data
         parts = [f"decision in {in_minutes(d['decision_target'])} (warns {in_minutes(d['decision_lead'])} before)"]
-        if d.get("claim_target"):
-            parts.insert(0, f"claim in {in_minutes(d['claim_target'])} (warns {in_minutes(d['claim_lead'])} before)")
+        if claim := d.get("claim_target"):
+            parts.insert(0, f"claim in {in_minutes(claim)} (warns {in_minutes(d['claim_lead'])} before)")
         parts.append(f"business hours {d['calendar']}" if d.get("calendar") else "round the clock")
         return "; ".join(parts)
 

@@ -11,7 +11,7 @@ transaction of the domain: a Slack outage delays the view, never a clock or a de
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
@@ -24,6 +24,7 @@ from ..sealing import Sealed
 
 if TYPE_CHECKING:
     from .checkpoints import Checkpoint
+    from .decisions import Decision
 
 User = settings.AUTH_USER_MODEL
 
@@ -215,7 +216,7 @@ class SlackMessage(models.Model):
         self.refresh_from_db()
 
     @classmethod
-    def post_for(cls, checkpoint: Checkpoint, *, decision: Any = None) -> SlackMessage | None:
+    def post_for(cls, checkpoint: Checkpoint, *, decision: Decision | None = None) -> SlackMessage | None:
         """The message (or thread reply) that will show ``checkpoint``; None when Slack is not connected
         or no channel is picked for it."""
         workspace = SlackWorkspace.connected()

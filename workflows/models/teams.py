@@ -30,6 +30,8 @@ from .people import is_working
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from django.contrib.auth.models import AnonymousUser
+
     from .base import Operator
     from .checkpoints import Checkpoint
 
@@ -37,11 +39,11 @@ User = settings.AUTH_USER_MODEL
 
 
 class TeamQuerySet(models.QuerySet["Team"]):
-    def of(self, user: Any) -> TeamQuerySet:
+    def of(self, user: Operator | AnonymousUser) -> TeamQuerySet:
         """The teams ``user`` is a member of."""
         return self.filter(members=user) if user.is_authenticated else self.none()
 
-    def led_by(self, user: Any) -> TeamQuerySet:
+    def led_by(self, user: Operator | AnonymousUser) -> TeamQuerySet:
         return self.filter(lead=user) if user.is_authenticated else self.none()
 
 
@@ -102,7 +104,7 @@ class Team(models.Model):
         """Its members who may take work (active, in an acting role), by name."""
         return list(operators().filter(teams=self))
 
-    def is_working(self, user: Any, at: datetime) -> bool:
+    def is_working(self, user: Operator, at: datetime) -> bool:
         """Within the member's own working hours, else the team's (neither set: always)."""
         from .people import OperatorProfile
 
@@ -190,7 +192,7 @@ class RoutingRule(models.Model):
         return found[0].team if found else None
 
 
-def transfer(checkpoint: Checkpoint, *, to: Team, by: Any, note: str = "") -> bool:
+def transfer(checkpoint: Checkpoint, *, to: Team, by: Operator, note: str = "") -> bool:
     """Move an unresolved checkpoint to another team. False when its team changed since it was read
     (someone else transferred it first), or it is resolved, or it is already there."""
     if checkpoint.team_id == to.pk:
