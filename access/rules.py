@@ -20,7 +20,7 @@ generated from these rules (``python manage.py access_matrix``)::
     path("login/", public(views.Login.as_view()), name="login")
 
 An htmx endpoint is a view like any other: the page view that renders the
-partial (``_render`` in console/views/checkpoints.py) carries the page's rule, and a
+partial (``_render`` in console/views/htmx.py) carries the page's rule, and a
 dedicated partial or action URL gets its own decorator. A refused htmx request
 gets the same answer as a page: anonymous → the login redirect (the login view
 answers htmx with ``HX-Redirect``), a role that may not → 403 with the reason.

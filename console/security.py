@@ -19,7 +19,7 @@ from typing import Any, cast
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.contrib.auth.views import PasswordChangeView
+from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse_lazy
@@ -134,6 +134,24 @@ def _locked_out(
     if _refused_while_locked(request):
         return
     Event.record(None, Event.Verb.LOCKED_OUT, data={"username": str(username or "")[:150], **origin(request)})
+
+
+class Login(LoginView):
+    """The sign-in page: the single sign-on button, and the password form where it is allowed."""
+
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from .sso import login_context  # the single sign-on button; the password form or break-glass only
+
+        return {**super().get_context_data(**kwargs), **login_context()}
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if getattr(request, "htmx", False):
+            # A poll whose session ended followed the redirect here: load the login
+            # page as a page, instead of swapping it into the queue's table.
+            return HttpResponse(status=204, headers={"HX-Redirect": request.get_full_path()})
 
 
 class PasswordChange(PasswordChangeView):

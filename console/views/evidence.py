@@ -17,7 +17,7 @@ from workflows.models import Conflict, Evidence, EvidenceError, Incident
 from workflows.models.evidence import MAX_BYTES, preview_facts, text_of, unconfirmed_effects
 
 from ..roles import READERS, can_act, operator_required, role_required, signed_in
-from .checkpoints import _render
+from .htmx import _render
 
 
 def _form_page(
