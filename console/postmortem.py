@@ -3,7 +3,7 @@ outcomes, SLA breaches, the times to detect, hold and recover, and an empty acti
 
 It computes no figure of its own: the blast radius and the timeline are ``workflows.blast_radius``'s, the
 times ``workflows.incident_figures``'s, the four outcome shares ``workflows.metrics``'s (over the members'
-workflows), and each trail entry's sentence ``console_tags.event_text``'s.
+workflows), and each trail entry's sentence ``console.event_text``'s.
 
 Agent-supplied text (titles, details, promises, notes, ticket ids, agent names: anything not written here)
 goes through ``md``: every punctuation character that can open Markdown or HTML mid-line is backslash-escaped
@@ -24,7 +24,7 @@ from workflows import blast_radius, incident_figures
 from workflows.metrics import shares_over
 from workflows.models import Checkpoint, Decision, Event, Incident, Workflow
 
-from .templatetags.console_tags import event_text
+from .event_text import event_text
 
 TIMELINE_MAX = 500
 BREACHES_LISTED = 50

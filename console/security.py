@@ -152,6 +152,7 @@ class Login(LoginView):
             # A poll whose session ended followed the redirect here: load the login
             # page as a page, instead of swapping it into the queue's table.
             return HttpResponse(status=204, headers={"HX-Redirect": request.get_full_path()})
+        return super().get(request, *args, **kwargs)
 
 
 class PasswordChange(PasswordChangeView):

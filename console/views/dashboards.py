@@ -25,8 +25,8 @@ from workflows.models import Checkpoint, Team, Workflow
 
 from .. import charts
 from ..csv_export import stream_csv
+from ..labels import label
 from ..roles import REVIEWERS, role_required
-from ..templatetags.console_tags import label
 
 reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")
 TABLES = ("headline", "series", "timings", "decisions", "agent", "kind", "reason", "runbook", "team", "workflows")
