@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from django.utils import timezone
 
@@ -55,7 +55,7 @@ def _duration(seconds: float | None) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
 
 
-def _entry(entry: dict[str, Any]) -> str:
+def _entry(entry: Mapping[str, object]) -> str:
     if isinstance(event := entry.get("event"), Event):
         return md(event_text(event))
     if isinstance(decision := entry.get("decision"), Decision):

@@ -7,7 +7,7 @@ The page and its partials go through ``views.htmx``: actions redirect back, mess
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.contrib import messages
@@ -35,6 +35,9 @@ from workflows.models.lineage import lineage_effects
 from ..forms import AssignForm, CommentForm, CompleteForm, DecisionForm, RejectForm, error_text
 from ..roles import READERS, can_act, is_admin, operator_required, role_required, signed_in
 from ..trajectory import render_steps
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 from .htmx import _back, _htmx, _render
 
 WORKBENCH_PARTIALS = ("workbench-live", "workbench-actions", "decision-status")
@@ -100,7 +103,17 @@ def workbench(request: HttpRequest, pk: int) -> HttpResponse:
     return _workbench(request, checkpoint)
 
 
-def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> dict[str, Any]:
+class ReplayOffer(TypedDict):
+    replay_why_not: str
+    can_act: bool
+    replay_from: int
+    replay_to: int
+    replay_max: int
+    replay_checkpoint: Checkpoint | None
+    last_seq: int
+
+
+def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> ReplayOffer:
     """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
     last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
     stop = min(checkpoint.at_seq or last, last) if checkpoint else last
@@ -209,7 +222,7 @@ def _workbench_url(checkpoint: Checkpoint) -> str:
     return reverse("workbench", args=[checkpoint.pk])
 
 
-def _holder_message(checkpoint: Checkpoint, user: Any) -> str:
+def _holder_message(checkpoint: Checkpoint, user: Operator) -> str:
     """Why a claim lost, naming who has the checkpoint."""
     checkpoint.refresh_from_db()
     if checkpoint.status == Checkpoint.Status.CLAIMED and checkpoint.assignee:
@@ -230,7 +243,7 @@ def claim(request: HttpRequest, pk: int) -> HttpResponse:
             "“Undo claim” is on the row and the workbench for two minutes.",
         )
     else:
-        messages.error(request, _holder_message(checkpoint, request.user))
+        messages.error(request, _holder_message(checkpoint, signed_in(request)))
     return _back(request, _workbench_url(checkpoint))
 
 
@@ -281,7 +294,11 @@ def bulk(request: HttpRequest) -> HttpResponse:
     (messages.success if not lost else messages.warning)(
         request,
         done
-        + (f"; {len(lost)} not: " + "; ".join(_holder_message(c, request.user) for c in lost[:5]) if lost else "."),
+        + (
+            f"; {len(lost)} not: " + "; ".join(_holder_message(c, signed_in(request)) for c in lost[:5])
+            if lost
+            else "."
+        ),
     )
     return _back(request, reverse("queue"))
 

@@ -6,7 +6,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from django.core.cache import cache
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
@@ -21,7 +21,7 @@ from workflows.models import RESUMING_ACTIONS, Action, Agent, Checkpoint, Decisi
 from workflows.models.checkpoints import CheckpointQuerySet
 from workflows.models.people import operators
 
-from ..forms import QueueFilterForm
+from ..forms import QueueFilterForm, QueueFilters
 from ..queue_rows import render_rows
 from ..roles import READERS, can_act, role_required, signed_in
 from ..team_scope import TeamScope
@@ -30,7 +30,7 @@ from .htmx import _htmx, _render
 COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
 
 
-def _capped_count(queryset: QuerySet[Any]) -> int:
+def _capped_count(queryset: QuerySet[Checkpoint]) -> int:
     return queryset.order_by()[: COUNT_CAP + 1].count()
 
 
@@ -52,13 +52,13 @@ def _with_row_urls(rows: list[Checkpoint]) -> list[Checkpoint]:
     return rows
 
 
-def _query(request: HttpRequest, **changes: Any) -> str:
+def _query(request: HttpRequest, **changes: str | None) -> str:
     params = QueryDict(mutable=True)
     params.update(request.GET)
     params.pop("v", None)  # a poll's version (_queue_version) belongs to the poll, never to a link
     for key, value in changes.items():
         params.pop(key, None)
-        if value not in (None, "", False):
+        if value:
             params[key] = value
     return "?" + params.urlencode() if params else "?"
 
@@ -153,7 +153,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     return _render(request, "console/queue.html", context, partials=("queue-table",))
 
 
-def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_next: bool) -> dict[str, Any]:
+def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_next: bool) -> dict[str, str]:
     return {
         "first_url": _query(request, after=None, before=None) if has_prev else "",
         "prev_url": _query(request, after=None, before=QUEUE_PAGES.cursor(rows[0])) if has_prev and rows else "",
@@ -172,14 +172,25 @@ def _counts_key(request: HttpRequest, stamp: str, teams: TeamScope) -> str:
     )
 
 
+class Tab(TypedDict):
+    """A scope tab over the queue, or the breached toggle after them."""
+
+    key: str
+    label: str
+    active: bool
+    url: str
+    count: int
+    toggle: NotRequired[bool]
+
+
 def _tabs(
     request: HttpRequest,
     base: CheckpointQuerySet,
-    params: dict[str, Any],
+    params: QueueFilters,
     *,
     approvals: CheckpointQuerySet,
     counts_key: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Tab]:
     """Scopes with their counts under the other filters; then the breached toggle."""
     user, scope = signed_in(request), params["scope"]
     scoped = {
@@ -195,7 +206,7 @@ def _tabs(
         if counts_key:
             cache.set(counts_key, counts, QUEUE_FRESHNESS_SECONDS * 2)
     labels = dict(QueueFilterForm.SCOPES)
-    tabs = [
+    tabs: list[Tab] = [
         {
             "key": key,
             "label": labels[key],
