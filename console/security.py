@@ -6,6 +6,8 @@
 - ``IdleSessionMiddleware``: a session ends ``SESSION_COOKIE_AGE`` after the last activity.
 - The client's address for login lockouts is ``access.addresses.client_address``.
 - Sign-ins, failed sign-ins and lockouts are audit events.
+- ``Login``: the sign-in page (the single sign-on button, the password form where it is allowed); a queue
+  poll whose session ended is told to load it as a page (``HX-Redirect``), not swap it into the table.
 - ``PasswordChange``: people change their own password (the current one first, the validators'
   rules, lockout-counted wrong guesses, an audit event, the session kept).
 """
