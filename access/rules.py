@@ -20,7 +20,7 @@ generated from these rules (``python manage.py access_matrix``)::
     path("login/", public(views.Login.as_view()), name="login")
 
 An htmx endpoint is a view like any other: the page view that renders the
-partial (``_render`` in console/views/checkpoints.py) carries the page's rule, and a
+partial (``_render`` in console/views/htmx.py) carries the page's rule, and a
 dedicated partial or action URL gets its own decorator. A refused htmx request
 gets the same answer as a page: anonymous → the login redirect (the login view
 answers htmx with ``HX-Redirect``), a role that may not → 403 with the reason.
@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import wraps
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from django.contrib.auth.models import AnonymousUser
 from django.contrib.auth.views import redirect_to_login
@@ -113,7 +113,7 @@ def role_required(*roles: str, why: str = "") -> Callable[[View], View]:
 
     def decorate(view: View) -> View:
         @wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponseBase:
             if not request.user.is_authenticated:
                 return redirect_to_login(request.get_full_path())
             if roles_of(request.user) & allowed:
@@ -152,7 +152,7 @@ def _plural(role: str) -> str:
 # --- reading the rules back ------------------------------------------------------------
 
 
-def rule_of(callback: Callable[..., Any], namespace: str = "") -> Rule | None:
+def rule_of(callback: Callable[..., HttpResponseBase], namespace: str = "") -> Rule | None:
     """The rule a resolved view declares; None when it declares none (the suite fails on that)."""
     rule: Rule | None = getattr(callback, "access_rule", None)
     if rule is not None:
@@ -167,11 +167,13 @@ def rule_of(callback: Callable[..., Any], namespace: str = "") -> Rule | None:
     return None
 
 
-def url_rules() -> Iterable[tuple[str, str, Callable[..., Any], Rule | None]]:
+def url_rules() -> Iterable[tuple[str, str, Callable[..., HttpResponseBase], Rule | None]]:
     """(route, name, view, rule) for every URL pattern of the URLconf, resolved, not hand-listed."""
     from django.urls import URLPattern, URLResolver, get_resolver
 
-    def walk(patterns: Iterable[Any], prefix: str, namespace: str) -> Iterable[tuple[str, str, Any, Rule | None]]:
+    def walk(
+        patterns: Iterable[URLPattern | URLResolver], prefix: str, namespace: str
+    ) -> Iterable[tuple[str, str, Callable[..., HttpResponseBase], Rule | None]]:
         for p in patterns:
             route = prefix + str(p.pattern)
             if isinstance(p, URLResolver):

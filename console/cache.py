@@ -12,11 +12,14 @@ request counts itself against the rate limit, so that second trip was paid on ev
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeAlias
 
 import redis
 from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
 from django.core.cache.backends.redis import RedisCacheClient
+from redis.commands.core import Script
+
+Key: TypeAlias = str | bytes | memoryview  # a cache key as Django hands it to the client
 
 # Django's incr in one step on the server: a missing key is not created (ValueError, as Django's).
 INCR_EXISTING = """if redis.call('exists', KEYS[1]) == 1 then return redis.call('incrby', KEYS[1], ARGV[1]) end
@@ -27,20 +30,20 @@ class ReusedRedisCacheClient(RedisCacheClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._clients: dict[int, redis.Redis] = {}
-        self._incr: dict[int, Any] = {}  # the script, registered once per client (EVALSHA, EVAL if flushed)
+        self._incr: dict[int, Script] = {}  # the script, registered once per client (EVALSHA, EVAL if flushed)
 
-    def incr(self, key: Any, delta: int = 1) -> Any:
+    def incr(self, key: Key, delta: int = 1) -> int:
         client = self.get_client(key, write=True)
         script = self._incr.get(id(client))
         if script is None:
             script = self._incr[id(client)] = client.register_script(INCR_EXISTING)
-        value = script(keys=[key], args=[delta])
+        value: int | None = script(keys=[key], args=[delta])
         if value is None:
-            raise ValueError(f"Key '{key}' not found.")
+            raise ValueError("Key '" + str(key) + "' not found.")
         return value
 
     # The private helpers below are Django's own (django/core/cache/backends/redis.py); the stubs omit them.
-    def get_client(self, key: Any = None, *, write: bool = False) -> redis.Redis:
+    def get_client(self, key: Key | None = None, *, write: bool = False) -> redis.Redis:
         index: int = self._get_connection_pool_index(write)  # type: ignore[attr-defined]
         client = self._clients.get(index)
         if client is None:

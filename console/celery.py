@@ -12,7 +12,7 @@ app.autodiscover_tasks()
 
 
 @worker_init.connect
-def quiet_idle_task_lines(**kwargs: Any) -> None:
+def quiet_idle_task_lines(**kwargs: object) -> None:
     """Before the pool forks: a sweep that found nothing to do leaves no line (console/worker_logs.py)."""
     from django.conf import settings
 
@@ -24,7 +24,7 @@ def quiet_idle_task_lines(**kwargs: Any) -> None:
 
 
 @worker_init.connect
-def repair_broker_folder(**kwargs: Any) -> None:
+def repair_broker_folder(**kwargs: object) -> None:
     """A worker of the embedded default starts even when a full disk left a broken exchange table."""
     from workflows.models.broker import repair_folder_broker
 
@@ -32,7 +32,7 @@ def repair_broker_folder(**kwargs: Any) -> None:
 
 
 @worker_ready.connect
-def start_consumer_watchdog(sender: Any, **kwargs: Any) -> None:
+def start_consumer_watchdog(sender: Any, **kwargs: object) -> None:
     """On a Redis broker, a worker whose consumer stalls exits to be started again (console/watchdog.py)."""
     import threading
 

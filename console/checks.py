@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
+from django.apps import AppConfig
 from django.conf import settings
 from django.core import checks
 
 PER_PROCESS_CACHES = ("django.core.cache.backends.locmem.LocMemCache", "django.core.cache.backends.dummy.DummyCache")
 
 
-def shared_cache(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def shared_cache(app_configs: Sequence[AppConfig] | None = None, **kwargs: object) -> list[checks.CheckMessage]:
     """The API's rate limits count in the cache: a per-process one multiplies them by the worker count."""
     backend = settings.CACHES["default"]["BACKEND"]
     if backend in PER_PROCESS_CACHES:
@@ -24,7 +25,7 @@ def shared_cache(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     return []
 
 
-def single_sign_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def single_sign_on(app_configs: Sequence[AppConfig] | None = None, **kwargs: object) -> list[checks.CheckMessage]:
     """A single sign-on configuration that cannot work is an error at start, not at someone's sign-in."""
     from workflows.directory import parse_mapping
 
@@ -48,7 +49,7 @@ def single_sign_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return errors
 
 
-def web_push_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def web_push_key(app_configs: Sequence[AppConfig] | None = None, **kwargs: object) -> list[checks.CheckMessage]:
     """A VAPID key or subject that cannot work is an error at start, not at the first push."""
     from workflows import push
 
@@ -65,7 +66,7 @@ def web_push_key(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
     return []
 
 
-def web_push_on(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def web_push_on(app_configs: Sequence[AppConfig] | None = None, **kwargs: object) -> list[checks.CheckMessage]:
     """A deployment without a VAPID key pushes nothing: ``check --deploy`` says so (information, not a warning:
     Web Push is optional, like single sign-on, and a deployment without it is sound)."""
     if not settings.VAPID_PRIVATE_KEY:

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TypeAlias
 
 from django.http import StreamingHttpResponse
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
+Cell: TypeAlias = str | int | float | None  # what a CSV cell is written from (None: empty)
 
-def safe_cell(value: Any) -> Any:
+
+def safe_cell(value: Cell) -> Cell:
     """The value as a spreadsheet will take it as text: a string starting like a formula gets a leading '."""
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
@@ -32,14 +34,14 @@ class _Echo:
         return value
 
 
-def csv_lines(rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+def csv_lines(rows: Iterable[Sequence[Cell]]) -> Iterator[str]:
     """Each row (the header first) as one CSV line, every cell guarded."""
     writer = csv.writer(_Echo())
     for row in rows:
         yield writer.writerow([safe_cell(value) for value in row])
 
 
-def stream_csv(rows: Iterable[Sequence[Any]], filename: str) -> StreamingHttpResponse:
+def stream_csv(rows: Iterable[Sequence[Cell]], filename: str) -> StreamingHttpResponse:
     """A streamed CSV download of ``rows`` (the header first)."""
     response = StreamingHttpResponse(csv_lines(rows), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

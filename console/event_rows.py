@@ -8,13 +8,12 @@ is shown in. The key digests exactly those: a row rendered once is served from m
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from django.template.loader import get_template
 from django.utils import timezone, translation
 from django.utils.safestring import SafeString, mark_safe
 
-from workflows.models import Event
+from workflows.models import Comment, Event
 
 from .fragments import FragmentCache, digest, fields
 
@@ -23,7 +22,7 @@ CACHE = FragmentCache()
 
 
 def render_event_rows(
-    events: Iterable[Event], comments: Mapping[Any, Any] | None, link_checkpoints: bool
+    events: Iterable[Event], comments: Mapping[int, Comment] | None, link_checkpoints: bool
 ) -> SafeString:
     template = get_template(ROW_TEMPLATE)
     zone, language = timezone.get_current_timezone_name(), translation.get_language()
@@ -31,7 +30,8 @@ def render_event_rows(
     for event in events:
         comment = None
         if comments and event.verb == Event.Verb.COMMENTED and isinstance(event.data, dict):
-            comment = comments.get(event.data.get("comment"))
+            pk = event.data.get("comment")
+            comment = comments.get(pk) if isinstance(pk, int) else None
         key = digest(
             fields(event),
             event.actor,

@@ -3,7 +3,7 @@ markup with stable test ids); these classes do the parsing and validation."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from django import forms
 from django.conf import settings
@@ -15,10 +15,39 @@ from workflows.api.json_body import BodyRejected, load_json
 from workflows.models import Action, Agent, Checkpoint, Confirmation, Decider, Reason, Team
 from workflows.models.people import operators
 from workflows.models.queue import CheckpointQuerySet
+from workflows.shapes import JsonObject
 
 if TYPE_CHECKING:
     from workflows.models.base import Operator
     from workflows.models.lineage import EarlierEffect
+
+
+class Proposal(TypedDict):
+    """A decision as DecisionForm read it: ``Decider.decide``'s keyword arguments."""
+
+    action: str
+    instructions: str
+    confirmations: dict[str, str]
+    confirmation_refs: dict[str, str]
+    new_owner: Operator | None
+    handoff_to: str
+    money_confirmed: bool
+    standby: Agent | None
+    repeats_confirmed: list[int]
+
+
+class QueueFilters(TypedDict):
+    """The queue's filters as QueueFilterForm cleans them over its defaults."""
+
+    scope: str
+    reason: str
+    agent: str
+    kind: str
+    incident: int | None
+    breached: bool
+    per: int
+    after: str
+    before: str
 
 
 def error_text(form: forms.Form) -> str:
@@ -90,7 +119,7 @@ class DecisionForm(forms.Form):
             self.fields[f"ref_{i}"] = forms.CharField(max_length=200, required=False, strip=True)
 
     @property
-    def effects(self) -> list[tuple[int, dict[str, Any], forms.BoundField, forms.BoundField]]:
+    def effects(self) -> list[tuple[int, JsonObject, forms.BoundField, forms.BoundField]]:
         return [
             (i, effect, self[f"confirm_{i}"], self[f"ref_{i}"])
             for i, effect in enumerate(self.checkpoint.unknown_effects)
@@ -117,7 +146,7 @@ class DecisionForm(forms.Form):
             self._hand_to_team(team, data)
         return data
 
-    def _hand_to_team(self, team: Team, data: dict[str, Any]) -> None:
+    def _hand_to_team(self, team: Team, data: dict[str, object]) -> None:
         if data.get("new_owner"):
             self.add_error("new_team", "Hand off to an operator or to a team, not both.")
         elif (member := team.takes_handoff(timezone.now())) is None:
@@ -134,7 +163,7 @@ class DecisionForm(forms.Form):
         refs = {k: data[f"ref_{i}"] for i, k in enumerate(keys) if data.get(f"ref_{i}")}
         return confirmations, refs
 
-    def decision_kwargs(self) -> dict[str, Any]:
+    def decision_kwargs(self) -> Proposal:
         data = self.cleaned_data
         confirmations, refs = self._answers()
         return {
@@ -183,7 +212,7 @@ class QueueFilterForm(forms.Form):
     after = forms.CharField(max_length=40, required=False)
     before = forms.CharField(max_length=40, required=False)
 
-    DEFAULTS = {
+    DEFAULTS: QueueFilters = {
         "scope": "all",
         "reason": "",
         "agent": "",
@@ -195,10 +224,12 @@ class QueueFilterForm(forms.Form):
         "before": "",
     }
 
-    def values(self) -> dict[str, Any]:
-        """The valid values over the defaults."""
+    def values(self) -> QueueFilters:
+        """The valid values over the defaults (each field cleans to its key's type)."""
         self.is_valid()
-        return {**self.DEFAULTS, **{k: v for k, v in self.cleaned_data.items() if v not in (None, "")}}
+        return cast(
+            QueueFilters, {**self.DEFAULTS, **{k: v for k, v in self.cleaned_data.items() if v not in (None, "")}}
+        )
 
     def narrow(self, queryset: CheckpointQuerySet) -> CheckpointQuerySet:
         """Reason, agent and kind: the filters the scope tabs count under."""
@@ -236,7 +267,7 @@ class AgentJSONField(forms.CharField):
     size, nesting depth, NUL, lone surrogates, numbers too large), so it is refused here as it would be there.
     Empty: None."""
 
-    def to_python(self, value: Any) -> Any:
+    def to_python(self, value: str | None) -> Any:
         text = super().to_python(value)
         if not text:
             return None

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from typing import Any
+
+from django.db.models import Model
 
 KEPT = 4_000  # a few KiB each: some MiB per web process at most
 
@@ -49,7 +50,7 @@ class FragmentCache:
             self.hits = self.misses = 0
 
 
-def fields(obj: Any) -> list[tuple[str, Any]]:
+def fields(obj: Model) -> list[tuple[str, object]]:
     """A model instance's loaded column values and annotations, not Django's bookkeeping nor related objects."""
     return sorted(
         (k, v)
@@ -58,5 +59,5 @@ def fields(obj: Any) -> list[tuple[str, Any]]:
     )
 
 
-def digest(*parts: Any) -> bytes:
+def digest(*parts: object) -> bytes:
     return hashlib.blake2b(repr(parts).encode(), digest_size=20).digest()

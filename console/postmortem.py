@@ -3,7 +3,7 @@ outcomes, SLA breaches, the times to detect, hold and recover, and an empty acti
 
 It computes no figure of its own: the blast radius and the timeline are ``workflows.blast_radius``'s, the
 times ``workflows.incident_figures``'s, the four outcome shares ``workflows.metrics``'s (over the members'
-workflows), and each trail entry's sentence ``console_tags.event_text``'s.
+workflows), and each trail entry's sentence ``console.event_text``'s.
 
 Agent-supplied text (titles, details, promises, notes, ticket ids, agent names: anything not written here)
 goes through ``md``: every punctuation character that can open Markdown or HTML mid-line is backslash-escaped
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from django.utils import timezone
 
@@ -24,7 +24,7 @@ from workflows import blast_radius, incident_figures
 from workflows.metrics import shares_over
 from workflows.models import Checkpoint, Decision, Event, Incident, Workflow
 
-from .templatetags.console_tags import event_text
+from .event_text import event_text
 
 TIMELINE_MAX = 500
 BREACHES_LISTED = 50
@@ -55,7 +55,7 @@ def _duration(seconds: float | None) -> str:
     return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"
 
 
-def _entry(entry: dict[str, Any]) -> str:
+def _entry(entry: Mapping[str, object]) -> str:
     if isinstance(event := entry.get("event"), Event):
         return md(event_text(event))
     if isinstance(decision := entry.get("decision"), Decision):

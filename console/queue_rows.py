@@ -15,7 +15,6 @@ The store is console/fragments.py's bounded LRU, one per process.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from django.http import HttpRequest
 from django.middleware.csrf import get_token
@@ -38,7 +37,7 @@ NEXT_MARK = "\x00next\x00"
 CACHE = FragmentCache()
 
 
-def row_key(c: Checkpoint, *, user_pk: Any, can_act: bool) -> bytes | None:
+def row_key(c: Checkpoint, *, user_pk: int | None, can_act: bool) -> bytes | None:
     """Everything the row template reads, digested; None for a row that must not be kept (a drill's)."""
     workflow = c.workflow
     if workflow.drill_id is not None:
@@ -47,7 +46,7 @@ def row_key(c: Checkpoint, *, user_pk: Any, can_act: bool) -> bytes | None:
     proposals = getattr(c, "proposals", [])
     a = assignments[0] if assignments else None
     p = proposals[0] if proposals else None
-    parts: tuple[Any, ...] = (
+    parts: tuple[object, ...] = (
         user_pk,
         can_act,
         timezone.get_current_timezone_name(),

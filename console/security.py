@@ -6,6 +6,8 @@
 - ``IdleSessionMiddleware``: a session ends ``SESSION_COOKIE_AGE`` after the last activity.
 - The client's address for login lockouts is ``access.addresses.client_address``.
 - Sign-ins, failed sign-ins and lockouts are audit events.
+- ``Login``: the sign-in page (the single sign-on button, the password form where it is allowed); a queue
+  poll whose session ended is told to load it as a page (``HX-Redirect``), not swap it into the table.
 - ``PasswordChange``: people change their own password (the current one first, the validators'
   rules, lockout-counted wrong guesses, an audit event, the session kept).
 """
@@ -13,19 +15,23 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth.forms import PasswordChangeForm
 from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.contrib.auth.views import PasswordChangeView
+from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse_lazy
 from django.utils.cache import patch_cache_control, patch_vary_headers
 
 from access.addresses import client_address
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 HTMX_HEADERS = ("HX-Request", "HX-Target")
 ACTIVITY_GRANULARITY = 60  # seconds: an active session is written at most once a minute
@@ -69,7 +75,7 @@ def _is_activity(request: HttpRequest) -> bool:
     return request.method != "GET" or "HTTP_HX_REQUEST" not in request.META
 
 
-def origin(request: HttpRequest | None) -> dict[str, Any]:
+def origin(request: HttpRequest | None) -> dict[str, str]:
     """Where a request came from, for an audit event: the client's address and the path."""
     if request is None:
         return {}
@@ -77,7 +83,7 @@ def origin(request: HttpRequest | None) -> dict[str, Any]:
 
 
 @receiver(user_logged_in, dispatch_uid="console.audit.logged_in")
-def _logged_in(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+def _logged_in(sender: object, request: HttpRequest | None, user: Operator, **kwargs: object) -> None:
     from workflows.models import Event
 
     if request is not None and hasattr(request, "session"):
@@ -86,7 +92,7 @@ def _logged_in(sender: Any, request: HttpRequest | None, user: Any, **kwargs: An
 
 
 @receiver(user_logged_in, dispatch_uid="console.lockout.forget_own_failures")
-def _forget_own_failures(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+def _forget_own_failures(sender: object, request: HttpRequest | None, user: Operator, **kwargs: object) -> None:
     """A sign-in clears the failures of that username from that address, and nothing else.
 
     Not axes's own reset on success: it deletes by its lockout parameters (the username *or* the
@@ -113,7 +119,9 @@ def _refused_while_locked(request: HttpRequest | None) -> bool:
 
 
 @receiver(user_login_failed, dispatch_uid="console.audit.login_failed")
-def _login_failed(sender: Any, credentials: dict[str, Any], request: HttpRequest | None = None, **kwargs: Any) -> None:
+def _login_failed(
+    sender: object, credentials: Mapping[str, object], request: HttpRequest | None = None, **kwargs: object
+) -> None:
     from workflows.models import Event
 
     if _refused_while_locked(request):
@@ -123,17 +131,36 @@ def _login_failed(sender: Any, credentials: dict[str, Any], request: HttpRequest
 
 
 def _locked_out(
-    sender: Any,
+    sender: object,
     request: HttpRequest | None = None,
     username: str | None = None,
     ip_address: str | None = None,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> None:
     from workflows.models import Event
 
     if _refused_while_locked(request):
         return
     Event.record(None, Event.Verb.LOCKED_OUT, data={"username": str(username or "")[:150], **origin(request)})
+
+
+class Login(LoginView):
+    """The sign-in page: the single sign-on button, and the password form where it is allowed."""
+
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from .sso import login_context  # the single sign-on button; the password form or break-glass only
+
+        return {**super().get_context_data(**kwargs), **login_context()}
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if getattr(request, "htmx", False):
+            # A poll whose session ended followed the redirect here: load the login
+            # page as a page, instead of swapping it into the queue's table.
+            return HttpResponse(status=204, headers={"HX-Redirect": request.get_full_path()})
+        return super().get(request, *args, **kwargs)
 
 
 class PasswordChange(PasswordChangeView):
@@ -157,14 +184,14 @@ class PasswordChange(PasswordChangeView):
             return cast(HttpResponse, get_lockout_response(request, None, credentials))
         return super().post(request, *args, **kwargs)
 
-    def form_invalid(self, form: Any) -> HttpResponse:
+    def form_invalid(self, form: PasswordChangeForm) -> HttpResponse:
         if "old_password" in form.errors:
             user_login_failed.send(
                 sender=__name__, credentials={"username": self.request.user.get_username()}, request=self.request
             )
         return super().form_invalid(form)
 
-    def form_valid(self, form: Any) -> HttpResponse:
+    def form_valid(self, form: PasswordChangeForm) -> HttpResponse:
         from workflows.models import Event
 
         response = super().form_valid(form)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import jwt
 from django.conf import settings
@@ -26,6 +26,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import SuspiciousOperation
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.utils import timezone
@@ -36,6 +37,10 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 
 from workflows.directory import apply_groups
 from workflows.models import Event, SignInIdentity, SignInSession
+from workflows.shapes import JsonObject
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 logger = logging.getLogger(__name__)
 
@@ -49,26 +54,26 @@ class PasswordBackend(ModelBackend):
 
     def authenticate(
         self, request: HttpRequest | None, username: str | None = None, password: str | None = None, **kwargs: Any
-    ) -> Any:
+    ) -> Operator | None:
         if not settings.PASSWORD_LOGIN and username not in settings.BREAK_GLASS_USERS:
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
 
 
 class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the library ships no types
-    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
+    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Operator | None:
         return super().authenticate(request, **kwargs) if enabled() else None
 
-    def _verify_jws(self, payload: str, key: Any) -> dict[str, Any]:
+    def _verify_jws(self, payload: str, key: jwt.PyJWK | str) -> JsonObject:
         """The library checks the signature only; the audience, issuer and times are checked here too."""
         return self.verified(payload, key, require=["exp", "iat", "aud", "iss", "sub"], what="ID token")
 
-    def verified(self, token: str, key: Any, *, require: list[str], what: str) -> dict[str, Any]:
+    def verified(self, token: str, key: jwt.PyJWK | str, *, require: list[str], what: str) -> JsonObject:
         """The token's claims: RS256 by the provider's key, for our client id, from our issuer, unexpired."""
         try:
             if jwt.get_unverified_header(token).get("alg") != "RS256":
                 raise SuspiciousOperation(f"The {what} is not signed with RS256.")
-            claims: dict[str, Any] = jwt.decode(
+            claims: JsonObject = jwt.decode(
                 token,
                 key,
                 algorithms=["RS256"],
@@ -81,24 +86,24 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
             raise SuspiciousOperation(f"The {what} did not verify: {exc}.") from exc
         return claims
 
-    def get_userinfo(self, access_token: str, id_token: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def get_userinfo(self, access_token: str, id_token: str, payload: JsonObject) -> JsonObject:
         """The ID token's claims, with the userinfo endpoint's when there is one (the ID token's win)."""
-        info: dict[str, Any] = {}
+        info: JsonObject = {}
         if self.OIDC_OP_USER_ENDPOINT:
             info = super().get_userinfo(access_token, id_token, payload)
             if info.get("sub") != payload.get("sub"):
                 raise SuspiciousOperation("The userinfo answer is about another subject than the ID token.")
         return {**info, **payload}
 
-    def verify_claims(self, claims: dict[str, Any]) -> bool:
+    def verify_claims(self, claims: JsonObject) -> bool:
         return bool(claims.get("sub"))
 
-    def filter_users_by_claims(self, claims: dict[str, Any]) -> Any:
+    def filter_users_by_claims(self, claims: JsonObject) -> QuerySet[Operator]:
         return get_user_model().objects.filter(
             sign_in_identities__issuer=claims["iss"], sign_in_identities__subject=claims["sub"]
         )
 
-    def create_user(self, claims: dict[str, Any]) -> Any:
+    def create_user(self, claims: JsonObject) -> Operator | None:
         user_model = get_user_model()
         base = str(claims.get("preferred_username") or claims.get("email") or claims["sub"])[:140]
         with transaction.atomic():
@@ -107,10 +112,10 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
                 n += 1
                 name = f"{base}-{n}"
             user = user_model.objects.create_user(username=name, email=str(claims.get("email", ""))[:254])
-            SignInIdentity.objects.create(user=user, issuer=claims["iss"], subject=claims["sub"])
+            SignInIdentity.objects.create(user=user, issuer=str(claims["iss"]), subject=str(claims["sub"]))
         return self.update_user(user, claims)
 
-    def update_user(self, user: Any, claims: dict[str, Any]) -> Any:
+    def update_user(self, user: Operator, claims: JsonObject) -> Operator | None:
         groups = claims.get(settings.OIDC_GROUP_CLAIM) or []
         if isinstance(groups, str):
             groups = [groups]
@@ -128,9 +133,10 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
             return None
         return user
 
-    def get_or_create_user(self, access_token: str, id_token: str, payload: dict[str, Any]) -> Any:
+    def get_or_create_user(self, access_token: str, id_token: str, payload: JsonObject) -> Operator | None:
         try:
-            return super().get_or_create_user(access_token, id_token, payload)
+            user: Operator | None = super().get_or_create_user(access_token, id_token, payload)
+            return user
         except IntegrityError:  # two first sign-ins of one subject at once: the other one made the account
             return self.filter_users_by_claims(payload).first()
 
@@ -184,7 +190,13 @@ def _login_page(request: HttpRequest, error: str, *, status: int) -> HttpRespons
     return render(request, "registration/login.html", {**login_context(), "sso_error": error}, status=status)
 
 
-def login_context() -> dict[str, Any]:
+class LoginContext(TypedDict):
+    sso: bool
+    sso_name: str
+    password_login: bool
+
+
+def login_context() -> LoginContext:
     """What the login page offers: the provider's button, the password form (or only break-glass)."""
     return {
         "sso": enabled(),

@@ -13,6 +13,7 @@ from .views import (
     incidents,
     notifications,
     push,
+    queue,
     runbooks,
     slack,
     teams,
@@ -20,14 +21,14 @@ from .views import (
 )
 
 urlpatterns = [
-    path("", checkpoints.queue, name="queue"),
-    path("login/", public(checkpoints.Login.as_view()), name="login"),
+    path("", queue.queue, name="queue"),
+    path("login/", public(security.Login.as_view()), name="login"),
     path("logout/", public(auth_views.LogoutView.as_view()), name="logout"),
     path("password/", role_required(*READERS)(security.PasswordChange.as_view()), name="password_change"),
     path("oidc/authenticate/", public(sso.SignInStart.as_view()), name="oidc_authentication_init"),
     path("oidc/callback/", public(sso.SignInCallback.as_view()), name="oidc_callback"),
     path("oidc/backchannel-logout/", public(sso.backchannel_logout), name="oidc_backchannel_logout"),
-    path("mine/", checkpoints.mine, name="mine"),
+    path("mine/", queue.mine, name="mine"),
     path("checkpoints/<int:pk>/", checkpoints.workbench, name="workbench"),
     path("checkpoints/<int:pk>/claim/", checkpoints.claim, name="claim"),
     path("checkpoints/bulk/", checkpoints.bulk, name="bulk"),

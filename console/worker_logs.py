@@ -17,13 +17,12 @@ from __future__ import annotations
 import ast
 import logging
 from collections.abc import Collection
-from typing import Any
 
 NOTHING = ("skipped", "lost", "polls", "")
 TASK_LOGGERS = ("celery.app.trace", "celery.worker.strategy")
 
 
-def did_nothing(value: Any) -> bool:
+def did_nothing(value: object) -> bool:
     if isinstance(value, dict):
         return all(did_nothing(v) for v in value.values())
     if isinstance(value, list | tuple | set):
@@ -31,7 +30,7 @@ def did_nothing(value: Any) -> bool:
     return value is None or value is False or value == 0 or value in NOTHING
 
 
-def _result(text: str) -> Any:
+def _result(text: str) -> object:
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):

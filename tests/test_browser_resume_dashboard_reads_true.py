@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from console.templatetags.console_tags import label
+from console.labels import label
 from tests.browser_fixtures import login
 from tests.phone_walk import BROKEN_WORDS, CULPRITS
 from tests.recovery_histories import build_history

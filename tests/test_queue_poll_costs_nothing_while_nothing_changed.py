@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from console.views import checkpoints as queue_views
+from console.views import queue as queue_views
 from tests.helpers import make_agent, make_checkpoint, make_workflow
 from workflows.models import Event
 

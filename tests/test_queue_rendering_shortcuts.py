@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.templatetags.console_tags import iso, stamp
-from console.views.checkpoints import _reverser
+from console.views.queue import _reverser
 
 
 def render(source: str, **context) -> str:

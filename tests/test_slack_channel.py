@@ -17,7 +17,7 @@ from django.db.models import F
 from django.test import Client
 from django.utils import timezone
 
-from console.templatetags.console_tags import event_text
+from console.event_text import event_text
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_example, make_workflow
 from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, button, signed, submission
 from workflows import tasks

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.test import Client
 
-from console.templatetags.console_tags import event_text
+from console.event_text import event_text
 from tests.helpers import make_checkpoint, make_user
 from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, button, catch_up, profile, signed
 from workflows.models import Checkpoint, Event, SlackLink, SlackWorkspace

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from console.templatetags.console_tags import resume_summary
+from console.resume_summary import resume_summary
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_user, make_worked_example, squeezed
 from workflows.models import Decider
 

@@ -3,8 +3,8 @@
 import pytest
 from django import forms
 
+from console.event_text import _EVENT_TEXTS, event_text
 from console.forms import DecisionForm
-from console.templatetags.console_tags import _EVENT_TEXTS, event_text
 from tests.helpers import make_checkpoint, make_workflow
 from workflows.api import CheckpointIn, DecisionOut, StepIn, WorkflowOut
 from workflows.api.schemas import CheckpointSummaryOut, FinishIn

@@ -17,7 +17,7 @@ from django.core.checks import run_checks
 from django.test import Client
 from django.urls import reverse
 
-from console.templatetags.console_tags import event_text
+from console.event_text import event_text
 from tests.helpers import make_checkpoint, make_policy, make_runbook, make_worked_example
 from tests.push_service import PushService
 from workflows import push, tasks

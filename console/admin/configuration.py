@@ -45,7 +45,7 @@ from .audited import (
 )
 
 
-class RunbookVersionInline(ReadOnlyInline):
+class RunbookVersionInline(ReadOnlyInline[RunbookVersion, Runbook]):
     """The history, read-only: a version never changes once written."""
 
     model = RunbookVersion
@@ -78,7 +78,7 @@ class RunbookAdmin(AuditedAdmin[Runbook]):
     fields = RUNBOOK_FIELDS
     inlines = (RunbookVersionInline,)
 
-    def save_model(self, request: HttpRequest, obj: Runbook, form: Any, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Runbook, form: forms.ModelForm[Runbook], change: bool) -> None:
         obj.editor = signed_in(request)  # the author of the version this save writes
         super().save_model(request, obj, form, change)
 
@@ -107,7 +107,7 @@ class RunbookAdmin(AuditedAdmin[Runbook]):
             return HttpResponseRedirect(request.get_full_path())
 
 
-class HolidayInline(admin.TabularInline[Any, Any]):
+class HolidayInline(admin.TabularInline[Holiday, BusinessCalendar]):
     model = Holiday
     extra = 1
 
@@ -118,7 +118,7 @@ class BusinessCalendarAdmin(AuditedAdmin[BusinessCalendar]):
     inlines = (HolidayInline,)
 
 
-class EscalationLevelInline(admin.TabularInline[Any, Any]):
+class EscalationLevelInline(admin.TabularInline[EscalationLevel, SLAPolicy]):
     model = EscalationLevel
     extra = 1
     autocomplete_fields = ("user",)
@@ -144,7 +144,7 @@ class SLAPolicyAdmin(AuditedAdmin[SLAPolicy]):
     )
 
 
-class RoutingRuleInline(admin.TabularInline[Any, Any]):
+class RoutingRuleInline(admin.TabularInline[RoutingRule, Team]):
     model = RoutingRule
     extra = 1
 
@@ -206,7 +206,7 @@ class ChannelAdmin(AuditedAdmin[Channel]):
     list_filter = ("kind", "slack", "is_active")
 
 
-class AttemptInline(ReadOnlyInline):
+class AttemptInline(ReadOnlyInline[Attempt, Delivery]):
     model = Attempt
     fields = ("number", "at", "ok", "status_code", "detail")
     readonly_fields = fields
@@ -238,7 +238,7 @@ class KeepWhenEmptyField(forms.IntegerField):
     """A number an admin may leave empty: empty keeps the stored value (or the default), and is no change
     for the audit trail (an older form that does not send the field changes nothing)."""
 
-    def has_changed(self, initial: Any, data: Any) -> bool:
+    def has_changed(self, initial: int | None, data: str | None) -> bool:
         return data not in self.empty_values and super().has_changed(initial, data)
 
 
@@ -268,19 +268,23 @@ class AgentAdmin(AuditedAdmin[Agent]):
     readonly_fields = ("token_prefix", "runtime_version", "created_at")
     actions = ("rotate_token", "rotate_signing_secret")
 
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+    def formfield_for_foreignkey(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> forms.ModelChoiceField[models.Model] | None:
         if db_field.name == "owner":  # an agent's workflows go to someone who may act on them
             kwargs["queryset"] = owner_candidates()
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+    def formfield_for_dbfield(
+        self, db_field: models.Field[object, object], request: HttpRequest, **kwargs: Any
+    ) -> forms.Field | None:
         if db_field.name in ("incident_window_minutes", "incident_threshold"):
             return KeepWhenEmptyField(
                 min_value=0, required=False, label=db_field.verbose_name.capitalize(), help_text=db_field.help_text
             )
         return super().formfield_for_dbfield(db_field, request, **kwargs)
 
-    def save_model(self, request: HttpRequest, obj: Agent, form: Any, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Agent, form: forms.ModelForm[Agent], change: bool) -> None:
         for name in ("incident_window_minutes", "incident_threshold"):  # left empty: as it was, else the default
             if getattr(obj, name) is None:
                 stored = Agent.objects.filter(pk=obj.pk).values_list(name, flat=True).first() if change else None
@@ -292,14 +296,14 @@ class AgentAdmin(AuditedAdmin[Agent]):
             request._new_credentials = [(obj, obj.set_new_token(), obj.signing_secret)]  # type: ignore[attr-defined]
         super().save_model(request, obj, form, change)
 
-    def response_add(self, request: HttpRequest, obj: Agent, post_url_continue: Any = None) -> HttpResponse:
+    def response_add(self, request: HttpRequest, obj: Agent, post_url_continue: str | None = None) -> HttpResponse:
         credentials = getattr(request, "_new_credentials", None)
         if credentials:
             return _credentials_page(request, credentials, "created")
         return super().response_add(request, obj, post_url_continue)
 
     @admin.action(description="Rotate the API token of the selected agents")
-    def rotate_token(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
+    def rotate_token(self, request: HttpRequest, queryset: QuerySet[Agent]) -> HttpResponse:
         shown = []
         for agent in queryset:
             before = agent.token_prefix
@@ -320,7 +324,7 @@ class AgentAdmin(AuditedAdmin[Agent]):
         return _credentials_page(request, shown, "rotated")
 
     @admin.action(description="Rotate the signing secret of the selected agents")
-    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse:
+    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet[Agent]) -> HttpResponse:
         shown = []
         for agent in queryset:
             agent.signing_secret = secrets.token_hex(32)

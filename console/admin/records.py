@@ -16,7 +16,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from access.rules import signed_in
-from console.csv_export import stream_csv
+from console.csv_export import Cell, stream_csv
 from workflows.models import (
     Checkpoint,
     Decision,
@@ -41,7 +41,7 @@ from .audited import (
 )
 
 
-class StepInline(ReadOnlyInline):
+class StepInline(ReadOnlyInline[Step, Workflow]):
     model = Step
     fields = ("seq", "name", "kind", "status", "verified", "promise", "idempotency_key", "external_ref")
     readonly_fields = fields
@@ -192,7 +192,7 @@ class EventAdmin(ReadOnlyAdmin[Event]):
     actions = ("export_csv",)
 
     @admin.action(description="Export the selected events as CSV", permissions=["view"])
-    def export_csv(self, request: HttpRequest, queryset: QuerySet[Any]) -> StreamingHttpResponse:
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[Event]) -> StreamingHttpResponse:
         return stream_csv(_csv_rows(queryset.order_by("at", "pk")), "audit-trail.csv")
 
 
@@ -210,7 +210,7 @@ CSV_COLUMNS = (
 )
 
 
-def _csv_rows(queryset: QuerySet[Any]) -> Iterator[list[Any]]:
+def _csv_rows(queryset: QuerySet[Event]) -> Iterator[list[Cell]]:
     import json
 
     yield list(CSV_COLUMNS)

@@ -53,7 +53,7 @@ class SlackWorkspaceForm(forms.ModelForm):  # type: ignore[type-arg]
         return super().save(commit)
 
 
-class SlackRouteInline(admin.TabularInline[Any, Any]):
+class SlackRouteInline(admin.TabularInline[SlackRoute, SlackWorkspace]):
     model = SlackRoute
     extra = 1
 

@@ -1,6 +1,8 @@
 """The operator console's pages, one module per page family.
 
-- ``checkpoints``: the queue, "my workflows", the workbench and every decision taken on a checkpoint
+- ``queue``: the queue and "My workflows"
+- ``checkpoints``: the workbench and every decision taken on a checkpoint
+- ``htmx``: the page or its targeted partial, messages as a toast, the redirect back (every view's plumbing)
 - ``workflows``: a workflow's trajectory, replay, fork and failover
 - ``incidents``, ``drills``, ``teams``: the pages of those features
 - ``breaches``, ``dashboards``: the TPM's breach review, resume dashboard, readiness and staffing

@@ -3,7 +3,7 @@ recipient, once, before it expires) does it through the domain's methods, via th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.core import signing
 from django.db import IntegrityError, transaction
@@ -16,6 +16,9 @@ from workflows.models.action_links import APPROVE, CLAIM, REJECT, ActionLink, Ac
 from workflows.via import Via, acting_via
 
 from ..roles import operator_required, signed_in
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 WHAT = {CLAIM: "Claim this checkpoint", APPROVE: "Approve the proposal", REJECT: "Reject the proposal"}
 
@@ -33,7 +36,7 @@ def action_link(request: HttpRequest, token: str) -> HttpResponse:
     checkpoint = Checkpoint.objects.for_workbench().filter(pk=link.checkpoint_id).first()
     if checkpoint is None:
         return _page(request, 404, error="That checkpoint no longer exists.")
-    context: dict[str, Any] = {"checkpoint": checkpoint, "what": WHAT[link.action]}
+    context: dict[str, object] = {"checkpoint": checkpoint, "what": WHAT[link.action]}
     if link.user_id != user.pk:
         return _page(request, 403, error="This link was sent to someone else: it acts only for them.", **context)
     if link.was_used():
@@ -50,7 +53,7 @@ def action_link(request: HttpRequest, token: str) -> HttpResponse:
     return _page(request, 200, done=outcome, **context)
 
 
-def _carry_out(link: ActionLink, checkpoint: Checkpoint, user: Any) -> str:
+def _carry_out(link: ActionLink, checkpoint: Checkpoint, user: Operator) -> str:
     """The same calls as the workbench's buttons; what happened, in words."""
     if link.action == CLAIM:
         return (
@@ -72,5 +75,5 @@ def _carry_out(link: ActionLink, checkpoint: Checkpoint, user: Any) -> str:
     )
 
 
-def _page(request: HttpRequest, status: int, **context: Any) -> HttpResponse:
+def _page(request: HttpRequest, status: int, **context: object) -> HttpResponse:
     return render(request, "console/action_link.html", context, status=status)

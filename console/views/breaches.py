@@ -8,8 +8,8 @@ so the page costs the same with a million checkpoints behind it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, time, timedelta
-from typing import Any
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, Required, TypedDict, cast
 
 from django import forms
 from django.contrib import messages
@@ -25,12 +25,40 @@ from workflows import metrics, sla_figures, timings
 from workflows.models import Agent, BreachReason, Checkpoint, Runbook, Team
 
 from .. import charts
-from ..csv_export import stream_csv
+from ..csv_export import Cell, stream_csv
 from ..forms import error_text
 from ..roles import REVIEWERS, role_required, signed_in
 
 PAGE = 50
 DEFAULT_DAYS = 30
+
+
+class BreachFilters(TypedDict, total=False):
+    """The review's filters as BreachFilterForm cleans them: the period always, the rest when given."""
+
+    start: Required[date]
+    end: Required[date]
+    runbook: str
+    reason: str
+    agent: str
+    kind: str
+    assignee: str
+    team: str
+    before: str
+    drills: str
+
+
+class Card(TypedDict):
+    """A figure's card: this period's value against the previous period's, and whether it got better."""
+
+    slug: str
+    label: str
+    definition: str
+    value: str
+    detail: str
+    before: str
+    trend: str | None
+    better: bool | None
 
 
 class BreachFilterForm(forms.Form):
@@ -47,23 +75,24 @@ class BreachFilterForm(forms.Form):
     before = forms.CharField(max_length=40, required=False)
     drills = forms.ChoiceField(choices=[("", "left out"), (metrics.DRILLS_INCLUDED, "included")], required=False)
 
-    def values(self) -> dict[str, Any]:
+    def values(self) -> BreachFilters:
+        """The valid values (each field cleans to its key's type), the period defaulting to the last 30 days."""
         self.is_valid()
-        data = {k: v for k, v in self.cleaned_data.items() if v not in (None, "")}
+        data = cast(BreachFilters, {k: v for k, v in self.cleaned_data.items() if v not in (None, "")})
         today = timezone.now().date()
         data.setdefault("end", today)
         data.setdefault("start", data["end"] - timedelta(days=DEFAULT_DAYS - 1))
         return data
 
     @staticmethod
-    def span(data: dict[str, Any]) -> tuple[datetime, datetime]:
+    def span(data: BreachFilters) -> tuple[datetime, datetime]:
         """The period as [start of the first day, start of the day after the last) in UTC."""
         return (
             datetime.combine(data["start"], time.min, tzinfo=UTC),
             datetime.combine(data["end"] + timedelta(days=1), time.min, tzinfo=UTC),
         )
 
-    def rows(self) -> QuerySet[Any]:
+    def rows(self) -> QuerySet[Checkpoint]:
         data = self.values()
         since, until = self.span(data)
         qs = Checkpoint.objects.filter(breached_at__isnull=False, breached_at__gte=since, breached_at__lt=until)
@@ -75,8 +104,8 @@ class BreachFilterForm(forms.Form):
             ("assignee", "assignee__username"),
             ("team", "team__slug"),
         ):
-            if data.get(field):
-                qs = qs.filter(**{lookup: data[field]})
+            if value := data.get(field):
+                qs = qs.filter(**{lookup: value})
         if data.get("reason") == "none":
             qs = qs.filter(breach_reason__isnull=True)
         elif data.get("reason"):
@@ -104,7 +133,8 @@ def breach_review(request: HttpRequest) -> HttpResponseBase:
     if request.GET.get("format") == "csv":
         return _csv(rows, data)
     pager = BREACH_PAGES.page(rows, size=PAGE, after=data.get("before"))
-    page = pager.rows
+    # The rows carry their overrun for the template; Checkpoint does not declare it (as it does workbench_url).
+    page: list[Any] = pager.rows
     now = timezone.now()
     for c in page:
         c.overrun = overrun(c, now)
@@ -143,7 +173,7 @@ BY = {  # chart title, the lookup on a breached checkpoint, and the review filte
 }
 
 
-def _share_card(slug: str, now: metrics.Share, before: metrics.Share) -> dict[str, Any]:
+def _share_card(slug: str, now: metrics.Share, before: metrics.Share) -> Card:
     trend = None if now.percent is None or before.percent is None else now.percent - before.percent
     return {
         "slug": slug,
@@ -157,7 +187,7 @@ def _share_card(slug: str, now: metrics.Share, before: metrics.Share) -> dict[st
     }
 
 
-def _timing_card(slug: str, now: timings.Timing, before: timings.Timing, definition: str) -> dict[str, Any]:
+def _timing_card(slug: str, now: timings.Timing, before: timings.Timing, definition: str) -> Card:
     def text(t: timings.Timing) -> str:
         if t.median is None:
             return "—"
@@ -178,7 +208,7 @@ def _timing_card(slug: str, now: timings.Timing, before: timings.Timing, definit
     }
 
 
-def _count_card(slug: str, label: str, now: int, before: int, definition: str) -> dict[str, Any]:
+def _count_card(slug: str, label: str, now: int, before: int, definition: str) -> Card:
     return {
         "slug": slug,
         "label": label,
@@ -197,7 +227,7 @@ def _seconds(value: float | None) -> str:
     return seconds_text(value)
 
 
-def _figures(data: dict[str, Any], breaches: QuerySet[Any], query: QueryDict) -> dict[str, Any]:
+def _figures(data: BreachFilters, breaches: QuerySet[Checkpoint], query: QueryDict) -> dict[str, object]:
     """The cards against the previous period of the same length, and the charts of the filtered breaches."""
     period = metrics.Filters(
         start=data["start"],
@@ -304,10 +334,10 @@ CSV_COLUMNS = (
 )
 
 
-def _csv(rows: QuerySet[Any], data: dict[str, Any]) -> StreamingHttpResponse:
+def _csv(rows: QuerySet[Checkpoint], data: BreachFilters) -> StreamingHttpResponse:
     """The table with the same filters, every row (streamed), for a spreadsheet."""
 
-    def lines() -> Iterator[list[Any]]:
+    def lines() -> Iterator[list[Cell]]:
         yield list(CSV_COLUMNS)
         now = timezone.now()
         for c in rows.iterator(chunk_size=2000):
@@ -320,7 +350,7 @@ def _csv(rows: QuerySet[Any], data: dict[str, Any]) -> StreamingHttpResponse:
                 c.runbook.slug if c.runbook else "",
                 c.opened_at.isoformat(),
                 c.due_at.isoformat(),
-                c.breached_at.isoformat(),
+                c.breached_at.isoformat() if c.breached_at else "",
                 c.clock_stopped_at.isoformat() if c.clock_stopped_at else "",
                 int(overrun(c, now).total_seconds()),
                 c.assignee.get_username() if c.assignee else "",

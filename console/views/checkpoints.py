@@ -1,40 +1,23 @@
-"""The operator console: the queue, the checkpoint workbench, "My workflows" and
-the actions on them.
+"""The checkpoint workbench and every action taken on a checkpoint or its decision: claim, comment, bulk
+claim or assign from the queue, release, assign, decide, approve, reject; and completing handed-off work.
 
-One view serves a page and its htmx partials: a partial's name equals the DOM id
-it replaces, so an htmx request renders ``template#<HX-Target>``. Actions
-redirect back (post/redirect/get); htmx follows the redirect and swaps the
-partial its form targets, and Django messages travel in an ``HX-Trigger``
-header that static/console.js turns into a toast.
+The page and its partials go through ``views.htmx``: actions redirect back, messages ride in ``HX-Trigger``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.views import LoginView
-from django.core.cache import cache
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
-from django.shortcuts import get_object_or_404, redirect, render
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
-from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.middleware import HtmxDetails
 
-from console.keyset import KeysetPager
-from workflows.blast_radius import queue_rows as incident_queue_rows
 from workflows.models import (
-    RESUMING_ACTIONS,
     Action,
     Agent,
     Checkpoint,
@@ -43,270 +26,19 @@ from workflows.models import (
     Decider,
     Decision,
     Event,
-    Reason,
     Step,
     Team,
     Workflow,
 )
 from workflows.models.lineage import lineage_effects
-from workflows.models.people import operators
-from workflows.models.queue import CheckpointQuerySet
 
-from ..forms import (
-    AssignForm,
-    CommentForm,
-    CompleteForm,
-    DecisionForm,
-    QueueFilterForm,
-    RejectForm,
-    error_text,
-)
-from ..queue_rows import render_rows
+from ..forms import AssignForm, CommentForm, CompleteForm, DecisionForm, RejectForm, error_text
 from ..roles import READERS, can_act, is_admin, operator_required, role_required, signed_in
-from ..team_scope import TeamScope
 from ..trajectory import render_steps
 
-COUNT_CAP = 10_000  # counting past this costs time and tells an operator nothing
-
-
-# --- helpers -----------------------------------------------------------------------
-
-
-def _render(
-    request: HttpRequest, template: str, context: dict[str, Any], *, partials: tuple[str, ...] = (), status: int = 200
-) -> HttpResponse:
-    """The page, or for htmx the partial named like the element the request targets."""
-    htmx = _htmx(request)
-    partial = htmx.target if htmx and not htmx.history_restore_request and htmx.target in partials else None
-    if partial:
-        template += "#" + partial
-    response = render(request, template, context, status=status)
-    if partial:
-        items = [{"level": m.level_tag, "text": str(m)} for m in messages.get_messages(request)]
-        if items:  # ASCII JSON: header-safe, and the toast sets it as text, never as HTML
-            response["HX-Trigger"] = json.dumps({"console:messages": {"items": items}})
-    return response
-
-
-def _htmx(request: HttpRequest) -> HtmxDetails | None:
-    """django-htmx's details of the request (falsy for a plain one); None without its middleware."""
-    htmx: HtmxDetails | None = getattr(request, "htmx", None)
-    return htmx
-
-
-def _back(request: HttpRequest, default: str) -> HttpResponseRedirect:
-    target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, require_https=request.is_secure()):
-        target = default
-    return redirect(target)
-
-
-def _capped_count(queryset: QuerySet[Any]) -> int:
-    return queryset.order_by()[: COUNT_CAP + 1].count()
-
-
-# The queue's pages, soonest due first: as fast on page 2,000 as on page 1.
-QUEUE_PAGES = KeysetPager("due_at")
-
-
-def _reverser(name: str) -> Callable[[int], str]:
-    """``reverse(name, args=[pk])`` for many pks at the price of one reversal."""
-    marker = 9_876_543_210_123
-    prefix, suffix = reverse(name, args=[marker]).split(str(marker))
-    return lambda pk: f"{prefix}{pk}{suffix}"
-
-
-def _with_row_urls(rows: list[Checkpoint]) -> list[Checkpoint]:
-    workbench, claim, workflow = _reverser("workbench"), _reverser("claim"), _reverser("workflow")
-    for c in rows:
-        c.workbench_url, c.claim_url, c.workflow_url = workbench(c.pk), claim(c.pk), workflow(c.workflow_id)
-    return rows
-
-
-def _query(request: HttpRequest, **changes: Any) -> str:
-    params = QueryDict(mutable=True)
-    params.update(request.GET)
-    params.pop("v", None)  # a poll's version (_queue_version) belongs to the poll, never to a link
-    for key, value in changes.items():
-        params.pop(key, None)
-        if value not in (None, "", False):
-            params[key] = value
-    return "?" + params.urlencode() if params else "?"
-
-
-class Login(LoginView):
-    template_name = "registration/login.html"
-    redirect_authenticated_user = True
-
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        from ..sso import login_context  # the single sign-on button; the password form or break-glass only
-
-        return {**super().get_context_data(**kwargs), **login_context()}
-
-    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if getattr(request, "htmx", False):
-            # A poll whose session ended followed the redirect here: load the login
-            # page as a page, instead of swapping it into the queue's table.
-            return HttpResponse(status=204, headers={"HX-Redirect": request.get_full_path()})
-        return super().get(request, *args, **kwargs)
-
-
-# --- the queue -------------------------------------------------------------------------
-
-QUEUE_FRESHNESS_SECONDS = 60  # an unchanged queue still renders once a minute: ages and the undo window move
-
-
-def _queue_version() -> str:
-    """What every operator's queue shows changes only with an event about a checkpoint (opened, claimed,
-    assigned, released, proposed, approved, breached, resolved…): the latest one's id, with the minute for
-    what moves with time alone, is the version of the queue. A global stamp: one indexed lookup, and an
-    operator's poll renders again when any checkpoint changed, never less often than it must."""
-    return _queue_stamp()[0]
-
-
-def _queue_stamp() -> tuple[str, str]:
-    """The queue's version, and the same stamp with the latest event's time to the microsecond: what keys
-    the scope counts (an id alone can come back after a rollback on SQLite; the id and its time do not)."""
-    latest = Event.objects.filter(checkpoint__isnull=False).order_by("-pk").values_list("pk", "at").first()
-    version = f"{latest[0] if latest else 0}.{int(time.time() // QUEUE_FRESHNESS_SECONDS)}"
-    return version, f"{version}.{latest[1].timestamp() if latest else 0}"
-
-
-@role_required(*READERS)
-@require_GET
-def queue(request: HttpRequest) -> HttpResponse:
-    (version, stamp), htmx = _queue_stamp(), _htmx(request)
-    if htmx and htmx.trigger == "queue-table" and request.GET.get("v") == version:
-        return HttpResponse(status=204)  # the poll's answer while nothing changed: no render, no swap
-    filters = QueueFilterForm(request.GET)
-    params = filters.values()  # bad values are dropped, not reported: a stale link still renders
-    teams = TeamScope.of(request)
-    everywhere = filters.narrow(Checkpoint.objects.open())
-    base = teams.narrow(everywhere)
-    user = signed_in(request)
-    page = QUEUE_PAGES.page(
-        teams.narrow(filters.in_scope(filters.listed(user=user), user=user))
-        .for_queue()
-        .annotate(
-            came_back=Exists(Decision.objects.sent_back().filter(checkpoint=OuterRef("pk"))),
-        )
-        .prefetch_related(
-            Prefetch(
-                "events",
-                Event.objects.filter(verb=Event.Verb.ASSIGNED).select_related("actor_user").order_by("-at"),
-                to_attr="assignments",
-            ),
-            Prefetch(
-                "decisions",
-                Decision.objects.filter(status=Decision.Status.PROPOSED).select_related("decided_by"),
-                to_attr="proposals",
-            ),
-        ),
-        size=params["per"],
-        after=params.get("after"),
-        before=params.get("before"),
-    )
-    rows = page.rows
-    tabs = _tabs(
-        request,
-        base,
-        params,
-        approvals=teams.narrow(filters.narrow(Checkpoint.objects.awaiting_approval(by=user))),
-        counts_key=_counts_key(request, stamp, teams),
-    )
-    acting = can_act(user)
-    context = {
-        "checkpoints": rows,
-        "rows_html": render_rows(request, _with_row_urls(rows), can_act=acting),
-        "filters": params,
-        "tabs": tabs,
-        "team_tabs": teams.tabs(everywhere, lambda slug: _query(request, team=slug, after=None, before=None)),
-        "team": teams.current,
-        "teams": teams.every if can_act(user) and teams.visible else [],
-        # Each unresolved incident as one row above the first page (its members keep their own rows);
-        # the page's poll leaves them out (views/incidents.py: incident_rows polls them).
-        "incident_rows": incident_queue_rows()
-        if not page.has_prev and not params["incident"] and not _htmx(request)
-        else [],
-        "can_act": can_act(user),
-        "reasons": Reason.choices,
-        "count_cap": COUNT_CAP,
-        "page_sizes": QueueFilterForm.PAGE_SIZES,
-        "agents": Agent.objects.order_by("name").values_list("name", flat=True)[:200],
-        "operators": operators() if can_act(user) else [],  # whom AssignForm offers
-        "version": version,
-        "poll_url": request.path + _query(request).rstrip("?"),
-        **_pager(request, rows, page.has_prev, page.has_next),
-    }
-    return _render(request, "console/queue.html", context, partials=("queue-table",))
-
-
-def _pager(request: HttpRequest, rows: list[Checkpoint], has_prev: bool, has_next: bool) -> dict[str, Any]:
-    return {
-        "first_url": _query(request, after=None, before=None) if has_prev else "",
-        "prev_url": _query(request, after=None, before=QUEUE_PAGES.cursor(rows[0])) if has_prev and rows else "",
-        "next_url": _query(request, before=None, after=QUEUE_PAGES.cursor(rows[-1])) if has_next else "",
-    }
-
-
-def _counts_key(request: HttpRequest, stamp: str, teams: TeamScope) -> str:
-    """The scope counts change only with the queue's version (an event about a checkpoint, or the minute):
-    keyed by it, who asks, their teams and the filters, they are counted once per change, not per render."""
-    filters = sorted((k, v) for k, v in request.GET.lists() if k not in ("after", "before", "v", "per"))
-    team = teams.current.pk if teams.current is not None else None
-    return (
-        f"queue-counts:{stamp}:{signed_in(request).pk}:{team}:{[t.pk for t in teams.visible]}:"
-        f"{hashlib.blake2b(repr(filters).encode(), digest_size=12).hexdigest()}"
-    )
-
-
-def _tabs(
-    request: HttpRequest,
-    base: CheckpointQuerySet,
-    params: dict[str, Any],
-    *,
-    approvals: CheckpointQuerySet,
-    counts_key: str | None = None,
-) -> list[dict[str, Any]]:
-    """Scopes with their counts under the other filters; then the breached toggle."""
-    user, scope = signed_in(request), params["scope"]
-    scoped = {
-        "mine": base.filter(assignee=user),
-        "unassigned": base.filter(assignee__isnull=True),
-        "all": base,
-        "approval": approvals,
-    }
-    counts: list[int] | None = cache.get(counts_key) if counts_key else None
-    if counts is None:
-        counts = [_capped_count(qs.breached() if params["breached"] else qs) for qs in scoped.values()]
-        counts.append(_capped_count(scoped[scope].breached()))
-        if counts_key:
-            cache.set(counts_key, counts, QUEUE_FRESHNESS_SECONDS * 2)
-    labels = dict(QueueFilterForm.SCOPES)
-    tabs = [
-        {
-            "key": key,
-            "label": labels[key],
-            "active": key == scope,
-            "url": _query(request, scope=None if key == "all" else key, after=None, before=None),
-            "count": count,
-        }
-        for key, count in zip(scoped, counts, strict=False)
-    ]
-    tabs.append(
-        {
-            "key": "breached",
-            "label": "Breached only",
-            "active": params["breached"],
-            "toggle": True,
-            "url": _query(request, breached=None if params["breached"] else "1", after=None, before=None),
-            "count": counts[-1],
-        }
-    )
-    return tabs
-
-
-# --- the workbench ------------------------------------------------------------------
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
+from .htmx import _back, _htmx, _render
 
 WORKBENCH_PARTIALS = ("workbench-live", "workbench-actions", "decision-status")
 WORKBENCH_STEPS = 50  # the trajectory around the interruption; the workflow page pages through all of it
@@ -371,7 +103,17 @@ def workbench(request: HttpRequest, pk: int) -> HttpResponse:
     return _workbench(request, checkpoint)
 
 
-def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> dict[str, Any]:
+class ReplayOffer(TypedDict):
+    replay_why_not: str
+    can_act: bool
+    replay_from: int
+    replay_to: int
+    replay_max: int
+    replay_checkpoint: Checkpoint | None
+    last_seq: int
+
+
+def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> ReplayOffer:
     """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
     last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
     stop = min(checkpoint.at_seq or last, last) if checkpoint else last
@@ -480,7 +222,7 @@ def _workbench_url(checkpoint: Checkpoint) -> str:
     return reverse("workbench", args=[checkpoint.pk])
 
 
-def _holder_message(checkpoint: Checkpoint, user: Any) -> str:
+def _holder_message(checkpoint: Checkpoint, user: Operator) -> str:
     """Why a claim lost, naming who has the checkpoint."""
     checkpoint.refresh_from_db()
     if checkpoint.status == Checkpoint.Status.CLAIMED and checkpoint.assignee:
@@ -501,7 +243,7 @@ def claim(request: HttpRequest, pk: int) -> HttpResponse:
             "“Undo claim” is on the row and the workbench for two minutes.",
         )
     else:
-        messages.error(request, _holder_message(checkpoint, request.user))
+        messages.error(request, _holder_message(checkpoint, signed_in(request)))
     return _back(request, _workbench_url(checkpoint))
 
 
@@ -552,7 +294,11 @@ def bulk(request: HttpRequest) -> HttpResponse:
     (messages.success if not lost else messages.warning)(
         request,
         done
-        + (f"; {len(lost)} not: " + "; ".join(_holder_message(c, request.user) for c in lost[:5]) if lost else "."),
+        + (
+            f"; {len(lost)} not: " + "; ".join(_holder_message(c, signed_in(request)) for c in lost[:5])
+            if lost
+            else "."
+        ),
     )
     return _back(request, reverse("queue"))
 
@@ -644,45 +390,6 @@ def reject(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 # --- my workflows ------------------------------------------------------------------
-
-
-@role_required(*READERS)
-@require_GET
-def mine(request: HttpRequest) -> HttpResponse:
-    user = signed_in(request)
-    owned = Workflow.objects.owned_by(user).select_related("agent")
-    handed = list(owned.filter(status=Workflow.Status.HANDED_OFF).order_by("-last_activity_at")[:100])
-    packets = {
-        d.checkpoint.workflow_id: d
-        for d in Decision.objects.filter(
-            checkpoint__workflow__in=handed,
-            action=Action.HANDOFF,
-            status=Decision.Status.SUCCEEDED,
-        )
-        .select_related("decided_by", "checkpoint")
-        .order_by("decided_at")
-    }
-    context = {
-        "handed_off": [(w, packets.get(w.pk)) for w in handed],
-        "active": owned.exclude(status__in=Workflow.TERMINAL)
-        .order_by("-last_activity_at")
-        .prefetch_related(Prefetch("checkpoints", Checkpoint.objects.unresolved(), to_attr="open_checkpoints"))[:100],
-        "holding": Checkpoint.objects.open().for_queue().filter(assignee=user)[:100],
-        "proposed": Decision.objects.filter(decided_by=user, status=Decision.Status.PROPOSED)
-        .select_related("checkpoint__workflow")
-        .order_by("checkpoint__due_at")[:100],
-        "to_approve": _capped_count(Checkpoint.objects.awaiting_approval(by=user)) if can_act(user) else 0,
-        "resumed": Decision.objects.filter(
-            Q(decided_by=user) | Q(checkpoint__workflow__owner=user),
-            action__in=RESUMING_ACTIONS,
-            status=Decision.Status.SUCCEEDED,
-            finished_at__gte=timezone.now() - timedelta(days=7),
-        )
-        .select_related("checkpoint__workflow", "decided_by")
-        .order_by("-finished_at")[:20],
-        "can_act": can_act(user),
-    }
-    return _render(request, "console/mine.html", context)
 
 
 @operator_required

@@ -10,13 +10,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeAlias
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_GET
 
 from workflows import incident_figures, metrics, rollups, sla_figures, staffing, trends
@@ -24,15 +26,18 @@ from workflows import readiness as readiness_review
 from workflows.models import Checkpoint, Team, Workflow
 
 from .. import charts
-from ..csv_export import stream_csv
+from ..csv_export import Cell, stream_csv
+from ..labels import label
 from ..roles import REVIEWERS, role_required
-from ..templatetags.console_tags import label
+
+# The ids of the workflows behind a figure (none when the rollups say there are none), as one page lists them.
+WorkflowIds: TypeAlias = "QuerySet[Workflow, int] | list[int]"
 
 reviewer = role_required(*REVIEWERS, why="The resume figures are for TPMs and admins.")
 TABLES = ("headline", "series", "timings", "decisions", "agent", "kind", "reason", "runbook", "team", "workflows")
 
 
-def _url(name: str, filters: metrics.Filters, **extra: Any) -> str:
+def _url(name: str, filters: metrics.Filters, **extra: str) -> str:
     return f"{reverse(name)}?{urlencode(filters.as_query(**extra))}"
 
 
@@ -91,7 +96,7 @@ def _trend_note(buckets: list[str], with_data: list[bool], grain: str) -> str:
     return ""
 
 
-def _charts(series: trends.Series) -> dict[str, Any]:
+def _charts(series: trends.Series) -> dict[str, SafeString]:
     labels = _bucket_labels(series)
     moved = [bool(a or b or c) for a, b, c in zip(series.launches, series.resumes, series.degraded, strict=True)]
     shared = [any(series.shares[slug][i] is not None for slug in metrics.HEADLINES) for i in range(len(labels))]
@@ -119,7 +124,7 @@ def _charts(series: trends.Series) -> dict[str, Any]:
     }
 
 
-def _breakdown_chart(dimension: str, rows: list[trends.BreakdownRow], filters: metrics.Filters) -> Any:
+def _breakdown_chart(dimension: str, rows: list[trends.BreakdownRow], filters: metrics.Filters) -> SafeString:
     bars = [
         charts.Bar(
             label(row.value) or "(none)",
@@ -169,11 +174,11 @@ def resumes(request: HttpRequest) -> HttpResponse:
     return render(request, "console/resumes.html", context)
 
 
-class _CountedPaginator(Paginator[Any]):
+class _CountedPaginator(Paginator[int]):
     """A paginator told its count: the rollups know how many workflows a figure holds, so the page only
     reads its 50 rows instead of counting every workflow of the period."""
 
-    def __init__(self, object_list: Any, per_page: int, count: int) -> None:
+    def __init__(self, object_list: WorkflowIds, per_page: int, count: int) -> None:
         super().__init__(object_list, per_page)
         self._known = count
 
@@ -189,7 +194,7 @@ def _known_count(filters: metrics.Filters, figure: str) -> int | None:
     return summary.launches if figure == "launches" else summary.counts.get(figure)
 
 
-def _paginator(qs: Any, count: int | None) -> Paginator[Any]:
+def _paginator(qs: WorkflowIds, count: int | None) -> Paginator[int]:
     return Paginator(qs, 50) if count is None else _CountedPaginator(qs, 50, count)
 
 
@@ -244,7 +249,7 @@ def _seconds(value: float | None) -> str:
     return "" if value is None else f"{value:.0f}"
 
 
-def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterator[list[Any]]:
+def _rows(table: str, filters: metrics.Filters, request: HttpRequest) -> Iterator[list[Cell]]:
     if table == "headline":
         now, before = rollups.Figures(filters).summary(), rollups.Figures(filters.previous()).summary()
         yield ["figure", "percent", "part", "whole", "previous_percent", "previous_part", "previous_whole"]
@@ -374,7 +379,7 @@ def readiness(request: HttpRequest) -> HttpResponse:
 class Heatmap:
     testid: str
     title: str  # shown above the picture (the SVG's own <title> is read by screen readers only)
-    chart: Any
+    chart: SafeString
 
 
 @reviewer

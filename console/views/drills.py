@@ -6,7 +6,7 @@ The domain is ``workflows.models.drills`` (what a drill is, who it picks, what i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import messages
@@ -23,6 +23,9 @@ from workflows.models import Agent, Conflict, Drill
 from .. import charts
 from ..csv_export import stream_csv
 from ..roles import REVIEWERS, role_required, signed_in
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 
 class DrillForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -87,7 +90,7 @@ class DrillForm(forms.ModelForm):  # type: ignore[type-arg]
                 setattr(self.instance, name, None)
         return data
 
-    def save_scheduled(self, by: Any) -> Drill:
+    def save_scheduled(self, by: Operator) -> Drill:
         """Save the definition and, unless it waits for a hand start, schedule it."""
         drill: Drill = self.save(commit=False)
         drill.created_by = by

@@ -4,8 +4,6 @@ the list, read the matching (matched / unmatched both ways), then confirm. The r
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import messages
 from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse
@@ -17,7 +15,7 @@ from workflows.models import Conflict, Evidence, EvidenceError, Incident
 from workflows.models.evidence import MAX_BYTES, preview_facts, text_of, unconfirmed_effects
 
 from ..roles import READERS, can_act, operator_required, role_required, signed_in
-from .checkpoints import _render
+from .htmx import _render
 
 
 def _form_page(
@@ -78,7 +76,7 @@ def submit_evidence(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def evidence_preview(request: HttpRequest, pk: int) -> HttpResponse:
     kept = get_object_or_404(Evidence.objects.select_related("incident", "submitted_by"), pk=pk)
-    context: dict[str, Any] = {"evidence": kept, "incident": kept.incident, "can_act": can_act(signed_in(request))}
+    context: dict[str, object] = {"evidence": kept, "incident": kept.incident, "can_act": can_act(signed_in(request))}
     if kept.status == Evidence.Status.PREVIEWED:
         context.update(preview_facts(kept.matching()))
     return _render(request, "console/evidence_preview.html", context)

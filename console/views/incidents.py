@@ -26,7 +26,8 @@ from .. import postmortem as postmortems
 from ..charts import Line, column_chart
 from ..forms import choose_from, error_text
 from ..roles import READERS, can_act, operator_required, role_required, signed_in
-from .checkpoints import BULK_LIMIT, _back, _htmx, _render
+from .checkpoints import BULK_LIMIT
+from .htmx import _back, _htmx, _render
 
 MEMBERS_SHOWN = 200
 TIMELINE_SHOWN = 300

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from typing import Any
 
 from django import forms
 from django.contrib import messages
@@ -42,7 +41,7 @@ def runbook_preview(request: HttpRequest) -> HttpResponse:
     """Which runbook, version and SLA policy would a checkpoint of kind X, reason Y, agent Z get, and when
     would each of its clocks fire if it opened now?"""
     form = PreviewForm(request.GET or None)
-    context: dict[str, Any] = {"form": form}
+    context: dict[str, object] = {"form": form}
     if form.is_valid() and form.cleaned_data["reason"]:
         kind, reason, agent = form.cleaned_data["kind"], form.cleaned_data["reason"], form.cleaned_data["agent"]
         candidates = Runbook.candidates(kind, reason, agent)

@@ -95,5 +95,5 @@ def slack_link(request: HttpRequest, token: str) -> HttpResponse:
     return _link_page(request, linked=link, **context)
 
 
-def _link_page(request: HttpRequest, *, status: int = 200, **context: Any) -> HttpResponse:
+def _link_page(request: HttpRequest, *, status: int = 200, **context: object) -> HttpResponse:
     return render(request, "console/slack_link.html", context, status=status)

@@ -18,7 +18,8 @@ from workflows.models import Checkpoint, Team
 from workflows.models.teams import transfer as transfer_checkpoint
 
 from ..roles import operator_required, signed_in
-from .checkpoints import BULK_LIMIT, _back, _workbench_url
+from .checkpoints import BULK_LIMIT, _workbench_url
+from .htmx import _back
 
 
 class TransferForm(forms.Form):

@@ -29,7 +29,8 @@ from workflows.models.workflows import workflow_id_in
 
 from ..forms import ForkForm, error_text
 from ..roles import ACTORS, READERS, can_act, role_required, signed_in
-from .checkpoints import _render, replay_offer
+from .checkpoints import replay_offer
+from .htmx import _render
 
 STEPS_PER_PAGE = 50
 EVENTS_SHOWN = 200

@@ -66,7 +66,7 @@ def pages(bench: Bench) -> None:
             client.get(url)
         queries[key] = len(ctx.captured_queries)
     # The live poll while nothing changed: the version it carries is current, so it answers 204 unrendered.
-    from console.views.checkpoints import _queue_version
+    from console.views.queue import _queue_version
 
     poll_headers = {"HX-Request": "true", "HX-Target": "queue-table", "HX-Trigger": "queue-table"}
     polls = []
@@ -112,7 +112,7 @@ def pages(bench: Bench) -> None:
     )
     # The queue figures this suite started with.
     near_end = Checkpoint.objects.open().order_by("-due_at", "-pk")[60]
-    from console.views.checkpoints import QUEUE_PAGES
+    from console.views.queue import QUEUE_PAGES
 
     deep = bench.page_ms(client, f"/?per=50&after={QUEUE_PAGES.cursor(near_end)}")
     big = bench.page_ms(client, "/?per=200")
