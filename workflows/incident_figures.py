@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery
 
-from .metrics import Filters, _checkpoints
+from .filters import Filters, checkpoints_in
 from .models import Checkpoint, Hold, Incident
 from .timings import Timing
 
@@ -110,7 +110,7 @@ class IncidentFigures:
 def figures(filters: Filters) -> IncidentFigures:
     times = [Times.of(i) for i in with_times(opened_in(filters))]
     recovered = [t.to_recover for t in times if t.to_recover is not None]
-    opened = _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
+    opened = checkpoints_in(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
     counts = opened.aggregate(n=Count("pk"), inside=Count("pk", filter=Q(incident__isnull=False)))
     return IncidentFigures(
         len(times), len(recovered), Timing.of("Time to recover", recovered), counts["n"] or 0, counts["inside"] or 0

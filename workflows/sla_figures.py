@@ -14,7 +14,8 @@ from typing import Any
 from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import TruncDate
 
-from .metrics import Filters, Share, V, in_scope
+from .filters import Filters, in_scope
+from .metrics import Share, V
 from .models import Decision, Event
 from .models.events import SWEEP_VERBS
 from .timings import Timing, _timing, opened_checkpoints

@@ -28,7 +28,8 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from .metrics import COMPLETED, Filters, V, _checkpoints, degraded
+from .filters import Filters, checkpoints_in
+from .metrics import COMPLETED, V, degraded
 from .models import Decision, Event
 
 
@@ -158,7 +159,7 @@ def _timing_by_rank(label: str, qs: QuerySet[Any], start: str, end: str) -> Timi
 
 
 def opened_checkpoints(filters: Filters) -> QuerySet[Any]:
-    return _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
+    return checkpoints_in(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
 
 
 def with_clocks(qs: QuerySet[Any]) -> QuerySet[Any]:

@@ -12,18 +12,8 @@ from typing import Any
 from django.db.models import Count
 from django.db.models.functions import TruncDate, TruncWeek
 
-from .metrics import (
-    DIMENSIONS,
-    FIGURES,
-    GRANULARITIES,
-    Filters,
-    Share,
-    _checkpoints,
-    _share_counts,
-    degraded,
-    launched,
-    resumes,
-)
+from .filters import DIMENSIONS, Filters, checkpoints_in
+from .metrics import FIGURES, GRANULARITIES, Share, degraded, launched, resumes, share_counts
 
 
 def buckets(filters: Filters, granularity: str) -> list[date]:
@@ -121,7 +111,7 @@ def _dimension_values(filters: Filters, dimension: str) -> list[str]:
         return list(degraded(filters).values_list("kind", flat=True).distinct().order_by("kind"))
     column = {"reason": "reason", "runbook": "runbook__slug", "team": "team__slug"}[dimension]
     interrupted = degraded(filters).values("pk")
-    values = _checkpoints(filters).filter(workflow__in=interrupted).values_list(column, flat=True)
+    values = checkpoints_in(filters).filter(workflow__in=interrupted).values_list(column, flat=True)
     return sorted({v or "" for v in values.distinct().order_by()})
 
 
@@ -143,7 +133,7 @@ def breakdown(filters: Filters, dimension: str) -> list[BreakdownRow]:
         if dimension in ("runbook", "team") and not value:
             continue  # no runbook matched, or routed to no team: nothing to filter on
         narrowed = filters.only(**{dimension: value})
-        counts = _share_counts(degraded(narrowed))
+        counts = share_counts(degraded(narrowed))
         rows.append(
             BreakdownRow(
                 value,
