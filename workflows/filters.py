@@ -93,8 +93,17 @@ class Filters:
         """The period of the same length just before this one, same filters."""
         return replace(self, start=self.start - timedelta(days=self.days), end=self.start - timedelta(days=1))
 
-    def only(self, **kwargs: str) -> Filters:
-        return replace(self, **kwargs)
+    def only(self, **dims: str) -> Filters:
+        """The same period with some of its dimensions (or ``drills``) set; an unknown name is a TypeError."""
+        now = {
+            "agent": self.agent,
+            "kind": self.kind,
+            "reason": self.reason,
+            "runbook": self.runbook,
+            "team": self.team,
+            "drills": self.drills,
+        }
+        return Filters(self.start, self.end, **(now | dims))
 
     @property
     def active(self) -> dict[str, str]:

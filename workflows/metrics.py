@@ -69,7 +69,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib.auth import get_user_model
 from django.db.models import (
@@ -105,9 +106,9 @@ from .models import RESUMING_ACTIONS, Action, Checkpoint, Decision, Event, Runbo
 from .models.lineage import repeats_an_earlier_effect
 
 if TYPE_CHECKING:
-    from django_stubs_ext import WithAnnotations
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
+    from django_stubs_ext import WithAnnotations
 
 V = Event.Verb
 DUPLICATE_EFFECT_VERB = V.EFFECT_DUPLICATE_REFUSED
@@ -219,9 +220,24 @@ def _owner_changed() -> Exists:
     )
 
 
-def with_recovery(qs: QuerySet[Workflow]) -> QuerySet[WithAnnotations[Workflow]]:
+class Recovery(TypedDict):
+    """What ``with_recovery`` annotates a workflow with: every per-workflow predicate the figures count."""
+
+    interrupted_at: datetime | None
+    has_checkpoint: bool
+    blank_failure: bool
+    resumed: bool
+    continued: bool
+    handed_off: bool
+    duplicate_attempt: bool
+    unkept_unknown_effect: bool
+    unkept_promise: bool
+    owner_changed: bool
+
+
+def with_recovery(qs: QuerySet[Workflow]) -> QuerySet[WithAnnotations[Workflow, Recovery]]:
     """Workflows annotated with every per-workflow predicate the figures count."""
-    annotated: QuerySet[WithAnnotations[Workflow]] = qs.annotate(
+    annotated: QuerySet[WithAnnotations[Workflow, Recovery]] = qs.annotate(
         interrupted_at=Coalesce(
             _first_checkpoint_at(), Case(When(status=Workflow.Status.FAILED, then=F("finished_at")))
         ),
@@ -369,7 +385,7 @@ def missed_because(counts: Mapping[str, int], figure: str) -> list[Missed]:
     return [Missed(why, counts.get(why.set, 0)) for why in MISSED_BECAUSE]
 
 
-def degraded(filters: Filters) -> QuerySet[WithAnnotations[Workflow]]:
+def degraded(filters: Filters) -> QuerySet[WithAnnotations[Workflow, Recovery]]:
     """Workflows first interrupted in the period (their first checkpoint, or a failure without one)."""
     # Per workflow (an index probe), not "pk IN (every checkpoint of the period)": a drill-down page
     # walks the workflows newest first and stops after 50.

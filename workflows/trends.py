@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 from django.db.models import Count
 from django.db.models.functions import TruncDate, TruncWeek
@@ -27,11 +26,11 @@ def buckets(filters: Filters, granularity: str) -> list[date]:
     return days
 
 
-def _trunc(granularity: str, name: str) -> Any:
+def _trunc(granularity: str, name: str) -> TruncDate | TruncWeek:
     return (TruncDate if granularity == "day" else TruncWeek)(name, tzinfo=UTC)
 
 
-def _as_day(value: Any) -> date:
+def _as_day(value: date | datetime) -> date:
     return value.date() if isinstance(value, datetime) else value
 
 
@@ -60,18 +59,19 @@ def series(filters: Filters, granularity: str = "day") -> Series:
         {slug: [None] * len(days) for slug in FIGURES},
     )
 
-    def place(rows: Iterable[dict[str, Any]], target: list[int]) -> None:
-        for row in rows:
-            i = index.get(_as_day(row["bucket"]))
+    def place(rows: Iterable[tuple[date | datetime, int]], target: list[int]) -> None:
+        for bucket, n in rows:
+            i = index.get(_as_day(bucket))
             if i is not None:
-                target[i] += row["n"]
+                target[i] += n
 
     place(
         launched(filters)
         .annotate(bucket=_trunc(granularity, "created_at"))
         .values("bucket")
         .annotate(n=Count("pk"))
-        .order_by(),
+        .order_by()
+        .values_list("bucket", "n"),
         out.launches,
     )
     place(
@@ -79,10 +79,11 @@ def series(filters: Filters, granularity: str = "day") -> Series:
         .annotate(bucket=_trunc(granularity, "finished_at"))
         .values("bucket")
         .annotate(n=Count("pk"))
-        .order_by(),
+        .order_by()
+        .values_list("bucket", "n"),
         out.resumes,
     )
-    aggregates: dict[str, Any] = {"n": Count("pk")}
+    aggregates: dict[str, Count] = {"n": Count("pk")}
     for slug, figure in FIGURES.items():
         aggregates[f"n:{slug}:met"] = Count("pk", filter=figure.denominator & figure.numerator)
         aggregates[f"n:{slug}:whole"] = Count("pk", filter=figure.denominator) if figure.denominator else Count("pk")
