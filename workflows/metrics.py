@@ -1,7 +1,7 @@
-"""The one definition of every recovery figure: here the periods, the filters and the resume
-dashboard's figures; over time and by dimension in ``workflows.trends``, how long recovery takes in
-``workflows.timings``, the SLA figures (breach rate, targets met, the sweep's activity) in
-``workflows.sla_figures``.
+"""The one definition of every recovery figure: here the resume dashboard's figures; the periods and
+filters they are read over in ``workflows.filters``; over time and by dimension in ``workflows.trends``, how
+long recovery takes in ``workflows.timings``, the SLA figures (breach rate, targets met, the sweep's
+activity) in ``workflows.sla_figures``.
 
 The resume dashboard, the readiness page, ``/metrics``, the TPM breach review,
 ``scripts/chaos/`` and the tests import these functions; nothing else
@@ -61,8 +61,8 @@ report. The definitions (also in the README, and on the dashboard):
 Every figure counts production only: a workflow a recovery drill picked
 (``Workflow.drill``, issue 26) is left out unless ``Filters.drills`` includes
 the drills (``"include"``) or names one drill (its id: that drill's runs only,
-which is how the drill report reads the same definitions). ``in_scope`` is the
-one place that rule is written; pages that query beside these functions use it.
+which is how the drill report reads the same definitions). ``filters.in_scope`` is
+the one place that rule is written; pages that query beside these functions use it.
 """
 
 from __future__ import annotations
