@@ -140,6 +140,7 @@ def handling_seconds(filters: metrics.Filters) -> tuple[float | None, int]:
     """Mean recorded handling time (first claim, or opening, to first decision) and how many were decided."""
     rows = (
         timings.with_clocks(timings.opened_checkpoints(filters))
+        # In a Q: django-stubs checks an annotation's __isnull against the annotation's own type.
         .filter(Q(first_decided_at__isnull=False))
         .values_list("opened_at", "claimed_first_at", "first_decided_at")
     )

@@ -35,33 +35,25 @@ histogram of log-spaced buckets 2 % wide, read at each bucket's geometric
 middle: within 1 % of the exact value (the count is exact).
 """
 
-from .cells import Cell, Key, compute, holds
-from .histograms import BUCKET_FLOOR, TIMINGS, ApproxTiming, bucket_of, bucket_value
-from .reading import Figures, Row, choices, kinds, live_days, rows
-from .rolling import IN_FLIGHT, ROLL_LOCK, days_in, one_roll_at_a_time, rebuild, roll_day, roll_recent, touched_days
+from .histograms import BUCKET_FLOOR, ApproxTiming, bucket_of, bucket_value
+from .reading import Figures, choices, kinds, live_days
+from .rolling import IN_FLIGHT, ROLL_LOCK, days_in, one_roll_at_a_time, rebuild, roll_day, roll_recent
 
+# What the pages, the beat, manage.py rebuild_rollups and the tests use, by the package's name.
 __all__ = [
     "BUCKET_FLOOR",
     "IN_FLIGHT",
     "ROLL_LOCK",
-    "TIMINGS",
     "ApproxTiming",
-    "Cell",
     "Figures",
-    "Key",
-    "Row",
     "bucket_of",
     "bucket_value",
     "choices",
-    "compute",
     "days_in",
-    "holds",
     "kinds",
     "live_days",
     "one_roll_at_a_time",
     "rebuild",
     "roll_day",
     "roll_recent",
-    "rows",
-    "touched_days",
 ]

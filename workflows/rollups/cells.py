@@ -53,7 +53,7 @@ def holds(q: Q, row: Mapping[str, object]) -> bool:
         if lookup.endswith("__in"):
             results.append(row[lookup[:-4]] in value)
         elif "__" in lookup:
-            raise ValueError(f"The rollups cannot read the lookup {lookup!r}: teach rollups.holds")
+            raise ValueError(f"The rollups cannot read the lookup {lookup!r}: teach rollups.cells.holds")
         else:
             results.append(row[lookup] == value)
     met = all(results) if q.connector == Q.AND else any(results)

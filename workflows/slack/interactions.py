@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from django.conf import settings
 from django.core import signing
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 LINK_SALT = "slack-link"
-Answer = JsonObject | None  # the JSON body Slack gets back (a modal's errors), or None for an empty 200
+Answer: TypeAlias = "JsonObject | None"  # the JSON body Slack gets back (a modal's errors), or None for an empty 200
 
 
 def handle(workspace: SlackWorkspace, payload: JsonObject) -> Answer:
