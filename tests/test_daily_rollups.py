@@ -21,6 +21,7 @@ from tests.helpers import squeezed
 from tests.recovery_histories import Fleet, build_history
 from workflows import metrics, readiness, rollups, sla_figures, tasks, timings, trends
 from workflows.models import DailyRollup, RollupState
+from workflows.rollups import rolling
 
 pytestmark = pytest.mark.django_db
 
@@ -40,7 +41,7 @@ FILTERS: list[dict[str, Any]] = [
 def nothing_in_flight(monkeypatch):
     # A roll normally looks back two minutes for transactions still open when it started; a test's
     # whole history is younger than that, and would read as touched (live) for ever.
-    monkeypatch.setattr(rollups, "IN_FLIGHT", timedelta(0))
+    monkeypatch.setattr(rolling, "IN_FLIGHT", timedelta(0))
 
 
 @pytest.fixture
@@ -217,7 +218,7 @@ def test_the_rebuild_command_rolls_a_range_and_refuses_a_bad_one(history):
 def test_days_never_rolled_are_computed_live_and_agree(history):
     assert not RollupState.objects.exists()
     filters = metrics.Filters.last()
-    assert rollups.live_days(filters.start, filters.end) == set(rollups._days(filters.start, filters.end))
+    assert rollups.live_days(filters.start, filters.end) == set(rollups.days_in(filters.start, filters.end))
     assert_same_figures(filters)
 
 

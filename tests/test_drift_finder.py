@@ -1,6 +1,7 @@
 """The drift finder's structural diff: dotted paths an operator reads, JSON numbers compared as numbers."""
 
 from workflows.drift import compare, diff, ignored
+from workflows.shapes import Json
 
 
 def paths(found):
@@ -8,8 +9,8 @@ def paths(found):
 
 
 def test_nested_changes_additions_and_removals_have_dotted_paths():
-    recorded = {"amount": "42.00", "items": [{"sku": "A"}, {"sku": "B"}], "note": "x"}
-    replayed = {"amount": "4200.00", "items": [{"sku": "A"}, {"sku": "C"}, {"sku": "D"}], "extra": True}
+    recorded: Json = {"amount": "42.00", "items": [{"sku": "A"}, {"sku": "B"}], "note": "x"}
+    replayed: Json = {"amount": "4200.00", "items": [{"sku": "A"}, {"sku": "C"}, {"sku": "D"}], "extra": True}
 
     assert paths(diff(recorded, replayed)) == [
         ("output.amount", "changed"),

@@ -3,6 +3,7 @@ default, and the ``drills`` filter includes them (issue 26). The rule is written
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -117,4 +118,4 @@ def test_a_bad_drills_value_falls_back_to_production(fleet):
     filters = metrics.Filters.from_query({"drills": "1; DROP TABLE"})
     assert filters.drills == ""
     assert metrics.Filters.from_query({"drills": "include"}).as_query()["drills"] == "include"
-    assert metrics.summary(filters.only(start=timezone.now().date() - timedelta(days=6))).counts["degraded"] == 1
+    assert metrics.summary(replace(filters, start=timezone.now().date() - timedelta(days=6))).counts["degraded"] == 1

@@ -25,12 +25,13 @@ from tests.test_team_routing import make_team
 from workflows import metrics, rollups, tasks
 from workflows.models import Checkpoint, RoutingRule
 from workflows.models.teams import transfer
+from workflows.rollups import rolling
 
 
 @pytest.fixture
 def teams_history(db, alice, bob, adam, monkeypatch):
     # A test's whole history is younger than the roll's two-minute look-back: without this it stays live.
-    monkeypatch.setattr(rollups, "IN_FLIGHT", timedelta(0))
+    monkeypatch.setattr(rolling, "IN_FLIGHT", timedelta(0))
     billing, trust = make_team("Billing", alice), make_team("Trust", bob)
     RoutingRule.objects.create(team=billing, workflow_kind="refund")
     RoutingRule.objects.create(team=trust, workflow_kind="abuse")

@@ -16,13 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from .models import Checkpoint, Decision, Incident, Runbook
-from .money import STAGES, Amount, amounts_by_stage
+from .money import Amount, amounts_by_stage
+from .shapes import Json
 
 _DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
 _UNITS = {
@@ -40,6 +41,35 @@ def promise_due(promise: str, made_at: datetime) -> datetime | None:
     if match is None:
         return None
     return made_at + int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+class MoneyRow(TypedDict):
+    """One currency's sums by stage (None where nothing of that stage is at stake)."""
+
+    currency: str
+    committed: Decimal | None
+    pending: Decimal | None
+    planned: Decimal | None
+
+
+class Promise(TypedDict):
+    """A promise made to users across the members: how many made it, and the earliest it falls due."""
+
+    text: str
+    count: int
+    due: datetime | None
+
+
+class QueueRow(TypedDict):
+    """An unresolved incident as the queue shows it: one row for its open members."""
+
+    incident: Incident
+    members: int
+    oldest: Checkpoint | None
+    oldest_due: datetime | None
+    money: list[str]
+    unknown_effects: int
+    breached: int
 
 
 def money_by_stage(checkpoint: Checkpoint) -> dict[str, list[Amount]]:
@@ -61,10 +91,18 @@ class Money:
         key = (amount.currency or "?", stage)
         self.sums[key] = self.sums.get(key, Decimal(0)) + amount.value
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[MoneyRow]:
         """One row per currency: its committed, pending and planned sums (None where nothing is at stake)."""
         currencies = sorted({currency for currency, _ in self.sums})
-        return [{"currency": c, **{stage: self.sums.get((c, stage)) for stage in STAGES}} for c in currencies]
+        return [
+            MoneyRow(
+                currency=c,
+                committed=self.sums.get((c, "committed")),
+                pending=self.sums.get((c, "pending")),
+                planned=self.sums.get((c, "planned")),
+            )
+            for c in currencies
+        ]
 
     @property
     def unreadable_by_stage(self) -> list[tuple[str, int]]:
@@ -92,7 +130,7 @@ class BlastRadius:
     money: Money = field(default_factory=Money)
     unknown_effects: int = 0
     members_with_unknown_effects: int = 0
-    promises: list[dict[str, Any]] = field(default_factory=list)
+    promises: list[Promise] = field(default_factory=list)
     breached: int = 0
     breaching_15: int = 0
     breaching_60: int = 0
@@ -101,12 +139,12 @@ class BlastRadius:
     runbooks: list[Runbook] = field(default_factory=list)  # filled by for_incident
 
 
-def _customer(context: Any) -> str | None:
+def _customer(context: Json) -> str | None:
     if not isinstance(context, dict):
         return None
     for key in ("customer", "customer_id", "customer_email"):
-        if isinstance(context.get(key), str | int):
-            return str(context[key])
+        if isinstance(value := context.get(key), str | int):
+            return str(value)
     return None
 
 
@@ -124,7 +162,7 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
         else set()
     )
     workflows, tickets, customers = set(), set(), set()
-    promises: dict[str, dict[str, Any]] = {}
+    promises: dict[str, Promise] = {}
     for c in members:
         radius.members += 1
         workflows.add(c.workflow_id)
@@ -207,7 +245,7 @@ def arrivals_per_minute(opened: list[datetime], *, max_buckets: int = 120) -> tu
     return labels, counts
 
 
-def queue_rows(limit: int = 20) -> list[dict[str, Any]]:
+def queue_rows(limit: int = 20) -> list[QueueRow]:
     """The queue's incident rows: each unresolved incident with members on the queue, as one row."""
     incidents = list(
         Incident.objects.unresolved()
@@ -243,7 +281,7 @@ def queue_rows(limit: int = 20) -> list[dict[str, Any]]:
         )[:5000]
     ):
         members[c.incident_id].append(c)  # type: ignore[index]
-    rows = []
+    rows: list[QueueRow] = []
     for incident in incidents:
         radius = blast_radius(members[incident.pk])
         rows.append(

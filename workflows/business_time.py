@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import NotRequired, TypedDict
 from zoneinfo import ZoneInfo
 
 # A calendar that never opens would make every search run forever; ten years is far beyond any target.
@@ -27,6 +27,16 @@ SEARCH_LIMIT_DAYS = 3660
 
 class NeverOpen(ValueError):
     """The calendar has no working time within the search limit."""
+
+
+class HoursDict(TypedDict):
+    """Working hours as a JSON field keeps them: minutes since midnight, weekdays 0 = Monday, ISO holidays."""
+
+    tz: str
+    weekdays: list[int]
+    start: int
+    end: int
+    holidays: NotRequired[list[str]]
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,7 @@ class Hours:
         ZoneInfo(self.tz)  # an unknown zone fails here, not in the middle of a sweep
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> Hours | None:
+    def from_dict(cls, data: HoursDict | None) -> Hours | None:
         if not data:
             return None
         return cls(
@@ -56,7 +66,7 @@ class Hours:
             holidays=frozenset(date.fromisoformat(d) for d in data.get("holidays", [])),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> HoursDict:
         return {
             "tz": self.tz,
             "weekdays": sorted(self.weekdays),

@@ -16,28 +16,32 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
 from .models import Event, Team
 from .roles import ADMIN, OPERATOR, ROLES, TPM, roles_of, set_role
 
+if TYPE_CHECKING:
+    from .models.base import Operator
+
 KINDS = ("role", "team", "lead")
 RANK = (ADMIN, OPERATOR, TPM)  # the highest role granted wins
 
 
-def parse_mapping(raw: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
+def parse_mapping(raw: object) -> dict[str, list[tuple[str, str]]]:
     """The mapping as (kind, name) pairs per group; ValueError naming the first bad entry."""
     if not isinstance(raw, Mapping):
         raise ValueError('OIDC_GROUP_MAP must be a JSON object: {"group": ["role:operator", "team:slug"]}.')
     parsed: dict[str, list[tuple[str, str]]] = {}
     for group, grants in raw.items():
         items = [grants] if isinstance(grants, str) else grants
-        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        names = [i for i in items if isinstance(i, str)] if isinstance(items, list) else []
+        if not isinstance(items, list) or len(names) != len(items):
             raise ValueError(f'OIDC_GROUP_MAP[{group!r}]: a grant or a list of grants such as "role:operator".')
         pairs = []
-        for item in items:
+        for item in names:
             kind, _, name = item.partition(":")
             if kind not in KINDS or not name:
                 raise ValueError(f"OIDC_GROUP_MAP[{group!r}]: {item!r} is not role:<name>, team:<slug> or lead:<slug>.")
@@ -57,7 +61,7 @@ class Access:
     revoked: list[str] = field(default_factory=list)
 
 
-def apply_groups(user: Any, groups: Iterable[str], mapping: Mapping[str, Any], *, claim: str) -> Access:
+def apply_groups(user: Operator, groups: Iterable[str], mapping: Mapping[str, object], *, claim: str) -> Access:
     """Give ``user`` exactly the role and managed team memberships ``groups`` grant; audit the change."""
     rules = parse_mapping(mapping)
     held = sorted({str(g) for g in groups})
@@ -90,7 +94,7 @@ def apply_groups(user: Any, groups: Iterable[str], mapping: Mapping[str, Any], *
     return access
 
 
-def _apply_role(user: Any, role: str | None, access: Access) -> None:
+def _apply_role(user: Operator, role: str | None, access: Access) -> None:
     had = sorted(roles_of(user) & set(ROLES))
     if role is not None and had != [role]:
         set_role(user, role)
@@ -104,7 +108,7 @@ def _apply_role(user: Any, role: str | None, access: Access) -> None:
     access.revoked += [f"role {r}" for r in had if r != role]
 
 
-def _apply_team(user: Any, team: Team, *, member: bool, lead: bool, access: Access) -> None:
+def _apply_team(user: Operator, team: Team, *, member: bool, lead: bool, access: Access) -> None:
     is_member = team.members.filter(pk=user.pk).exists()
     if member and not is_member:
         team.members.add(user)

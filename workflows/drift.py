@@ -14,18 +14,32 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, TypedDict
+
+from .shapes import Json, JsonObject
 
 MAX_DIFFERENCES = 50  # per step: enough to explain, bounded for a 1 MiB output
 MAX_SHOWN_CHARS = 120
+
+
+class DifferenceRecord(TypedDict):
+    """A difference as a replay's comparison keeps it (``ReplayRun.comparison``)."""
+
+    path: str
+    change: str
+    recorded: Json
+    replayed: Json
 
 
 @dataclass(frozen=True)
 class Difference:
     path: str  # "output.amount", "output.items.2"
     change: str  # "changed" | "added" | "removed" | "type"
-    recorded: Any = None
-    replayed: Any = None
+    recorded: Json = None
+    replayed: Json = None
+
+    def as_dict(self) -> DifferenceRecord:
+        return DifferenceRecord(path=self.path, change=self.change, recorded=self.recorded, replayed=self.replayed)
 
     def sentence(self) -> str:
         if self.change == "added":
@@ -35,13 +49,13 @@ class Difference:
         return f"{self.path} {shown(self.recorded)} → {shown(self.replayed)}"
 
 
-def shown(value: Any) -> str:
+def shown(value: Json) -> str:
     """A value as an operator reads it in one line: strings bare, everything else as JSON."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= MAX_SHOWN_CHARS else text[: MAX_SHOWN_CHARS - 1] + "…"
 
 
-def _same_scalar(a: Any, b: Any) -> bool:
+def _same_scalar(a: Json, b: Json) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     if isinstance(a, int | float) and isinstance(b, int | float):
@@ -49,11 +63,11 @@ def _same_scalar(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def diff(recorded: Any, replayed: Any, path: str = "output") -> list[Difference]:
+def diff(recorded: Json, replayed: Json, path: str = "output") -> list[Difference]:
     """Every difference between two JSON values, depth first, paths in dotted form."""
     found: list[Difference] = []
 
-    def walk(a: Any, b: Any, at: str) -> None:
+    def walk(a: Json, b: Json, at: str) -> None:
         if len(found) >= MAX_DIFFERENCES:
             return
         if isinstance(a, dict) and isinstance(b, dict):
@@ -93,11 +107,11 @@ class StepComparison:
     seq: int
     name: str
     kind: str
-    recorded: Any
-    replayed: Any
+    recorded: Json
+    replayed: Json
     verdict: str = "same"  # same | diverged | downstream | missing | violation
-    differences: list[dict[str, Any]] = field(default_factory=list)
-    ignored: list[dict[str, Any]] = field(default_factory=list)
+    differences: list[DifferenceRecord] = field(default_factory=list)
+    ignored: list[DifferenceRecord] = field(default_factory=list)
     note: str = ""
 
 
@@ -109,11 +123,11 @@ class Comparison:
     violations: list[str] = field(default_factory=list)
     missing: list[int] = field(default_factory=list)
 
-    def as_json(self) -> list[dict[str, Any]]:
+    def as_json(self) -> list[JsonObject]:
         return [asdict(step) for step in self.steps]
 
 
-def canonical(value: Any) -> str:
+def canonical(value: Json) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -163,7 +177,7 @@ def compare(
             violations.append(f"Step {seq} `{step['name']}`: {row.note}: {shown(replayed['effects'])}.")
         differences = diff(step["output"], replayed.get("output"))
         if kind == "effect":
-            row.differences = [asdict(d) for d in differences]
+            row.differences = [d.as_dict() for d in differences]
             if differences:
                 row.verdict = "violation"
                 row.note = "an effect's replayed output differs from the recording: it may have been executed"
@@ -175,8 +189,8 @@ def compare(
             continue
         patterns = rules.get(kind, []) + rules.get("*", [])
         kept = [d for d in differences if not ignored(d.path, patterns)]
-        row.ignored = [asdict(d) for d in differences if d not in kept]
-        row.differences = [asdict(d) for d in kept]
+        row.ignored = [d.as_dict() for d in differences if d not in kept]
+        row.differences = [d.as_dict() for d in kept]
         if kept and row.verdict != "violation":
             if comparison.first_divergent_seq is None:
                 comparison.first_divergent_seq = seq

@@ -26,15 +26,21 @@ Markdown and CSV renderings are here too (the CSV rows; ``console/csv_export.py`
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
 from . import metrics, timings
 from .models import Action, Checkpoint, Decision, Drill, Step, Workflow
+from .shapes import Json
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+CsvCell = str | int | float | bool | None
 
 PASSED, GAPS, FAILED = "passed", "passed with gaps", "failed"
 
@@ -142,19 +148,32 @@ def _median(values: list[float]) -> float | None:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def state_gaps(journal: Any, resume_state: dict[str, Any]) -> tuple[str, ...]:
-    """What the runtime journalled at the fault that the resume state does not hold."""
+def _listed(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _object(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, dict) else {}
+
+
+def state_gaps(journal: Json, resume_state: Mapping[str, object]) -> tuple[str, ...]:
+    """What the runtime journalled at the fault that the resume state does not hold (the journal is the
+    agent's JSON: a part of it that is not the shape the drill asked for holds nothing to miss)."""
     if not isinstance(journal, dict):
         return ()
     gaps = []
-    held = {e.get("idempotency_key") for e in resume_state.get("committed", [])}
-    gaps += [f"committed effect {key} is missing" for key in journal.get("committed", []) if key not in held]
-    pending = journal.get("pending")
-    have = resume_state.get("pending") or {}
+    held = {_object(e).get("idempotency_key") for e in _listed(resume_state.get("committed"))}
+    gaps += [f"committed effect {key} is missing" for key in _listed(journal.get("committed")) if key not in held]
+    pending = _object(journal.get("pending"))
+    have = _object(resume_state.get("pending"))
     if pending and (have.get("seq"), have.get("name")) != (pending.get("seq"), pending.get("name")):
         gaps.append(f"the pending action (step {pending.get('seq')}, {pending.get('name')}) is missing")
-    promised = set(resume_state.get("promises", []))
-    gaps += [f"the promise “{p[:80]}” is missing" for p in journal.get("promises", []) if p not in promised]
+    promised = {p for p in _listed(resume_state.get("promises")) if isinstance(p, str)}
+    gaps += [
+        f"the promise “{p[:80]}” is missing"
+        for p in _listed(journal.get("promises"))
+        if isinstance(p, str) and p not in promised
+    ]
     return tuple(gaps)
 
 
@@ -165,7 +184,7 @@ def _fault_at(drill: Drill, workflow: Workflow, steps: dict[tuple[int, int], Ste
     return workflow.created_at
 
 
-def score(drill: Drill, *, today: Any = None, with_trend: bool = True) -> DrillReport:
+def score(drill: Drill, *, today: date | None = None, with_trend: bool = True) -> DrillReport:
     """The report of ``drill``'s runs so far (with the trend of its definition unless ``with_trend=False``)."""
     started = (drill.started_at or drill.created_at).astimezone(UTC).date()
     today = today or timezone.now().astimezone(UTC).date()
@@ -177,7 +196,7 @@ def score(drill: Drill, *, today: Any = None, with_trend: bool = True) -> DrillR
         .filter(metrics.LOST_EFFECT)
         .values_list("pk", flat=True)
     )
-    first: dict[int, Any] = {}
+    first: dict[int, WithAnnotations[Checkpoint, timings.Clocks]] = {}
     for checkpoint in timings.with_clocks(Checkpoint.objects.filter(workflow_id__in=ids)).order_by("opened_at"):
         first.setdefault(checkpoint.workflow_id, checkpoint)
     steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(workflow_id__in=ids, seq=drill.at_seq)}
@@ -224,7 +243,13 @@ def _failed_failovers(ids: list[int]) -> dict[int, tuple[str, str]]:
     }
 
 
-def _run(drill: Drill, workflow: Any, checkpoint: Any, steps: dict[tuple[int, int], Step], lost: set[int]) -> RunScore:
+def _run(
+    drill: Drill,
+    workflow: WithAnnotations[Workflow, metrics.Recovery],
+    checkpoint: WithAnnotations[Checkpoint, timings.Clocks] | None,
+    steps: dict[tuple[int, int], Step],
+    lost: set[int],
+) -> RunScore:
     completed = workflow.finished_at if workflow.status == Workflow.Status.COMPLETED else None
     return RunScore(
         workflow_id=workflow.pk,
@@ -328,7 +353,7 @@ def _secs(value: float | None) -> str:
     return "" if value is None else f"{value:.0f}"
 
 
-def csv_rows(report: DrillReport) -> Iterator[list[Any]]:
+def csv_rows(report: DrillReport) -> Iterator[Sequence[CsvCell]]:
     yield CSV_HEADER
     for r in report.runs:
         yield [
@@ -360,12 +385,17 @@ def csv_rows(report: DrillReport) -> Iterator[list[Any]]:
     yield []
     yield TREND_HEADER
     for o in report.trend:
-        yield ["trend", o.drill_id, _stamp(o.started_at), o.runs, o.verdict] + [
-            _secs(o.medians[a]) for _l, a in KEY_TIMES
+        yield [
+            "trend",
+            o.drill_id,
+            _stamp(o.started_at),
+            o.runs,
+            o.verdict,
+            *(_secs(o.medians[a]) for _l, a in KEY_TIMES),
         ]
 
 
-def _md(text: Any) -> str:
+def _md(text: object) -> str:
     """Agent text in a Markdown table cell: no pipes, no line breaks, no markup."""
     out = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
     for char in "`*_[]<>#":

@@ -21,20 +21,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery
 
-from .metrics import Filters, _checkpoints
+from .filters import Filters, checkpoints_in
 from .models import Checkpoint, Hold, Incident
 from .timings import Timing
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
-def with_times(qs: QuerySet[Incident]) -> QuerySet[Incident]:
+
+class IncidentTimes(TypedDict):
+    """What ``with_times`` annotates an incident with."""
+
+    started_at: datetime | None
+    held_at: datetime | None
+    last_resolved_at: datetime | None
+    member_count: int
+    unresolved_members: int
+
+
+def with_times(qs: QuerySet[Incident]) -> QuerySet[WithAnnotations[Incident, IncidentTimes]]:
     """Incidents annotated with the ends of their times: ``started_at``, ``held_at``, ``last_resolved_at``, and
     ``member_count`` / ``unresolved_members`` (which say whether ``last_resolved_at`` is a recovery)."""
     first_hold = Hold.objects.filter(incident=OuterRef("pk")).order_by("placed_at").values("placed_at")[:1]
-    annotated: QuerySet[Incident] = qs.annotate(
+    annotated: QuerySet[WithAnnotations[Incident, IncidentTimes]] = qs.annotate(
         started_at=Min("members__opened_at"),
         last_resolved_at=Max("members__resolved_at"),
         member_count=Count("members", distinct=True),
@@ -62,8 +75,10 @@ class Times:
     @classmethod
     def of(cls, incident: Incident) -> Times:
         """From an incident ``with_times`` annotated, or any incident (annotated here, one query)."""
-        row: Any = (
-            incident if hasattr(incident, "started_at") else with_times(Incident.objects.filter(pk=incident.pk)).get()
+        row = (
+            cast("WithAnnotations[Incident, IncidentTimes]", incident)
+            if hasattr(incident, "started_at")
+            else with_times(Incident.objects.filter(pk=incident.pk)).get()
         )
         recovered = row.last_resolved_at if row.member_count and not row.unresolved_members else None
         return cls(row.started_at, incident.opened_at, row.held_at, recovered)
@@ -110,7 +125,7 @@ class IncidentFigures:
 def figures(filters: Filters) -> IncidentFigures:
     times = [Times.of(i) for i in with_times(opened_in(filters))]
     recovered = [t.to_recover for t in times if t.to_recover is not None]
-    opened = _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
+    opened = checkpoints_in(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
     counts = opened.aggregate(n=Count("pk"), inside=Count("pk", filter=Q(incident__isnull=False)))
     return IncidentFigures(
         len(times), len(recovered), Timing.of("Time to recover", recovered), counts["n"] or 0, counts["inside"] or 0

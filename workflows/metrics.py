@@ -1,7 +1,7 @@
-"""The one definition of every recovery figure: here the periods, the filters and the resume
-dashboard's figures; over time and by dimension in ``workflows.trends``, how long recovery takes in
-``workflows.timings``, the SLA figures (breach rate, targets met, the sweep's activity) in
-``workflows.sla_figures``.
+"""The one definition of every recovery figure: here the resume dashboard's figures; the periods and
+filters they are read over in ``workflows.filters``; over time and by dimension in ``workflows.trends``, how
+long recovery takes in ``workflows.timings``, the SLA figures (breach rate, targets met, the sweep's
+activity) in ``workflows.sla_figures``.
 
 The resume dashboard, the readiness page, ``/metrics``, the TPM breach review,
 ``scripts/chaos/`` and the tests import these functions; nothing else
@@ -61,16 +61,16 @@ report. The definitions (also in the README, and on the dashboard):
 Every figure counts production only: a workflow a recovery drill picked
 (``Workflow.drill``, issue 26) is left out unless ``Filters.drills`` includes
 the drills (``"include"``) or names one drill (its id: that drill's runs only,
-which is how the drill report reads the same definitions). ``in_scope`` is the
-one place that rule is written; pages that query beside these functions use it.
+which is how the drill report reads the same definitions). ``filters.in_scope`` is
+the one place that rule is written; pages that query beside these functions use it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib.auth import get_user_model
 from django.db.models import (
@@ -90,155 +90,33 @@ from django.db.models import (
 )
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
+from .filters import (
+    CHECKPOINT_LOOKUPS,
+    DIMENSIONS,
+    DRILLS_INCLUDED,
+    WORKFLOW_LOOKUPS,
+    Filters,
+    checkpoints_in,
+    in_scope,
+    narrowed,
+    workflows_in,
+)
 from .models import RESUMING_ACTIONS, Action, Checkpoint, Decision, Event, Runbook, Step, Workflow
 from .models.lineage import repeats_an_earlier_effect
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
+    from django_stubs_ext import WithAnnotations
 
 V = Event.Verb
 DUPLICATE_EFFECT_VERB = V.EFFECT_DUPLICATE_REFUSED
 RESUMING = tuple(sorted(RESUMING_ACTIONS))  # resume, retry the step, fail over to a standby agent
 CONTINUING = (*RESUMING, Action.HANDOFF)
 GRANULARITIES = ("day", "week")
-DIMENSIONS = ("agent", "kind", "reason", "runbook", "team")
-_QS = TypeVar("_QS", bound=QuerySet[Any])
-
-
-# --- the period and the filters --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Filters:
-    """A date range (UTC days, both ends included) and optional filters, as kept in a URL."""
-
-    start: date
-    end: date
-    agent: str = ""  # agent name
-    kind: str = ""  # workflow kind
-    reason: str = ""  # checkpoint reason
-    runbook: str = ""  # runbook slug
-    # A team's slug: the checkpoints the team held (frozen at opening). A degraded workflow counts for
-    # every team one of its checkpoints belonged to; a launch belongs to no team (a workflow gets one
-    # only when a checkpoint opens), so launches are never narrowed by it.
-    team: str = ""
-    drills: str = ""  # "" production only; "include": drilled workflows too; a drill's id: its runs only
-
-    DEFAULT_DAYS = 28
-    MAX_DAYS = 731
-
-    @classmethod
-    def last(cls, days: int = DEFAULT_DAYS, *, today: date | None = None, **kwargs: str) -> Filters:
-        today = today or timezone.now().astimezone(UTC).date()
-        return cls(start=today - timedelta(days=days - 1), end=today, **kwargs)
-
-    @classmethod
-    def from_query(cls, query: Any, *, today: date | None = None) -> Filters:
-        """From request.GET: bad or missing dates fall back to the last 28 days."""
-        default = cls.last(today=today)
-
-        def day(name: str, fallback: date) -> date:
-            try:
-                return date.fromisoformat(str(query.get(name) or ""))
-            except ValueError:
-                return fallback
-
-        end = day("end", default.end)
-        start = day("start", end - timedelta(days=cls.DEFAULT_DAYS - 1))
-        if start > end:
-            start, end = end, start
-        start = max(start, end - timedelta(days=cls.MAX_DAYS - 1))
-        text = {name: str(query.get(name) or "").strip()[:200] for name in ("agent", "kind", "reason", "runbook")}
-        text["team"] = str(query.get("team") or "").strip()[:60]  # a team's slug
-        return cls(start=start, end=end, drills=drills_param(query.get("drills")), **text)
-
-    def as_query(self, **override: Any) -> dict[str, str]:
-        values = {
-            "start": self.start.isoformat(),
-            "end": self.end.isoformat(),
-            "agent": self.agent,
-            "kind": self.kind,
-            "reason": self.reason,
-            "runbook": self.runbook,
-            "team": self.team,
-            "drills": self.drills,
-            **override,
-        }
-        return {k: str(v) for k, v in values.items() if v not in ("", None)}
-
-    @property
-    def days(self) -> int:
-        return (self.end - self.start).days + 1
-
-    @property
-    def since(self) -> datetime:
-        return datetime.combine(self.start, time.min, tzinfo=UTC)
-
-    @property
-    def until(self) -> datetime:
-        """Exclusive upper bound: midnight after the last day."""
-        return datetime.combine(self.end + timedelta(days=1), time.min, tzinfo=UTC)
-
-    def previous(self) -> Filters:
-        """The period of the same length just before this one, same filters."""
-        return replace(self, start=self.start - timedelta(days=self.days), end=self.start - timedelta(days=1))
-
-    def only(self, **kwargs: Any) -> Filters:
-        return replace(self, **kwargs)
-
-    @property
-    def active(self) -> dict[str, str]:
-        return {name: getattr(self, name) for name in DIMENSIONS if getattr(self, name)}
-
-
-# Where each filter dimension lives, seen from a checkpoint; a workflow holds the first two itself.
-CHECKPOINT_LOOKUPS = {
-    "agent": "workflow__agent__name",
-    "kind": "workflow__kind",
-    "reason": "reason",
-    "runbook": "runbook__slug",
-    "team": "team__slug",
-}
-WORKFLOW_LOOKUPS = {"agent": "agent__name", "kind": "kind"}
-
-
-def _narrowed(qs: _QS, filters: Filters, lookups: Mapping[str, str], prefix: str = "") -> _QS:
-    """``qs`` filtered on each set dimension that ``lookups`` places, behind ``prefix`` (the path from
-    the queryset's model to the one ``lookups`` starts from)."""
-    for name, lookup in lookups.items():
-        if value := getattr(filters, name):
-            qs = qs.filter(**{prefix + lookup: value})
-    return qs
-
-
-DRILLS_INCLUDED = "include"
-
-
-def drills_param(value: Any) -> str:
-    """The ``drills`` filter as a URL carries it: "include", a drill's id, or "" (production only)."""
-    text = str(value or "").strip()
-    if text == DRILLS_INCLUDED or (text.isdigit() and len(text) <= 10):
-        return text
-    return ""
-
-
-def in_scope(qs: _QS, drills: str = "", *, to_workflow: str = "") -> _QS:
-    """``qs`` without drilled workflows (production figures), unless ``drills`` includes them ("include") or
-    names one drill (only its runs). ``to_workflow`` is the path from the queryset's model to the workflow."""
-    if drills == DRILLS_INCLUDED:
-        return qs
-    if drills.isdigit():
-        return qs.filter(**{f"{to_workflow}drill_id": int(drills)})
-    return qs.filter(**{f"{to_workflow}drill__isnull": True})
-
-
-def _workflows(filters: Filters) -> QuerySet[Any]:
-    return in_scope(_narrowed(Workflow.objects.all(), filters, WORKFLOW_LOOKUPS), filters.drills)
-
-
-def _checkpoints(filters: Filters) -> QuerySet[Any]:
-    return in_scope(
-        _narrowed(Checkpoint.objects.all(), filters, CHECKPOINT_LOOKUPS), filters.drills, to_workflow="workflow__"
-    )
+# The period and filters live in workflows.filters; they are named here too, where every page reads its figures.
+__all__ = ["DIMENSIONS", "DRILLS_INCLUDED", "Filters", "in_scope"]
 
 
 # --- per-workflow predicates, as SQL -----------------------------------------------------------
@@ -250,7 +128,7 @@ class JSONKeyText(Func):
     function = "jsonb_extract_path_text"  # PostgreSQL
     output_field = CharField()
 
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+    def as_sqlite(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: object) -> _AsSqlType:
         document, key = self.source_expressions
         doc_sql, doc_params = compiler.compile(document)
         key_sql, key_params = compiler.compile(key)
@@ -342,9 +220,24 @@ def _owner_changed() -> Exists:
     )
 
 
-def with_recovery(qs: QuerySet[Any]) -> QuerySet[Any]:
+class Recovery(TypedDict):
+    """What ``with_recovery`` annotates a workflow with: every per-workflow predicate the figures count."""
+
+    interrupted_at: datetime | None
+    has_checkpoint: bool
+    blank_failure: bool
+    resumed: bool
+    continued: bool
+    handed_off: bool
+    duplicate_attempt: bool
+    unkept_unknown_effect: bool
+    unkept_promise: bool
+    owner_changed: bool
+
+
+def with_recovery(qs: QuerySet[Workflow]) -> QuerySet[WithAnnotations[Workflow, Recovery]]:
     """Workflows annotated with every per-workflow predicate the figures count."""
-    annotated: QuerySet[Any] = qs.annotate(
+    annotated: QuerySet[WithAnnotations[Workflow, Recovery]] = qs.annotate(
         interrupted_at=Coalesce(
             _first_checkpoint_at(), Case(When(status=Workflow.Status.FAILED, then=F("finished_at")))
         ),
@@ -492,24 +385,24 @@ def missed_because(counts: Mapping[str, int], figure: str) -> list[Missed]:
     return [Missed(why, counts.get(why.set, 0)) for why in MISSED_BECAUSE]
 
 
-def degraded(filters: Filters) -> QuerySet[Any]:
+def degraded(filters: Filters) -> QuerySet[WithAnnotations[Workflow, Recovery]]:
     """Workflows first interrupted in the period (their first checkpoint, or a failure without one)."""
     # Per workflow (an index probe), not "pk IN (every checkpoint of the period)": a drill-down page
     # walks the workflows newest first and stops after 50.
     interrupted_in_period = Checkpoint.objects.filter(
         workflow=OuterRef("pk"), opened_at__gte=filters.since, opened_at__lt=filters.until
     )
-    candidates = _workflows(filters).filter(
+    candidates = workflows_in(filters).filter(
         Exists(interrupted_in_period)
         | Q(status=Workflow.Status.FAILED, finished_at__gte=filters.since, finished_at__lt=filters.until)
     )
     qs = with_recovery(candidates).filter(interrupted_at__gte=filters.since, interrupted_at__lt=filters.until)
     if filters.reason or filters.runbook or filters.team:
-        qs = qs.filter(Exists(_checkpoints(filters.only(agent="", kind="")).filter(workflow=OuterRef("pk"))))
+        qs = qs.filter(Exists(checkpoints_in(filters.only(agent="", kind="")).filter(workflow=OuterRef("pk"))))
     return qs
 
 
-def workflows_behind(filters: Filters, figure: str) -> QuerySet[Any]:
+def workflows_behind(filters: Filters, figure: str) -> QuerySet[Workflow]:
     """The drill-down: the degraded workflows a figure or set counts (``<figure>:met|missed`` or a set)."""
     if figure in ("launches", "resumes"):
         return launched(filters) if figure == "launches" else resumed_in(filters)
@@ -527,11 +420,11 @@ def figure_label(figure: str) -> str:
     return SETS[figure][0]
 
 
-def launched(filters: Filters) -> QuerySet[Any]:
-    return _workflows(filters).filter(created_at__gte=filters.since, created_at__lt=filters.until)
+def launched(filters: Filters) -> QuerySet[Workflow]:
+    return workflows_in(filters).filter(created_at__gte=filters.since, created_at__lt=filters.until)
 
 
-def resumes(filters: Filters) -> QuerySet[Any]:
+def resumes(filters: Filters) -> QuerySet[Decision]:
     """Resume and retry-step decisions that reached the agent in the period."""
     qs = Decision.objects.filter(
         action__in=RESUMING,
@@ -540,11 +433,11 @@ def resumes(filters: Filters) -> QuerySet[Any]:
         finished_at__lt=filters.until,
     )
     return in_scope(
-        _narrowed(qs, filters, CHECKPOINT_LOOKUPS, "checkpoint__"), filters.drills, to_workflow="checkpoint__workflow__"
+        narrowed(qs, filters, CHECKPOINT_LOOKUPS, "checkpoint__"), filters.drills, to_workflow="checkpoint__workflow__"
     )
 
 
-def resumed_in(filters: Filters) -> QuerySet[Any]:
+def resumed_in(filters: Filters) -> QuerySet[Workflow]:
     return Workflow.objects.filter(pk__in=resumes(filters).values("checkpoint__workflow_id"))
 
 
@@ -580,9 +473,9 @@ class Summary:
         return self.shares[slug]
 
 
-def _share_counts(qs: QuerySet[Any]) -> dict[str, int]:
+def share_counts(qs: QuerySet[Workflow]) -> dict[str, int]:
     # Aggregate names must not shadow the annotations they count: "n:" prefixes them.
-    aggregates: dict[str, Any] = {f"n:{slug}": Count("pk", filter=q) for slug, (_label, q) in SETS.items()}
+    aggregates: dict[str, Count] = {f"n:{slug}": Count("pk", filter=q) for slug, (_label, q) in SETS.items()}
     for slug, figure in FIGURES.items():
         aggregates[f"n:{slug}:whole"] = Count("pk", filter=figure.denominator) if figure.denominator else Count("pk")
     return {k[2:]: v or 0 for k, v in qs.aggregate(**aggregates).items()}
@@ -596,20 +489,20 @@ def _shares(counts: Mapping[str, int]) -> dict[str, Share]:
 
 
 def summary(filters: Filters) -> Summary:
-    counts = _share_counts(degraded(filters))
+    counts = share_counts(degraded(filters))
     return Summary(filters, counts, _shares(counts), launched(filters).count(), resumes(filters).count())
 
 
-def shares_over(workflows: QuerySet[Any]) -> dict[str, Share]:
+def shares_over(workflows: QuerySet[Workflow]) -> dict[str, Share]:
     """The four shares over a given set of workflows (an incident's members' workflows), by the same
     definitions as the dashboard's; not limited to a period."""
-    return _shares(_share_counts(with_recovery(workflows)))
+    return _shares(share_counts(with_recovery(workflows)))
 
 
-def duplicate_effect_attempts(filters: Filters) -> QuerySet[Any]:
+def duplicate_effect_attempts(filters: Filters) -> QuerySet[Event]:
     """The refused duplicate effects themselves (events), in the period."""
     qs = Event.objects.filter(verb=DUPLICATE_EFFECT_VERB, at__gte=filters.since, at__lt=filters.until)
-    return in_scope(_narrowed(qs, filters, WORKFLOW_LOOKUPS, "workflow__"), filters.drills, to_workflow="workflow__")
+    return in_scope(narrowed(qs, filters, WORKFLOW_LOOKUPS, "workflow__"), filters.drills, to_workflow="workflow__")
 
 
 def choices(kinds: list[str] | None = None) -> dict[str, list[str]]:

@@ -28,7 +28,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Protocol
+from typing import Protocol, TypeAlias
 
 MAX_DEPTH = 64
 MAX_NODES = 20_000
@@ -188,12 +188,13 @@ class Amount:
         return f"{number} {self.currency}" if self.currency else number
 
 
-def amounts_in(data: Any) -> tuple[Amount, ...]:
-    """Every money-like value in ``data`` (any JSON-like shape), in reading order, each once."""
+def amounts_in(data: object) -> tuple[Amount, ...]:
+    """Every money-like value in ``data`` (any JSON-like shape: what is not JSON is read as no amount), in
+    reading order, each once."""
     return tuple(dict.fromkeys(_walk(data)))
 
 
-def carries_money(data: Any) -> bool:
+def carries_money(data: object) -> bool:
     return next(_walk(data), None) is not None
 
 
@@ -205,10 +206,10 @@ class _Close:
     currency: str | None
 
 
-def _walk(data: Any) -> Iterator[Amount]:
+def _walk(data: object) -> Iterator[Amount]:
     """Depth-first over ``data`` with an explicit stack of (value, depth, currency in scope, what its key says):
     no nesting can exhaust Python's stack, and MAX_DEPTH / MAX_NODES bound the work."""
-    stack: list[tuple[Any, int, str | None, str]] = [(data, 0, None, NOTHING)]
+    stack: list[tuple[object, int, str | None, str]] = [(data, 0, None, NOTHING)]
     found = nodes = 0
     while stack:
         value, depth, currency, says = stack.pop()
@@ -250,7 +251,7 @@ def _child_says(key: str, parent: str, currency_beside: bool) -> str:
     return own
 
 
-def _read_scalar(value: Any, currency: str | None, says: str) -> Amount | None:
+def _read_scalar(value: object, currency: str | None, says: str) -> Amount | None:
     if value is None or isinstance(value, bool) or value == "":
         return None
     unreadable = Amount(None, currency) if says in STRONG else None
@@ -299,7 +300,7 @@ def _decimal(text: str) -> Decimal | None:
     return number if number.is_finite() else None
 
 
-def _currency(value: Any) -> str | None:
+def _currency(value: object) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
@@ -354,6 +355,10 @@ class NoHistory:
         return set()
 
 
+# What tells one money effect from another: ("key", its idempotency key), ("seq", its step number),
+# ("name", its name, its amounts) or ("plan", its place in the plan).
+Identity: TypeAlias = tuple[str, str] | tuple[str, int] | tuple[str, str, tuple[Amount, ...]]
+
 UNKNOWN_OUTCOME, PENDING, PLANNED, RERUN = "outcome unknown", "pending", "planned", "re-run by the fork"
 
 
@@ -368,7 +373,7 @@ class MoneyEffect:
     name: str
     where: str  # UNKNOWN_OUTCOME, PENDING, PLANNED or RERUN
     amounts: tuple[Amount, ...]
-    identity: tuple[Any, ...]
+    identity: Identity
     plan_index: int | None = None
     moved_before: bool = False  # counted (also) because an effect of its name has moved money before
     declared: bool = False  # the agent planned it with moves_money: true
@@ -412,7 +417,7 @@ class MoneyAtStake:
         return {e.plan_index: e for e in self.effects if e.plan_index is not None}
 
     @classmethod
-    def of(cls, resume_state: Any, *, kind: str, history: History | None = None) -> MoneyAtStake:
+    def of(cls, resume_state: object, *, kind: str, history: History | None = None) -> MoneyAtStake:
         """Read from a checkpoint's resume state; ``history`` answers what moved money before (none: a
         reading from the resume state alone, as a queue row needs)."""
         history = history or NoHistory()
@@ -431,7 +436,7 @@ class MoneyAtStake:
         return cls(tuple(effects), tuple(unplanned))
 
 
-def _recorded(state: Mapping[str, Any]) -> list[MoneyEffect]:
+def _recorded(state: Mapping[str, object]) -> list[MoneyEffect]:
     """The unknown effects, the pending effect and the effect a fork re-runs, each once (the pending step can
     be an unknown one)."""
     unknown = state.get("unknown_effects")
@@ -451,7 +456,7 @@ def _recorded(state: Mapping[str, Any]) -> list[MoneyEffect]:
                 RERUN,
             )
         )
-    effects: dict[tuple[Any, ...], MoneyEffect] = {}
+    effects: dict[Identity, MoneyEffect] = {}
     for step, where in candidates:
         if isinstance(step, Mapping) and step.get("kind") == "effect":
             amounts = amounts_in(step.get("input"))
@@ -460,15 +465,15 @@ def _recorded(state: Mapping[str, Any]) -> list[MoneyEffect]:
     return list(effects.values())
 
 
-def _identity(step: Mapping[str, Any], amounts: tuple[Amount, ...]) -> tuple[Any, ...]:
-    if step.get("idempotency_key"):
-        return ("key", str(step["idempotency_key"]))
-    if isinstance(step.get("seq"), int):
-        return ("seq", step["seq"])
+def _identity(step: Mapping[str, object], amounts: tuple[Amount, ...]) -> Identity:
+    if key := step.get("idempotency_key"):
+        return ("key", str(key))
+    if isinstance(seq := step.get("seq"), int):
+        return ("seq", seq)
     return ("name", str(step.get("name")), amounts)
 
 
-def _planned(plan: list[Any]) -> list[MoneyEffect]:
+def _planned(plan: list[object]) -> list[MoneyEffect]:
     """The plan's effects, and any plan step that carries an amount or says it moves money."""
     effects = []
     for index, step in enumerate(plan[:1000]):
@@ -489,7 +494,7 @@ def _planned(plan: list[Any]) -> list[MoneyEffect]:
     return effects
 
 
-def _remaining(state: Mapping[str, Any]) -> list[str]:
+def _remaining(state: Mapping[str, object]) -> list[str]:
     agent_state = state.get("state")
     remaining = agent_state.get("remaining") if isinstance(agent_state, Mapping) else None
     return [str(r) for r in remaining[:200] if isinstance(r, str | int)] if isinstance(remaining, list) else []
@@ -528,7 +533,7 @@ def _once(recorded: list[MoneyEffect], planned: list[MoneyEffect], moved: set[st
 STAGES = ("committed", "pending", "planned")
 
 
-def amounts_by_stage(resume_state: Any, *, kind: str) -> dict[str, list[Amount]]:
+def amounts_by_stage(resume_state: object, *, kind: str) -> dict[str, list[Amount]]:
     """The amounts of a resume state by stage: committed (effects done), pending (unknown, pending or re-run
     effects) and planned (the agent's plan); "amount unknown" for a money effect whose amount cannot be read.
     The blast radius adds these up, and a rollout's money gate confirms their pending and planned total."""

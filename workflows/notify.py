@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMessage
@@ -26,6 +25,7 @@ from django.core.mail import EmailMessage
 from . import push, runtime
 from .models import Channel, Delivery, Notification
 from .models.action_links import links_for
+from .shapes import JsonObject
 
 WEBHOOK_URL = {"noun": "webhook URL", "owner": "channel (a receiver on a trusted network)"}
 
@@ -48,7 +48,7 @@ def subject_line(text: str) -> str:
     return line if len(line) <= SUBJECT_MAX_CHARS else line[: SUBJECT_MAX_CHARS - 1] + "…"
 
 
-def payload(notification: Notification, *, slack: bool) -> dict[str, Any]:
+def payload(notification: Notification, *, slack: bool) -> JsonObject:
     """What a webhook receives: the console's own shape, or Slack's incoming-webhook shape."""
     checkpoint = notification.checkpoint
     if slack:

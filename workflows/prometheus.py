@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from . import incident_figures, metrics, rollups, sla_figures
-from .metrics import in_scope
+from .filters import in_scope
 from .models import BrokerStatus, Checkpoint, Decision, Event, Incident, Reason, Workflow
 from .timings import Timing
 from .via import Via
@@ -47,14 +47,14 @@ class RecoveryCollector(Collector):
     """Every figure of the console as Prometheus metric families (see docs/grafana-dashboard.json)."""
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._checkpoints()
+        yield from self.checkpoints_in()
         yield from self._decisions()
         yield from self._workflows()
         yield from self._shares()
         yield from self._channels()
         yield from self._incidents()
 
-    def _checkpoints(self) -> Iterator[Metric]:
+    def checkpoints_in(self) -> Iterator[Metric]:
         open_now = GaugeMetricFamily(
             "recovery_open_checkpoints", "Checkpoints on the queue (open or claimed).", labels=["reason"]
         )

@@ -20,7 +20,8 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 import requests
 from cryptography.hazmat.primitives import serialization
@@ -87,7 +88,7 @@ def new_private_key() -> str:
     return base64.urlsafe_b64encode(number).rstrip(b"=").decode()
 
 
-def message(notification: Notification) -> dict[str, Any]:
+def message(notification: Notification) -> dict[str, str]:
     """What the service worker shows (static/sw.js): the title, a line, and the workbench to open on a tap."""
     checkpoint = notification.checkpoint
     return {
@@ -152,7 +153,13 @@ class _Door:
     answered as a ``requests.Response`` (redirects are never followed: a 3xx is an answer like any other)."""
 
     def post(
-        self, url: str, *, data: bytes | None = None, headers: Any = None, timeout: float | None = None, **_: Any
+        self,
+        url: str,
+        *,
+        data: bytes | None = None,
+        headers: Mapping[str, str | bytes] | None = None,
+        timeout: float | None = None,
+        **_: object,
     ) -> requests.Response:
         sent = {str(k): str(v) for k, v in dict(headers or {}).items()}
         answer = runtime.post(

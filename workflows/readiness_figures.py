@@ -7,18 +7,28 @@ rollups. Keeping the definitions here lets both import them without importing ea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
-from .models import Step
+from .models import Checkpoint, Step
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 
-def with_interruption_steps(qs: QuerySet[Any]) -> QuerySet[Any]:
+class InterruptionSteps(TypedDict):
+    """What ``with_interruption_steps`` annotates a checkpoint with (None: no such step was recorded)."""
+
+    at_name: str | None
+    before_name: str | None
+
+
+def with_interruption_steps(qs: QuerySet[Checkpoint]) -> QuerySet[WithAnnotations[Checkpoint, InterruptionSteps]]:
     """Checkpoints annotated with the name of the step they stopped at and of the step before it."""
     at = Step.objects.filter(workflow=OuterRef("workflow"), seq=OuterRef("at_seq"))
     before = Step.objects.filter(workflow=OuterRef("workflow"), seq__lt=OuterRef("at_seq")).order_by("-seq")
-    annotated: QuerySet[Any] = qs.annotate(
+    annotated: QuerySet[WithAnnotations[Checkpoint, InterruptionSteps]] = qs.annotate(
         at_name=Subquery(at.values("name")[:1]), before_name=Subquery(before.values("name")[:1])
     )
     return annotated

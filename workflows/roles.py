@@ -13,11 +13,16 @@ access rules of ``access.rules`` and the console's screens.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Q, QuerySet
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser
+
+    from .models.base import Operator
 
 OPERATOR = "operator"
 TPM = "tpm"
@@ -27,7 +32,7 @@ ACTING_ROLES = (OPERATOR, ADMIN)
 SUPERUSER = "superuser"  # not a group: what ``roles_of`` adds for a superuser, beside admin
 
 
-def operators() -> QuerySet[Any]:
+def operators() -> QuerySet[Operator]:
     """Everyone a checkpoint can be assigned or handed off to: active users in an acting role."""
     return (
         get_user_model()
@@ -38,7 +43,7 @@ def operators() -> QuerySet[Any]:
     )
 
 
-def owner_candidates() -> QuerySet[Any]:
+def owner_candidates() -> QuerySet[Operator]:
     """Who may own a workflow an agent reports: active members of the operator or admin group.
 
     Narrower than ``operators()``: a superuser account without a role is not a work queue.
@@ -48,7 +53,7 @@ def owner_candidates() -> QuerySet[Any]:
     )
 
 
-def set_role(user: Any, role: str) -> None:
+def set_role(user: Operator, role: str) -> None:
     """Put the user in exactly the group of ``role`` (groups are created on first use)."""
     if role not in ROLES:
         raise ValueError(f"Unknown role {role!r}: one of {', '.join(ROLES)}.")
@@ -75,7 +80,7 @@ def _grant_admin_permissions(group: Group) -> None:
         group.permissions.set(wanted)
 
 
-def roles_of(user: Any) -> frozenset[str]:
+def roles_of(user: Operator | AnonymousUser) -> frozenset[str]:
     """The roles of a signed-in, active user (superusers count as admins); cached per request."""
     if not user.is_authenticated or not user.is_active:
         return frozenset()
@@ -86,19 +91,20 @@ def roles_of(user: Any) -> frozenset[str]:
         if user.is_superuser:
             names |= {ADMIN, SUPERUSER}
         cached = frozenset(names)
-        user._console_roles = cached  # a per-request cache on the user object
+        # A per-request cache on the user object, an attribute the model does not declare.
+        setattr(user, "_console_roles", cached)  # noqa: B010
     return cached
 
 
-def can_act(user: Any) -> bool:
+def can_act(user: Operator | AnonymousUser) -> bool:
     """Operators and admins may change checkpoints and workflows."""
     return bool(roles_of(user) & set(ACTING_ROLES))
 
 
-def can_review(user: Any) -> bool:
+def can_review(user: Operator | AnonymousUser) -> bool:
     """TPMs and admins read the program's figures (the resume dashboard, readiness, staffing)."""
     return bool(roles_of(user) & {TPM, ADMIN})
 
 
-def is_admin(user: Any) -> bool:
+def is_admin(user: Operator | AnonymousUser) -> bool:
     return ADMIN in roles_of(user)

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
-from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import TruncDate
 
-from .metrics import Filters, Share, V, in_scope
-from .models import Decision, Event
+from .filters import Filters, in_scope
+from .metrics import Share, V
+from .models import Checkpoint, Decision, Event
 from .models.events import SWEEP_VERBS
 from .timings import Timing, _timing, opened_checkpoints
 from .trends import _as_day
 from .via import Via
 
 
-def decisions(filters: Filters) -> QuerySet[Any]:
+def decisions(filters: Filters) -> QuerySet[Decision]:
     """Decisions on checkpoints opened in the period (every one: failed and rejected ones too)."""
     return Decision.objects.filter(checkpoint__in=opened_checkpoints(filters).values("pk"))
 
@@ -130,13 +130,13 @@ def met_and_breached_by_day(filters: Filters) -> tuple[list[date], list[int], li
     return days, [by_day.get(d, (0, 0))[0] for d in days], [by_day.get(d, (0, 0))[1] for d in days]
 
 
-def breaches_by(breaches: QuerySet[Any], lookup: str, limit: int = 10) -> list[tuple[str, int]]:
+def breaches_by(breaches: QuerySet[Checkpoint], lookup: str, limit: int = 10) -> list[tuple[str, int]]:
     """The most frequent values of ``lookup`` among ``breaches`` (checkpoints), most first."""
     rows = breaches.order_by().values(lookup).annotate(n=Count("pk")).order_by("-n", lookup)[:limit]
     return [(str(r[lookup]) if r[lookup] is not None else "", r["n"]) for r in rows]
 
 
-def breaches_by_hour_of_week(breaches: QuerySet[Any]) -> list[list[int]]:
+def breaches_by_hour_of_week(breaches: QuerySet[Checkpoint]) -> list[list[int]]:
     """7 rows (Monday first) of 24 hours (UTC): how many breaches fell in each hour of the week."""
     from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
 

@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.db.models.fields.json import KT
 from django.db.models.functions import ExtractHour, ExtractIsoWeekDay
 
@@ -140,7 +140,8 @@ def handling_seconds(filters: metrics.Filters) -> tuple[float | None, int]:
     """Mean recorded handling time (first claim, or opening, to first decision) and how many were decided."""
     rows = (
         timings.with_clocks(timings.opened_checkpoints(filters))
-        .filter(first_decided_at__isnull=False)
+        # In a Q: django-stubs checks an annotation's __isnull against the annotation's own type.
+        .filter(Q(first_decided_at__isnull=False))
         .values_list("opened_at", "claimed_first_at", "first_decided_at")
     )
     spans = [
@@ -213,10 +214,10 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
             day=ExtractIsoWeekDay("opened_at"),
             hour=ExtractHour("opened_at"),
             policy_name=KT("sla__policy"),
-            claim=KT("sla__claim_target"),
-            decision=KT("sla__decision_target"),
+            claim_target=KT("sla__claim_target"),
+            decision_target=KT("sla__decision_target"),
         )
-        .values("day", "hour", "policy_name", "claim", "decision")
+        .values("day", "hour", "policy_name", "claim_target", "decision_target")
         .annotate(n=Count("pk"))
         .order_by()
     )
@@ -225,7 +226,8 @@ def budget(filters: metrics.Filters, level: float = 0.8) -> Budget:
         d, h = row["day"] - 1, row["hour"]
         name = row["policy_name"] or DEFAULT_POLICY
         policy = policies.setdefault(
-            name, Policy(name, _seconds(row["claim"]), _seconds(row["decision"]) or DEFAULT_DECISION_TARGET)
+            name,
+            Policy(name, _seconds(row["claim_target"]), _seconds(row["decision_target"]) or DEFAULT_DECISION_TARGET),
         )
         rate = row["n"] / max(hours[d][h], 1)
         cell = cells[d][h]

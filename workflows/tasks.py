@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from celery import shared_task
 from celery.app.task import Task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from . import notify, runtime
 from .clock import database_now
@@ -124,7 +124,7 @@ def relay_outbox(limit: int = 100) -> int:
     )
 
 
-def relay(due: QuerySet[Any], task: Task[[int], str], limit: int, *, sent: Callable[[int], object]) -> int:
+def relay(due: QuerySet[Model], task: Task[[int], str], limit: int, *, sent: Callable[[int], object]) -> int:
     """Hand the due rows of one outbox to the broker, oldest first; ``sent`` moves a row's lease ahead.
 
     ``SKIP LOCKED`` lets several relays run side by side. A broker that refuses a message (down, or its
@@ -286,10 +286,25 @@ def refresh_sqlite_statistics() -> None:
             cursor.execute("PRAGMA optimize")
 
 
+class SweepResult(TypedDict):
+    """What one sweep did, step by step (for the worker's log)."""
+
+    relayed: int
+    reclaimed: int
+    sla: dict[str, int]
+    silent: int
+    replays: tuple[int, int]
+    stale_runbooks: int
+    notifications: int
+    slack: int
+    rollouts: int
+    drills: int
+
+
 @shared_task(acks_late=True, ignore_result=True)
-def sweep() -> dict[str, Any]:
+def sweep() -> SweepResult:
     """The periodic sweep: every step is a conditional update, so many schedulers are harmless."""
-    result = {
+    result: SweepResult = {
         "relayed": relay_outbox(),
         "reclaimed": reclaim_stuck_deliveries(),
         "sla": sweep_clocks(),
@@ -327,7 +342,7 @@ STAND_DOWN_MAX_RETRY_SECONDS = 300
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, max_retries=STAND_DOWN_RETRIES)
-def send_stand_down(self: Any, decision_id: int) -> str:
+def send_stand_down(self: Task[[int], str], decision_id: int) -> str:
     """After a failover: tell the replaced agent to stand down (its API access to the workflow already ended)."""
     decision = (
         Decision.objects.select_related("replaced_agent", "standby", "checkpoint__workflow")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db import NotSupportedError, connection, transaction
 from django.db.models import (
@@ -28,8 +29,15 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from .metrics import COMPLETED, Filters, V, _checkpoints, degraded
-from .models import Decision, Event
+from .filters import Filters, checkpoints_in
+from .metrics import COMPLETED, V, degraded
+from .models import Checkpoint, Decision, Event
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
+    from django.db.models import Model
+    from django.db.models.sql.compiler import SQLCompiler, _AsSqlType
+    from django_stubs_ext import WithAnnotations
 
 
 @dataclass(frozen=True)
@@ -76,27 +84,34 @@ def _nearest_rank(n: int, pct: float) -> int:
     return max(1, math.ceil(pct / 100 * n))
 
 
+class Clocks(TypedDict):
+    """What ``with_clocks`` annotates a checkpoint with: its first claim (or assignment) and first decision."""
+
+    claimed_first_at: datetime | None
+    first_decided_at: datetime | None
+
+
 class Seconds(Func):
     """``end - start`` in seconds (PostgreSQL): ``EXTRACT(EPOCH …)`` is exact, its cast to float rounds like
     ``timedelta.total_seconds()``, so the database orders and interpolates the values Python would."""
 
     output_field = FloatField()
 
-    def __init__(self, end: Any, start: Any) -> None:
+    def __init__(self, end: F, start: F) -> None:
         super().__init__(end, start)
 
     def as_sql(
         self,
-        compiler: Any,
-        connection: Any,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
         function: str | None = None,
         template: str | None = None,
         arg_joiner: str | None = None,
-        **extra_context: Any,
-    ) -> Any:
+        **extra_context: object,
+    ) -> _AsSqlType:
         raise NotSupportedError("Seconds is PostgreSQL's; other databases order the durations themselves.")
 
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+    def as_postgresql(self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: object) -> _AsSqlType:
         (end, end_params), (start, start_params) = (compiler.compile(e) for e in self.source_expressions)
         return f"EXTRACT(EPOCH FROM ({end} - {start}))::double precision", (*end_params, *start_params)
 
@@ -108,8 +123,8 @@ class _OrderedSet(Aggregate):
     template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
     output_field = FloatField()
 
-    def __init__(self, expression: Any, fraction: float, **extra: Any) -> None:
-        super().__init__(expression, fraction=repr(float(fraction)), **extra)
+    def __init__(self, expression: str, fraction: float) -> None:
+        super().__init__(expression, fraction=repr(float(fraction)))
 
 
 class PercentileCont(_OrderedSet):
@@ -120,7 +135,7 @@ class PercentileDisc(_OrderedSet):
     function = "percentile_disc"  # the first value at or past the fraction: the nearest rank
 
 
-def _timing(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
+def _timing(label: str, qs: QuerySet[Model], start: str, end: str) -> Timing:
     """``end - start`` over the rows of ``qs`` that have both, computed where the rows are: a million
     checkpoints never travel to Python for a median."""
     if connection.vendor == "postgresql":
@@ -139,7 +154,7 @@ def _timing(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
     return _timing_by_rank(label, qs, start, end)
 
 
-def _timing_by_rank(label: str, qs: QuerySet[Any], start: str, end: str) -> Timing:
+def _timing_by_rank(label: str, qs: QuerySet[Model], start: str, end: str) -> Timing:
     """Elsewhere (SQLite): count, then read only the middle row or two and the p90 row, in the order of
     the durations. The database sorts; Python interpolates exactly as ``median`` does."""
     durations = (
@@ -157,15 +172,15 @@ def _timing_by_rank(label: str, qs: QuerySet[Any], start: str, end: str) -> Timi
     return Timing(label, n, _halfway(middle[0], middle[-1]), p90)
 
 
-def opened_checkpoints(filters: Filters) -> QuerySet[Any]:
-    return _checkpoints(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
+def opened_checkpoints(filters: Filters) -> QuerySet[Checkpoint]:
+    return checkpoints_in(filters).filter(opened_at__gte=filters.since, opened_at__lt=filters.until)
 
 
-def with_clocks(qs: QuerySet[Any]) -> QuerySet[Any]:
+def with_clocks(qs: QuerySet[Checkpoint]) -> QuerySet[WithAnnotations[Checkpoint, Clocks]]:
     """Checkpoints annotated with their first claim (or assignment) and their first decision."""
     first_claim = Event.objects.filter(checkpoint=OuterRef("pk"), verb__in=[V.CLAIMED, V.ASSIGNED]).order_by("at")
     first_decision = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("decided_at")
-    annotated: QuerySet[Any] = qs.annotate(
+    annotated: QuerySet[WithAnnotations[Checkpoint, Clocks]] = qs.annotate(
         # The checkpoint stamps its first claim (first_claimed_at); rows from before it did: the events.
         claimed_first_at=Coalesce(
             "first_claimed_at", Subquery(first_claim.values("at")[:1]), output_field=DateTimeField()

@@ -7,23 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
 
 from django.db.models import Count
 from django.db.models.functions import TruncDate, TruncWeek
 
-from .metrics import (
-    DIMENSIONS,
-    FIGURES,
-    GRANULARITIES,
-    Filters,
-    Share,
-    _checkpoints,
-    _share_counts,
-    degraded,
-    launched,
-    resumes,
-)
+from .filters import DIMENSIONS, Filters, checkpoints_in
+from .metrics import FIGURES, GRANULARITIES, Share, degraded, launched, resumes, share_counts
 
 
 def buckets(filters: Filters, granularity: str) -> list[date]:
@@ -37,11 +26,11 @@ def buckets(filters: Filters, granularity: str) -> list[date]:
     return days
 
 
-def _trunc(granularity: str, name: str) -> Any:
+def _trunc(granularity: str, name: str) -> TruncDate | TruncWeek:
     return (TruncDate if granularity == "day" else TruncWeek)(name, tzinfo=UTC)
 
 
-def _as_day(value: Any) -> date:
+def _as_day(value: date | datetime) -> date:
     return value.date() if isinstance(value, datetime) else value
 
 
@@ -70,18 +59,19 @@ def series(filters: Filters, granularity: str = "day") -> Series:
         {slug: [None] * len(days) for slug in FIGURES},
     )
 
-    def place(rows: Iterable[dict[str, Any]], target: list[int]) -> None:
-        for row in rows:
-            i = index.get(_as_day(row["bucket"]))
+    def place(rows: Iterable[tuple[date | datetime, int]], target: list[int]) -> None:
+        for bucket, n in rows:
+            i = index.get(_as_day(bucket))
             if i is not None:
-                target[i] += row["n"]
+                target[i] += n
 
     place(
         launched(filters)
         .annotate(bucket=_trunc(granularity, "created_at"))
         .values("bucket")
         .annotate(n=Count("pk"))
-        .order_by(),
+        .order_by()
+        .values_list("bucket", "n"),
         out.launches,
     )
     place(
@@ -89,10 +79,11 @@ def series(filters: Filters, granularity: str = "day") -> Series:
         .annotate(bucket=_trunc(granularity, "finished_at"))
         .values("bucket")
         .annotate(n=Count("pk"))
-        .order_by(),
+        .order_by()
+        .values_list("bucket", "n"),
         out.resumes,
     )
-    aggregates: dict[str, Any] = {"n": Count("pk")}
+    aggregates: dict[str, Count] = {"n": Count("pk")}
     for slug, figure in FIGURES.items():
         aggregates[f"n:{slug}:met"] = Count("pk", filter=figure.denominator & figure.numerator)
         aggregates[f"n:{slug}:whole"] = Count("pk", filter=figure.denominator) if figure.denominator else Count("pk")
@@ -121,7 +112,7 @@ def _dimension_values(filters: Filters, dimension: str) -> list[str]:
         return list(degraded(filters).values_list("kind", flat=True).distinct().order_by("kind"))
     column = {"reason": "reason", "runbook": "runbook__slug", "team": "team__slug"}[dimension]
     interrupted = degraded(filters).values("pk")
-    values = _checkpoints(filters).filter(workflow__in=interrupted).values_list(column, flat=True)
+    values = checkpoints_in(filters).filter(workflow__in=interrupted).values_list(column, flat=True)
     return sorted({v or "" for v in values.distinct().order_by()})
 
 
@@ -143,7 +134,7 @@ def breakdown(filters: Filters, dimension: str) -> list[BreakdownRow]:
         if dimension in ("runbook", "team") and not value:
             continue  # no runbook matched, or routed to no team: nothing to filter on
         narrowed = filters.only(**{dimension: value})
-        counts = _share_counts(degraded(narrowed))
+        counts = share_counts(degraded(narrowed))
         rows.append(
             BreakdownRow(
                 value,

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from ninja import Router, Status
 
 from ..models import Checkpoint, Conflict, Workflow, canonical
 from .errors import ApiError
 from .schemas import ERRORS, CheckpointIn, CheckpointOut
-from .shaping import calling_agent, checkpoint_body, own_workflow, parse_pk, stood_down_or_not_found
+from .shaping import CheckpointBody, calling_agent, checkpoint_body, own_workflow, parse_pk, stood_down_or_not_found
 
 router = Router()
 
@@ -39,7 +37,7 @@ def _resent_checkpoint(workflow: Workflow, payload: CheckpointIn) -> Checkpoint 
 
 
 @router.post("/workflows/{workflow_id}/checkpoints", response={200: CheckpointOut, 201: CheckpointOut, **ERRORS})
-def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointIn) -> Status[Any]:
+def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointIn) -> Status[CheckpointBody]:
     """Pause the workflow at a checkpoint for an operator; answers the computed resume state.
 
     An identical resend of the open checkpoint answers 200 with it; any other while one is open, 409."""
@@ -63,7 +61,7 @@ def open_checkpoint(request: HttpRequest, workflow_id: str, payload: CheckpointI
 
 
 @router.get("/checkpoints/{checkpoint_id}", response={200: CheckpointOut, **ERRORS})
-def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> dict[str, Any]:
+def get_checkpoint(request: HttpRequest, checkpoint_id: str) -> CheckpointBody:
     """The checkpoint and its decision. Agents without a resume endpoint poll this."""
     pk = parse_pk(checkpoint_id)
     checkpoint = (

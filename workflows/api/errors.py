@@ -54,7 +54,7 @@ def _validation_code(kind: str) -> str:
     return kind if kind.replace("_", "").isalpha() and kind.islower() else "invalid_value"
 
 
-def _field(loc: tuple[Any, ...]) -> str | None:
+def _field(loc: tuple[str | int, ...]) -> str | None:
     # ninja reports ("body", <parameter name>, ...): the agent only knows the part after them.
     parts = loc[2:] if loc[:1] == ("body",) else loc[1:]
     return dotted(tuple(parts))

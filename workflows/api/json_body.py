@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, NoReturn
 
 from django.http import HttpRequest
 from ninja.parser import Parser
+
+from ..shapes import Json
 
 MAX_DEPTH = 64
 # Longer integers are not real data: they overflow every column and most JSON readers.
@@ -47,7 +49,7 @@ def _parse_float(text: str) -> float | _Unrepresentable:
     return value if math.isfinite(value) else _Unrepresentable(text)
 
 
-def _refuse_constant(name: str) -> Any:
+def _refuse_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON value")
 
 
@@ -72,9 +74,10 @@ def _check_text(text: str, path: tuple[str | int, ...]) -> None:
         ) from None
 
 
-def check_tree(data: Any) -> None:
-    """Walk the parsed body without recursion and refuse what cannot be stored."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+def check_tree(data: object) -> None:
+    """Walk the parsed body (JSON values, and the numbers ``_parse_int`` could not keep) without recursion and
+    refuse what cannot be stored."""
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(data, ())]
     while stack:
         value, path = stack.pop()
         if len(path) > MAX_DEPTH:
@@ -94,9 +97,9 @@ def check_tree(data: Any) -> None:
             raise BodyRejected(422, "number_out_of_range", f"The number {shown} is too large to store.", dotted(path))
 
 
-def load_json(raw: bytes) -> Any:
+def load_json(raw: bytes) -> Json:
     try:
-        data = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
+        data: Json = json.loads(raw, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
     except RecursionError:
         raise BodyRejected(422, "too_deep", f"The body is nested deeper than {MAX_DEPTH} levels.") from None
     except ValueError as exc:  # includes UnicodeDecodeError and json.JSONDecodeError

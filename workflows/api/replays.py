@@ -4,7 +4,7 @@ sent later for a long replay. Nothing here changes an endpoint of v1."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TypedDict
 
 from django.http import HttpRequest
 from ninja import Router
@@ -17,7 +17,33 @@ from .shaping import calling_agent
 router = Router()
 
 
-def agent_body(agent: Agent) -> dict[str, Any]:
+class AgentBody(TypedDict):
+    """The calling agent as ``GET /agent`` answers it."""
+
+    name: str
+    capabilities: list[str]
+    runtime_version: str
+    kinds: list[str]
+    replay_endpoint: bool
+    fork_edits: list[str]
+
+
+class ReplayBody(TypedDict):
+    """A replay as ``GET /replays/{id}`` answers it."""
+
+    id: str
+    workflow_id: str
+    status: str
+    from_seq: int
+    to_seq: int
+    reason: str
+    runtime_version: str
+    first_divergent_seq: int | None
+    explanation: str
+    safety_violations: list[str]
+
+
+def agent_body(agent: Agent) -> AgentBody:
     return {
         "name": agent.name,
         "capabilities": list(agent.capabilities or []),
@@ -28,7 +54,7 @@ def agent_body(agent: Agent) -> dict[str, Any]:
     }
 
 
-def replay_body(run: ReplayRun) -> dict[str, Any]:
+def replay_body(run: ReplayRun) -> ReplayBody:
     return {
         "id": str(run.replay_id),
         "workflow_id": str(run.workflow_id),
@@ -44,13 +70,13 @@ def replay_body(run: ReplayRun) -> dict[str, Any]:
 
 
 @router.get("/agent", response={200: AgentOut, **ERRORS})
-def get_agent(request: HttpRequest) -> dict[str, Any]:
+def get_agent(request: HttpRequest) -> AgentBody:
     """The calling agent as the console knows it: its advertised capabilities."""
     return agent_body(calling_agent(request))
 
 
 @router.post("/agent/capabilities", response={200: AgentOut, **ERRORS})
-def advertise_capabilities(request: HttpRequest, payload: CapabilitiesIn) -> dict[str, Any]:
+def advertise_capabilities(request: HttpRequest, payload: CapabilitiesIn) -> AgentBody:
     """The runtime says what it supports; the console offers operators only that (the URLs stay admin-set)."""
     agent = calling_agent(request)
     agent.advertise(
@@ -74,13 +100,13 @@ def _own_replay(request: HttpRequest, replay_id: str) -> ReplayRun:
 
 
 @router.get("/replays/{replay_id}", response={200: ReplayOut, **ERRORS})
-def get_replay(request: HttpRequest, replay_id: str) -> dict[str, Any]:
+def get_replay(request: HttpRequest, replay_id: str) -> ReplayBody:
     """A long replay checks here whether an operator cancelled it."""
     return replay_body(_own_replay(request, replay_id))
 
 
 @router.post("/replays/{replay_id}/results", response={200: ReplayOut, **ERRORS})
-def post_replay_results(request: HttpRequest, replay_id: str, payload: ReplayResultsIn) -> dict[str, Any]:
+def post_replay_results(request: HttpRequest, replay_id: str, payload: ReplayResultsIn) -> ReplayBody:
     """Results of a replay the runtime accepted with 202 (or ``error``: why it could not replay)."""
     run = _own_replay(request, replay_id)
     agent = calling_agent(request)

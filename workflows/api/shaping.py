@@ -2,13 +2,83 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from django.db.models import Exists, OuterRef, Q
 from django.http import HttpRequest
 
 from ..models import Agent, Checkpoint, Decision, Event, Hold, Workflow
 from .errors import ApiError, not_found
+
+if TYPE_CHECKING:
+    from ..models.base import Operator
+
+
+class CheckpointSummary(TypedDict):
+    """A checkpoint as a workflow's body lists it (API.md, endpoint 2)."""
+
+    id: str
+    status: str
+    reason: str
+    detail: str
+    at_seq: int | None
+    opened_at: datetime
+    due_at: datetime
+    breached: bool
+    resolved_at: datetime | None
+
+
+class WorkflowBody(TypedDict):
+    """Endpoints 1, 2 and 6: a workflow with its steps (as ``Step.as_dict``) and checkpoints."""
+
+    id: str
+    external_id: str
+    kind: str
+    title: str
+    status: str
+    owner: str | None
+    agent: str
+    context: Mapping[str, object]
+    summary: str
+    created_at: datetime
+    last_activity_at: datetime
+    finished_at: datetime | None
+    forked_from: str | None
+    forked_at_seq: int | None
+    steps: list[Mapping[str, object]]
+    checkpoints: list[CheckpointSummary]
+
+
+class DecisionBody(TypedDict):
+    """The decision a checkpoint's body carries once an operator decided."""
+
+    action: str
+    instructions: str
+    confirmations: Mapping[str, object]
+    new_owner: str | None
+    decided_by: str
+    decided_at: datetime
+    state: str
+    delivery_id: str
+
+
+class RunbookLink(TypedDict):
+    slug: str
+    title: str
+    url: str | None
+
+
+class CheckpointBody(CheckpointSummary):
+    """Endpoints 4 and 5: a checkpoint with its resume state, and the decision once there is one."""
+
+    workflow_id: str
+    assignee: str | None
+    warn_at: datetime | None
+    runbook: RunbookLink | None
+    resume_state: Mapping[str, object]
+    decision: DecisionBody | None
 
 
 def calling_agent(request: HttpRequest) -> Agent:
@@ -69,11 +139,11 @@ def stood_down_or_not_found(request: HttpRequest, workflow_pk: int | None, what:
     return ApiError(409, "stood_down", failover.stand_down_message())
 
 
-def _username(user: Any) -> str | None:
+def _username(user: Operator | None) -> str | None:
     return user.get_username() if user else None
 
 
-def checkpoint_summary(checkpoint: Checkpoint) -> dict[str, Any]:
+def checkpoint_summary(checkpoint: Checkpoint) -> CheckpointSummary:
     return {
         "id": str(checkpoint.pk),
         "status": checkpoint.status,
@@ -87,7 +157,7 @@ def checkpoint_summary(checkpoint: Checkpoint) -> dict[str, Any]:
     }
 
 
-def workflow_body(workflow: Workflow) -> dict[str, Any]:
+def workflow_body(workflow: Workflow) -> WorkflowBody:
     workflow.refresh_from_db()  # callers changed it through other instances (open_for, touch)
     return {
         "id": str(workflow.pk),
@@ -109,7 +179,7 @@ def workflow_body(workflow: Workflow) -> dict[str, Any]:
     }
 
 
-def decision_body(decision: Decision) -> dict[str, Any]:
+def decision_body(decision: Decision) -> DecisionBody:
     return {
         "action": decision.action,
         "instructions": decision.instructions,
@@ -122,7 +192,7 @@ def decision_body(decision: Decision) -> dict[str, Any]:
     }
 
 
-def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) -> dict[str, Any]:
+def checkpoint_body(checkpoint: Checkpoint, decision: Decision | None = None) -> CheckpointBody:
     runbook = checkpoint.runbook
     read = checkpoint.runbook_version or runbook  # the title and link of the version it opened with
     return {

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import HttpRequest
 from ninja import Router, Status
 
@@ -11,13 +9,13 @@ from ..models import Agent, Conflict, Hold, Workflow
 from .checkpoints import checkpoint_conflict
 from .errors import ApiError
 from .schemas import ERRORS, FinishIn, WorkflowIn, WorkflowOut
-from .shaping import calling_agent, own_workflow, workflow_body
+from .shaping import WorkflowBody, calling_agent, own_workflow, workflow_body
 
 router = Router()
 
 
 @router.post("/workflows", response={200: WorkflowOut, 201: WorkflowOut, **ERRORS})
-def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status[Any]:
+def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status[WorkflowBody]:
     """Start a workflow. The same external_id again answers 200 with the existing one; a new one under a
     hold that refuses new workflows answers 409 agent_on_hold (docs/API.md, "Holds")."""
     Hold.refuse_new(calling_agent(request), kind=payload.kind, external_id=payload.external_id)
@@ -33,7 +31,7 @@ def create_workflow(request: HttpRequest, payload: WorkflowIn) -> Status[Any]:
 
 
 @router.get("/workflows/{workflow_id}", response={200: WorkflowOut, **ERRORS})
-def get_workflow(request: HttpRequest, workflow_id: str) -> dict[str, Any]:
+def get_workflow(request: HttpRequest, workflow_id: str) -> WorkflowBody:
     """The workflow with its steps (by seq) and checkpoints."""
     workflow = own_workflow(request, workflow_id, touch=False)
     workflow.touch(reading=True)  # a sign of life while it runs; polling a paused one is not activity
@@ -52,7 +50,7 @@ def _finish(workflow: Workflow, payload: FinishIn, agent: Agent) -> None:
 
 
 @router.post("/workflows/{workflow_id}/finish", response={200: WorkflowOut, **ERRORS})
-def finish_workflow(request: HttpRequest, workflow_id: str, payload: FinishIn) -> dict[str, Any]:
+def finish_workflow(request: HttpRequest, workflow_id: str, payload: FinishIn) -> WorkflowBody:
     """Close the workflow as completed or failed; 409 while a checkpoint is unresolved."""
     workflow = own_workflow(request, workflow_id)
     if workflow.status != payload.status:  # the same finish again is a harmless retry

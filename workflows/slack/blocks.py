@@ -8,7 +8,6 @@ or into ``mrkdwn`` escaped (``esc``), so it can neither ping a channel nor forge
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
@@ -16,6 +15,7 @@ from django.urls import reverse
 from ..models import Action, Checkpoint, Decision
 from ..models.runbooks import RESUMING_ACTIONS
 from ..roles import operators
+from ..shapes import Json, JsonObject
 
 # The buttons of an open checkpoint, in the order shown; failover stays in the console (it picks an agent).
 DECISION_BUTTONS = (Action.RESUME, Action.RETRY_STEP, Action.HANDOFF, Action.ABORT)
@@ -25,7 +25,7 @@ MODAL = "decide"  # the modal's callback id
 MAX_TEXT = 2900  # Slack's limit for a section's text is 3000 characters
 
 
-def esc(text: Any) -> str:
+def esc(text: object) -> str:
     """Slack mrkdwn treats <, > and & as markup (links, mentions, @channel): escape them."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -86,7 +86,7 @@ def status_line(checkpoint: Checkpoint) -> str:
     return f"{what} ({decision.status})."
 
 
-def checkpoint_message(checkpoint: Checkpoint) -> dict[str, Any]:
+def checkpoint_message(checkpoint: Checkpoint) -> JsonObject:
     """The message of a checkpoint: text (for notifications) and blocks (what Slack shows)."""
     workflow = checkpoint.workflow
     title = f"{checkpoint.get_reason_display()}: {workflow.kind} {workflow.external_id}"
@@ -98,7 +98,7 @@ def checkpoint_message(checkpoint: Checkpoint) -> dict[str, Any]:
         f"*Due*\n{checkpoint.due_at:%Y-%m-%d %H:%M} UTC{breached}",
         f"*Money at stake*\n{esc(money)}",
     ]
-    blocks: list[dict[str, Any]] = [
+    blocks: list[Json] = [
         {"type": "header", "text": {"type": "plain_text", "text": _clip(title, 150)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _clip(f"*{status_line(checkpoint)}*")}},
         {
@@ -126,10 +126,10 @@ def checkpoint_message(checkpoint: Checkpoint) -> dict[str, Any]:
     return {"text": _clip(f"{esc(title)}: {status_line(checkpoint)}", 1000), "blocks": blocks}
 
 
-def _buttons(checkpoint: Checkpoint) -> list[dict[str, Any]]:
+def _buttons(checkpoint: Checkpoint) -> list[Json]:
     value = f"{checkpoint.pk}:{stamp(checkpoint)}"
     runbook = checkpoint.runbook_version
-    buttons = []
+    buttons: list[Json] = []
     if checkpoint.is_unclaimed:
         buttons.append(_button("Claim", CLAIM, value, style="primary"))
     buttons += [
@@ -148,8 +148,8 @@ def _buttons(checkpoint: Checkpoint) -> list[dict[str, Any]]:
     return buttons
 
 
-def _button(label: str, action_id: str, value: str, *, style: str | None = None) -> dict[str, Any]:
-    button: dict[str, Any] = {
+def _button(label: str, action_id: str, value: str, *, style: str | None = None) -> JsonObject:
+    button: JsonObject = {
         "type": "button",
         "action_id": action_id,
         "value": value,
@@ -160,7 +160,7 @@ def _button(label: str, action_id: str, value: str, *, style: str | None = None)
     return button
 
 
-def proposal_message(decision: Decision) -> dict[str, Any]:
+def proposal_message(decision: Decision) -> JsonObject:
     """A four-eyes proposal in the checkpoint's thread: Approve / Reject while it waits, then the answer."""
     who = esc(decision.decided_by.get_username())
     lines = [f"*{who} proposes: {decision.get_action_display()}*"]
@@ -179,7 +179,7 @@ def proposal_message(decision: Decision) -> dict[str, Any]:
     else:
         approver = esc(decision.approved_by.get_username()) if decision.approved_by else "?"
         lines.append(f"Approved by {approver}.")
-    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": _clip("\n".join(lines))}}]
+    blocks: list[Json] = [{"type": "section", "text": {"type": "mrkdwn", "text": _clip("\n".join(lines))}}]
     if decision.awaits_approval:
         blocks.append(
             {
@@ -203,10 +203,10 @@ def same_phrase(typed: str, phrase: str) -> bool:
     return " ".join(typed.split()).casefold() == " ".join(phrase.split()).casefold()
 
 
-def decision_modal(checkpoint: Checkpoint, action: str) -> dict[str, Any]:
+def decision_modal(checkpoint: Checkpoint, action: str) -> JsonObject:
     """The modal a decision button opens: instructions, each unknown effect's confirmation, the money."""
     label = Action(action).label
-    blocks: list[dict[str, Any]] = [
+    blocks: list[Json] = [
         {
             "type": "section",
             "text": {
@@ -250,7 +250,7 @@ def decision_modal(checkpoint: Checkpoint, action: str) -> dict[str, Any]:
             )
             blocks.append(_input("money", _clip(f"Type “{money_phrase(checkpoint)}” to confirm", 150)))
     if action == Action.HANDOFF:
-        people = [_option(u.get_username(), u.get_username()) for u in operators()[:100]]
+        people: list[Json] = [_option(u.get_username(), u.get_username()) for u in operators()[:100]]
         if people:
             blocks.append(
                 {
@@ -273,7 +273,7 @@ def decision_modal(checkpoint: Checkpoint, action: str) -> dict[str, Any]:
     }
 
 
-def _input(block_id: str, label: str, *, multiline: bool = False, optional: bool = False) -> dict[str, Any]:
+def _input(block_id: str, label: str, *, multiline: bool = False, optional: bool = False) -> JsonObject:
     return {
         "type": "input",
         "block_id": block_id,
@@ -283,5 +283,5 @@ def _input(block_id: str, label: str, *, multiline: bool = False, optional: bool
     }
 
 
-def _option(text: str, value: str) -> dict[str, Any]:
+def _option(text: str, value: str) -> JsonObject:
     return {"text": {"type": "plain_text", "text": _clip(text, 75)}, "value": value[:150]}

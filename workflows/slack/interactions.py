@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from django.conf import settings
 from django.core import signing
@@ -25,15 +25,19 @@ from workflows.models import Decider
 from ..models import Action, Checkpoint, Conflict, Decision
 from ..models.slack import SlackLink, SlackMessage, SlackWorkspace
 from ..roles import can_act, operators
+from ..shapes import Json, JsonObject
 from ..via import Via, acting_via
 from . import blocks, outbox, people, web
 
+if TYPE_CHECKING:
+    from ..models.base import Operator
+
 log = logging.getLogger(__name__)
 LINK_SALT = "slack-link"
-Answer = dict[str, Any] | None  # the JSON body Slack gets back (a modal's errors), or None for an empty 200
+Answer: TypeAlias = "JsonObject | None"  # the JSON body Slack gets back (a modal's errors), or None for an empty 200
 
 
-def handle(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
+def handle(workspace: SlackWorkspace, payload: JsonObject) -> Answer:
     kind = payload.get("type")
     if kind == "block_actions":
         return _pressed(workspace, payload)
@@ -52,20 +56,28 @@ def link_url(workspace: SlackWorkspace, slack_user_id: str) -> str:
     return str(settings.CONSOLE_URL).rstrip("/") + reverse("slack_link", args=[token])
 
 
-def read_link(token: str) -> dict[str, Any]:
+class LinkToken(TypedDict):
+    """What a one-time link carries (signed by ``link_url``): the workspace, the Slack user, a nonce."""
+
+    w: int
+    u: str
+    n: str
+
+
+def read_link(token: str) -> LinkToken:
     """The link's contents; signing.BadSignature (or SignatureExpired) when forged or too old."""
     data = signing.loads(token, salt=LINK_SALT, max_age=settings.SLACK_LINK_MAX_AGE_SECONDS)
     if not isinstance(data, dict) or not {"w", "u", "n"} <= set(data):
         raise signing.BadSignature("Not a link token.")
-    return data
+    return LinkToken(w=data["w"], u=data["u"], n=data["n"])
 
 
-def _slack_user(payload: dict[str, Any]) -> str:
+def _slack_user(payload: JsonObject) -> str:
     user = payload.get("user")
     return str(user.get("id") or "") if isinstance(user, dict) else ""
 
 
-def person(workspace: SlackWorkspace, slack_user_id: str) -> tuple[Any, str]:
+def person(workspace: SlackWorkspace, slack_user_id: str) -> tuple[Operator | None, str]:
     """(the console user who may act, "") or (None, why not, in words for Slack). A Slack user nobody linked
     yet is linked by the address Slack verified, when that names one console user (``people``)."""
     link = SlackLink.objects.select_related("user").filter(
@@ -84,7 +96,7 @@ def person(workspace: SlackWorkspace, slack_user_id: str) -> tuple[Any, str]:
     return link.user, ""
 
 
-def _tell(workspace: SlackWorkspace, payload: dict[str, Any], text: str) -> None:
+def _tell(workspace: SlackWorkspace, payload: JsonObject, text: str) -> None:
     """An ephemeral reply only the presser sees; a Slack failure here is logged, never raised."""
     channel = _dict(payload.get("channel"))
     try:
@@ -98,7 +110,7 @@ def _tell(workspace: SlackWorkspace, payload: dict[str, Any], text: str) -> None
 # --- buttons -----------------------------------------------------------------------
 
 
-def _pressed(workspace: SlackWorkspace, payload: dict[str, Any]) -> Answer:
+def _pressed(workspace: SlackWorkspace, payload: JsonObject) -> Answer:
     actions = payload.get("actions")
     action = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
     action_id, value = str(action.get("action_id") or ""), str(action.get("value") or "")
@@ -148,7 +160,7 @@ def _checkpoint(workspace: SlackWorkspace, value: str) -> tuple[Checkpoint | Non
     return checkpoint, seen
 
 
-def _stale(workspace: SlackWorkspace, payload: dict[str, Any], checkpoint: Checkpoint) -> None:
+def _stale(workspace: SlackWorkspace, payload: JsonObject, checkpoint: Checkpoint) -> None:
     """Fail closed: do nothing, say what happened instead, and bring the message up to date."""
     _tell(
         workspace,
@@ -164,7 +176,9 @@ def refresh(checkpoint: Checkpoint) -> None:
         outbox.hand_to_broker(pk)
 
 
-def _answer_proposal(workspace: SlackWorkspace, payload: dict[str, Any], user: Any, action_id: str, value: str) -> None:
+def _answer_proposal(
+    workspace: SlackWorkspace, payload: JsonObject, user: Operator, action_id: str, value: str
+) -> None:
     decision = (
         Decision.objects.select_related("checkpoint", "decided_by")
         .filter(pk=int(value) if value.isdigit() else 0, slack_messages__workspace=workspace)
@@ -187,7 +201,7 @@ def _answer_proposal(workspace: SlackWorkspace, payload: dict[str, Any], user: A
 # --- the decision modal ------------------------------------------------------------
 
 
-def _submitted(workspace: SlackWorkspace, payload: dict[str, Any], view: dict[str, Any]) -> Answer:
+def _submitted(workspace: SlackWorkspace, payload: JsonObject, view: JsonObject) -> Answer:
     try:
         meta = json.loads(str(view.get("private_metadata") or ""))
         pk, action, seen = int(meta["checkpoint"]), str(meta["action"]), str(meta["stamp"])
@@ -231,18 +245,18 @@ def _submitted(workspace: SlackWorkspace, payload: dict[str, Any], view: dict[st
     return {"response_action": "clear"}
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: Json) -> JsonObject:
     return value if isinstance(value, dict) else {}
 
 
-def _errors(block_id: str, message: str) -> dict[str, Any]:
+def _errors(block_id: str, message: str) -> JsonObject:
     return {"response_action": "errors", "errors": {block_id: message[:2000]}}
 
 
 class _Values:
     """The values of a submitted modal (``view.state.values``), text inputs and selects alike."""
 
-    def __init__(self, view: dict[str, Any]) -> None:
+    def __init__(self, view: JsonObject) -> None:
         self.values = _dict(_dict(view.get("state")).get("values"))
 
     def has(self, block_id: str) -> bool:

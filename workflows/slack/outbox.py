@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any
 
 from celery import shared_task
 from django.db import transaction
@@ -25,7 +24,7 @@ from . import blocks, web
 log = logging.getLogger(__name__)
 
 
-def on_event(sender: Any, instance: Event, created: bool, **kwargs: Any) -> None:
+def on_event(sender: type[Event], instance: Event, created: bool, **kwargs: object) -> None:
     if not created or instance.checkpoint_id is None:
         return
     checkpoint_id = instance.checkpoint_id

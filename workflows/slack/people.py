@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
@@ -22,6 +22,9 @@ from django.db import IntegrityError, transaction
 from ..models import Event
 from ..models.slack import SlackLink, SlackWorkspace
 from . import web
+
+if TYPE_CHECKING:
+    from ..models.base import Operator
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,7 @@ def link_by_verified_email(workspace: SlackWorkspace, slack_user_id: str) -> Sla
     email = verified_email(workspace, slack_user_id)
     if not email:
         return None
-    matches: list[Any] = list(get_user_model().objects.filter(is_active=True, email__iexact=email)[:2])
+    matches: list[Operator] = list(get_user_model().objects.filter(is_active=True, email__iexact=email)[:2])
     if len(matches) != 1:
         log.info(
             "Slack user %s: %d active console users have their verified address; not linked",

@@ -7,13 +7,12 @@ Slack's ``Retry-After`` in seconds; the outbox records it and tries again.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from ..models.slack import SlackWorkspace
+from ..shapes import Json, JsonObject
 
 
 class SlackUnavailable(Exception):
@@ -28,20 +27,27 @@ def client(workspace: SlackWorkspace) -> WebClient:
     )
 
 
-def call(workspace: SlackWorkspace, method: str, **arguments: Any) -> dict[str, Any]:
+def call(workspace: SlackWorkspace, method: str, **arguments: Json) -> JsonObject:
     """Call one Web API method (``chat.postMessage``…) with JSON arguments; its answer, or SlackUnavailable."""
     return _api_call(workspace, method, json=arguments)
 
 
-def read(workspace: SlackWorkspace, method: str, **arguments: str) -> dict[str, Any]:
+def read(workspace: SlackWorkspace, method: str, **arguments: str) -> JsonObject:
     """Call a read method (``users.info``) as slack_sdk's own ``users_info`` does: a form, not JSON (Slack's
     read methods take no JSON body); its answer, or SlackUnavailable."""
     return _api_call(workspace, method, http_verb="GET", params=arguments)
 
 
-def _api_call(workspace: SlackWorkspace, method: str, **request: Any) -> dict[str, Any]:
+def _api_call(
+    workspace: SlackWorkspace,
+    method: str,
+    *,
+    http_verb: str = "POST",
+    params: dict[str, str] | None = None,
+    json: JsonObject | None = None,
+) -> JsonObject:
     try:
-        response = client(workspace).api_call(method, **request)
+        response = client(workspace).api_call(method, http_verb=http_verb, params=params, json=json)
     except SlackApiError as exc:
         status = exc.response.status_code
         retry_after = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
@@ -13,6 +13,9 @@ from django.db import IntegrityError
 from workflows.models import Agent
 from workflows.roles import owner_candidates
 from workflows.runtime import check_resume_url
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 
 class Command(BaseCommand):
@@ -87,7 +90,7 @@ class Command(BaseCommand):
             except ValidationError as exc:
                 raise CommandError(" ".join(exc.messages)) from None
 
-    def _owner(self, username: str | None) -> Any:
+    def _owner(self, username: str | None) -> Operator | None:
         if username is None:
             return None
         User = get_user_model()
