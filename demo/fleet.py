@@ -32,7 +32,8 @@ from typing import Any
 
 from recovery_client import ApiError, RecoveryClient, Unavailable
 
-from .agent import RUNTIME_VERSION, STOOD_DOWN, DemoAgent
+from .agent import DemoAgent
+from .agent_base import RUNTIME_VERSION, STOOD_DOWN
 from .journal import CREATING, ORPHANED, WAITING, Journal
 from .plans import PLANS, FaultPlan, ProviderBehaviour
 from .server import ResumeServer
