@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from recovery_client import ApiError, Unavailable
 from recovery_client.drills import DrillCrash
@@ -26,6 +26,11 @@ from .agent_base import DRILL_REPORTED, STOOD_DOWN, log
 from .decisions import Decisions
 from .journal import CREATING, WAITING
 from .plans import MONEY_STEPS, PLANS, TICKET_PREFIX, Paused, Run
+
+if TYPE_CHECKING:
+    from workflows.shapes import JsonObject
+
+    from .shapes import CheckpointAnswer, Decision, JournalRun, WorkflowAnswer
 
 
 class DemoAgent(Decisions):
@@ -88,14 +93,13 @@ class DemoAgent(Decisions):
         log.info("%s %s: started %s", self.name, run.external_id, self.kind)
         return run
 
-    def register(self, external_id: str) -> dict[str, Any]:
+    def register(self, external_id: str) -> WorkflowAnswer:
         """Create the workflow in the console; the same external id again answers the existing one."""
         title = f"{self.kind.replace('_', ' ').capitalize()} for {external_id}"
-        return self.client.create_workflow(
-            external_id, self.kind, title, context={"ticket": external_id, "agent": self.name}
-        )
+        context = {"ticket": external_id, "agent": self.name}
+        return cast("WorkflowAnswer", self.client.create_workflow(external_id, self.kind, title, context=context))
 
-    def drive(self, run: Run, decision: dict[str, Any] | None = None, *, waiting: bool = False) -> str:
+    def drive(self, run: Run, decision: Decision | None = None, *, waiting: bool = False) -> str:
         """Work on ``run`` (after ``decision``, if given); a polling agent also waits here for decisions.
 
         ``waiting``: the run is paused already (picked up again after a restart) and waits first.
@@ -137,7 +141,7 @@ class DemoAgent(Decisions):
             with self.lock:
                 self.active.discard(run.external_id)
 
-    def adopt(self, row: dict[str, Any]) -> str:
+    def adopt(self, row: JournalRun) -> str:
         """A paused run from the journal (the process restarted): wait for its decision again."""
         run = self.run_from(
             {
@@ -188,7 +192,7 @@ class DemoAgent(Decisions):
         """The console answered a step report with a pause instruction (the agent is on hold during an
         incident, docs/API.md "Holds"): stop at the ``held`` checkpoint it opened, as at our own, and wait
         for its decision there. Nothing more is attempted, so nothing more can go wrong meanwhile."""
-        checkpoint = self.client.get_checkpoint(run.held)
+        checkpoint = cast("CheckpointAnswer", self.client.get_checkpoint(run.held))
         run.checkpoint_id, run.resume_state, run.held = str(checkpoint["id"]), checkpoint.get("resume_state") or {}, ""
         self.journal.save_run(
             run.external_id,
@@ -210,12 +214,12 @@ class DemoAgent(Decisions):
 
     def pause(self, run: Run, pause: Paused) -> str:
         try:
-            checkpoint = self.client.open_checkpoint(
+            opened = self.client.open_checkpoint(
                 run.workflow_id,
                 pause.reason,
                 detail=pause.detail,
                 at_seq=pause.at_seq,
-                state=run.state(),
+                state=dict(run.state()),
                 plan=self.plan_of(run),
             )
         except ApiError as exc:
@@ -225,6 +229,7 @@ class DemoAgent(Decisions):
             log.warning("%s %s: the console already holds a checkpoint (%s)", self.name, run.external_id, exc)
             self.journal.set_status(run.external_id, "lost")
             return "lost"
+        checkpoint = cast("CheckpointAnswer", opened)
         run.checkpoint_id, run.resume_state = str(checkpoint["id"]), checkpoint.get("resume_state") or {}
         self.journal.save_run(
             run.external_id,
@@ -236,7 +241,7 @@ class DemoAgent(Decisions):
             state=run.state(),
             resume_state=run.resume_state,
         )
-        unknown = [e["idempotency_key"] for e in run.resume_state.get("unknown_effects", [])]
+        unknown = [e["idempotency_key"] or "?" for e in run.resume_state.get("unknown_effects", [])]
         log.info(
             "%s %s: paused at step %s, %s: %s%s",
             self.name,
@@ -248,7 +253,7 @@ class DemoAgent(Decisions):
         )
         return "paused"
 
-    def plan_of(self, run: Run) -> list[dict[str, Any]]:
+    def plan_of(self, run: Run) -> list[JsonObject]:
         """What a resume will do: the remaining steps, and for the money effect what is at stake.
 
         Before the model has decided, the ticket's amount is the most that can move; when even the
@@ -256,11 +261,9 @@ class DemoAgent(Decisions):
         plan = []
         for name in run.remaining:
             spec = self.plan[name]
-            step: dict[str, Any] = {"name": name, "kind": spec.kind}
+            step: JsonObject = {"name": name, "kind": spec.kind}
             if name in MONEY_STEPS:
-                ticket, decision = run.ticket or {}, run.decision or {}
-                amount = decision.get("amount", ticket.get("amount"))
-                currency = decision.get("currency", ticket.get("currency"))
+                amount, currency = run.at_stake()
                 step["moves_money"] = True
                 if amount is not None and currency:
                     step.update(amount=str(amount), currency=str(currency))

@@ -5,7 +5,7 @@ the unknown effects as the operator confirmed them, then go on (or stop, hand of
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from recovery_client import Unavailable
 
@@ -13,12 +13,15 @@ from .agent_base import STOOD_DOWN, log
 from .plans import Paused, Run
 from .steps import StepKinds
 
+if TYPE_CHECKING:
+    from .shapes import CheckpointAnswer, Decision, ModelAnswer, ResumeState, RunState, Ticket, WorkflowAnswer
+
 
 class Decisions(StepKinds):
     """An operator's decision, delivered or polled for, carried out on the run it is about."""
 
     # The life of a run (agent.py's DemoAgent) is what a decision hands the run back to.
-    def drive(self, run: Run, decision: dict[str, Any] | None = None, *, waiting: bool = False) -> str:
+    def drive(self, run: Run, decision: Decision | None = None, *, waiting: bool = False) -> str:
         raise NotImplementedError
 
     def pause(self, run: Run, pause: Paused) -> str:
@@ -27,16 +30,16 @@ class Decisions(StepKinds):
     def proceed(self, run: Run, *, fault_factor: float = 1.0) -> str:
         raise NotImplementedError
 
-    def on_delivery(self, payload: dict[str, Any]) -> str:
+    def on_delivery(self, payload: Decision) -> str:
         """A decision arrived on the resume endpoint (already verified and deduped)."""
         run = self.run_from(payload)
         log.info("%s %s: decision %s delivered", self.name, run.external_id, payload.get("action"))
         return self.drive(run, decision=payload)
 
-    def run_from(self, payload: dict[str, Any]) -> Run:
+    def run_from(self, payload: Decision) -> Run:
         """Rebuild the run from the checkpoint's state; the journal fills in what the agent sent nothing for."""
-        resume_state = payload.get("resume_state") or {}
-        state = resume_state.get("state") or {}
+        resume_state: ResumeState = payload.get("resume_state") or {}
+        state: RunState = resume_state.get("state") or {}
         if not state.get("remaining"):
             saved = self.journal.run(str(payload["external_id"]))
             state = saved["state"] if saved else {}
@@ -54,10 +57,10 @@ class Decisions(StepKinds):
             refs=dict(state.get("refs") or {}),
             checkpoint_id=str(payload.get("checkpoint_id") or ""),
             resume_state=resume_state,
-            fork=state.get("fork") if isinstance(state.get("fork"), dict) else None,
+            fork=state.get("fork"),
         )
 
-    def carry_out(self, run: Run, decision: dict[str, Any]) -> str:
+    def carry_out(self, run: Run, decision: Decision) -> str:
         action = decision.get("action")
         if action == "stand_down":
             # Failed over to a standby: stop here (the console already refuses this agent's reports on it).
@@ -89,7 +92,7 @@ class Decisions(StepKinds):
             return self.pause(run, pause)
         return self.proceed(run, fault_factor=self.resume_fault_factor)
 
-    def settle(self, run: Run, decision: dict[str, Any]) -> dict[str, Any] | str:
+    def settle(self, run: Run, decision: Decision) -> WorkflowAnswer | str:
         """Wait until the console has carried *this* decision out (the workflow runs again because of it).
 
         A decision can be overtaken: a delivery accepted just before a crash is carried out again when
@@ -100,7 +103,7 @@ class Decisions(StepKinds):
         """
         waited = 0.0
         while True:
-            workflow = self.client.get_workflow(run.workflow_id)
+            workflow = cast("WorkflowAnswer", self.client.get_workflow(run.workflow_id))
             current = self.is_current(run, decision, workflow)
             if current is False:
                 log.warning(
@@ -134,17 +137,18 @@ class Decisions(StepKinds):
             self.stop.wait(min(self.poll_interval, 0.25))
             waited += min(self.poll_interval, 0.25)
 
-    def is_current(self, run: Run, decision: dict[str, Any], workflow: dict[str, Any]) -> bool | None:
+    def is_current(self, run: Run, decision: Decision, workflow: WorkflowAnswer) -> bool | None:
         """True: ``decision`` resolved the run's latest checkpoint. False: it was overtaken. None: not yet."""
         checkpoints = workflow.get("checkpoints") or []
         if not checkpoints or str(checkpoints[-1]["id"]) != run.checkpoint_id:
             return False
-        if checkpoints[-1].get("status") != "resolved":
+        if checkpoints[-1]["status"] != "resolved":
             return None
-        resolved_by = self.client.get_checkpoint(run.checkpoint_id).get("decision") or {}
+        checkpoint = cast("CheckpointAnswer", self.client.get_checkpoint(run.checkpoint_id))
+        resolved_by: Decision = checkpoint.get("decision") or {}
         return resolved_by.get("delivery_id") == decision.get("delivery_id")
 
-    def sync(self, run: Run, workflow: dict[str, Any], resume_state: dict[str, Any]) -> None:
+    def sync(self, run: Run, workflow: WorkflowAnswer, resume_state: ResumeState) -> None:
         """Take the console's record as the truth about what is done (it outlives this process)."""
         steps = workflow.get("steps") or []
         run.next_seq = max([int(s["seq"]) for s in steps] + [0]) + 1
@@ -153,31 +157,35 @@ class Decisions(StepKinds):
         for step in steps:
             # Reported and never settled: an earlier life of this run (a killed process, an overtaken
             # delivery) may have executed it. Its outcome is for an operator to confirm, not to guess.
-            if step.get("kind") == "effect" and step.get("status") == "pending" and step.get("idempotency_key"):
-                run.in_flight[step["idempotency_key"]] = int(step["seq"])
+            pending = step.get("kind") == "effect" and step.get("status") == "pending"
+            if pending and (key := step.get("idempotency_key")):
+                run.in_flight[key] = int(step["seq"])
         for step in done:
-            if step.get("idempotency_key"):
-                run.committed.add(step["idempotency_key"])
-            if step.get("external_ref"):
-                run.refs.setdefault(step["name"], step["external_ref"])
+            if key := step.get("idempotency_key"):
+                run.committed.add(key)
+            if ref := step.get("external_ref"):
+                run.refs.setdefault(step["name"], ref)
         # A run rebuilt without the agent's own state (a standby after a failover, a checkpoint the console
         # opened) carries the whole plan: a step the console records as committed is done, not to be redone.
         committed_names = {s["name"] for s in steps if s.get("status") == "committed"}
         run.remaining = [name for name in run.remaining if name not in committed_names]
         for step in steps:
-            if step.get("kind") == "effect" and step.get("status") == "failed" and step.get("idempotency_key"):
-                run.failed[step["idempotency_key"]] = int(step["seq"])  # retried under the same seq and key
+            failed = step.get("kind") == "effect" and step.get("status") == "failed"
+            if failed and (key := step.get("idempotency_key")):
+                run.failed[key] = int(step["seq"])  # retried under the same seq and key
             if step.get("status") != "committed":
                 continue
-            if step.get("kind") == "tool" and step.get("verified") and run.ticket is None:
-                run.ticket = step.get("output")
-            if step.get("kind") == "model" and run.decision is None:
-                run.decision = step.get("output")
+            # What this agent reported itself (a ticket read, a model's answer), read back from the console.
+            output = step["output"]
+            if step["kind"] == "tool" and step["verified"] and run.ticket is None and isinstance(output, dict):
+                run.ticket = cast("Ticket", output)
+            if step["kind"] == "model" and run.decision is None and isinstance(output, dict):
+                run.decision = cast("ModelAnswer", output)
 
-    def settle_unknowns(self, run: Run, resume_state: dict[str, Any], confirmations: dict[str, Any]) -> None:
+    def settle_unknowns(self, run: Run, resume_state: ResumeState, confirmations: dict[str, str]) -> None:
         """Every effect whose outcome was unknown, as the operator confirmed it."""
         for effect in resume_state.get("unknown_effects") or []:
-            key, name, seq = effect["idempotency_key"], effect["name"], int(effect["seq"])
+            key, name, seq = effect["idempotency_key"] or "", effect["name"], int(effect["seq"])  # an effect has a key
             spec = self.plan.get(name)
             if key in run.committed or spec is None:
                 continue
@@ -190,11 +198,11 @@ class Decisions(StepKinds):
                     name,
                     "effect",
                     "committed",
-                    input=effect.get("input"),
+                    input=effect["input"],
                     output={"confirmed_by_operator": "happened", "ref": ref},
                     idempotency_key=key,
                     external_ref=ref,
-                    promise=effect.get("promise"),
+                    promise=effect["promise"],
                 )
                 self.journal.acknowledge(run.workflow_id, seq, "committed")
                 run.committed.add(key)
@@ -209,18 +217,22 @@ class Decisions(StepKinds):
                 )
             elif verdict == "did_not_happen":
                 log.info("%s %s: %s confirmed as not done; executing it now", self.name, run.external_id, key)
-                self.execute_effect(run, spec, seq, effect.get("input") or {}, key, None)
+                recorded = effect["input"]
+                self.execute_effect(run, spec, seq, recorded if isinstance(recorded, dict) else {}, key, None)
             else:
                 raise Paused("other", f"No operator confirmation for the unknown effect {key}.", seq)
             if name in run.remaining:
                 run.remaining.remove(name)
 
-    def await_decision(self, run: Run) -> dict[str, Any] | None:
+    def await_decision(self, run: Run) -> Decision | None:
         """Polling agents: wait for the operator's decision on the open checkpoint."""
         while not self.stop.is_set():
             try:
                 # One look per call; the pause between looks is ours, so a stopping fleet is not kept waiting.
-                decision = self.client.wait_for_decision(run.checkpoint_id, interval=self.poll_interval, timeout=0)
+                decision = cast(
+                    "Decision",
+                    self.client.wait_for_decision(run.checkpoint_id, interval=self.poll_interval, timeout=0),
+                )
             except TimeoutError:
                 self.stop.wait(self.poll_interval)
                 continue

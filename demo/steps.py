@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import random
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from recovery_client import ApiError
 from recovery_client.drills import DrillCrash, DrillFault
@@ -17,28 +17,56 @@ from .agent_base import DRILL_CRASHES, REFERENCE, RUNTIME_VERSION, AgentBase, lo
 from .plans import MONEY_STEPS, SYSTEM_FAULTS, TICKET_FIELDS, Paused, ProcessKilled, Run, StepSpec
 from .systems import Fault, RateLimited, ServiceError, SystemFailure
 
+if TYPE_CHECKING:
+    from workflows.shapes import JsonObject
+
+    from .shapes import ModelAnswer, Ticket, WorkflowAnswer
+
 
 class StepKinds(AgentBase):
     """The steps of a run, one method per kind, and the report each makes to the console."""
 
-    def report(self, run: Run, seq: int, spec: StepSpec, status: str, **fields: Any) -> None:
-        answer = self.client.report_step(run.workflow_id, seq, spec.name, spec.kind, status, **fields)
+    def report(
+        self,
+        run: Run,
+        seq: int,
+        spec: StepSpec,
+        status: str,
+        *,
+        input: object = None,  # any JSON value (a TypedDict's too): handed to the client as it is
+        output: object = None,
+        verified: bool = False,
+        promise: str | None = None,
+        idempotency_key: str | None = None,
+        external_ref: str | None = None,
+    ) -> None:
+        answer = self.client.report_step(
+            run.workflow_id,
+            seq,
+            spec.name,
+            spec.kind,
+            status,
+            input=input,
+            output=output,
+            verified=verified,
+            promise=promise,
+            idempotency_key=idempotency_key,
+            external_ref=external_ref,
+        )
         self.journal.acknowledge(run.workflow_id, seq, status)  # answered 2xx: the console must keep it
         instruction = answer.get("instruction") if isinstance(answer, dict) else None
         pause = instruction.get("pause") if isinstance(instruction, dict) else None
         if isinstance(pause, dict) and pause.get("checkpoint_id"):
             run.held = str(pause["checkpoint_id"])  # acted on once this step is done (``proceed``)
-        if fields.get("promise") and status != "failed":
-            self.promised.setdefault(run.workflow_id, []).append(fields["promise"])
+        if promise and status != "failed":
+            self.promised.setdefault(run.workflow_id, []).append(promise)
         told = DrillFault.from_instruction(answer.get("instruction") if isinstance(answer, dict) else None)
         if told is not None and (run.workflow_id, told.drill_id) not in self.drills_done:
             self.drills[run.workflow_id] = told
         drill = self.drills.get(run.workflow_id)
         if drill and status == "committed" and drill.fault in DRILL_CRASHES and seq == drill.at_seq:
             self.drills.pop(run.workflow_id)  # carried out once: a resumed run goes on
-            committed = sorted(
-                run.committed | ({fields["idempotency_key"]} if fields.get("idempotency_key") else set())
-            )
+            committed = sorted(run.committed | ({idempotency_key} if idempotency_key else set()))
             try:  # what this runtime holds at the fault, for the report's "state intact"
                 self.client.record_drill_journal(
                     run.workflow_id, committed=committed, pending=None, promises=self.promised.get(run.workflow_id, [])
@@ -67,8 +95,9 @@ class StepKinds(AgentBase):
 
     def model_step(self, run: Run, spec: StepSpec, fault: str | None) -> None:
         seq = run.take_seq()
-        ticket = run.ticket or {}
-        prompt = {"model": "support-model-v3", "prompt": f"{ticket.get('subject', '?')} ({run.ticket_id}): what now?"}
+        ticket = run.ticket
+        subject = ticket["subject"] if ticket else "?"
+        prompt = {"model": "support-model-v3", "prompt": f"{subject} ({run.ticket_id}): what now?"}
         if self.provider.outage:
             # The provider is down (the ledgers page's switch): every model call fails the same way, with a
             # request id of its own, so the console's fingerprint groups them into one incident.
@@ -84,12 +113,12 @@ class StepKinds(AgentBase):
         self.report(run, seq, spec, "committed", input=prompt, output=output, promise=spec.promise)
         run.decision = output
 
-    def model_answer(self, step_name: str, ticket: dict[str, Any], ticket_id: str) -> dict[str, Any]:
+    def model_answer(self, step_name: str, ticket: Ticket | None, ticket_id: str) -> ModelAnswer:
         """What the model answers for a ticket: deterministic, so a replay of a healthy run matches its recording.
 
         With ``provider.changed`` on, the provider "changed behaviour": it answers amounts in cents.
         """
-        amount, currency = ticket.get("amount", "0.00"), ticket.get("currency", "EUR")
+        amount, currency = (ticket["amount"], ticket["currency"]) if ticket else ("0.00", "EUR")
         if self.provider.changed:
             amount = f"{float(amount) * 100:.2f}"
         if step_name == "decide_refund":
@@ -109,27 +138,32 @@ class StepKinds(AgentBase):
         return {"category": random.Random(ticket_id).choice(("delivery", "billing", "product")), "priority": "normal"}
 
     # --- replay (docs/API.md, "Replaying a step range") ------------------------------------
-    def replay(self, request: dict[str, Any]) -> dict[str, Any]:
+    def replay(self, request: JsonObject) -> dict[str, object]:
         """Re-execute the steps with their recorded inputs. Effects answer their recorded output and are never
         executed: this method holds no way to call payments, tickets' notes or messaging."""
         ticket_id = str(request.get("external_id") or "")
-        ticket: dict[str, Any] | None = None
-        results = []
-        for step in request.get("steps") or []:
+        ticket: Ticket | str | None = None
+        results: list[dict[str, object]] = []
+        steps = request.get("steps")
+        for step in steps if isinstance(steps, list) else []:
+            if not isinstance(step, dict):
+                continue
             name, kind, data = str(step.get("name")), step.get("kind"), step.get("input")
+            output: object
             if kind == "effect":
                 output = step.get("recorded_output")
                 if self.replay_misbehaviour == "fabricate_effect":
                     output = {"ref": "R-0BADBEEF"}  # as if it had executed the refund again
             elif kind == "tool" and name in ("read_ticket", "read_invoice"):
                 wanted = data.get("ticket") if isinstance(data, dict) else None
-                output = ticket = self.ledgers.tickets.read(str(wanted or ticket_id))  # a read commits nothing
+                ticket = self.ledgers.tickets.read(str(wanted or ticket_id))  # a read commits nothing
+                output = ticket
             elif kind == "model":
                 ticket = ticket if isinstance(ticket, dict) else self.ledgers.tickets.read(ticket_id)
                 output = self.model_answer(name, ticket, ticket_id)
             else:
                 output = {"error": f"{self.name} cannot replay a {kind} step named {name}"}
-            result = {"seq": step.get("seq"), "output": output}
+            result: dict[str, object] = {"seq": step.get("seq"), "output": output}
             if self.replay_misbehaviour == "extra_effect" and kind == "effect":
                 result["effects"] = [{"name": name, "idempotency_key": step.get("idempotency_key")}]
             results.append(result)
@@ -158,19 +192,16 @@ class StepKinds(AgentBase):
         retry_seq = run.failed.pop(key, None)
         seq = retry_seq or run.take_seq()
         request = self.effect_input(run, spec) if retry_seq is None else self.recorded_input(run, seq)
-        if (
-            run.fork
-            and run.fork.get("input_edited")
-            and run.fork.get("step") == spec.name
-            and isinstance(run.fork.get("input"), dict)
-        ):
-            request = {**request, **run.fork["input"]}  # the operator's edited input for the step forked from
+        fork = run.fork or {}
+        edited = fork.get("input")
+        if fork.get("input_edited") and fork.get("step") == spec.name and isinstance(edited, dict):
+            request = {**request, **edited}  # the operator's edited input for the step forked from
         # Reported before acting: if the call never answers, the console knows the outcome is unknown.
-        self.report(run, seq, spec, "pending", input=request, idempotency_key=key, promise=request.get("promise"))
+        self.report(run, seq, spec, "pending", input=request, idempotency_key=key, promise=promise_of(request))
         self.execute_effect(run, spec, seq, request, key, SYSTEM_FAULTS.get(fault or ""))
 
     def execute_effect(
-        self, run: Run, spec: StepSpec, seq: int, request: dict[str, Any], key: str, fault: Fault | None
+        self, run: Run, spec: StepSpec, seq: int, request: JsonObject, key: str, fault: Fault | None
     ) -> None:
         try:
             answer = self.call_system(spec, request, key, fault)
@@ -186,7 +217,7 @@ class StepKinds(AgentBase):
                 input=request,
                 output={"error": str(exc)},
                 idempotency_key=key,
-                promise=request.get("promise"),
+                promise=promise_of(request),
             )
             reason = "rate_limit" if isinstance(exc, RateLimited) else "tool_error"
             raise Paused(reason, f"{spec.name} failed: {exc}; nothing happened, retry it under {key}.", seq) from exc
@@ -209,46 +240,47 @@ class StepKinds(AgentBase):
             output={"ref": answer},
             idempotency_key=key,
             external_ref=answer,
-            promise=request.get("promise"),
+            promise=promise_of(request),
         )
         run.committed.add(key)
         run.refs[spec.name] = answer
 
-    def recorded_input(self, run: Run, seq: int) -> dict[str, Any]:
+    def recorded_input(self, run: Run, seq: int) -> JsonObject:
         """A retry repeats the failed attempt's input exactly (the console refuses another)."""
-        workflow = self.client.get_workflow(run.workflow_id)
+        workflow = cast("WorkflowAnswer", self.client.get_workflow(run.workflow_id))
         step = next(s for s in workflow.get("steps") or [] if int(s["seq"]) == seq)
-        return step.get("input") or {}
+        return step["input"] if isinstance(step["input"], dict) else {}
 
-    def effect_input(self, run: Run, spec: StepSpec) -> dict[str, Any]:
-        ticket, decision = run.ticket or {}, run.decision or {}
-        amount, currency = (
-            decision.get("amount", ticket.get("amount")),
-            decision.get("currency", ticket.get("currency")),
-        )
+    def effect_input(self, run: Run, spec: StepSpec) -> JsonObject:
+        ticket, (amount, currency) = run.ticket, run.at_stake()
         if spec.name in MONEY_STEPS:
-            return {"ticket": run.ticket_id, "amount": amount, "currency": currency, "to": ticket.get("customer")}
+            return {
+                "ticket": run.ticket_id,
+                "amount": amount,
+                "currency": currency,
+                "to": ticket["customer"] if ticket else None,
+            }
         if spec.name == "write_ticket_note":
             done = ", ".join(f"{name} {ref}" for name, ref in run.refs.items()) or "no effect yet"
             return {"ticket": run.ticket_id, "text": f"{self.name}: {self.kind.replace('_', ' ')} handled ({done})."}
         promise = next((s.promise for s in self.plan.values() if s.promise), "")
         text = (
-            f"Dear {ticket.get('customer', 'customer')}, we have issued {amount} {currency}: {promise}."
+            f"Dear {ticket['customer'] if ticket else 'customer'}, we have issued {amount} {currency}: {promise}."
             if amount and self.kind != "ticket_triage"
             else f"Dear customer, {promise}."
         )
         return {
             "ticket": run.ticket_id,
-            "to": ticket.get("email"),
+            "to": ticket["email"] if ticket else None,
             "text": text,
             "promise": f"customer told: {promise}",
         }
 
-    def call_system(self, spec: StepSpec, request: dict[str, Any], key: str, fault: Fault | None) -> str:
+    def call_system(self, spec: StepSpec, request: JsonObject, key: str, fault: Fault | None) -> str:
         if spec.name in MONEY_STEPS:
             return self.ledgers.payments.refund(
                 key,
-                ticket=request["ticket"],
+                ticket=str(request["ticket"]),
                 amount=str(request["amount"]),
                 currency=str(request["currency"]),
                 agent=self.name,
@@ -257,8 +289,19 @@ class StepKinds(AgentBase):
             )
         if spec.name == "write_ticket_note":
             return self.ledgers.tickets.add_note(
-                key, ticket=request["ticket"], text=request["text"], agent=self.name, fault=fault
+                key, ticket=str(request["ticket"]), text=str(request["text"]), agent=self.name, fault=fault
             )
         return self.ledgers.messaging.send(
-            key, ticket=request["ticket"], to=str(request.get("to")), text=request["text"], agent=self.name, fault=fault
+            key,
+            ticket=str(request["ticket"]),
+            to=str(request.get("to")),
+            text=str(request["text"]),
+            agent=self.name,
+            fault=fault,
         )
+
+
+def promise_of(request: JsonObject) -> str | None:
+    """The promise an effect's input makes the customer (a message's), reported with the step."""
+    promise = request.get("promise")
+    return promise if isinstance(promise, str) else None

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from .store import SqliteFile, demo_dir, now_iso
+
+if TYPE_CHECKING:
+    from .shapes import Ticket
 
 # A fork's external id is its original's with ``~fork<n>`` (workflows.models.Workflow.fork), as are its keys.
 LINEAGE = re.compile(r"~fork\d+")
@@ -256,11 +259,11 @@ class Tickets:
         self.ledgers = ledgers
 
     @overload
-    def read(self, ticket: str) -> dict[str, Any]: ...
+    def read(self, ticket: str) -> Ticket: ...
     @overload
-    def read(self, ticket: str, *, fault: Fault | None) -> dict[str, Any] | str: ...
+    def read(self, ticket: str, *, fault: Fault | None) -> Ticket | str: ...
 
-    def read(self, ticket: str, *, fault: Fault | None = None) -> dict[str, Any] | str:
+    def read(self, ticket: str, *, fault: Fault | None = None) -> Ticket | str:
         """A read commits nothing; it can still time out, be rate limited or answer garbage."""
         if fault == Fault.RATE_LIMIT:
             raise RateLimited("tickets: 429 Too Many Requests")
