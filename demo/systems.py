@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, TypedDict, overload
 
 from .store import SqliteFile, demo_dir, now_iso
 
@@ -194,7 +194,7 @@ class Ledgers(SqliteFile):
         found.update({f"{root} (across forks)": len(keys) for root, keys in sorted(lineages.items()) if len(keys) > 1})
         return found
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> Totals:
         """Executions per operation, money moved per currency, and the number of duplicated keys."""
         with self.connect() as conn:
             counts = dict(conn.execute("SELECT operation, COUNT(*) FROM executions GROUP BY operation").fetchall())
@@ -217,6 +217,15 @@ class Ledgers(SqliteFile):
         with self.connect() as conn:
             rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
             return [Execution(**dict(row)) for row in rows]
+
+
+class Totals(TypedDict):
+    """What the ledgers executed (``Ledgers.totals``): the ledgers page's summary line."""
+
+    executions: int
+    by_operation: dict[str, int]
+    money: dict[str, str]  # currency -> the total moved, as a decimal string
+    duplicate_keys: int
 
 
 class Payments:
