@@ -47,7 +47,7 @@ django.setup()
 from django.contrib.staticfiles.handlers import StaticFilesHandler  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test.testcases import LiveServerThread  # noqa: E402
-from playwright.sync_api import Browser, Page  # noqa: E402
+from playwright.sync_api import Browser, Page, ViewportSize  # noqa: E402
 
 from scripts.screenshot_data import (  # noqa: E402
     seed,
@@ -74,7 +74,7 @@ def serve() -> str:
 
 def signed_in(browser: Browser, base: str, username: str, *, phone: bool = False) -> Page:
     """A new page signed in as ``username``: a desktop window, or a phone (390 x 844, touch)."""
-    size = {"width": 390, "height": 844} if phone else {"width": 1440, "height": 900}
+    size: ViewportSize = {"width": 390, "height": 844} if phone else {"width": 1440, "height": 900}
     page = browser.new_page(base_url=base, viewport=size, device_scale_factor=1, is_mobile=phone, has_touch=phone)
     page.goto("/login/")
     page.fill("#id_username", username)
