@@ -8,10 +8,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .shapes import ResumeState
 from .systems import Fault
 
 if TYPE_CHECKING:
-    from .shapes import Fork, ModelAnswer, ResumeState, RunState, Ticket
+    from .shapes import Fork, ModelAnswer, RunState, Ticket
 
 
 @dataclass(frozen=True)
