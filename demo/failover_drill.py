@@ -26,7 +26,7 @@ import socket
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from workflows import drill_report
 from workflows.models import Agent, Checkpoint, Decider, Decision, Drill, Workflow
@@ -37,6 +37,9 @@ from .journal import Journal
 from .plans import PROCESS_KILLED, FaultPlan, ProcessKilled, Run
 from .server import ResumeServer
 from .systems import Ledgers
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 EFFECTS = ("refund", "note", "message")
 
@@ -57,7 +60,7 @@ class FailoverDrill:
         console_url: str,
         workdir: Path,
         *,
-        owner: Any,
+        owner: Operator,
         original: str = "support-bot",
         standby: str = "support-bot-standby",
         silence_minutes: int = 5,
@@ -161,7 +164,7 @@ class FailoverDrill:
         return self.workflow.checkpoints.order_by("-opened_at", "-pk").first()  # type: ignore[return-value]
 
     # --- 3. the operator fails it over (the script; the test posts the workbench's form) ---------------
-    def fail_over(self, operator: Any) -> Decision:
+    def fail_over(self, operator: Operator) -> Decision:
         """Claim, confirm the unknown note from the ledgers, fail over to the standby."""
         checkpoint = self.checkpoint()
         checkpoint.claim(by=operator)

@@ -28,16 +28,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from recovery_client import ApiError, RecoveryClient, Unavailable
 
-from .agent import RUNTIME_VERSION, STOOD_DOWN, DemoAgent
+from .agent import DemoAgent
+from .agent_base import RUNTIME_VERSION, STOOD_DOWN
 from .journal import CREATING, ORPHANED, WAITING, Journal
 from .plans import PLANS, FaultPlan, ProviderBehaviour
 from .server import ResumeServer
 from .store import demo_dir, now_iso
 from .systems import Ledgers
+
+if TYPE_CHECKING:
+    from .shapes import CheckpointAnswer, JournalRun, WorkflowAnswer
 
 log = logging.getLogger("workflows.demo")
 
@@ -209,13 +213,13 @@ class Fleet:
             workers = list(self.server.workers)
         return [t.name for t in [*self.threads, *runs, *workers] if t.is_alive()]
 
-    def thread(self, target: Any, name: str, *args: Any) -> threading.Thread:
+    def thread(self, target: Callable[..., object], name: str, *args: object) -> threading.Thread:
         thread = threading.Thread(target=target, name=name, args=args, daemon=True)
         self.threads.append(thread)
         thread.start()
         return thread
 
-    def spawn(self, target: Any, name: str, *args: Any) -> None:
+    def spawn(self, target: Callable[..., object], name: str, *args: object) -> None:
         """A thread per run in flight: a polling agent's run waits in it for its decision."""
 
         def work() -> None:
@@ -315,7 +319,7 @@ class Fleet:
             elif self.is_orphan(row):
                 self.recover_orphan(agent, row)
 
-    def is_orphan(self, row: dict[str, Any]) -> bool:
+    def is_orphan(self, row: JournalRun) -> bool:
         if row["status"] in ORPHAN_STATUSES:
             return True
         if row["status"] not in ("running", CREATING):
@@ -323,18 +327,18 @@ class Fleet:
         stale = datetime.fromisoformat(row["updated_at"]) < datetime.now(UTC) - timedelta(seconds=STALE_SECONDS)
         return row["updated_at"] < self.started_at or stale
 
-    def adopt(self, agent: DemoAgent, row: dict[str, Any]) -> None:
+    def adopt(self, agent: DemoAgent, row: JournalRun) -> None:
         """Drive a paused run of a polling agent again in a thread of its own."""
         with agent.lock:  # marked before the thread starts, so the next reconcile leaves it alone
             agent.active.add(row["external_id"])
         self.spawn(agent.adopt, f"poll-{row['external_id']}", row)
 
-    def recover_orphan(self, agent: DemoAgent, row: dict[str, Any]) -> None:
+    def recover_orphan(self, agent: DemoAgent, row: JournalRun) -> None:
         """A run whose driving thread is gone: the console says what became of it."""
         external_id = row["external_id"]
         try:
             if row["workflow_id"]:
-                workflow = agent.client.get_workflow(row["workflow_id"])
+                workflow = cast("WorkflowAnswer", agent.client.get_workflow(row["workflow_id"]))
             else:  # journaled, then the process died before the console answered: ask again (idempotent)
                 workflow = agent.register(external_id)
         except ApiError as exc:
@@ -346,10 +350,10 @@ class Fleet:
             status = "finished_failed" if workflow["status"] == "failed" else workflow["status"]
             self.journal.set_status(external_id, status, workflow_id=workflow_id)
             return
-        unresolved = [c for c in workflow.get("checkpoints") or [] if c.get("status") != "resolved"]
-        checkpoint: dict[str, Any] | None
+        unresolved = [c for c in workflow.get("checkpoints") or [] if c["status"] != "resolved"]
+        checkpoint: CheckpointAnswer | None
         if unresolved:
-            checkpoint = agent.client.get_checkpoint(unresolved[-1]["id"])
+            checkpoint = cast("CheckpointAnswer", agent.client.get_checkpoint(unresolved[-1]["id"]))
         elif not agent.polls:
             # Left to the console: its silence sweep pauses the run and the decision comes to the resume
             # endpoint. Asking again meanwhile would count as a sign of life and hold the sweep off.
@@ -387,31 +391,30 @@ class Fleet:
         elif exc.status in (401, 404):  # the console was reset: this run is gone with it
             self.journal.set_status(external_id, "gone")
 
-    def report_lost_track(
-        self, agent: DemoAgent, row: dict[str, Any], workflow: dict[str, Any]
-    ) -> dict[str, Any] | None:
+    def report_lost_track(self, agent: DemoAgent, row: JournalRun, workflow: WorkflowAnswer) -> CheckpointAnswer | None:
         last = max((int(s["seq"]) for s in workflow.get("steps") or []), default=None)
         try:
-            return agent.client.open_checkpoint(
+            opened = agent.client.open_checkpoint(
                 str(workflow["id"]),
                 "other",
                 at_seq=last,
-                state=row["state"],
+                state=dict(row["state"]),
                 detail=f"{agent.name} restarted and lost track of this run after step {last or 0}.",
             )
         except ApiError as exc:
             if exc.status != 409:
                 raise
             return None  # paused meanwhile (or finished): the next look finds out which
+        return cast("CheckpointAnswer", opened)
 
-    def wait_again(self, agent: DemoAgent, row: dict[str, Any]) -> None:
+    def wait_again(self, agent: DemoAgent, row: JournalRun) -> None:
         if agent.polls:
             # Not a status check first: for a polling agent, fetching the decision *is* its delivery.
             log.info("%s %s: waiting again for the decision on its checkpoint", agent.name, row["external_id"])
             self.adopt(agent, row)
             return
         try:
-            checkpoint = agent.client.get_checkpoint(row["checkpoint_id"])
+            checkpoint = cast("CheckpointAnswer", agent.client.get_checkpoint(row["checkpoint_id"]))
         except ApiError as exc:
             self.refused(agent, row["external_id"], exc)
             return

@@ -18,7 +18,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import time_machine
 from django.db import transaction
@@ -38,7 +38,10 @@ from workflows.models import (
 from workflows.tasks import sweep_clocks
 
 if TYPE_CHECKING:
-    from workflows.shapes import PlanStep
+    from time_machine import Traveller
+
+    from workflows.models.base import Operator
+    from workflows.shapes import Json, JsonObject, PlanStep
 
 PREFIX = "HIST-"
 SEED = 28
@@ -84,21 +87,21 @@ class Desk:
     """Who works the history: the demo's operator decides, the admin approves four-eyes proposals (and
     takes what escalates), the TPM records breach reasons."""
 
-    operator: Any
-    second: Any
-    tpm: Any
+    operator: Operator
+    second: Operator
+    tpm: Operator
     agents: list[Agent]
     rng: random.Random
-    clock: Any = None
+    clock: Traveller
 
     def at(self, when: datetime) -> datetime:
         self.clock.move_to(when)
         return when
 
     def report(self, workflow: Workflow, agent: Agent, steps: list[tuple[int, tuple[str, str, bool]]]) -> None:
-        reports: list[Mapping[str, Any]] = []
+        reports: list[Mapping[str, Json]] = []
         for seq, (name, kind, money) in steps:
-            report: dict[str, Any] = {
+            report: JsonObject = {
                 "seq": seq,
                 "name": name,
                 "kind": kind,
@@ -137,7 +140,9 @@ class Desk:
             return
         self.degrade(workflow, agent, plan, stop, now + timedelta(minutes=1))
 
-    def degrade(self, workflow: Workflow, agent: Agent, plan: Any, stop: int, now: datetime) -> None:
+    def degrade(
+        self, workflow: Workflow, agent: Agent, plan: tuple[tuple[str, str, bool], ...], stop: int, now: datetime
+    ) -> None:
         self.at(now)
         reason = self.rng.choice(REASONS)
         remaining: list[PlanStep] = [
@@ -173,7 +178,7 @@ class Desk:
         allowed = [a for a in ("resume", "handoff", "abort") if version is None or version.allows(a)] or ["resume"]
         action = self.rng.choices(["resume", "handoff", "abort"], weights=[80, 11, 9])[0]
         action = action if action in allowed else allowed[0]
-        extra: dict[str, Any] = {"handoff_to": "Finance desk"} if action == "handoff" else {}
+        extra = {"handoff_to": "Finance desk"} if action == "handoff" else {}
         decision = Decider(checkpoint).decide(
             by=by,
             action=action,
@@ -213,7 +218,9 @@ class Desk:
             decision.mark_succeeded(now=timezone.now())
 
 
-def seed(*, operator: Any, second: Any, tpm: Any, agents: list[Agent], days: int = DAYS, seed: int = SEED) -> int:
+def seed(
+    *, operator: Operator, second: Operator, tpm: Operator, agents: list[Agent], days: int = DAYS, seed: int = SEED
+) -> int:
     """Record ``days`` days of history before today, once; answers how many workflows were recorded."""
     if days <= 0 or already_seeded() or not agents:
         return 0

@@ -8,10 +8,14 @@ and a polling agent picks its paused runs up again.
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .store import SqliteFile, demo_dir, now_iso
+
+if TYPE_CHECKING:
+    from .shapes import Decision, JournalDelivery, JournalRun, ResumeState, RunState
 
 WAITING = "waiting"  # a checkpoint is open and the agent waits for the decision
 CREATING = "creating"  # journaled before the console is asked, so a crash in between leaves a trace
@@ -79,8 +83,8 @@ class Journal(SqliteFile):
         status: str,
         workflow_id: str = "",
         checkpoint_id: str = "",
-        state: dict[str, Any] | None = None,
-        resume_state: dict[str, Any] | None = None,
+        state: RunState | None = None,
+        resume_state: ResumeState | None = None,
     ) -> None:
         with self.connect() as conn:
             conn.execute(
@@ -110,16 +114,26 @@ class Journal(SqliteFile):
                 (status, workflow_id, now_iso(), external_id),
             )
 
-    def run(self, external_id: str) -> dict[str, Any] | None:
+    def run(self, external_id: str) -> JournalRun | None:
         with self.connect() as conn:
             row = conn.execute("SELECT * FROM runs WHERE external_id = ?", (external_id,)).fetchone()
         return self._decode(row) if row else None
 
     @staticmethod
-    def _decode(row: Any) -> dict[str, Any]:
-        return {**dict(row), "state": json.loads(row["state"]), "resume_state": json.loads(row["resume_state"])}
+    def _decode(row: sqlite3.Row) -> JournalRun:
+        return {  # the columns of ``runs``, the JSON ones read back
+            "external_id": row["external_id"],
+            "agent": row["agent"],
+            "kind": row["kind"],
+            "workflow_id": row["workflow_id"],
+            "checkpoint_id": row["checkpoint_id"],
+            "status": row["status"],
+            "state": json.loads(row["state"]),
+            "resume_state": json.loads(row["resume_state"]),
+            "updated_at": row["updated_at"],
+        }
 
-    def runs(self, *, status: str | None = None, agent: str | None = None) -> list[dict[str, Any]]:
+    def runs(self, *, status: str | None = None, agent: str | None = None) -> list[JournalRun]:
         sql, args = "SELECT * FROM runs WHERE 1 = 1", list[str]()
         if status:
             sql, args = sql + " AND status = ?", [*args, status]
@@ -157,9 +171,7 @@ class Journal(SqliteFile):
                 )
             ]
 
-    def wait_again(
-        self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: dict[str, Any]
-    ) -> None:
+    def wait_again(self, external_id: str, *, workflow_id: str, checkpoint_id: str, resume_state: ResumeState) -> None:
         """An orphaned run found paused at a checkpoint: wait for its decision, keeping the saved state."""
         with self.connect() as conn:
             conn.execute(
@@ -174,7 +186,7 @@ class Journal(SqliteFile):
         return count
 
     # --- deliveries ----------------------------------------------------------------------
-    def accept_delivery(self, delivery_id: str, *, agent: str, payload: dict[str, Any]) -> bool:
+    def accept_delivery(self, delivery_id: str, *, agent: str, payload: Decision) -> bool:
         """Record a delivery; False when it was accepted before (the console retried it)."""
         with self.connect() as conn:
             cursor = conn.execute(
@@ -207,11 +219,21 @@ class Journal(SqliteFile):
                 (status, now_iso(), delivery_id),
             )
 
-    def unfinished_deliveries(self) -> list[dict[str, Any]]:
+    def unfinished_deliveries(self) -> list[JournalDelivery]:
         """Accepted but never carried out: the process died in between. Picked up again at start."""
         with self.connect() as conn:
             rows = conn.execute("SELECT * FROM deliveries WHERE status = 'accepted' ORDER BY received_at")
-            return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+            return [
+                {
+                    "delivery_id": r["delivery_id"],
+                    "agent": r["agent"],
+                    "payload": json.loads(r["payload"]),
+                    "status": r["status"],
+                    "received_at": r["received_at"],
+                    "finished_at": r["finished_at"],
+                }
+                for r in rows
+            ]
 
     def delivery_count(self, delivery_id: str) -> int:
         with self.connect() as conn:

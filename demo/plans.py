@@ -6,9 +6,13 @@ from __future__ import annotations
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
+from .shapes import ResumeState
 from .systems import Fault
+
+if TYPE_CHECKING:
+    from .shapes import Fork, ModelAnswer, RunState, Ticket
 
 
 @dataclass(frozen=True)
@@ -136,19 +140,19 @@ class Run:
     workflow_id: str
     ticket_id: str
     remaining: list[str]
-    ticket: dict[str, Any] | None = None
-    decision: dict[str, Any] | None = None
+    ticket: Ticket | None = None
+    decision: ModelAnswer | None = None
     refs: dict[str, str] = field(default_factory=dict)
     committed: set[str] = field(default_factory=set)  # idempotency keys known to be done
     failed: dict[str, int] = field(default_factory=dict)  # idempotency key -> seq of a failed effect to retry
     in_flight: dict[str, int] = field(default_factory=dict)  # effect keys the console holds as pending -> seq
     next_seq: int = 1
     checkpoint_id: str = ""
-    resume_state: dict[str, Any] = field(default_factory=dict)
-    fork: dict[str, Any] | None = None  # a fork: where it came from, and the (edited) input of the step it restarts at
+    resume_state: ResumeState = field(default_factory=lambda: ResumeState())
+    fork: Fork | None = None  # a fork: where it came from, and the (edited) input of the step it restarts at
     held: str = ""  # the console put the agent on hold: the ``held`` checkpoint it paused this run at
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> RunState:
         return {
             "kind": self.kind,
             "remaining": list(self.remaining),
@@ -157,6 +161,15 @@ class Run:
             "decision": self.decision,
             "refs": dict(self.refs),
         }
+
+    def at_stake(self) -> tuple[str | None, str | None]:
+        """The amount and currency the money step moves: the model's decision, else the ticket's (None: unread)."""
+        decision: ModelAnswer = self.decision or {}
+        ticket = self.ticket
+        return (
+            decision.get("amount", ticket["amount"] if ticket else None),
+            decision.get("currency", ticket["currency"] if ticket else None),
+        )
 
     def take_seq(self) -> int:
         self.next_seq += 1

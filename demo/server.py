@@ -18,9 +18,10 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Mapping
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qs, quote, urlsplit
 
 from recovery_client import verify_signature
@@ -29,6 +30,12 @@ from .journal import Journal
 from .plans import ProviderBehaviour
 from .slack_workspace import SimulatedSlack
 from .systems import Ledgers
+
+if TYPE_CHECKING:
+    from workflows.shapes import Json
+
+    from .agent import DemoAgent
+    from .shapes import Decision
 
 log = logging.getLogger("workflows.demo")
 
@@ -54,7 +61,7 @@ class ResumeServer:
 
     def __init__(
         self,
-        agents: dict[str, Any],
+        agents: dict[str, DemoAgent],
         *,
         journal: Journal,
         ledgers: Ledgers,
@@ -103,7 +110,7 @@ class ResumeServer:
         return not any(w.is_alive() for w in workers)
 
     # --- deliveries ------------------------------------------------------------------
-    def _signed_json(self, name: str, body: bytes, signature: str | None, what: str) -> tuple[Any, object]:
+    def _signed_json(self, name: str, body: bytes, signature: str | None, what: str) -> tuple[DemoAgent, Json]:
         """The agent a signed request is for, and its body parsed; _Refused (404, 401 or 400) otherwise."""
         agent = self.agents.get(name)
         if agent is None or not agent.signing_secret:
@@ -112,30 +119,32 @@ class ResumeServer:
             log.warning("%s: %s refused: bad signature", name, what)
             raise _Refused(401, "bad signature")
         try:
-            return agent, json.loads(body)
+            parsed: Json = json.loads(body)
+            return agent, parsed
         except ValueError:
             raise _Refused(400, "the body is not JSON") from None
 
     def receive(
         self, name: str, body: bytes, signature: str | None, delivery_header: str | None
-    ) -> tuple[int, dict[str, Any]]:
+    ) -> tuple[int, dict[str, str]]:
         try:
             _agent, payload = self._signed_json(name, body, signature, "delivery")
         except _Refused as refused:
             return refused.status, {"error": refused.error}
         if not isinstance(payload, dict) or not all(isinstance(payload.get(f), str) for f in REQUIRED):
             return 400, {"error": f"the body needs the string fields {', '.join(REQUIRED)}"}
-        delivery_id = delivery_header or payload["delivery_id"]
-        if delivery_id != payload["delivery_id"]:
+        delivery = cast("Decision", payload)  # the fields it needs are there, and strings: checked above
+        delivery_id = delivery_header or delivery["delivery_id"]
+        if delivery_id != delivery["delivery_id"]:
             return 400, {"error": "X-Recovery-Delivery does not match the body's delivery_id"}
-        if not self.journal.accept_delivery(delivery_id, agent=name, payload=payload):
+        if not self.journal.accept_delivery(delivery_id, agent=name, payload=delivery):
             log.info("%s %s: delivery %s seen before; not acting again", name, payload["external_id"], delivery_id)
             return 200, {"status": "duplicate", "delivery_id": delivery_id}
         self.journal.acted(delivery_id)
-        self.dispatch(name, delivery_id, payload)
+        self.dispatch(name, delivery_id, delivery)
         return 202, {"status": "accepted", "delivery_id": delivery_id}
 
-    def receive_replay(self, name: str, body: bytes, signature: str | None) -> tuple[int, Any]:
+    def receive_replay(self, name: str, body: bytes, signature: str | None) -> tuple[int, Mapping[str, object] | bytes]:
         """A signed replay request: answered inline (200) with the results. ``replay_fault`` lets tests
         make this runtime misbehave as a broken one would: ``garbage`` (not JSON) or ``hang`` (too slow)."""
         try:
@@ -157,7 +166,7 @@ class ResumeServer:
         )
         return 200, agent.replay(request)
 
-    def dispatch(self, name: str, delivery_id: str, payload: dict[str, Any]) -> None:
+    def dispatch(self, name: str, delivery_id: str, payload: Decision) -> None:
         agent = self.agents[name]
 
         def work() -> None:
@@ -384,7 +393,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, self.app.ledgers_page(search).encode(), "text/html; charset=utf-8")
         self.reply(404, {"error": "not found"})
 
-    def reply(self, status: int, body: dict[str, Any]) -> None:
+    def reply(self, status: int, body: Mapping[str, object]) -> None:
         self.send(status, json.dumps(body).encode(), "application/json")
 
     def send(self, status: int, body: bytes, content_type: str) -> None:

@@ -4,23 +4,27 @@ fleet once everything is up: by then the processes' start-up logs have pushed th
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .store import demo_dir
+
+if TYPE_CHECKING:
+    from workflows.shapes import Json, JsonObject
 
 USERS = (("operator", "operator"), ("tpm", "tpm"), ("admin", "admin"))  # username, role
 
 
-def passwords() -> dict[str, Any]:
+def passwords() -> JsonObject:
     """The demo passwords ``seed_demo`` keeps in ``var/demo/users.json`` (dev only)."""
     try:
-        data: dict[str, Any] = json.loads((demo_dir() / "users.json").read_text())
+        data: JsonObject = json.loads((demo_dir() / "users.json").read_text())
     except (FileNotFoundError, ValueError):
         return {}
     return data
 
 
-def sign_in_lines(login_url: str, known: dict[str, Any] | None = None) -> list[str]:
+def sign_in_lines(login_url: str, known: Mapping[str, Json] | None = None) -> list[str]:
     known = passwords() if known is None else known
     lines = [
         f"Demo logins (dev only; kept in {demo_dir() / 'users.json'}): {login_url}",

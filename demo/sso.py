@@ -22,7 +22,7 @@ import secrets
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_ID = "recovery-console-dev"
@@ -62,7 +62,23 @@ def _private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def prepare(where: Path) -> dict[str, Any]:
+class Person(TypedDict):
+    """One person the provider signs in (``PEOPLE``), with the password made for them."""
+
+    username: str
+    email: str
+    groups: list[str]
+    password: str
+
+
+class Profile(TypedDict, total=False):
+    """What ``prepare`` keeps in ``profile.json``: the client secret and the people."""
+
+    client_secret: str
+    people: list[Person]
+
+
+def prepare(where: Path) -> Profile:
     """The provider's signing key, the client secret and the people's passwords: made once, then reused."""
     key = where / "key.pem"
     if not key.exists():
@@ -74,7 +90,7 @@ def prepare(where: Path) -> dict[str, Any]:
         )
         _private(key, pem.decode())
     try:
-        profile: dict[str, Any] = json.loads((where / "profile.json").read_text())
+        profile: Profile = json.loads((where / "profile.json").read_text())
     except (FileNotFoundError, ValueError):
         profile = {}
     profile.setdefault("client_secret", secrets.token_urlsafe(32))
@@ -84,7 +100,7 @@ def prepare(where: Path) -> dict[str, Any]:
             "username": name,
             "email": f"{name}@sso.demo.invalid",
             "groups": groups,
-            "password": known.get(name, {}).get("password") or secrets.token_urlsafe(9),
+            "password": (known[name]["password"] if name in known else "") or secrets.token_urlsafe(9),
         }
         for name, groups in PEOPLE
     ]
@@ -96,7 +112,7 @@ def provider_url(port: int) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def console_env(profile: dict[str, Any], port: int) -> dict[str, str]:
+def console_env(profile: Profile, port: int) -> dict[str, str]:
     """The console's single sign-on variables (README "Single sign-on") for this provider."""
     url = provider_url(port)
     return {
@@ -141,7 +157,7 @@ def provider_command(where: Path, port: int, console: str) -> tuple[list[str], d
     )
 
 
-def sign_in_lines(profile: dict[str, Any], port: int, console: str) -> list[str]:
+def sign_in_lines(profile: Profile, port: int, console: str) -> list[str]:
     mapping = {group: ", ".join(grants) for group, grants in GROUP_MAP.items()}
     lines = [
         f"Single sign-on (dev only; kept in {home()}/profile.json): {console.rstrip('/')}/login/ → "

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, TypedDict, overload
 
 from .store import SqliteFile, demo_dir, now_iso
+
+if TYPE_CHECKING:
+    from .shapes import Ticket
 
 # A fork's external id is its original's with ``~fork<n>`` (workflows.models.Workflow.fork), as are its keys.
 LINEAGE = re.compile(r"~fork\d+")
@@ -191,7 +194,7 @@ class Ledgers(SqliteFile):
         found.update({f"{root} (across forks)": len(keys) for root, keys in sorted(lineages.items()) if len(keys) > 1})
         return found
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> Totals:
         """Executions per operation, money moved per currency, and the number of duplicated keys."""
         with self.connect() as conn:
             counts = dict(conn.execute("SELECT operation, COUNT(*) FROM executions GROUP BY operation").fetchall())
@@ -214,6 +217,15 @@ class Ledgers(SqliteFile):
         with self.connect() as conn:
             rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
             return [Execution(**dict(row)) for row in rows]
+
+
+class Totals(TypedDict):
+    """What the ledgers executed (``Ledgers.totals``): the ledgers page's summary line."""
+
+    executions: int
+    by_operation: dict[str, int]
+    money: dict[str, str]  # currency -> the total moved, as a decimal string
+    duplicate_keys: int
 
 
 class Payments:
@@ -256,11 +268,11 @@ class Tickets:
         self.ledgers = ledgers
 
     @overload
-    def read(self, ticket: str) -> dict[str, Any]: ...
+    def read(self, ticket: str) -> Ticket: ...
     @overload
-    def read(self, ticket: str, *, fault: Fault | None) -> dict[str, Any] | str: ...
+    def read(self, ticket: str, *, fault: Fault | None) -> Ticket | str: ...
 
-    def read(self, ticket: str, *, fault: Fault | None = None) -> dict[str, Any] | str:
+    def read(self, ticket: str, *, fault: Fault | None = None) -> Ticket | str:
         """A read commits nothing; it can still time out, be rate limited or answer garbage."""
         if fault == Fault.RATE_LIMIT:
             raise RateLimited("tickets: 429 Too Many Requests")

@@ -19,6 +19,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -118,7 +122,7 @@ def main() -> int:
     return 1 if failures else 0
 
 
-def run(drill: FailoverDrill, alice: object, base: str, password: str, *, interactive: bool) -> None:
+def run(drill: FailoverDrill, alice: Operator, base: str, password: str, *, interactive: bool) -> None:
     stage(1, "support-bot runs the refund for a ticket, and its process dies mid-workflow")
     workflow = drill.disappear()
     for step in workflow.steps.order_by("seq"):

@@ -18,8 +18,8 @@ from django.views.decorators.http import require_GET
 from console.keyset import KeysetPager
 from workflows.blast_radius import queue_rows as incident_queue_rows
 from workflows.models import RESUMING_ACTIONS, Action, Agent, Checkpoint, Decision, Event, Reason, Workflow
-from workflows.models.queue import CheckpointQuerySet
 from workflows.models.people import operators
+from workflows.models.queue import CheckpointQuerySet
 
 from ..forms import QueueFilterForm, QueueFilters
 from ..queue_rows import render_rows

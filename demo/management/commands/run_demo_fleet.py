@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -130,7 +131,7 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"cannot listen on 127.0.0.1:{port}: {exc}") from exc
 
-        def stop(signum: int, frame: Any) -> None:
+        def stop(signum: int, frame: FrameType | None) -> None:
             fleet.stop()
 
         workspace = SlackWorkspace.objects.filter(team_id=slack_workspace.TEAM, is_active=True).first()

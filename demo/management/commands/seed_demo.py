@@ -13,9 +13,10 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -42,6 +43,22 @@ from workflows.models import (
 
 ROLES = ("operator", "tpm", "admin")
 # The polling agent second, so that `run_demo_fleet --agents 2` still exercises both delivery paths.
+if TYPE_CHECKING:
+    from workflows.models.base import Operator
+    from workflows.shapes import JsonObject
+
+
+class AgentEntry(TypedDict):
+    """One demo agent as ``agents.json`` keeps it for the fleet (its token in the clear: dev only)."""
+
+    name: str
+    kind: str
+    token: str | None
+    signing_secret: str
+    resume_url: str
+    owner: str | None
+
+
 AGENTS = (
     ("support-bot", "refund", True, "Support agent: refunds for tickets (the worked example)."),
     ("ticket-bot", "ticket_triage", False, "Triage agent without a resume endpoint: it polls for decisions."),
@@ -131,15 +148,15 @@ def runbooks(fleet_port: int) -> list[dict[str, Any]]:
     ]
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> JsonObject:
     try:
-        data: dict[str, Any] = json.loads(path.read_text())
+        data: JsonObject = json.loads(path.read_text())
         return data
     except (FileNotFoundError, ValueError):
         return {}
 
 
-def write_private(path: Path, data: dict[str, Any]) -> None:
+def write_private(path: Path, data: Mapping[str, object]) -> None:
     """Secrets: owner-only file, replaced atomically so the fleet never reads half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -192,15 +209,17 @@ class Command(BaseCommand):
                 "(the TPM pages' trends, breaches, readiness and staffing)."
             )
 
-    def seed_users(self, passwords: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    def seed_users(self, passwords: JsonObject) -> tuple[dict[str, Operator], dict[str, str]]:
         User = get_user_model()
         groups = {role: Group.objects.get_or_create(name=role)[0] for role in ROLES}
-        users, new = {}, {}
+        users: dict[str, Operator] = {}
+        new: dict[str, str] = {}
         for username, role in USERS:
             user = User.objects.filter(username=username).first()
             if user is None:
                 # A password from the file is reused when the database was reset but the file kept.
-                password = passwords.get(username) or secrets.token_urlsafe(12)
+                kept = passwords.get(username)
+                password = kept if isinstance(kept, str) and kept else secrets.token_urlsafe(12)
                 user = User.objects.create_user(username, password=password)
                 new[username] = password
             if role == "admin" and not (user.is_staff and user.is_superuser):
@@ -210,7 +229,7 @@ class Command(BaseCommand):
             users[username] = user
         return users, new
 
-    def seed_policy(self, target: int, warning: int, *, escalate_to: Any, operators: Any) -> SLAPolicy:
+    def seed_policy(self, target: int, warning: int, *, escalate_to: Operator, operators: Group) -> SLAPolicy:
         """A demo policy: breach tells the admin at once; 5 minutes later the least-loaded operator gets it."""
         policy, created = SLAPolicy.objects.get_or_create(
             name=f"Demo: decide within {target} min",
@@ -229,7 +248,7 @@ class Command(BaseCommand):
             )
         return policy
 
-    def seed_channels(self, users: dict[str, Any]) -> None:
+    def seed_channels(self, users: dict[str, Operator]) -> None:
         """Every demo user gets email (written under var/mail/ by the default file backend)."""
         for user in users.values():
             if not user.email:
@@ -237,7 +256,7 @@ class Command(BaseCommand):
                 user.save(update_fields=["email"])
             Channel.objects.get_or_create(user=user, kind=Channel.Kind.EMAIL)
 
-    def seed_slack(self, users: dict[str, Any]) -> None:
+    def seed_slack(self, users: dict[str, Operator]) -> None:
         """The simulated Slack workspace the fleet serves at /slack (demo/slack_workspace.py), its users
         linked to the demo's operator, admin and TPM (one is left unlinked, to show the link flow)."""
         workspace = SlackWorkspace.objects.filter(team_id=slack_workspace.TEAM).first()
@@ -255,7 +274,7 @@ class Command(BaseCommand):
                     defaults={"user": users[username], "nonce": f"demo-{slack_user}"},
                 )
 
-    def seed_runbooks(self, fleet_port: int, *, escalate_to: Any, operators: Any) -> None:
+    def seed_runbooks(self, fleet_port: int, *, escalate_to: Operator, operators: Group) -> None:
         for spec in runbooks(fleet_port):
             spec = dict(spec)
             if spec.get("is_default") and Runbook.objects.filter(is_default=True).exclude(slug=spec["slug"]).exists():
@@ -279,7 +298,7 @@ class Command(BaseCommand):
                 runbook.url = spec["url"]
                 runbook.save(update_fields=["url"])
 
-    def seed_drill(self, *, by: Any) -> None:
+    def seed_drill(self, *, by: Operator) -> None:
         """One drill definition on the demo fleet, to start from the Drills page (the fleet carries it out)."""
         Drill.objects.get_or_create(
             name=DEMO_DRILL,
@@ -295,15 +314,16 @@ class Command(BaseCommand):
             },
         )
 
-    def seed_agents(
-        self, saved: dict[str, Any], fleet_port: int, *, owner: Any
-    ) -> tuple[list[dict[str, Any]], list[str]]:
-        known = {entry.get("name"): entry for entry in saved.get("agents", []) if isinstance(entry, dict)}
-        entries, rotated = [], []
+    def seed_agents(self, saved: JsonObject, fleet_port: int, *, owner: Operator) -> tuple[list[AgentEntry], list[str]]:
+        listed = saved.get("agents")
+        known = {e.get("name"): e for e in listed if isinstance(e, dict)} if isinstance(listed, list) else {}
+        entries: list[AgentEntry] = []
+        rotated: list[str] = []
         for name, kind, webhook, description in AGENTS:
             resume_url = f"http://127.0.0.1:{fleet_port}/agents/{name}/resume" if webhook else ""
             agent = Agent.objects.filter(name=name).first()
-            token = (known.get(name) or {}).get("token")
+            kept = (known.get(name) or {}).get("token")
+            token = kept if isinstance(kept, str) else None
             if agent is None:
                 agent, token = Agent.register(name, resume_url=resume_url, owner=owner, description=description)
                 Agent.objects.filter(pk=agent.pk).update(silence_seconds=300)
@@ -336,9 +356,9 @@ class Command(BaseCommand):
 
     def report(
         self,
-        passwords: dict[str, Any],
-        users: dict[str, Any],
-        agents: list[dict[str, Any]],
+        passwords: JsonObject,
+        users: dict[str, Operator],
+        agents: list[AgentEntry],
         rotated: list[str],
         port: int,
         users_path: Path,
