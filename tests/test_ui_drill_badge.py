@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from tests.helpers import make_agent, make_checkpoint, make_worked_example
+from tests.test_drills import drilling_agent
 from workflows.models import Checkpoint, Drill, Workflow
 
 pytestmark = pytest.mark.django_db
@@ -64,3 +65,28 @@ def test_a_production_checkpoint_carries_no_badge(alice, tess):
     for user in (alice, tess):
         for html in pages(user, checkpoint).values():
             assert BADGE not in html
+
+
+def test_an_unannounced_drills_own_events_are_hidden_from_operators_as_its_badge_is(alice, tess):
+    """Picked by the API's enlist path and journalled at its fault, the run's event log says "picked for a drill"
+    and "journalled its state at the drill's fault": operators must not read that before the decision."""
+    bot = drilling_agent()
+    drill = Drill(agent=bot.agent, name="crash", fault=Drill.Fault.CRASH_AFTER_STEP, at_seq=1, runs=1, announced=False)
+    drill.full_clean()
+    drill.save()
+    assert drill.start()
+    wf = bot.create_workflow("T-1")["id"]
+    bot.report(wf, 1, "read_ticket")
+    assert Drill.record_journal(Workflow.objects.get(pk=wf), {"committed": [], "pending": None, "promises": []})
+    checkpoint = Checkpoint.objects.get(pk=bot.open_checkpoint(wf)["id"])
+    told = ("picked for a drill", "journalled its state")
+
+    for url, html in pages(alice, checkpoint).items():
+        assert not any(words in html for words in told), url
+    for url, html in pages(tess, checkpoint).items():
+        if url != "/":  # the queue shows no event log
+            assert all(words in html for words in told), url
+    Checkpoint.objects.filter(pk=checkpoint.pk).update(status=Checkpoint.Status.DECIDED)
+    for url, html in pages(alice, Checkpoint.objects.get(pk=checkpoint.pk)).items():
+        if url != "/":
+            assert all(words in html for words in told), url

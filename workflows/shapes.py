@@ -12,7 +12,10 @@ terms a checkpoint freezes when it opens.
 
 from __future__ import annotations
 
-from typing import NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, NotRequired, TypeAlias, TypedDict
+
+if TYPE_CHECKING:
+    from .business_time import HoursDict
 
 Json: TypeAlias = "dict[str, Json] | list[Json] | str | int | float | bool | None"
 JsonObject: TypeAlias = "dict[str, Json]"
@@ -127,7 +130,7 @@ class SlaTerms(TypedDict):
     claim_lead: int
     decision_target: int
     decision_lead: int
-    hours: JsonObject | None
+    hours: HoursDict | None
     calendar: str | None
     watchers: int | None
     reminder: int | None

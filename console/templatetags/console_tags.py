@@ -233,13 +233,9 @@ def drill_badge(
     drill = workflow.drill
     if drill is None:
         return {"drill": None}
-    if checkpoint is not None:
-        decided = not checkpoint.is_open
-    else:
-        decided = workflow.checkpoints.exclude(status__in=Checkpoint.OPEN_STATUSES).exists()
     request = context.get("request")
     user = getattr(request, "user", None)
-    return {"drill": drill if drill.shown_to(user, decided=decided) else None}
+    return {"drill": drill if Drill.known_to(user, workflow, checkpoint) else None}
 
 
 @register.simple_tag

@@ -25,6 +25,7 @@ from workflows.models import (
     Conflict,
     Decider,
     Decision,
+    Drill,
     Event,
     Step,
     Team,
@@ -140,9 +141,10 @@ def _workbench(
     form = form or DecisionForm(checkpoint=checkpoint)
     # The log shows the latest WORKBENCH_EVENTS (one more says whether it is clipped); who holds it and where it
     # returns to are asked of the checkpoint's own events, however many steps came after them.
-    events = list(
-        workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[: WORKBENCH_EVENTS + 1]
-    )
+    shown = workflow.events.all()
+    if not Drill.known_to(signed_in(request), workflow, checkpoint):  # an unannounced drill says nothing yet
+        shown = shown.exclude(verb__in=Drill.TELLING_VERBS)
+    events = list(shown.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[: WORKBENCH_EVENTS + 1])
     about = checkpoint.events.select_related("actor_user", "actor_agent").order_by("-pk")
     trajectory = _trajectory_window(workflow, checkpoint)
     steps = trajectory.steps

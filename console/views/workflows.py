@@ -19,6 +19,7 @@ from workflows.models import (
     Checkpoint,
     Conflict,
     Decision,
+    Drill,
     Incident,
     ReplayRun,
     Workflow,
@@ -54,7 +55,10 @@ def workflow_page(request: HttpRequest, pk: int) -> HttpResponse:
         .select_related("decided_by", "approved_by", "new_owner")
         .order_by("-decided_at")
     )
-    events = list(workflow.events.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:EVENTS_SHOWN])
+    shown = workflow.events.all()
+    if not Drill.known_to(signed_in(request), workflow):  # an unannounced drill says nothing yet
+        shown = shown.exclude(verb__in=Drill.TELLING_VERBS)
+    events = list(shown.select_related("actor_user", "actor_agent").order_by("-at", "-pk")[:EVENTS_SHOWN])
     context = {
         "workflow": workflow,
         "page": page,

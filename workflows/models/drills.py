@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from ..shapes import JsonObject, StepInstruction
     from .base import Operator
+    from .checkpoints import Checkpoint
     from .workflows import Workflow
 
 User = settings.AUTH_USER_MODEL
@@ -483,8 +484,27 @@ class Drill(Stateful):
         return bool(won)
 
     # --- who sees it ---------------------------------------------------------------------------
-    def shown_to(self, user: Operator | AnonymousUser, *, decided: bool) -> bool:
+    # The events that say a run is drilled: an unannounced drill hides them as it hides its badge.
+    TELLING_VERBS = (Event.Verb.DRILL_ENLISTED, Event.Verb.DRILL_JOURNALLED)
+
+    def shown_to(self, user: Operator | AnonymousUser | None, *, decided: bool) -> bool:
         """The drill badge: TPMs and admins always; operators when it is announced or once decided."""
         from ..roles import can_review
 
-        return self.announced or decided or can_review(user)
+        return self.announced or decided or (user is not None and can_review(user))
+
+    @staticmethod
+    def known_to(
+        user: Operator | AnonymousUser | None, workflow: Workflow, checkpoint: Checkpoint | None = None
+    ) -> bool:
+        """Whether ``user`` may know that ``workflow`` is drilled (its badge, its drill events): always for a run
+        no drill picked; else as ``shown_to``, decided meaning ``checkpoint`` is (on a workflow page: any of
+        its checkpoints is)."""
+        drill = workflow.drill
+        if drill is None:
+            return True
+        if checkpoint is not None:
+            decided = not checkpoint.is_open
+        else:
+            decided = workflow.checkpoints.exclude(status__in=workflow.checkpoints.model.OPEN_STATUSES).exists()
+        return drill.shown_to(user, decided=decided)
