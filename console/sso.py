@@ -49,6 +49,13 @@ def enabled() -> bool:
     return bool(getattr(settings, "OIDC_RP_CLIENT_ID", ""))
 
 
+def verified_email(claims: JsonObject) -> str:
+    """The claims' email when the identity provider says it verified it, else "": an address someone typed at
+    a provider that does not check it must not become what Slack links a console user by."""
+    email = claims.get("email")
+    return email[:254] if isinstance(email, str) and claims.get("email_verified") is True else ""
+
+
 class PasswordBackend(ModelBackend):
     """Django's password check, refused for everyone but the break-glass users when PASSWORD_LOGIN is off."""
 
@@ -111,11 +118,14 @@ class OIDCBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # the libra
             while user_model.objects.filter(username=name).exists():  # never take over a local account
                 n += 1
                 name = f"{base}-{n}"
-            user = user_model.objects.create_user(username=name, email=str(claims.get("email", ""))[:254])
+            user = user_model.objects.create_user(username=name, email=verified_email(claims))
             SignInIdentity.objects.create(user=user, issuer=str(claims["iss"]), subject=str(claims["sub"]))
         return self.update_user(user, claims)
 
     def update_user(self, user: Operator, claims: JsonObject) -> Operator | None:
+        if (email := verified_email(claims)) and email != user.email:  # what Slack links by: kept only verified
+            user.email = email
+            user.save(update_fields=["email"])
         groups = claims.get(settings.OIDC_GROUP_CLAIM) or []
         if isinstance(groups, str):
             groups = [groups]

@@ -103,6 +103,7 @@ class SimulatedSlack:
                 "type": "view_submission",
                 "team": {"id": TEAM},
                 "user": {"id": user},
+                "trigger_id": f"trigger-{next(self._ts)}",  # as Slack sends: no two requests are alike
                 "view": {**view, "state": {"values": values}},
             }
         )

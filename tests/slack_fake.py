@@ -136,13 +136,20 @@ def signed(payload: dict[str, Any], *, secret: str = SIGNING_SECRET, at: float |
     }
 
 
+_TRIGGERS = itertools.count(1)
+
+
+def next_trigger() -> str:
+    return f"trigger-{next(_TRIGGERS)}"
+
+
 def button(action_id: str, value: str, *, user: str, message_ts: str = "") -> dict[str, Any]:
     return {
         "type": "block_actions",
         "team": {"id": TEAM},
         "user": {"id": user},
         "channel": {"id": CHANNEL},
-        "trigger_id": "trigger-1",
+        "trigger_id": next_trigger(),  # Slack's own, new for every press: no two requests are alike
         "container": {"message_ts": message_ts},
         "actions": [{"action_id": action_id, "value": value, "type": "button"}],
     }
@@ -165,6 +172,7 @@ def submission(view: dict[str, Any], values: dict[str, str], *, user: str) -> di
         "type": "view_submission",
         "team": {"id": TEAM},
         "user": {"id": user},
+        "trigger_id": next_trigger(),
         "view": {**view, "state": {"values": state}},
     }
 

@@ -128,3 +128,39 @@ def test_without_a_four_eyes_runbook_the_rollout_runs_at_once(alice):
     for c in incident.members.all():  # no money anywhere: requires_four_eyes is about money only
         Checkpoint.objects.filter(pk=c.pk).update(resume_state={**c.resume_state, "committed": []})
     assert Rollout.start(incident, action="resume", by=alice).status == Rollout.Status.RUNNING
+
+
+def test_a_member_joining_after_the_approval_is_proposed_for_a_second_operator_not_approved_in_the_approvers_name(
+    alice, bob
+):
+    """Four eyes on every resume, no money: the approver approved the members open then, not whoever joins."""
+    make_runbook(workflow_kind="refund", four_eyes_on_every_resume=True)
+    incident = _incident(2, plan=())
+    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=100)
+    assert rollout.approve(by=bob)
+    _incident(1, plan=(), agent=incident.agent)  # a third one of the same failure joins afterwards
+    latecomer = incident.members.order_by("-pk").first()
+    assert latecomer.pk not in rollout.approved_members
+
+    Rollout.advance_due(timezone.now())
+
+    decided = {d.checkpoint_id: d for d in _decided()}
+    assert decided[latecomer.pk].status == Decision.Status.PROPOSED and decided[latecomer.pk].approved_by is None
+    assert {d.status for pk, d in decided.items() if pk != latecomer.pk} == {Decision.Status.QUEUED}
+
+
+def test_under_four_eyes_the_proposer_alone_cannot_let_a_halted_rollout_go_on(alice, bob, client):
+    make_runbook(workflow_kind="refund", four_eyes_on_every_resume=True)
+    incident = _incident(2, plan=())
+    rollout = Rollout.start(incident, action="resume", by=alice)
+    assert rollout.approve(by=bob)
+    Rollout.objects.filter(pk=rollout.pk).update(status=Rollout.Status.HALTED, halt_reason="2 of 2 failed")
+    rollout.refresh_from_db()
+
+    assert not rollout.carry_on(by=alice)
+    client.force_login(alice)
+    page = client.post(f"/rollouts/{rollout.pk}/", {"do": "continue"}, follow=True).content.decode()
+    assert "another operator than its proposer" in page
+    rollout.refresh_from_db()
+    assert rollout.status == Rollout.Status.HALTED
+    assert rollout.carry_on(by=bob)

@@ -122,9 +122,15 @@ def test_a_forged_request_and_one_older_than_five_minutes_are_refused(slack, wor
     assert Event.objects.count() == events
     checkpoint.refresh_from_db()
     assert checkpoint.status == Checkpoint.Status.OPEN
-    assert press("claim", claim, user="UALICE", at=time.time() - 200).status_code == 200  # inside five minutes
+    request = signed(button("claim", claim, user="UALICE"), at=time.time() - 200)
+    assert Client().post(URL, **request).status_code == 200  # inside five minutes
     checkpoint.refresh_from_db()
     assert checkpoint.assignee == alice
+    assert checkpoint.release(by=alice)
+    # The same signed request again, inside its five minutes: a replay, refused before it is read.
+    assert Client().post(URL, **request).status_code == 403
+    checkpoint.refresh_from_db()
+    assert checkpoint.assignee is None
 
 
 def test_an_unlinked_user_gets_a_one_time_link_and_acts_once_they_confirm_it_signed_in(slack, workspace, alice):
@@ -388,6 +394,7 @@ def test_odd_shapes_of_a_signed_payload_get_an_answer_never_a_server_error(slack
         submission(good_view, {"confirm:0": "happened"}, user="UALICE"),
         {"type": "view_submission", "team": {"id": TEAM}, "user": {"id": "UALICE"}, "view": {"callback_id": "decide"}},
     ]
+    sent: set[tuple[str, str]] = set()
     for _ in range(150):
         payload = json.loads(json.dumps(rng.choice(shapes)))
         target = payload
@@ -420,8 +427,12 @@ def test_odd_shapes_of_a_signed_payload_get_an_answer_never_a_server_error(slack
             target[path[-1]] = rng.choice(ODD_VALUES)
         elif isinstance(target, list) and target:
             target[0] = rng.choice(ODD_VALUES)
-        response = Client().post(URL, **signed(payload))
-        assert response.status_code in (200, 400), (payload, response.status_code)
+        request = signed(payload)
+        response = Client().post(URL, **request)
+        replayed = (request["HTTP_X_SLACK_REQUEST_TIMESTAMP"], request["HTTP_X_SLACK_SIGNATURE"]) in sent
+        sent.add((request["HTTP_X_SLACK_REQUEST_TIMESTAMP"], request["HTTP_X_SLACK_SIGNATURE"]))
+        # The same signed request twice (the same shape drawn again within a second) is a replay: refused.
+        assert response.status_code in ((403,) if replayed else (200, 400)), (payload, response.status_code)
     for body in ("payload=not-json", "payload=[1,2]", "payload=%7B%7D", "nothing=1", ""):
         timestamp = str(int(time.time()))
         digest = hmac.new(SIGNING_SECRET.encode(), f"v0:{timestamp}:{body}".encode(), "sha256").hexdigest()

@@ -51,7 +51,7 @@ class Provider:
     def issuer(self) -> str:
         return self.url + "/o"
 
-    def person(self, username: str, *groups: str) -> str:
+    def person(self, username: str, *groups: str, email_verified: bool = True) -> str:
         """Create or update a person at the provider, in exactly these groups; their ``sub``."""
         answer = requests.post(
             self.url + "/control/user",
@@ -61,6 +61,7 @@ class Provider:
                     "username": username,
                     "password": "provider-pw",
                     "email": f"{username}@example.org",
+                    "email_verified": email_verified,
                     "groups": list(groups),
                 }
             ),
@@ -181,6 +182,18 @@ def test_a_sign_in_maps_the_group_claim_to_a_role_and_a_team(sso, client):
         "groups": ["billing", "rc-operators", "unrelated"],
     }
     assert Event.objects.filter(verb=Event.Verb.LOGGED_IN, actor_name="olivia").exists()
+
+
+def test_only_an_email_the_provider_verified_is_kept_what_slack_links_people_by(sso, client):
+    """An address someone typed at a provider that does not check it must not let its owner claim another
+    person's Slack presses (workflows/slack/people.py links a Slack user by a verified email)."""
+    sso.person("olivia", "rc-operators", email_verified=False)
+    assert sign_in(client, sso, "olivia").status_code == 302
+    assert _user(client).email == ""
+    client.logout()
+    sso.person("olivia", "rc-operators")  # the provider verified it since
+    assert sign_in(client, sso, "olivia").status_code == 302
+    assert _user(client).email == "olivia@example.org"
 
 
 def test_without_a_userinfo_endpoint_the_id_token_alone_carries_the_groups(sso, client, settings):

@@ -339,6 +339,9 @@ def steer_rollout(request: HttpRequest, pk: int) -> HttpResponse:
             return redirect(_to(rollout.incident))
     else:
         done = rollout.cancel(by=user) if do == "cancel" else rollout.carry_on(by=user) if do == "continue" else False
+        if not done and do == "continue" and rollout.approved_by_id is not None and user.pk == rollout.started_by_id:
+            messages.error(request, "Under four eyes another operator than its proposer lets a halted rollout go on.")
+            return redirect(_to(rollout.incident))
     if done:
         messages.success(request, f"Rollout {rollout.status}.")
     else:

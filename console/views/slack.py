@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from django.core import signing
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -24,6 +25,8 @@ from workflows.slack import interactions
 
 from ..roles import READERS, public, role_required, signed_in
 
+SIGNATURE_WINDOW_SECONDS = 300  # slack_sdk's SignatureVerifier accepts a timestamp this old at most
+
 
 def verified_workspace(request: HttpRequest) -> SlackWorkspace | None:
     """The connected workspace whose signing secret signed this request (five minutes at most), or None."""
@@ -34,7 +37,10 @@ def verified_workspace(request: HttpRequest) -> SlackWorkspace | None:
         return None
     for workspace in SlackWorkspace.objects.filter(is_active=True):
         if SignatureVerifier(workspace.signing_secret).is_valid(body, timestamp, signature):
-            return workspace
+            # Once only: a signed request replayed within its five minutes is refused (Slack never resends
+            # one with the same signature; its retries are signed anew).
+            seen = f"slack-request:{workspace.pk}:{timestamp}:{signature}"
+            return workspace if cache.add(seen, True, timeout=SIGNATURE_WINDOW_SECONDS + 60) else None
     return None
 
 

@@ -22,6 +22,7 @@ from jwcrypto import jwk
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 
+UNVERIFIED_EMAILS: set[str] = set()  # usernames whose email this provider says it did not verify
 TAMPER: dict[str, str] = {}  # the mode for the next token response; the server is single-threaded
 
 
@@ -33,6 +34,7 @@ class GroupsValidator(OAuth2Validator):
         return {
             "preferred_username": user.username,
             "email": user.email,
+            "email_verified": bool(user.email) and user.username not in UNVERIFIED_EMAILS,
             "groups": sorted(user.groups.values_list("name", flat=True)),
         }
 
@@ -60,8 +62,10 @@ def control_user(request: HttpRequest) -> JsonResponse:
     user, _ = get_user_model().objects.get_or_create(
         username=data["username"], defaults={"email": data.get("email", "")}
     )
+    user.email = data.get("email", user.email)
     user.set_password(data["password"])
     user.save()
+    (UNVERIFIED_EMAILS.add if data.get("email_verified") is False else UNVERIFIED_EMAILS.discard)(user.username)
     user.groups.set([Group.objects.get_or_create(name=name)[0] for name in data.get("groups", [])])
     return JsonResponse({"sub": str(user.pk)})
 

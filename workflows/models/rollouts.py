@@ -209,6 +209,12 @@ class Rollout(Stateful):
         help_text="Four eyes: the second operator who approved it.",
     )
     approved_at = models.DateTimeField(null=True, blank=True)
+    approved_members = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Four eyes: the open members the second operator approved (checkpoint ids); one that joins "
+        "later waits for a second operator of its own.",
+    )
     started_at = models.DateTimeField(default=timezone.now)
     canary_percent = models.PositiveIntegerField(default=5)
     growth = models.PositiveIntegerField(default=2)
@@ -347,6 +353,7 @@ class Rollout(Stateful):
                 data={"rollout": self.pk, "proposed_by": self.started_by.get_username()},
                 approved_by=by,
                 approved_at=timezone.now(),
+                approved_members=list(self.incident.members.open().values_list("pk", flat=True)),
                 next_at=timezone.now(),
             )
             if won:
@@ -524,8 +531,8 @@ class Rollout(Stateful):
             decision = Decider(checkpoint).record(self._draft(checkpoint), by=self.started_by)
         except (ValueError, Conflict):
             return False
-        if decision.awaits_approval and self.approved_by is not None:
-            decision.approve(by=self.approved_by)
+        if decision.awaits_approval and self.approved_by is not None and checkpoint.pk in self.approved_members:
+            decision.approve(by=self.approved_by)  # a member that joined later is proposed, for a second operator
         return True
 
     WAITING_SCANNED = 200
@@ -555,7 +562,10 @@ class Rollout(Stateful):
     def carry_on(self, *, by: Operator) -> bool:
         """HALTED -> RUNNING: an operator judged the halt and lets the next wave go. The wave that halted it is
         marked judged, or the next sweep would halt again on the same failures (its rate window has passed: the
-        halt was judged no earlier than it)."""
+        halt was judged no earlier than it). Under four eyes, not by the proposer alone: the approver or another
+        operator judges the halt."""
+        if self.approved_by_id is not None and by.pk == self.started_by_id:
+            return False
         waves = [*self.waves[:-1], {**self.waves[-1], "continued": True}] if self.waves else []
         return self.move(
             self.Status.RUNNING,
