@@ -22,7 +22,7 @@ NOTIFICATIONS = (
 )
 
 
-def _shown(page, ready, timeout: float = 10.0) -> list[dict]:
+def _shown(page, ready, timeout: float = 30.0) -> list[dict]:
     """The notifications shown, once ``ready`` holds of them. Asked again until then: the list is read in a
     promise, which ``page.wait_for_function`` counts as truthy at once instead of awaiting it."""
     deadline = time.monotonic() + timeout
