@@ -12,7 +12,7 @@ from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from workflows.api.json_body import BodyRejected, load_json
-from workflows.models import Action, Agent, Checkpoint, Confirmation, Decider, Reason, Team
+from workflows.models import Action, Agent, Checkpoint, Confirmation, Decider, EffectConfirmation, Reason, Team
 from workflows.models.people import operators
 from workflows.models.queue import CheckpointQuerySet
 from workflows.shapes import JsonObject
@@ -112,30 +112,47 @@ class DecisionForm(forms.Form):
         repeat = self.fields["repeat"]
         assert isinstance(repeat, forms.TypedMultipleChoiceField)
         repeat.choices = [(str(e.step_id), e.sentence()) for e in self.repeated]
-        for i, _effect in enumerate(checkpoint.unknown_effects):
+        # Effects an operator confirmed ahead of the decision, from the provider's evidence (an incident's bulk
+        # confirmation): shown with who, when and the reference, and the form starts from their verdict.
+        self.from_evidence = {
+            c.idempotency_key: c
+            for c in EffectConfirmation.objects.filter(checkpoint=checkpoint).select_related("confirmed_by")
+        }
+        for i, effect in enumerate(checkpoint.unknown_effects):
             self.fields[f"confirm_{i}"] = forms.ChoiceField(
                 choices=Confirmation.choices, required=False, widget=forms.RadioSelect
             )
             self.fields[f"ref_{i}"] = forms.CharField(max_length=200, required=False, strip=True)
+            if (known := self.from_evidence.get(str(effect.get("idempotency_key") or ""))) is not None:
+                self.initial.setdefault(f"confirm_{i}", known.verdict)
+                self.initial.setdefault(f"ref_{i}", known.reference)
 
     @property
-    def effects(self) -> list[tuple[int, JsonObject, forms.BoundField, forms.BoundField]]:
+    def effects(
+        self,
+    ) -> list[tuple[int, JsonObject, forms.BoundField, forms.BoundField, EffectConfirmation | None]]:
         return [
-            (i, effect, self[f"confirm_{i}"], self[f"ref_{i}"])
+            (
+                i,
+                effect,
+                self[f"confirm_{i}"],
+                self[f"ref_{i}"],
+                self.from_evidence.get(str(effect.get("idempotency_key"))),
+            )
             for i, effect in enumerate(self.checkpoint.unknown_effects)
         ]
 
     @property
     def all_confirmed(self) -> bool:
         """Every unknown effect has an answer (bound or re-rendered): resume may be enabled."""
-        return all(confirm.value() in Confirmation.values for _i, _e, confirm, _r in self.effects)
+        return all(confirm.value() in Confirmation.values for _i, _e, confirm, _r, _k in self.effects)
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
         # The model enforces the rule too; here it becomes an error beside the field it concerns.
         unreferenced = set(Confirmation.unreferenced(*self._answers()))
-        for i, effect, _confirm, _ref in self.effects:
+        for i, effect, _confirm, _ref, _known in self.effects:
             if effect["idempotency_key"] in unreferenced:
                 self.add_error(f"ref_{i}", f"Give the external reference you saw for {effect.get('name')}.")
         if data.get("action") == Action.ABORT and not data.get("instructions"):

@@ -186,3 +186,23 @@ def test_a_rollout_decides_the_confirmed_members_carrying_their_confirmations(al
     confirmed = Decision.objects.filter(confirmations__has_key=k1).get()
     assert confirmed.confirmation_refs == {k1: "re_001"} and confirmed.status == Decision.Status.QUEUED
     assert Decision.objects.count() == 4 and not rollout.waiting()
+
+
+def test_a_members_workbench_shows_what_the_evidence_confirmed_and_starts_from_it(client, alice, bob):
+    """An operator deciding one member on its own workbench sees the bulk confirmation (verdict, reference, who,
+    when, which evidence) and the form starts from it, instead of asking again as if nothing were known."""
+    incident = _incident(2)
+    k1, _k2 = _keys(incident)
+    evidence = Evidence.submit(incident, text=f"{k1},re_001\n", by=alice)
+    evidence.apply(by=alice, digest=evidence.matching().digest)
+    confirmed = EffectConfirmation.objects.get(idempotency_key=k1)
+    client.force_login(bob)
+
+    html = client.get(f"/checkpoints/{confirmed.checkpoint_id}/").content.decode()
+
+    shown = html.split('data-testid="evidence-confirmation"', 1)[1].split("</div>", 1)[0]
+    assert "Happened" in shown and "re_001" in shown and "alice" in shown and f"evidence #{evidence.pk}" in shown
+    assert 'value="happened" data-testid="confirm-happened"\n                checked' in html
+    assert 'value="re_001"' in html
+    unconfirmed = [c for c in incident.members.all() if c.pk != confirmed.checkpoint_id][0]
+    assert 'data-testid="evidence-confirmation"' not in client.get(f"/checkpoints/{unconfirmed.pk}/").content.decode()
