@@ -366,7 +366,7 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_TASK_SOFT_TIME_LIMIT = 90
 # Timers are data (indexed deadline columns); one periodic sweep applies them with conditional updates.
-# The daily rollups the resume dashboard and readiness read (workflows/rollups.py) are re-rolled this often;
+# The daily rollups the resume dashboard and readiness read (workflows/rollups/) are re-rolled this often;
 # the days touched since are computed live meanwhile, so this trades freshness of the rows for page time.
 ROLLUP_INTERVAL_SECONDS = env.float("ROLLUP_INTERVAL_SECONDS", default=60.0)
 CELERY_BEAT_SCHEDULE = {

@@ -143,7 +143,7 @@ def resumes(request: HttpRequest) -> HttpResponse:
     """The resume dashboard: the four shares, launches next to resumes, over time and by cause."""
     filters = metrics.Filters.from_query(request.GET)
     grain = _grain(request)
-    figures = rollups.Figures(filters)  # the daily rollups, and today live (workflows/rollups.py)
+    figures = rollups.Figures(filters)  # the daily rollups, and today live (workflows/rollups/)
     now, before = figures.summary(), rollups.Figures(filters.previous()).summary()
     cards = [_card(slug, now, before, filters) for slug in metrics.HEADLINES]
     series = figures.series(grain)

@@ -69,7 +69,7 @@ class Event(models.Model):
     """The append-only audit trail."""
 
     class Verb(models.TextChoices):
-        """Every kind of entry in the trail; console_tags.event_text gives each one its sentence."""
+        """Every kind of entry in the trail; console.event_text gives each one its sentence."""
 
         CREATED = "created"
         STEP_PENDING = "step_pending"
@@ -216,7 +216,7 @@ class Event(models.Model):
             models.Index(fields=["workflow", "at"], name="event_by_workflow"),
             # Small: only the sweep's escalations, reminders and releases, by time.
             models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity"),
-            # The queue's version (console.views.checkpoints._queue_version): the latest event about a checkpoint,
+            # The queue's version (console.views.queue._queue_version): the latest event about a checkpoint,
             # one index entry away however many step events came after it.
             models.Index(fields=["id"], condition=models.Q(checkpoint__isnull=False), name="event_about_a_checkpoint"),
         ]
