@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from console.event_text import event_text
 from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_example, make_workflow
-from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, button, signed, submission
+from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, button, profile, signed, submission
 from workflows import tasks
 from workflows.models import Checkpoint, Decider, Decision, Event, SlackLink, SlackMessage, SlackWorkspace
 from workflows.slack import outbox
@@ -146,7 +146,12 @@ def test_an_unlinked_user_gets_a_one_time_link_and_acts_once_they_confirm_it_sig
     browser = Client()
     assert browser.get(path).status_code == 302  # signed in first
     browser.force_login(alice)
-    assert "Yes, that Slack account is mine" in browser.get(path).content.decode()
+    page = browser.get(path).content.decode()
+    assert "Yes, that Slack account is mine" in page
+    assert "(Slack did not\n    say whose)" in page  # UNEW is unknown to this Slack: the page does not guess
+    slack.users["UNEW"] = profile("UNEW", "mallory@example.org")
+    page = browser.get(path).content.decode()  # the account is named, so a link someone else sent is seen as theirs
+    assert 'data-testid="slack-link-who">mallory<' in page and "mallory@example.org</span>" in page
     assert not SlackLink.objects.exists()  # a GET links nobody
     assert browser.post(path).status_code == 200
     assert SlackLink.objects.get().user == alice

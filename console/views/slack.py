@@ -21,7 +21,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from slack_sdk.signature import SignatureVerifier
 
 from workflows.models import Event, SlackLink, SlackWorkspace
-from workflows.slack import interactions
+from workflows.slack import interactions, people
 
 from ..roles import READERS, public, role_required, signed_in
 
@@ -80,6 +80,8 @@ def slack_link(request: HttpRequest, token: str) -> HttpResponse:
         )
     context: dict[str, Any] = {"workspace": workspace, "slack_user_id": data["u"]}
     if request.method == "GET":
+        # Whose Slack account this is, as Slack says: a link someone else pressed for and sent you names them.
+        context["slack_name"], context["slack_email"] = people.who(workspace, data["u"])
         return _link_page(request, **context)
     user = signed_in(request)
     try:

@@ -25,17 +25,36 @@ from . import web
 
 if TYPE_CHECKING:
     from ..models.base import Operator
+    from ..shapes import JsonObject
 
 log = logging.getLogger(__name__)
 
 
-def verified_email(workspace: SlackWorkspace, slack_user_id: str) -> str:
-    """The address Slack says this person confirmed, or "" (unconfirmed, none, a bot, deleted, or Slack down)."""
+def who(workspace: SlackWorkspace, slack_user_id: str) -> tuple[str, str]:
+    """(name, verified email) of a Slack user, for a person to recognise the account before linking it to
+    themselves; ("", "") when Slack does not say (Slack down, no such user)."""
     try:
         answer = web.read(workspace, "users.info", user=slack_user_id)
-    except web.SlackUnavailable as exc:
-        log.info("users.info for %s: %s; the one-time link flow stays", slack_user_id, exc)
-        return ""
+    except web.SlackUnavailable:
+        return "", ""
+    user = answer.get("user")
+    if not isinstance(user, dict) or user.get("id") != slack_user_id:
+        return "", ""
+    profile = user.get("profile")
+    real_name = profile.get("real_name") if isinstance(profile, dict) else None
+    name = str(real_name or user.get("real_name") or user.get("name") or "")[:200]
+    return name, verified_email(workspace, slack_user_id, answer=answer)
+
+
+def verified_email(workspace: SlackWorkspace, slack_user_id: str, *, answer: JsonObject | None = None) -> str:
+    """The address Slack says this person confirmed, or "" (unconfirmed, none, a bot, deleted, or Slack down).
+    ``answer``: users.info's answer, when the caller asked already."""
+    if answer is None:
+        try:
+            answer = web.read(workspace, "users.info", user=slack_user_id)
+        except web.SlackUnavailable as exc:
+            log.info("users.info for %s: %s; the one-time link flow stays", slack_user_id, exc)
+            return ""
     user = answer.get("user")
     if not isinstance(user, dict) or user.get("id") != slack_user_id:
         return ""
