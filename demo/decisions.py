@@ -5,6 +5,7 @@ the unknown effects as the operator confirmed them, then go on (or stop, hand of
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, cast
 
 from recovery_client import Unavailable
@@ -17,18 +18,19 @@ if TYPE_CHECKING:
     from .shapes import CheckpointAnswer, Decision, ModelAnswer, ResumeState, RunState, Ticket, WorkflowAnswer
 
 
-class Decisions(StepKinds):
+class Decisions(StepKinds, ABC):
     """An operator's decision, delivered or polled for, carried out on the run it is about."""
 
-    # The life of a run (agent.py's DemoAgent) is what a decision hands the run back to.
-    def drive(self, run: Run, decision: Decision | None = None, *, waiting: bool = False) -> str:
-        raise NotImplementedError
+    # The life of a run (agent.py's DemoAgent) is what a decision hands the run back to: declared here,
+    # abstract, so a class that forgets one cannot be made at all.
+    @abstractmethod
+    def drive(self, run: Run, decision: Decision | None = None, *, waiting: bool = False) -> str: ...
 
-    def pause(self, run: Run, pause: Paused) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def pause(self, run: Run, pause: Paused) -> str: ...
 
-    def proceed(self, run: Run, *, fault_factor: float = 1.0) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def proceed(self, run: Run, *, fault_factor: float = 1.0) -> str: ...
 
     def on_delivery(self, payload: Decision) -> str:
         """A decision arrived on the resume endpoint (already verified and deduped)."""
