@@ -31,6 +31,22 @@ def _shown(page, ready, timeout: float = 30.0) -> list[dict]:
     return shown
 
 
+def _pushed(page, deliver, message: dict, attempts: int = 6) -> dict:
+    """The notification ``message`` (delivered to the worker) is shown as. Chromium's DevTools delivery drops a
+    message now and then, idle too (3 of 25 in a row once, none of them shown); a push service delivers again
+    what the browser has not acknowledged, so this does too, a few seconds apart. The tag makes a repeat replace
+    the notification, never add one."""
+    for _ in range(attempts):
+        deliver(message)
+        try:
+            shown = _shown(page, lambda ns: any(n["tag"] == message["tag"] for n in ns), timeout=5.0)
+        except AssertionError:
+            continue
+        [notification] = [n for n in shown if n["tag"] == message["tag"]]
+        return notification
+    raise AssertionError(f"{message['tag']} was never shown after {attempts} deliveries")
+
+
 def test_the_service_worker_shows_a_push_that_opens_the_workbench(page, alice, live_server, settings):
     settings.VAPID_PRIVATE_KEY = push.new_private_key()
     console = _watch(page)
@@ -58,33 +74,33 @@ def test_the_service_worker_shows_a_push_that_opens_the_workbench(page, alice, l
             {"origin": live_server.url, "registrationId": registration["registrationId"], "data": json.dumps(message)},
         )
 
-    deliver(
+    shown = _pushed(
+        page,
+        deliver,
         {
             "title": "bob assigned it to you: Refund for ticket T-1042",
             "body": "you know this customer",
             "url": f"{live_server.url}/checkpoints/7/",
             "tag": "checkpoint-7",
             "kind": "assigned",
-        }
+        },
     )
-    [shown] = _shown(page, lambda ns: len(ns) == 1)
     assert shown == {
         "title": "bob assigned it to you: Refund for ticket T-1042",
         "body": "you know this customer",
         "tag": "checkpoint-7",
         "data": {"url": "/checkpoints/7/"},
     }
+    assert len(page.evaluate(NOTIFICATIONS)) == 1  # delivered again or not, one notification
 
-    deliver({"title": "elsewhere", "url": "https://evil.example/phish", "tag": "checkpoint-8"})
-    [elsewhere] = [
-        n for n in _shown(page, lambda ns: any(n["tag"] == "checkpoint-8" for n in ns)) if n["tag"] == "checkpoint-8"
-    ]
+    elsewhere = _pushed(
+        page, deliver, {"title": "elsewhere", "url": "https://evil.example/phish", "tag": "checkpoint-8"}
+    )
     assert elsewhere["data"] == {"url": "/"}  # a tap only ever opens the console
 
     # A path that a browser would read as another host ("//evil.example/…" on the console's own origin).
-    deliver({"title": "sneaky", "url": f"{live_server.url}//evil.example/phish", "tag": "checkpoint-9"})
-    [sneaky] = [
-        n for n in _shown(page, lambda ns: any(n["tag"] == "checkpoint-9" for n in ns)) if n["tag"] == "checkpoint-9"
-    ]
+    sneaky = _pushed(
+        page, deliver, {"title": "sneaky", "url": f"{live_server.url}//evil.example/phish", "tag": "checkpoint-9"}
+    )
     assert sneaky["data"] == {"url": "/"}
     assert _violations(page, console) == []
