@@ -28,6 +28,14 @@ def _incident(n, *, unknown=0):
     return Incident.objects.get()
 
 
+def _able(name, capabilities=(), kinds=("refund",)):
+    """An agent advertising ``capabilities`` for ``kinds`` (as its runtime would declare them)."""
+    agent, _ = make_agent(name)
+    agent.capabilities, agent.kinds = list(capabilities), list(kinds)
+    agent.save()
+    return agent
+
+
 def _decided():
     return Decision.objects.filter(checkpoint__incident__isnull=False)
 
@@ -134,13 +142,77 @@ def test_a_member_another_operator_holds_waits(alice, bob):
     assert _decided().count() == 1 and _decided().get().checkpoint.assignee == alice
 
 
-def test_one_active_rollout_per_incident_and_no_handoff_in_bulk(alice):
+def test_one_active_rollout_per_incident(alice):
     incident = _incident(2)
     Rollout.start(incident, action="resume", by=alice)
     with pytest.raises(Conflict):
         Rollout.start(incident, action="abort", by=alice)
-    with pytest.raises(ValueError):
+
+
+def test_a_handoff_in_bulk_hands_every_member_to_the_new_owner(alice, bob, tess):
+    incident = _incident(3)
+    with pytest.raises(ValueError, match="needs a new owner or the human process"):
         Rollout.start(incident, action="handoff", by=alice)
+    with pytest.raises(ValueError, match="not an active operator"):
+        Rollout.start(incident, action="handoff", by=alice, new_owner=tess)  # a TPM decides nothing
+    rollout = Rollout.start(incident, action="handoff", by=alice, new_owner=bob, canary_percent=100)
+    assert Event.objects.filter(subject=f"incident:{incident.pk}", data__new_owner="bob").exists()
+    Rollout.advance_due(timezone.now())
+    decisions = list(_decided())
+    assert len(decisions) == 3
+    assert {(d.action, d.new_owner, d.decided_by) for d in decisions} == {("handoff", bob, alice)}
+    for d in decisions:  # delivered: the workflow is handed off, bob owns it
+        d.start_attempt()
+        d.mark_succeeded()
+    assert set(Workflow.objects.filter(checkpoints__incident=incident).values_list("status", "owner")) == {
+        (Workflow.Status.HANDED_OFF, bob.pk)
+    }
+    rollout.refresh_from_db()
+    assert rollout.new_owner == bob and rollout.standby is None
+
+
+def test_a_handoff_in_bulk_to_a_human_process(alice):
+    incident = _incident(2)
+    Rollout.start(incident, action="handoff", by=alice, handoff_to="  billing desk, queue B  ", canary_percent=100)
+    Rollout.advance_due(timezone.now())
+    assert set(_decided().values_list("action", "handoff_to", "new_owner")) == {
+        ("handoff", "billing desk, queue B", None)
+    }
+
+
+def test_a_failover_in_bulk_needs_a_standby_that_can_take_the_members_over(alice):
+    incident = _incident(2)
+    with pytest.raises(ValueError, match="needs the standby agent"):
+        Rollout.start(incident, action="failover", by=alice)
+    triage = _able("triage-standby", ["failover"], ["ticket_triage"])
+    with pytest.raises(ValueError, match="does not run refund workflows"):
+        Rollout.start(incident, action="failover", by=alice, standby=triage)
+    mute = _able("mute-standby")
+    with pytest.raises(ValueError, match="does not advertise"):
+        Rollout.start(incident, action="failover", by=alice, standby=mute)
+    assert not Rollout.objects.exists()
+
+    standby = _able("refund-standby", ["failover"])
+    rollout = Rollout.start(incident, action="failover", by=alice, standby=standby, canary_percent=100)
+    Rollout.advance_due(timezone.now())
+    decisions = list(_decided().select_related("checkpoint__workflow"))
+    assert len(decisions) == 2
+    for d in decisions:  # each member fails over to the standby, as its single decision would: it runs there now
+        assert (d.action, d.standby, d.replaced_agent) == ("failover", standby, incident.agent)
+        assert d.checkpoint.workflow.agent == standby
+    rollout.refresh_from_db()
+    assert rollout.standby == standby and rollout.new_owner is None and rollout.handoff_to == ""
+
+
+def test_a_rollout_keeps_only_what_its_action_uses(alice, bob):
+    incident = _incident(2)
+    standby = _able("unused-standby", ["failover"])
+    rollout = Rollout.start(
+        incident, action="abort", by=alice, new_owner=bob, handoff_to="x", standby=standby, canary_percent=100
+    )
+    assert (rollout.new_owner, rollout.handoff_to, rollout.standby) == (None, "", None)
+    Rollout.advance_due(timezone.now())
+    assert set(_decided().values_list("action", "new_owner", "handoff_to", "standby")) == {("abort", None, "", None)}
 
 
 def test_the_rollout_completes_when_every_member_is_decided(alice):

@@ -224,3 +224,45 @@ def test_a_rollout_is_started_steered_and_shown_on_the_incident_page(client, ali
     assert Event.objects.filter(
         subject=f"rollout:{rollout.pk}", verb=Event.Verb.ROLLOUT_CANCELLED, actor_user=alice
     ).exists()
+
+
+def test_the_rollout_form_hands_off_to_an_operator_and_fails_over_to_a_standby(client, alice, bob, tess):
+    from workflows.models import Agent, Decision, Rollout
+
+    incident = _incident(2)
+    standby = make_agent("standby-bot")[0]
+    Agent.objects.filter(pk=standby.pk).update(capabilities=["failover"], kinds=["refund"])
+    make_agent("no-failover-bot")
+    client.force_login(alice)
+    page = squeezed(client.get(reverse("incident", args=[incident.pk])).content.decode())
+    assert '<option value="bob">bob</option>' in page  # operators to hand off to
+    assert '<option value="tess">' not in page  # a TPM takes nothing over
+    assert '<option value="standby-bot">standby-bot</option>' in page
+    assert "no-failover-bot" not in page  # only agents advertising failover are offered
+
+    start = reverse("start_rollout", args=[incident.pk])
+    answer = client.post(start, {"action": "failover", "canary_percent": 100, "per_minute": 30}, follow=True)
+    assert "Choose the standby agent" in answer.content.decode() and not Rollout.objects.exists()
+    answer = client.post(start, {"action": "handoff", "canary_percent": 100, "per_minute": 30}, follow=True)
+    assert "needs a new owner or the process" in answer.content.decode() and not Rollout.objects.exists()
+
+    client.post(start, {"action": "handoff", "new_owner": "bob", "canary_percent": 100, "per_minute": 30})
+    rollout = Rollout.objects.get()
+    assert (rollout.action, rollout.new_owner) == ("handoff", bob)
+    Rollout.advance_due(timezone.now() + timedelta(seconds=1))
+    assert set(Decision.objects.values_list("action", "new_owner")) == {("handoff", bob.pk)}
+    assert "<strong>Hand off to bob</strong>" in squeezed(
+        client.get(reverse("incident", args=[incident.pk])).content.decode()
+    )
+    client.post(reverse("steer_rollout", args=[rollout.pk]), {"do": "cancel"})
+
+    Incident.objects.filter(pk=incident.pk).delete()
+    second = make_agent()[0]
+    second.incident_threshold = 2
+    second.save()
+    other = _incident(2, agent=second, detail="model answered 503 for {i}")
+    client.post(
+        reverse("start_rollout", args=[other.pk]),
+        {"action": "failover", "standby": "standby-bot", "canary_percent": 100, "per_minute": 30},
+    )
+    assert Rollout.objects.get(incident=other).standby == standby

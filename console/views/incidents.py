@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from workflows import blast_radius
-from workflows.models import Action, Checkpoint, Conflict, Event, Hold, Incident, Rollout
+from workflows.models import Action, Agent, Checkpoint, Conflict, Event, Hold, Incident, Rollout
 from workflows.models.evidence import unconfirmed_effects
 from workflows.models.people import operators
 from workflows.models.rollouts import ACTIVE as ROLLOUT_ACTIVE
@@ -62,10 +62,38 @@ class MergeForm(forms.Form):
 
 
 class RolloutForm(forms.Form):
-    action = forms.ChoiceField(choices=[(a.value, a.label) for a in (Action.RESUME, Action.RETRY_STEP, Action.ABORT)])
+    """One decision for the incident's members. A handoff names an operator or the human process taking the
+    members over; a failover, the standby agent (``Rollout.start`` judges it against the members)."""
+
+    action = forms.ChoiceField(choices=Action.choices)
     instructions = forms.CharField(max_length=10_000, required=False, strip=True)
+    new_owner = forms.ModelChoiceField(
+        queryset=operators().none(), to_field_name="username", required=False, label="Hand off to (an operator)"
+    )
+    handoff_to = forms.CharField(max_length=200, required=False, strip=True, label="or the process that takes over")
+    standby = forms.ModelChoiceField(
+        queryset=Agent.objects.none(), to_field_name="name", required=False, label="Fail over to (standby agent)"
+    )
     canary_percent = forms.IntegerField(min_value=1, max_value=100, initial=5)
     per_minute = forms.IntegerField(min_value=1, max_value=10_000, initial=30)
+
+    def __init__(self, *args: Any, incident: Incident, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choose_from(self, "new_owner", operators())  # who may act now, not when the module was imported
+        able = [
+            a.pk
+            for a in Agent.objects.filter(is_active=True).order_by("name")
+            if a.can(Agent.Capability.FAILOVER) and a.pk != incident.agent_id
+        ]
+        choose_from(self, "standby", Agent.objects.filter(pk__in=able).order_by("name"))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("action") == Action.HANDOFF and not (data.get("new_owner") or data.get("handoff_to")):
+            self.add_error("new_owner", "A handoff needs a new owner or the process that takes the members over.")
+        if data.get("action") == Action.FAILOVER and not data.get("standby"):
+            self.add_error("standby", "Choose the standby agent that takes the members over.")
+        return data
 
 
 def _incident(pk: int) -> Incident:
@@ -137,8 +165,8 @@ def incident(request: HttpRequest, pk: int) -> HttpResponse:
         "next_statuses": [s for s in Incident.Status if s in item.TRANSITIONS.get(item.status, set())],
         "operators": operators() if can_act(user) else [],
         "members_shown": MEMBERS_SHOWN,
-        "rollouts": item.rollouts.select_related("started_by", "approved_by")[:5],
-        "rollout_form": RolloutForm(),
+        "rollouts": item.rollouts.select_related("started_by", "approved_by", "new_owner", "standby")[:5],
+        "rollout_form": RolloutForm(incident=item),
         "version": version,
         "live": not item.is_resolved or item.rollouts.filter(status__in=ROLLOUT_ACTIVE).exists(),
         "poll_seconds": INCIDENT_POLL_SECONDS,
@@ -298,7 +326,7 @@ def lift_hold(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def start_rollout(request: HttpRequest, pk: int) -> HttpResponse:
     item = _incident(pk)
-    form = RolloutForm(request.POST)
+    form = RolloutForm(request.POST, incident=item)
     if not form.is_valid():
         messages.error(request, error_text(form))
         return redirect(_to(item))

@@ -6,6 +6,9 @@ never more than ``per_minute`` decisions a minute (waves are at least a minute a
 completed, failed, its decision failed, or it paused at a new checkpoint) or ``watch_seconds``
 passed; it halts by itself when a wave's failure share passes ``halt_share``.
 
+The decision is any a single checkpoint takes: resume, retry the step, abort, hand off (``new_owner`` or
+``handoff_to``) or fail over (``standby``), the same for every member.
+
 Every member's decision goes through ``Decider`` (the outbox, delivery, audit trail and exactly-once
 guarantees of a single decision): a member whose decision is not acceptable yet (an unknown effect not
 confirmed, money not covered by the rollout's confirmation, a runbook that does not allow the action)
@@ -46,6 +49,7 @@ from django.utils import timezone
 
 from ..money import MoneyAtStake, amounts_by_stage
 from ..roles import operators
+from .agents import Agent
 from .base import Conflict, Stateful
 from .decisions import Decision
 from .drafting import Decider
@@ -188,6 +192,26 @@ class Rollout(Stateful):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     action = models.CharField(max_length=16, choices=Action.choices)
     instructions = models.TextField(blank=True)
+    # What a handoff or a failover needs, for every member alike (as on a single decision).
+    new_owner = models.ForeignKey(
+        User,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="A handoff: the operator every member is handed to.",
+    )
+    handoff_to = models.CharField(
+        max_length=200, blank=True, help_text="A handoff: the human process that takes the members over."
+    )
+    standby = models.ForeignKey(
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="A failover: the standby agent that takes every member over.",
+    )
     money_confirmed = models.BooleanField(default=False)
     money_total = models.JSONField(
         default=dict,
@@ -276,6 +300,20 @@ class Rollout(Stateful):
             for c in incident.members.open().select_related("workflow", "runbook_version")
         )
 
+    @staticmethod
+    def check_standby(incident: Incident, standby: Agent | None) -> None:
+        """ValueError unless ``standby`` can take over at least one open member (the single decision's rule,
+        ``Decider.check_standby``; a member it cannot take waits for its own decision, with the reason)."""
+        why = "The incident has no open member to fail over."
+        for c in incident.members.open().select_related("workflow__agent").order_by("pk"):
+            try:
+                Decider(c).check_standby(standby)
+            except ValueError as exc:
+                why = str(exc)
+            else:
+                return
+        raise ValueError(why)
+
     @classmethod
     def start(
         cls,
@@ -285,14 +323,30 @@ class Rollout(Stateful):
         by: Operator,
         instructions: str = "",
         money_total: Mapping[str, str] | None = None,
+        new_owner: Operator | None = None,
+        handoff_to: str = "",
+        standby: Agent | None = None,
         **terms: Unpack[RolloutTerms],
     ) -> Rollout:
-        """Start (or, under four eyes, propose) a rollout. ValueError when the decision or the money total
-        is not acceptable, Conflict when the incident is resolved or has an active rollout."""
-        if action not in Action.values or action in (Action.HANDOFF, Action.FAILOVER):
-            raise ValueError("A rollout resumes, retries the step or aborts; hand off or fail over one by one.")
+        """Start (or, under four eyes, propose) a rollout. ValueError when the decision, its new owner or
+        standby, or the money total is not acceptable, Conflict when the incident is resolved or has an active
+        rollout. A handoff names a new owner (an operator) or the human process that takes the members over;
+        a failover names the standby agent, which must be able to take over at least one open member (one it
+        cannot take waits, with the reason, for its own decision)."""
+        if action not in Action.values:
+            raise ValueError(f"Unknown action {action!r}.")
         if incident.is_resolved:
             raise Conflict("The incident is resolved.")
+        handoff_to = handoff_to.strip()[:200] if action == Action.HANDOFF else ""
+        new_owner = new_owner if action == Action.HANDOFF else None
+        standby = standby if action == Action.FAILOVER else None
+        if action == Action.HANDOFF:
+            if new_owner is None and not handoff_to:
+                raise ValueError("A handoff needs a new owner or the human process that takes the members over.")
+            if new_owner is not None and not operators().filter(pk=new_owner.pk).exists():
+                raise ValueError(f"{new_owner.get_username()} is not an active operator: hand off to someone who is.")
+        if action == Action.FAILOVER:
+            cls.check_standby(incident, standby)
         stake = cls.stake_of(incident, action)
         stake.check(money_total)
         four_eyes = cls.needs_four_eyes(incident, action)
@@ -304,6 +358,9 @@ class Rollout(Stateful):
                 incident=incident,
                 action=action,
                 instructions=instructions[:10_000],
+                new_owner=new_owner,
+                handoff_to=handoff_to,
+                standby=standby,
                 money_confirmed=bool(stake.members),
                 money_total=total,
                 money_members=stake.members,
@@ -319,6 +376,9 @@ class Rollout(Stateful):
                 data={
                     "rollout": rollout.pk,
                     "action": action,
+                    **({"new_owner": new_owner.get_username()} if new_owner is not None else {}),
+                    **({"handoff_to": handoff_to} if handoff_to else {}),
+                    **({"standby": standby.name} if standby is not None else {}),
                     "canary_percent": rollout.canary_percent,
                     "money_total": total,
                 },
@@ -522,6 +582,9 @@ class Rollout(Stateful):
             confirmations=confirmations,
             confirmation_refs=references,
             money_confirmed=covered,
+            new_owner=self.new_owner,
+            handoff_to=self.handoff_to,
+            standby=self.standby,
         )
 
     def _decide(self, checkpoint: Checkpoint) -> bool:
