@@ -225,3 +225,18 @@ def test_the_rollout_completes_when_every_member_is_decided(alice):
     Rollout.advance_due(now + timedelta(minutes=1))
     rollout.refresh_from_db()
     assert rollout.status == Rollout.Status.COMPLETED
+
+
+def test_a_handoff_or_abort_wave_is_settled_once_its_workflows_ended_so_the_next_does_not_wait_the_watch(alice, bob):
+    incident = _incident(4)
+    rollout = Rollout.start(incident, action="handoff", by=alice, new_owner=bob, canary_percent=25)
+    now = timezone.now()
+    Rollout.advance_due(now)
+    rollout.refresh_from_db()
+    [canary] = Decision.objects.filter(checkpoint_id__in=rollout.waves[0]["checkpoints"])
+    canary.start_attempt()
+    canary.mark_succeeded()  # handed off: the workflow ended as decided
+    assert rollout.outcome(rollout.waves[0]).all_settled
+    Rollout.advance_due(now + timedelta(seconds=61))  # past the rate window, long before the 600 s watch
+    rollout.refresh_from_db()
+    assert len(rollout.waves) == 2 and rollout.status == "running"

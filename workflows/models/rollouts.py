@@ -453,7 +453,8 @@ class Rollout(Stateful):
 
     def outcome(self, wave: Wave) -> WaveOutcome:
         """How a wave's members fared since it went out: failed (decision failed, workflow failed, or paused
-        again at a new checkpoint) and settled (those, or the workflow completed)."""
+        again at a new checkpoint) and settled (those, or the workflow ended: completed, or handed off or aborted
+        as a handoff or abort rollout decided)."""
         from .checkpoints import Checkpoint
         from .decisions import Decision
         from .workflows import Workflow
@@ -471,7 +472,7 @@ class Rollout(Stateful):
         ):
             bad = decision == Decision.Status.FAILED or paused_again or workflow == Workflow.Status.FAILED
             failed += bad
-            settled += bad or workflow == Workflow.Status.COMPLETED
+            settled += bad or workflow in Workflow.TERMINAL  # completed, or handed off / aborted as decided
         return WaveOutcome(len(wave["checkpoints"]), failed, settled)
 
     def advance(self, now: datetime | None = None) -> bool:
