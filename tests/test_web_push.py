@@ -238,3 +238,22 @@ def test_the_manifest_and_the_service_worker_are_served_with_their_types_under_a
     assert "worker-src 'self'" in csp and "manifest-src 'self'" in csp and "unsafe-inline" not in csp
     html = page.content.decode()
     assert '<link rel="manifest" href="/manifest.webmanifest">' in html and 'data-testid="push-toggle"' in html
+
+
+def test_someone_else_cannot_take_a_device_over_by_its_endpoint_alone(db, service, alice, bob):
+    """Security review: a subscription names its endpoint; another person posting that endpoint with keys of
+    their own would have silenced alice's phone. Only the same subscription (the browser signed in as bob
+    sends the endpoint with its keys) moves the device to bob."""
+    phone = service.browser()
+    subscribe(alice, phone)
+    impostor = service.browser()
+    stolen = {**impostor.subscription, "endpoint": phone.endpoint}
+    bobs = Client()
+    bobs.force_login(bob)
+    answer = bobs.post(
+        reverse("push_subscribe"), json.dumps({**stolen, "device": "not yours"}), content_type="application/json"
+    )
+    assert answer.status_code == 400 and "another person's device" in answer.json()["error"]
+    channel = Channel.objects.get(endpoint=phone.endpoint)
+    assert (channel.user, channel.is_active, channel.device) == (alice, True, "Chrome on Android")
+    assert not Event.objects.filter(verb=Event.Verb.PUSH_SUBSCRIBED, actor_user=bob).exists()

@@ -13,6 +13,7 @@ failing channel never holds up the clocks or another channel.
 from __future__ import annotations
 
 import base64
+import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit
 from cryptography.hazmat.primitives.asymmetric import ec
 from django.conf import settings
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -84,7 +86,6 @@ class Channel(models.Model):
         return f"{self.get_kind_display()} for {owner}"
 
     def clean(self) -> None:
-        from django.core.exceptions import ValidationError
 
         if self.kind == self.Kind.WEBHOOK and not self.url:
             raise ValidationError({"url": "A webhook needs a URL."})
@@ -121,6 +122,17 @@ class Channel(models.Model):
         with a readable reason when the console could never push to it."""
         check_subscription(endpoint, p256dh, auth)
         with transaction.atomic():
+            held = cls.objects.select_for_update().filter(kind=cls.Kind.PUSH, endpoint=endpoint).first()
+            # The same browser signed in as someone else sends the same subscription, keys and all. An endpoint
+            # sent with other keys is not that browser: taking it would silence its owner's device.
+            same = held is not None and (
+                secrets.compare_digest(held.p256dh, p256dh) and secrets.compare_digest(held.auth_secret, auth)
+            )
+            if held is not None and held.user_id != user.pk and held.is_active and not same:
+                raise ValidationError(
+                    "This push subscription is another person's device. Turn notifications off and on again "
+                    "in this browser to make a subscription of your own."
+                )
             channel, created = cls.objects.update_or_create(
                 kind=cls.Kind.PUSH,
                 endpoint=endpoint,
@@ -168,7 +180,6 @@ PUSH_URL = {"noun": "push endpoint", "owner": "push service (set DELIVERY_ALLOWE
 def check_subscription(endpoint: str, p256dh: str, auth: str) -> None:
     """A push subscription as a browser's ``PushSubscription.toJSON()`` gives it, or ValidationError saying what
     is wrong: an endpoint deliveries may go to (``runtime``'s rules), a P-256 public key, a 16-byte secret."""
-    from django.core.exceptions import ValidationError
 
     from ..runtime import check_url  # the runtime module imports the models
 
