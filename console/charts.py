@@ -173,7 +173,11 @@ def line_chart(
         *_y_grid(top_value, y_at, left, width - right, fmt),
         _note(note, left, top, plot_w, plot_h),
     ]
-    parts += [_x_label(label, x_at(i), height) for i, label in enumerate(x_labels) if _labelled(i, n)]
+    parts += [
+        _x_label(label, x_at(i), height, anchor="end" if i == n - 1 and n > 1 else "middle")
+        for i, label in enumerate(x_labels)
+        if _labelled(i, n)
+    ]
     for s, line in enumerate(lines):
         colour = PALETTE[s % len(PALETTE)]
         for run in _runs(line.values):
@@ -221,8 +225,10 @@ def _labelled(i: int, n: int) -> bool:
     return i == n - 1 or (i % step == 0 and n - 1 - i >= step)
 
 
-def _x_label(label: str, x: float, height: int) -> str:
-    return f'<text class="chart-axis" x="{x:.1f}" y="{height - 8}" text-anchor="middle">{escape(label)}</text>'
+def _x_label(label: str, x: float, height: int, *, anchor: str = "middle") -> str:
+    """A label under the x axis; the last point of a line sits on the chart's right edge, so its label ends
+    there ("end") instead of being cut in half."""
+    return f'<text class="chart-axis" x="{x:.1f}" y="{height - 8}" text-anchor="{anchor}">{escape(label)}</text>'
 
 
 def _runs(values: Sequence[float | None]) -> list[list[tuple[int, float]]]:

@@ -351,7 +351,7 @@ def seed_incident() -> Incident:
     from django.contrib.auth import get_user_model
 
     alice = get_user_model().objects.get(username="alice")
-    agent, _ = make_agent("refund-agent", owner=alice)
+    agent, _ = make_agent("payments-agent", owner=alice)
     for i in range(7):
         workflow = make_worked_example(agent=agent, refund_status="pending" if i == 0 else "committed")
         make_checkpoint(

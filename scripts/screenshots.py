@@ -249,7 +249,7 @@ def main() -> None:
         tpm.screenshot(path=str(OUT / "breaches.png"))
         shoot_incident(browser, base, seed_incident())  # its checkpoints are not in the queue's picture
         seed_teams()  # the pictures above show a console without teams
-        page.goto("/")
+        page = signed_in(browser, base, "alice")  # signing in again for the incident ended this page's session
         page.wait_for_selector('[data-testid="team-tab-support"]')
         page.screenshot(path=str(OUT / "team-queue.png"))
         drill_shots(browser, base)  # last: its team is not in the team queue's picture

@@ -182,3 +182,13 @@ def test_a_heatmap_says_what_its_colours_mean_with_the_values_of_its_scale():
     sentence = "Colour: darker is more operators needed, from 0 to 4"
     assert sentence in [t.text for t in svg.iter(f"{SVG}text")]
     assert sentence in svg.find(f"{SVG}desc").text
+
+
+def test_the_last_x_label_ends_at_the_right_edge_instead_of_being_cut():
+    svg = parse(charts.line_chart("Trend", ["17 Nov", "24 Nov", "01 Dec"], [charts.Line("to claim", [7, 6, 2])]))
+    labels = [(t.get("text-anchor"), t.text) for t in svg.iter(f"{SVG}text") if t.text and t.text[0] in "012"]
+    assert [label for label in labels if label[1] and " " in label[1]] == [
+        ("middle", "17 Nov"),
+        ("middle", "24 Nov"),
+        ("end", "01 Dec"),
+    ]
