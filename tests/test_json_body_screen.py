@@ -18,7 +18,24 @@ from workflows.api.json_body import (
 )
 
 SEED = 20261202
-HAZARDS = ["\\u0000", "\\uD800", "\\udfff", "\\ud83d\\ude00", "\\\\u0000", '\\"[{', "[[{{", "é", "\\n", "x", "RAW"]
+HAZARDS = [
+    "\\u0000",
+    "\\uD800",
+    "\\udfff",
+    "\\ud83d\\ude00",
+    "\\\\u0000",
+    '\\"[{',
+    "[[{{",
+    "é",
+    "\\n",
+    "x",
+    "RAW",
+    "\\\\",
+    '\\\\\\"]',
+    "]}",
+    "[",
+    "\\t{",
+]
 
 
 def walked(raw: bytes) -> object:
@@ -91,6 +108,10 @@ def test_the_screen_passes_only_bodies_it_can_vouch_for(raw, clean):
         '{"a": [1e400]}'.encode("utf-16"),  # not UTF-8: numbers and text are read the slow way
         '{"a": "\\u0000"}'.encode("utf-32"),
         ('{"a": ' + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + "}").encode("utf-16"),
+        # Escapes next to string bounds must not hide the nesting from the screen.
+        ('{"a": "x\\"", "b": ' + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + ', "c": "\\""}').encode(),
+        ('{"a": "x\\\\", "b": ' + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + ', "c": "\\\\"}').encode(),
+        ('{"a": "\\\\\\"", "b": ' + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + ', "c": "\\\\\\""}').encode(),
     ],
 )
 def test_what_the_screen_cannot_vouch_for_is_refused_as_before(raw):
