@@ -172,3 +172,28 @@ def test_events_follow_the_order_sent_and_resends_in_a_batch_are_judged_as_usual
         ("step_committed", 2),
         ("step_committed", 5),
     ]
+
+
+DEFAULTS = {
+    "input": None,
+    "output": None,
+    "verified": False,
+    "promise": None,
+    "idempotency_key": None,
+    "external_ref": None,
+}
+
+
+def test_the_answer_is_the_same_json_whichever_way_it_is_rendered(bot, workflow_id):
+    """Plain bodies are rendered by orjson, a body with an integer past 64 bits by the API's renderer: the same
+    JSON, with the API's content type."""
+    plain = [step(1, "naïve ✓", input={"q": "é", "n": [1, 2.5, None, True]}, output={"ok": "ü"})]
+    big = [step(2, "big", input={"n": 10**30})]
+    for steps in (plain, big):
+        response = batch(bot, workflow_id, steps)
+        assert response["Content-Type"] == "application/json; charset=utf-8"
+        body = expect(response, 201)
+        assert body == {
+            "created": [steps[0]["seq"]],
+            "steps": [{**DEFAULTS, **s} for s in steps],
+        }
