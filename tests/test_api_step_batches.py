@@ -116,3 +116,84 @@ def test_a_finished_workflow_takes_no_batch_and_another_agents_is_404(bot, workf
     assert expect(batch(bot, workflow_id, [step(1)]), 409)["error"]["code"] == "workflow_finished"
     other = api_agent()
     assert batch(other, workflow_id, [step(1)]).status_code == 404
+
+
+AWKWARD = ['he said "hi"', "back\\slash", "a,b", "{braces}", "NULL", "null", "", " padded ", "émoji 😀", '\\"', "\t"]
+
+
+def test_awkward_text_and_json_are_stored_exactly_as_sent(bot, workflow_id):
+    """The batch's columns travel as array literals: quotes, backslashes, commas, braces, the word NULL, an empty
+    string and JSON whose text needs escaping come back exactly as sent, and each step's event names it."""
+    steps = [
+        step(
+            i + 1,
+            name=text or "x",
+            promise=text,
+            external_ref=text,
+            input={"text": text, text: [text, None, 1.5, 10**30]},
+            output=text,
+            verified=bool(i % 2),
+        )
+        for i, text in enumerate(AWKWARD)
+    ]
+    steps.append(step(len(steps) + 1, "nothing", input=None, output=None, promise=None, external_ref=None))
+    body = expect(batch(bot, workflow_id, steps), 201)
+    sent = [{"verified": False, **s, "idempotency_key": None} for s in steps]
+    assert body["steps"] == sent
+    assert bot.workflow(workflow_id)["steps"] == sent
+    nothing = Step.objects.get(workflow_id=workflow_id, seq=len(steps))
+    assert nothing.input is None and nothing.output is None  # SQL NULL, not JSON null
+    assert Step.objects.filter(workflow_id=workflow_id, input__isnull=True).count() == 1
+    events = Event.objects.filter(workflow_id=workflow_id, verb="step_committed").order_by("id")
+    assert [e.data["name"] for e in events] == [s["name"] for s in steps]  # in the order sent
+    assert expect(batch(bot, workflow_id, steps), 200)["created"] == []  # and a resend is identical
+
+
+def test_events_follow_the_order_sent_and_resends_in_a_batch_are_judged_as_usual(bot, workflow_id):
+    expect(batch(bot, workflow_id, [step(5, "e", "effect", "pending", idempotency_key="k5")]), 201)
+    body = expect(
+        batch(
+            bot,
+            workflow_id,
+            [step(9, "nine"), step(5, "e", "effect", "committed", idempotency_key="k5"), step(2, "two")],
+        ),
+        201,
+    )
+    assert body["created"] == [9, 2]
+    assert [s["seq"] for s in body["steps"]] == [9, 5, 2]
+    verbs = list(
+        Event.objects.filter(workflow_id=workflow_id, verb__startswith="step_")
+        .order_by("id")
+        .values_list("verb", "data")
+    )
+    assert [(verb, data["seq"]) for verb, data in verbs] == [
+        ("step_pending", 5),
+        ("step_committed", 9),
+        ("step_committed", 2),
+        ("step_committed", 5),
+    ]
+
+
+DEFAULTS = {
+    "input": None,
+    "output": None,
+    "verified": False,
+    "promise": None,
+    "idempotency_key": None,
+    "external_ref": None,
+}
+
+
+def test_the_answer_is_the_same_json_whichever_way_it_is_rendered(bot, workflow_id):
+    """Plain bodies are rendered by orjson, a body with an integer past 64 bits by the API's renderer: the same
+    JSON, with the API's content type."""
+    plain = [step(1, "naïve ✓", input={"q": "é", "n": [1, 2.5, None, True]}, output={"ok": "ü"})]
+    big = [step(2, "big", input={"n": 10**30})]
+    for steps in (plain, big):
+        response = batch(bot, workflow_id, steps)
+        assert response["Content-Type"] == "application/json; charset=utf-8"
+        body = expect(response, 201)
+        assert body == {
+            "created": [steps[0]["seq"]],
+            "steps": [{**DEFAULTS, **s} for s in steps],
+        }

@@ -242,9 +242,11 @@ class Workflow(Stateful):
     def record_steps(self, reports: list[Mapping[str, Any]], *, actor: Agent) -> list[tuple[Step, bool]]:
         """Record steps in order, each by ``record_step``'s rules, in one transaction: all or none.
 
-        New steps cost one ``INSERT … ON CONFLICT DO NOTHING`` for the lot and one insert of their
-        events; only a report whose seq or idempotency key is already taken is looked up and judged
-        against what is recorded (a resend, a pending -> committed|failed, or a Conflict).
+        On PostgreSQL the new steps, their events and the sign of life cost one statement
+        (``Step.insert_many_touching``: ``unnest()`` of one array per column); elsewhere one
+        ``INSERT … ON CONFLICT DO NOTHING`` for the lot and one insert of their events. Only a report
+        whose seq or idempotency key is already taken is looked up and judged against what is
+        recorded (a resend, a pending -> committed|failed, or a Conflict).
         """
         if self.is_terminal:
             raise Conflict(f"The workflow is {self.status}; it takes no more steps.", code="workflow_finished")
@@ -255,21 +257,25 @@ class Workflow(Stateful):
             raise duplicate
         try:
             with transaction.atomic():  # one commit: the sign of life, the steps and their events
-                self.touch()
-                Drill.refuse_money(self, reports, MoneyTrail())
-                new = Step.insert_new(self, reports)
-                Event.objects.bulk_create(
-                    [
-                        Event.about(
-                            new[seq],
-                            Event.Verb.step(new[seq].status),
-                            actor=actor,
-                            data={"seq": seq, "name": new[seq].name, "kind": new[seq].kind},
-                        )
-                        for seq in seqs
-                        if seq in new
-                    ]
-                )
+                if connection.vendor == "postgresql":
+                    Drill.refuse_money(self, reports, MoneyTrail())
+                    new = Step.insert_many_touching(self, reports, actor=actor)  # touch, steps, events: 1 statement
+                else:
+                    self.touch()
+                    Drill.refuse_money(self, reports, MoneyTrail())
+                    new = Step.insert_new(self, reports)
+                    Event.objects.bulk_create(
+                        [
+                            Event.about(
+                                new[seq],
+                                Event.Verb.step(new[seq].status),
+                                actor=actor,
+                                data={"seq": seq, "name": new[seq].name, "kind": new[seq].kind},
+                            )
+                            for seq in seqs
+                            if seq in new
+                        ]
+                    )
                 results = []
                 for index, report in enumerate(reports):
                     try:
