@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from tests.helpers import REMAINING_PLAN, make_agent, make_checkpoint, make_worked_example, make_workflow
+from tests.helpers import REMAINING_PLAN, make_agent, make_checkpoint, make_step, make_worked_example, make_workflow
 from workflows import blast_radius
 from workflows.models import Checkpoint, Incident, Rollout
 from workflows.models.checkpoints import stake_in
@@ -134,6 +134,27 @@ def test_a_checkpoint_keeps_what_its_resume_state_puts_at_stake_when_it_opens():
     unknown.refresh_from_db()
     assert unknown.at_stake == stake_in(unknown.resume_state, kind=unknown.workflow.kind)
     assert unknown.at_stake["unknown_effects"] == 1 and unknown.at_stake["money"]["pending"]
+
+
+@pytest.mark.django_db
+def test_what_it_keeps_is_read_in_the_order_the_database_gives_the_resume_state_back():
+    """PostgreSQL's jsonb orders an object's keys (shorter first), and the rule reads amounts in key order:
+    what is kept is what the readers of the stored resume state read before the column, amount by amount."""
+    workflow = make_workflow()
+    make_step(workflow, 1, "read_ticket")
+    make_step(
+        workflow,
+        2,
+        "issue_refund",
+        kind="effect",
+        status="pending",
+        input={"refund_total": "5.00", "fee": "1.00", "shipping_cost": "2.50", "currency": "EUR"},
+    )
+    checkpoint = Checkpoint.open_for(workflow, reason="tool_error", at_seq=2, plan=REMAINING_PLAN)
+    checkpoint.refresh_from_db()
+    staged = amounts_by_stage(checkpoint.resume_state, kind="refund")
+    assert _exact(staged_amounts(checkpoint.at_stake["money"])["pending"]) == _exact(staged["pending"])
+    assert len(staged["pending"]) == 3
 
 
 def _money_incident(n: int) -> Incident:
