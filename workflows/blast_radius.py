@@ -5,7 +5,9 @@ Money is read by ``workflows.money``'s rule (the one behind ``Checkpoint.money_a
 safe): this module only sorts what that rule finds into committed (effects already done), pending
 (unknown, pending or re-run effects) and planned (the agent's plan), and adds up the amounts of each
 currency. An amount the rule finds but cannot read is counted as "amount unknown" for its stage,
-never dropped.
+never dropped. The rule reads each checkpoint's resume state once, when it opens (``Checkpoint.at_stake``,
+with its unknown effects and promises): the pages sum thousands of members without walking their resume
+states again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from .models import Checkpoint, Decision, Incident, Runbook
-from .money import Amount, amounts_by_stage
+from .money import Amount, staged_amounts
 from .shapes import Json
 
 _DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
@@ -73,8 +75,26 @@ class QueueRow(TypedDict):
 
 
 def money_by_stage(checkpoint: Checkpoint) -> dict[str, list[Amount]]:
-    """The amounts of a checkpoint's resume state by stage, as ``workflows.money`` reads them."""
-    return amounts_by_stage(checkpoint.resume_state or {}, kind=checkpoint.workflow.kind)
+    """The amounts of a checkpoint's resume state by stage, as ``workflows.money`` read them when it opened."""
+    return staged_amounts(checkpoint.stake["money"])
+
+
+# What the pages read of a member: never its resume state (``at_stake`` holds what they sum, read once when
+# it opened); ``Checkpoint.with_stakes`` reads the resume state of a row written without it, in one query.
+MEMBER_FIELDS = (
+    "pk",
+    "incident_id",
+    "at_stake",
+    "due_at",
+    "warn_at",
+    "breached_at",
+    "status",
+    "opened_at",
+    "runbook_id",
+    "workflow__external_id",
+    "workflow__context",
+    "workflow__kind",
+)
 
 
 @dataclass
@@ -163,7 +183,8 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
     )
     workflows, tickets, customers = set(), set(), set()
     promises: dict[str, Promise] = {}
-    for c in members:
+    for c in Checkpoint.with_stakes(members):
+        stake = c.stake
         radius.members += 1
         workflows.add(c.workflow_id)
         tickets.add(c.workflow.external_id)
@@ -171,15 +192,13 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
             customers.add(customer)
         if c.runbook_id is not None:
             radius.runbook_ids.add(c.runbook_id)
-        for stage, amounts in money_by_stage(c).items():
+        for stage, amounts in staged_amounts(stake["money"]).items():
             for amount in amounts:
                 radius.money.add(stage, amount)
-        unknown = len(c.unknown_effects)
+        unknown = stake["unknown_effects"]
         radius.unknown_effects += unknown
         radius.members_with_unknown_effects += bool(unknown)
-        for text in c.resume_state.get("promises") or []:
-            if not isinstance(text, str):
-                continue
+        for text in stake["promises"]:
             entry = promises.setdefault(text, {"text": text, "count": 0, "due": None})
             entry["count"] += 1
             due = promise_due(text, c.opened_at)
@@ -202,7 +221,7 @@ def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) 
 
 def for_incident(incident: Incident, *, now: datetime | None = None) -> BlastRadius:
     """The incident's figures, with the runbooks its members match."""
-    radius = blast_radius(incident.members.select_related("workflow"), now=now)
+    radius = blast_radius(incident.members.select_related("workflow").only(*MEMBER_FIELDS), now=now)
     radius.runbooks = list(Runbook.objects.filter(pk__in=radius.runbook_ids).order_by("title"))
     return radius
 
@@ -261,24 +280,7 @@ def queue_rows(limit: int = 20) -> list[QueueRow]:
         return []
     members: dict[int, list[Checkpoint]] = {i.pk: [] for i in incidents}
     for c in (
-        Checkpoint.objects.open()
-        .filter(incident__in=incidents)
-        .select_related("workflow")
-        .only(
-            "pk",
-            "incident_id",
-            "resume_state",
-            "due_at",
-            "warn_at",
-            "breached_at",
-            "status",
-            "opened_at",
-            "runbook_id",
-            # workflow__kind: money_by_stage reads it (one query per member when it was deferred)
-            "workflow__external_id",
-            "workflow__context",
-            "workflow__kind",
-        )[:5000]
+        Checkpoint.objects.open().filter(incident__in=incidents).select_related("workflow").only(*MEMBER_FIELDS)[:5000]
     ):
         members[c.incident_id].append(c)  # type: ignore[index]
     rows: list[QueueRow] = []

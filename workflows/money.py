@@ -28,7 +28,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Protocol, TypeAlias
+from typing import Protocol, TypeAlias, TypedDict
 
 MAX_DEPTH = 64
 MAX_NODES = 20_000
@@ -284,7 +284,10 @@ def _scaled(number: Decimal, currency: str | None, says: str) -> Amount:
     if says != MINOR:
         return Amount(number, currency)
     exponent = EXPONENTS.get(currency or "", 2)
-    return Amount(number.scaleb(-exponent).quantize(Decimal(1).scaleb(-exponent)), currency)
+    try:
+        return Amount(number.scaleb(-exponent).quantize(Decimal(1).scaleb(-exponent)), currency)
+    except InvalidOperation:  # more digits than a Decimal holds (28): read, never raised, as amount unknown
+        return Amount(None, currency)
 
 
 def _decimal(text: str) -> Decimal | None:
@@ -423,9 +426,7 @@ class MoneyAtStake:
         history = history or NoHistory()
         state = resume_state if isinstance(resume_state, Mapping) else {}
         plan = state.get("plan")
-        recorded, planned = _recorded(state), _planned(plan) if isinstance(plan, list) else []
-        remaining = [] if isinstance(plan, list) else _remaining(state)
-        unseen = {e.name for e in recorded + planned if not e.amounts} | set(remaining)
+        recorded, planned, remaining, unseen = _read(state)
         moved = history.names_that_moved_money(unseen) if unseen else set()
         effects = [e for e in _once(recorded, planned, moved) if e.amounts or e.declared or e.moved_before]
         unplanned = []
@@ -434,6 +435,16 @@ class MoneyAtStake:
                 unplanned.append(f"{kind} workflows have moved money before")
             unplanned += [f"{name} has moved money before" for name in dict.fromkeys(remaining) if name in moved]
         return cls(tuple(effects), tuple(unplanned))
+
+
+def _read(state: Mapping[str, object]) -> tuple[list[MoneyEffect], list[MoneyEffect], list[str], set[str]]:
+    """The recorded and planned effects of a resume state, the steps it says remain (no plan only), and the
+    names whose money only the recorded trail can tell (effects seen without an amount, and those steps)."""
+    plan = state.get("plan")
+    recorded, planned = _recorded(state), _planned(plan) if isinstance(plan, list) else []
+    remaining = [] if isinstance(plan, list) else _remaining(state)
+    unseen = {e.name for e in recorded + planned if not e.amounts} | set(remaining)
+    return recorded, planned, remaining, unseen
 
 
 def _recorded(state: Mapping[str, object]) -> list[MoneyEffect]:
@@ -546,3 +557,66 @@ def amounts_by_stage(resume_state: object, *, kind: str) -> dict[str, list[Amoun
         stage = "planned" if effect.where == PLANNED else "pending"
         staged[stage] += effect.amounts or (Amount(None),)
     return staged
+
+
+# --- the reading a checkpoint stores when it opens -----------------------------------------------------------
+
+# One amount as stored: the exact text of its value (``str`` of the Decimal, read back unchanged) or None when
+# it could not be read, and its currency (None when none was found).
+StoredAmount: TypeAlias = list[str | None]
+
+
+class MoneyReading(TypedDict):
+    """A resume state's money, read once by this module's rule and stored (``Checkpoint.at_stake``), so that
+    pages summing thousands of checkpoints read a few values each instead of walking their resume states.
+
+    ``committed``, ``pending`` and ``planned``: ``amounts_by_stage``'s amounts in its order, each as
+    ``[value, currency]``. ``unseen`` and ``planless``: what only the recorded trail can add (``MoneyAtStake.of``
+    with a history): the names of effects seen without an amount and of the steps said to remain, and whether
+    the agent sent no plan (then its kind of workflow having moved money counts)."""
+
+    committed: list[StoredAmount]
+    pending: list[StoredAmount]
+    planned: list[StoredAmount]
+    unseen: list[str]
+    planless: bool
+
+
+def reading_of(resume_state: object, *, kind: str) -> MoneyReading:
+    """What ``Checkpoint.at_stake`` keeps of a resume state's money: ``amounts_by_stage`` and the names only the
+    trail can judge, as JSON (values as exact decimal text)."""
+    state = resume_state if isinstance(resume_state, Mapping) else {}
+    staged = amounts_by_stage(state, kind=kind)
+    stored = {
+        stage: [[None if a.value is None else str(a.value), a.currency] for a in staged[stage]] for stage in STAGES
+    }
+    return MoneyReading(
+        committed=stored["committed"],
+        pending=stored["pending"],
+        planned=stored["planned"],
+        unseen=sorted(_read(state)[3]),
+        planless=not isinstance(state.get("plan"), list),
+    )
+
+
+def staged_amounts(reading: MoneyReading) -> dict[str, list[Amount]]:
+    """``amounts_by_stage`` of the resume state the reading was made from, read back from it (the same
+    amounts, in the same order: a sum over them is the one the rule's amounts give)."""
+    stored = {"committed": reading["committed"], "pending": reading["pending"], "planned": reading["planned"]}
+    return {
+        stage: [Amount(None if value is None else Decimal(value), currency) for value, currency in stored[stage]]
+        for stage in STAGES
+    }
+
+
+def reads_money(reading: MoneyReading, *, kind: str, history: History) -> bool:
+    """Whether ``MoneyAtStake.of(resume_state, kind=kind, history=history)`` finds money, from the reading alone.
+
+    Without history the rule finds money exactly when a pending or planned amount was read (each money effect
+    gives one, "amount unknown" at least). A history adds effects seen without an amount whose name moved money
+    before, and, with no plan, the kind's and the remaining steps' past: exactly ``unseen`` and ``planless``."""
+    if reading["pending"] or reading["planned"]:
+        return True
+    if reading["unseen"] and history.names_that_moved_money(set(reading["unseen"])):
+        return True
+    return reading["planless"] and history.kind_moved_money(kind)

@@ -192,7 +192,7 @@ def _gate_context(item: Incident) -> dict[str, Any]:
     _incident_evidence.html): what a resume would put at stake, who waits and why."""
     active = item.rollouts.filter(status__in=Rollout.ACTIVE).select_related("started_by", "incident").first()
     return {
-        "stake": Rollout.stake_of(item, Action.RESUME),
+        "stake": Rollout.stake_of(item, Action.RESUME, stored=True),  # what each member kept when it opened
         "active_rollout": active,
         "waiting": active.waiting() if active else [],
         "unconfirmed_effects": len(unconfirmed_effects(item)) if not item.is_resolved else 0,

@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows.models import Reason, SLAPolicy
+from workflows.models.checkpoints import stake_in
 
 from .loading import (
     KINDS,
@@ -139,6 +140,8 @@ def generate_breach_history(
         say(f"workflows: {volume.workflows:,}")
 
         cp_rows: list[Row] = []
+        # Their resume state is empty ("{}"): what open_for would keep beside it (Checkpoint.at_stake).
+        stake = json.dumps(stake_in({}, kind=""))
         decided: list[tuple[datetime, int | None]] = []  # the first checkpoints' decision times and deciders
         events: list[tuple[datetime, str, int, int, str, int | None]] = []  # at, verb, checkpoint, workflow, actor
         counts = {"open": 0, "decided": 0, "breached": 0, "explained": 0}
@@ -204,6 +207,7 @@ def generate_breach_history(
                     reason,
                     note,
                     stopped,
+                    stake,
                 )
             )
             if stopped is not None:
@@ -252,6 +256,7 @@ def generate_breach_history(
                 "breach_reason_id",
                 "breach_note",
                 "first_decision_at",
+                "at_stake",
             ),
             iter(cp_rows),
         )

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows.models import Agent, Reason, SLAPolicy, Step
+from workflows.models.checkpoints import stake_in
 
 from .loading import (
     KINDS,
@@ -196,16 +197,18 @@ def generate(
         cp0 = ids["workflows_checkpoint"]
         cp_rows, cp_status = [], []
         counts: dict[str, int] = {}
-        resume = json.dumps(
-            {
-                "committed": [],
-                "pending": None,
-                "last_verified_output": {"ok": True},
-                "promises": ["refund within 5 days"],
-                "unknown_effects": [],
-                "state": {},
-            }
-        )
+        state = {
+            "committed": [],
+            "pending": None,
+            "last_verified_output": {"ok": True},
+            "promises": ["refund within 5 days"],
+            "unknown_effects": [],
+            "state": {},
+        }
+        resume = json.dumps(state)
+        # What open_for keeps beside it (Checkpoint.at_stake): the blast radius reads it, not the resume state.
+        # The kind plays no part in the reading (only the trail's answers do, which its readers ask).
+        stake = json.dumps(stake_in(state, kind=""))
         total = unresolved + resolved
         terms = json.dumps(SLAPolicy.fallback())  # the terms every checkpoint without a runbook freezes
         for j in range(total):
@@ -254,6 +257,7 @@ def generate(
                     0,
                     opened if claimed else None,
                     opened + timedelta(minutes=15) if status in ("decided", "resolved") else None,
+                    stake,  # last: the decisions below read this row by position
                 )
             )
         copy_rows(
@@ -281,6 +285,7 @@ def generate(
                 "escalations_fired",
                 "first_claimed_at",
                 "clock_stopped_at",
+                "at_stake",
             ),
             iter(cp_rows),
         )

@@ -61,7 +61,7 @@ def outage(bench: Bench, agent, n: int):
         ],
         batch_size=2000,
     )
-    copied = {
+    copied = {  # at_stake too: what open_for read of the resume state, which the incident page sums
         f.attname: getattr(template, f.attname)
         for f in Checkpoint._meta.concrete_fields
         if f.attname not in ("id", "workflow_id", "opened_at", "detail")

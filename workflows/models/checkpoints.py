@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from .. import via
-from ..money import MoneyAtStake
+from ..money import MoneyAtStake, MoneyReading, reading_of
 from ..roles import is_admin
 from ..shapes import JsonObject, PlanStep
 from .base import Conflict, Stateful
@@ -55,6 +55,27 @@ class SinceInterruption(TypedDict):
     summary: str
 
 
+class AtStake(TypedDict):
+    """What a checkpoint puts at stake, read once from its resume state when it opens (``Checkpoint.at_stake``):
+    the blast radius and the queue's incident rows sum these over thousands of members without reading a
+    resume state. ``money``: workflows.money's reading; ``unknown_effects``: how many effects' outcome is
+    unknown; ``promises``: what the agent promised the user, as written."""
+
+    money: MoneyReading
+    unknown_effects: int
+    promises: list[str]
+
+
+def stake_in(resume_state: Mapping[str, Any], *, kind: str) -> AtStake:
+    """``Checkpoint.at_stake`` of a resume state, by the rules the blast radius applied to it member by member."""
+    unknown = resume_state.get("unknown_effects", [])
+    return {
+        "money": reading_of(resume_state, kind=kind),
+        "unknown_effects": len(unknown) if isinstance(unknown, list | dict | str) else 0,
+        "promises": [text for text in resume_state.get("promises") or [] if isinstance(text, str)],
+    }
+
+
 class Checkpoint(Stateful):
     Status = CheckpointStatus
     OPEN_STATUSES = OPEN_STATUSES
@@ -73,6 +94,11 @@ class Checkpoint(Stateful):
     at_seq = models.PositiveIntegerField(null=True, blank=True)
     state = models.JSONField(default=dict, blank=True, help_text="The agent's own state, as sent.")
     resume_state = models.JSONField(default=dict, help_text="Computed from the steps when the checkpoint opened.")
+    # Read from the resume state with it (``stake_in``), kept in step wherever one is written: None only for a
+    # row written around the model, which the readers then read from its resume state.
+    at_stake = models.JSONField(
+        null=True, blank=True, default=None, help_text="What its resume state puts at stake (stake_in), read once."
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     opened_by_console = models.BooleanField(default=False)
     runbook = models.ForeignKey(Runbook, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -255,13 +281,14 @@ class Checkpoint(Stateful):
             frozen = policy.freeze() if policy else SLAPolicy.fallback()
             try:
                 with transaction.atomic():
+                    resume_state = workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan)
                     checkpoint = cls.objects.create(
                         workflow=workflow,
                         reason=reason,
                         detail=detail,
                         at_seq=at_seq,
                         state=state or {},
-                        resume_state=workflow.resume_state(at_seq=at_seq, agent_state=state or {}, plan=plan),
+                        resume_state=resume_state,
                         runbook=runbook,
                         runbook_version=version,
                         opened_at=now,
@@ -288,7 +315,14 @@ class Checkpoint(Stateful):
             )
             workflow.move(Workflow.Status.PAUSED, actor=actor, verb=Event.Verb.PAUSED, at=now, last_activity_at=now)
             checkpoint.signature = signature_of(checkpoint)
-            Checkpoint.objects.filter(pk=checkpoint.pk).update(signature=checkpoint.signature)
+            # What it puts at stake, read from the resume state as the database gives it back (PostgreSQL's
+            # jsonb orders the keys of an object, and the order amounts are read in is the money rule's): the
+            # figures every reader of the stored resume state got before the column.
+            stored = Checkpoint.objects.values_list("resume_state", flat=True).get(pk=checkpoint.pk)
+            checkpoint.at_stake = stake_in(stored, kind=workflow.kind)
+            Checkpoint.objects.filter(pk=checkpoint.pk).update(
+                signature=checkpoint.signature, at_stake=checkpoint.at_stake
+            )
             Incident.gather(checkpoint, now=now)
         return checkpoint
 
@@ -334,6 +368,25 @@ class Checkpoint(Stateful):
     def unknown_effects(self) -> list[dict[str, Any]]:
         effects: list[dict[str, Any]] = self.resume_state.get("unknown_effects", [])
         return effects
+
+    @property
+    def stake(self) -> AtStake:
+        """``at_stake``, or read from the resume state for a row written without it."""
+        if self.at_stake is not None:
+            return self.at_stake  # type: ignore[no-any-return]
+        return stake_in(self.resume_state or {}, kind=self.workflow.kind)
+
+    @staticmethod
+    def with_stakes(checkpoints: Iterable[Checkpoint]) -> list[Checkpoint]:
+        """The checkpoints, each with ``at_stake`` (read from its resume state, in one query for all, where a row
+        was written without it): what pages summing many checkpoints read, with ``resume_state`` deferred."""
+        checkpoints = list(checkpoints)
+        missing = {c.pk: c for c in checkpoints if c.at_stake is None}
+        if missing:
+            for pk, resume_state in Checkpoint.objects.filter(pk__in=missing).values_list("pk", "resume_state"):
+                c = missing[pk]
+                c.at_stake = stake_in(resume_state if isinstance(resume_state, dict) else {}, kind=c.workflow.kind)
+        return checkpoints
 
     @property
     def terms(self) -> Terms:

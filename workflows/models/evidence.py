@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ..identifiers import scripts
@@ -290,7 +291,14 @@ class EffectConfirmation(models.Model):
 
 def unconfirmed_effects(incident: Incident) -> list[UnknownEffect]:
     """The unknown effects of the incident's members still waiting for a decision, not yet confirmed."""
-    members = incident.members.open().select_related("workflow").order_by("due_at", "pk")
+    # Only the members that kept unknown effects when they opened (or kept nothing: a row written without
+    # ``at_stake``) have their resume states read: not thousands of them for an incident with none.
+    members = (
+        incident.members.open()
+        .filter(Q(at_stake__isnull=True) | Q(at_stake__unknown_effects__gt=0))
+        .select_related("workflow")
+        .order_by("due_at", "pk")
+    )
     confirmed = set(
         EffectConfirmation.objects.filter(checkpoint__in=members).values_list("checkpoint_id", "idempotency_key")
     )

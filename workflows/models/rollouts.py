@@ -47,7 +47,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from ..money import MoneyAtStake, amounts_by_stage
+from ..money import reading_of, reads_money, staged_amounts
 from ..roles import operators
 from .agents import Agent
 from .base import Conflict, Stateful
@@ -271,17 +271,29 @@ class Rollout(Stateful):
         return self.status == self.Status.PROPOSED
 
     @staticmethod
-    def stake_of(incident: Incident, action: str) -> Stake:
-        """The money the open members can move if this action resumes them (none for an abort)."""
+    def stake_of(incident: Incident, action: str, *, stored: bool = False) -> Stake:
+        """The money the open members can move if this action resumes them (none for an abort).
+
+        Each member's resume state is read by the money rule here (the gate ``start`` applies); ``stored``
+        reads the reading each member kept when it opened (``Checkpoint.at_stake``) instead: the same figures
+        (``money.reads_money``), for the incident page, which must not walk thousands of resume states."""
         stake = Stake({}, [])
         if action not in RESUMING_ACTIONS:
             return stake
+        from .checkpoints import Checkpoint
+
         trail = _RememberedTrail()  # Checkpoint.touches_money's rule, its history asked once per incident
-        for c in incident.members.open().select_related("workflow").order_by("pk"):
-            if not MoneyAtStake.of(c.resume_state, kind=c.workflow.kind, history=trail):
+        members = incident.members.open().select_related("workflow").order_by("pk")
+        if stored:
+            members = members.only(
+                "pk", "incident_id", "at_stake", "workflow__kind"
+            )  # incident_id: the manager sets it
+        for c in Checkpoint.with_stakes(members) if stored else members:
+            reading = c.stake["money"] if stored else reading_of(c.resume_state, kind=c.workflow.kind)
+            if not reads_money(reading, kind=c.workflow.kind, history=trail):
                 continue
             # The blast radius's pending and planned figures (workflows.money defines both).
-            staged = amounts_by_stage(c.resume_state, kind=c.workflow.kind)
+            staged = staged_amounts(reading)
             amounts = [a for stage in ("pending", "planned") for a in staged[stage]]
             if not amounts or any(a.value is None for a in amounts):
                 stake.unreadable += 1  # the rollout's confirmation cannot cover it: it waits for its own
