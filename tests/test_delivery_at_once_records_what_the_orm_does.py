@@ -75,3 +75,29 @@ def test_a_delivery_in_one_statement_records_what_the_orm_path_records(receiver,
     assert at_once["stamped"] == (True, None, True) and at_once["finished_with_the_record"]
     assert [verb for verb, *_ in at_once["trail"]][:3] == ["delivery_started", "delivered", "resolved"]
     assert len(receiver.deliveries) == 2  # once per decision: the late message delivered nothing
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["at once", "orm"])
+def test_a_worker_that_loses_the_lease_race_answers_lost_and_posts_nothing(receiver, path, monkeypatch):
+    alice = make_user("alice")
+    agent, _ = make_agent(resume_url=receiver.url)
+    checkpoint = make_checkpoint(make_worked_example(agent=agent))
+    checkpoint.claim(by=alice)
+    decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="Stop.")
+    if path == "orm":
+        monkeypatch.setattr(decisions, "moves_at_once", contextlib.nullcontext)
+    take = Decision.start_attempt
+
+    def raced(self: Decision, **kwargs: object) -> bool:
+        """Another worker takes the lease between this one's read of the decision and its own attempt."""
+        assert take(Decision.objects.get(pk=self.pk))
+        return take(self, **kwargs)
+
+    monkeypatch.setattr(Decision, "start_attempt", raced)
+    assert tasks.deliver_decision(decision.pk) == "lost"
+
+    decision.refresh_from_db()
+    assert decision.status == Decision.Status.RUNNING and decision.attempts == 1  # the winner's lease stands
+    assert Event.objects.filter(decision=decision, verb="delivery_started").count() == 1
+    assert receiver.deliveries == []  # the loser posted nothing
