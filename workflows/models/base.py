@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
-from django.db import models, transaction
+from django.db import connection, connections, models, router, transaction
+from django.db.models.fields.mixins import FieldCacheMixin
+from django.db.models.signals import post_save
+from django.db.models.sql import UpdateQuery
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -69,6 +74,21 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+_at_once: ContextVar[bool] = ContextVar("moves_at_once", default=False)
+
+
+@contextmanager
+def moves_at_once() -> Iterator[None]:
+    """Every ``Stateful.move`` in the block, on PostgreSQL, is one statement: the compare-and-set UPDATE, its
+    audit event and the row as the UPDATE left it. For the paths where each round trip is latency (a
+    decision's delivery); elsewhere, and on SQLite, a move stays the ORM's UPDATE, event and re-read."""
+    token = _at_once.set(True)
+    try:
+        yield
+    finally:
+        _at_once.reset(token)
+
+
 class Stateful(models.Model):
     """A model with one ``status`` field and a table of allowed transitions."""
 
@@ -99,6 +119,8 @@ class Stateful(models.Model):
         instance was read before they did. Raises IllegalTransition only for an impossible request:
         a move that the transition table allows from none of ``from_``. ``at`` stamps the event
         with the moment it truly happened (a clock deadline the sweep applies late) instead of now.
+        Inside ``moves_at_once()`` on PostgreSQL, the UPDATE, its event and the re-read are one statement
+        (``_move_at_once``): the same rows, event and result as the ORM path below.
         """
         current = self.status
         sources = set(from_) if from_ is not None else {current}
@@ -108,10 +130,70 @@ class Stateful(models.Model):
             return False  # read after someone else moved it elsewhere
         from .events import Event  # events refer back to every model
 
+        expected = {"pk": self.pk, "status": current, **(expect or {})}
+        if _at_once.get() and connection.vendor == "postgresql":
+            event = Event.about(self, verb, actor=actor, at=at, data={"from": current, "to": to, **(data or {})})
+            return self._move_at_once(expected, event, {"status": to, **fields})
         with transaction.atomic():
-            expected = {"pk": self.pk, "status": current, **(expect or {})}
             won = type(self)._default_manager.filter(**expected).update(status=to, **fields)
             if won:
                 Event.record(self, verb, actor=actor, at=at, data={"from": current, "to": to, **(data or {})})
         self.refresh_from_db()
         return bool(won)
+
+    def _move_at_once(self, expected: Mapping[str, object], event: Event, fields: Mapping[str, object]) -> bool:
+        """PostgreSQL: ``move``'s compare-and-set UPDATE, its event and the re-read as one statement.
+
+        A data-modifying CTE: the event is inserted only when the UPDATE took the row, and the row comes
+        back as the UPDATE left it (``RETURNING``), so one round trip, atomic on its own, does what the
+        ORM path does in three inside a transaction (or a savepoint). The event is the very one
+        ``Event.record`` would save, built by ``Event.about``, and ``post_save`` is sent for it as
+        ``save`` would (the Slack outbox listens), after the row is taken in. The UPDATE is Django's own
+        (expressions such as ``F("attempts") + 1`` or ``Now() + lease`` compile as in ``update``)."""
+        model = type(self)
+        using = self._state.db or router.db_for_write(model, instance=self)
+        db = connections[using]
+        query = cast(UpdateQuery, model._default_manager.using(using).filter(**expected).query.chain(UpdateQuery))
+        query.add_update_values(dict(fields))
+        compiler = query.get_compiler(using)
+        compiler.pre_sql_setup()
+        update, update_params = compiler.as_sql()
+        columns = list(model._meta.concrete_fields)
+        quote = db.ops.quote_name
+        events = type(event)._meta
+        inserted = [f for f in events.concrete_fields if not f.primary_key]
+        # Names are the models' own, values parameters; each cast, as an INSERT … SELECT types nothing.
+        returned = ", ".join(quote(f.column) for f in columns)
+        targets = ", ".join(quote(f.column) for f in inserted)
+        values = ", ".join(f"%s::{f.db_type(db)}" for f in inserted)
+        sql = (
+            f"WITH moved AS ({update} RETURNING {returned}), "  # noqa: S608 - names are ours, values parameters
+            f"logged AS (INSERT INTO {quote(events.db_table)} ({targets}) "
+            f"SELECT {values} FROM moved RETURNING {quote(events.pk.column)}) "
+            f"SELECT {', '.join('moved.' + quote(f.column) for f in columns)}, (SELECT * FROM logged) FROM moved"
+        )
+        params = [*update_params, *(f.get_db_prep_save(f.pre_save(event, True), db) for f in inserted)]
+        with transaction.mark_for_rollback_on_error(using), db.cursor() as cursor:  # as QuerySet.update
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+        if not rows:
+            self.refresh_from_db()  # as the ORM path leaves a loser: with the row as it is now
+            return False
+        *row, event_pk = rows[0]
+        converters = compiler.get_converters([f.get_col(model._meta.db_table) for f in columns])
+        [row] = compiler.apply_converters([row], converters) if converters else [row]
+        self._take_row(model.from_db(using, [f.attname for f in columns], row))
+        event.pk, event._state.adding, event._state.db = event_pk, False, using
+        post_save.send(sender=type(event), instance=event, created=True, update_fields=None, raw=False, using=using)
+        return True
+
+    def _take_row(self, db_instance: Stateful) -> None:
+        """What ``refresh_from_db`` does with the row it reads, for a row that came back another way: every
+        field as stored, cached relations dropped (read again, fresh, when next used)."""
+        for field in self._meta.concrete_fields:
+            setattr(self, field.attname, getattr(db_instance, field.attname))
+        for cached in [*self._meta.concrete_fields, *self._meta.related_objects, *self._meta.private_fields]:
+            if isinstance(cached, FieldCacheMixin) and cached.is_cached(self):
+                cached.delete_cached_value(self)
+        vars(self)["_prefetched_objects_cache"] = {}
+        self._state.db = db_instance._state.db

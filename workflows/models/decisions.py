@@ -19,7 +19,7 @@ from .. import via
 from ..clock import database_now
 from ..shapes import DecisionPayload, HandoffPacket, JsonObject, RetryTarget, StandDownPayload
 from .agents import Agent
-from .base import IllegalTransition, Stateful
+from .base import IllegalTransition, Stateful, moves_at_once
 from .checkpoints import Checkpoint
 from .confirmations import Confirmation
 from .events import Event
@@ -339,21 +339,25 @@ class Decision(Stateful):
             if connection.vendor == "postgresql"
             else database_now() + lease
         )
-        return self.move(
-            self.Status.RUNNING,
-            from_=[self.Status.QUEUED],
-            verb=Event.Verb.DELIVERY_STARTED,
-            data={"attempt": self.attempts + 1},
-            attempts=models.F("attempts") + 1,
-            lease_expires_at=ends,
-            next_attempt_at=None,
-            dispatches=0,
-        )
+        with moves_at_once():  # PostgreSQL: the lease, its event and the row as it left it, one statement
+            return self.move(
+                self.Status.RUNNING,
+                from_=[self.Status.QUEUED],
+                verb=Event.Verb.DELIVERY_STARTED,
+                data={"attempt": self.attempts + 1},
+                attempts=models.F("attempts") + 1,
+                lease_expires_at=ends,
+                next_attempt_at=None,
+                dispatches=0,
+            )
 
     def mark_succeeded(self, *, now: datetime | None = None) -> bool:
         """The agent's resume endpoint accepted the decision. A worker records it, on the database's clock:
         the workflow's last activity, from which its silence is measured, must not be this process's.
-        (``now``: a recorded history, such as the demo's, says when it happened.)"""
+        (``now``: a recorded history, such as the demo's, says when it happened.) On PostgreSQL the UPDATE
+        stamps it with its own ``Now()`` (database_now's clock), so no round trip reads the clock first."""
+        if now is None and connection.vendor == "postgresql":
+            return self._succeed(Event.Verb.DELIVERED, now=Now())
         return self._succeed(Event.Verb.DELIVERED, now=now or database_now())
 
     @property
@@ -376,9 +380,11 @@ class Decision(Stateful):
             "repeats_confirmed": self.repeats_confirmed,
         }
 
-    def _succeed(self, verb: Event.Verb, *, actor: Actor | None = None, now: datetime | None = None) -> bool:
+    def _succeed(self, verb: Event.Verb, *, actor: Actor | None = None, now: datetime | Now | None = None) -> bool:
+        """The decision SUCCEEDED and carried out, in one transaction (``now``: ``Now()`` stamps it with the
+        UPDATE's own time, which the rest of the record then uses)."""
         # The worker that delivered is "system"; an agent that fetched its decision did it itself.
-        with transaction.atomic():
+        with transaction.atomic(), moves_at_once():
             if not self.move(
                 self.Status.SUCCEEDED,
                 from_=[self.Status.QUEUED, self.Status.RUNNING],
@@ -390,16 +396,18 @@ class Decision(Stateful):
                 last_error="",
             ):
                 return False
-            self.carry_out(actor=actor, now=now)
+            self.carry_out(actor=actor, now=self.finished_at if isinstance(now, Now) else now)
         return True
 
     def carry_out(self, *, actor: Actor | None = None, now: datetime | None = None) -> None:
         """The decision reached the agent: resolve the checkpoint and move the workflow on (at ``now``)."""
         now = now or timezone.now()
-        checkpoint = self.checkpoint
-        checkpoint.move(Checkpoint.Status.RESOLVED, actor=actor, verb=Event.Verb.RESOLVED, resolved_at=now)
+        # One read for the checkpoint, its workflow (the event's, and the one moved on) and its owner. Every
+        # move below is a compare-and-set, so reading the workflow before the checkpoint's move rather than
+        # after it changes no outcome: a workflow moved meanwhile makes its move lose, as it would then.
+        self.checkpoint = checkpoint = Checkpoint.objects.select_related("workflow__owner").get(pk=self.checkpoint_id)
         workflow = checkpoint.workflow
-        workflow.refresh_from_db()
+        checkpoint.move(Checkpoint.Status.RESOLVED, actor=actor, verb=Event.Verb.RESOLVED, resolved_at=now)
         if self.resumes:
             if workflow.status == Workflow.Status.RESUMING:
                 # Who has the workflow now: "returned to the same owner" compares it with the interruption's.
