@@ -44,7 +44,7 @@ says nothing once there is room again; a table names each fault, how often it
 was injected, its target and whether it held.
 The incident scenario (on unless ``--no-incident``; ``incident.py``): a
 provider outage of one agent (``--outage-agent``, ``--outage-seconds``) through
-the fleet's own switch; the regular operators leave every incident's members,
+the fleet's own switch; the regular operators leave its incident's members,
 and the agent's checkpoints while the outage runs, to a scripted incident
 commander, who takes the incident the console forms, holds the agent, ends
 the outage, lifts the hold and recovers it with a rollout from the incident

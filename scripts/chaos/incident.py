@@ -15,7 +15,8 @@ counts as failures). A member the rollout leaves waiting (money its confirmed to
 effect) is decided on its workbench, as the page says. When the rollout completes, the incident is resolved.
 
 The regular operators (operators.py) leave the incident's members alone, and every checkpoint of the outage's
-agent while the outage runs: those would be decided one by one before they grouped (``Outage.spares``).
+agent while the outage runs: those would be decided one by one before they grouped (``Outage.spares``). The
+incidents the run's own faults form now and then have no commander: their members are decided one by one.
 """
 
 from __future__ import annotations
@@ -47,13 +48,18 @@ class Outage:
 
     agent: str
     running: threading.Event = field(default_factory=threading.Event)
+    incident: int | None = None  # the incident the outage formed, once the commander found it
     started: float = 0.0  # time.monotonic()
     ended: float = 0.0
     reasserted: int = 0  # the switch posted again after a fleet restart forgot it
 
     def spares(self, checkpoints: Any) -> Any:
-        """What a regular operator may pick: no incident's member, and nothing of the agent while it is out."""
-        checkpoints = checkpoints.filter(incident__isnull=True)
+        """What a regular operator may pick: not a member of the outage's incident, and nothing of the agent
+        while it is out (its failures before they grouped). Other incidents the run's own faults form (five
+        garbled answers of one tool in a quarter of an hour) have no commander: their members are decided
+        one by one, as each keeps its workbench."""
+        if self.incident is not None:
+            checkpoints = checkpoints.exclude(incident_id=self.incident)
         if self.running.is_set():
             checkpoints = checkpoints.exclude(workflow__agent__name=self.agent)
         return checkpoints
@@ -174,12 +180,19 @@ class Commander(Operator):
             elapsed = time.monotonic() - self.outage.started
             self.keep_out()
             if incident is None:
+                # The outage's own: not an incident the run's faults formed (its timeouts say "timed out").
                 incident = (
                     Incident.objects.unresolved()
-                    .filter(agent__name=self.outage.agent, reason="model_timeout", opened_by__isnull=True)
+                    .filter(
+                        agent__name=self.outage.agent,
+                        reason="model_timeout",
+                        opened_by__isnull=True,
+                        detail_pattern__contains="model provider unavailable",
+                    )
                     .first()
                 )
                 if incident is not None:
+                    self.outage.incident = incident.pk  # before the outage ends: the operators leave it alone
                     scenario.incident, scenario.formed_after = incident.pk, round(elapsed, 1)
                     say(f"  incident {incident.pk} formed after {elapsed:.0f}s: {incident.title}")
                     self.act(f"/incidents/{incident.pk}/commander/", {"commander": self.username}, "command")

@@ -220,8 +220,9 @@ class Operator(threading.Thread):
         from workflows.models import Checkpoint
 
         checkpoint = Checkpoint.objects.filter(status=Checkpoint.Status.CLAIMED, assignee=self.user).first()
-        if checkpoint is not None and checkpoint.incident_id is not None and self.outage is not None:
-            # It joined an incident after this operator claimed it: the rollout decides it, so let it go.
+        outage_incident = self.outage.incident if self.outage is not None else None
+        if checkpoint is not None and outage_incident is not None and checkpoint.incident_id == outage_incident:
+            # It joined the outage's incident after this operator claimed it: the rollout decides it, so let it go.
             self.post(f"/checkpoints/{checkpoint.pk}/release/", {}, "release")
             self.record.count("released_to_incident")
             return True
