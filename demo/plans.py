@@ -74,9 +74,14 @@ class ProviderBehaviour:
     """The model provider's switchable faults, shared by a fleet's agents (on the ledgers page): it "changed
     behaviour" (answers amounts in cents), or it is out (every model call fails: the incident demo)."""
 
-    def __init__(self, changed: bool = False, *, outage: bool = False) -> None:
+    def __init__(self, changed: bool = False, *, outage: bool = False, outage_agent: str = "") -> None:
         self.changed = changed
         self.outage = outage
+        self.outage_agent = outage_agent  # the one agent whose calls fail (its own API key throttled); "": all
+
+    def out_for(self, agent: str) -> bool:
+        """Whether this agent's model calls fail now: the outage is on, for every agent or for this one."""
+        return self.outage and self.outage_agent in ("", agent)
 
 
 TICKET_FIELDS = ("ticket", "customer", "email", "subject", "amount", "currency")

@@ -243,10 +243,11 @@ class ResumeServer:
             "</button></form>"
         )
         outage = self.provider.outage
+        whose = f" for {escape(self.provider.outage_agent)}" if self.provider.outage_agent else ""
         provider += (
             f"<p class={'bad' if outage else 'ok'} id=outage>"
             + (
-                "<strong>Provider outage</strong>: every model call fails (503), so every new workflow stops "
+                f"<strong>Provider outage</strong>{whose}: every model call fails (503), so every new workflow stops "
                 "at its model step and the console groups them into an incident. Hold the agent from the "
                 "incident, switch the outage off, then recover the incident in waves."
                 if outage
@@ -351,8 +352,12 @@ class Handler(BaseHTTPRequestHandler):
         """The ledgers page's "provider outage" switch (the incident demo): every model call fails while on."""
         length = int(self.headers.get("Content-Length") or 0)
         form = parse_qs(self.rfile.read(min(length, 1000)).decode(errors="replace"))
-        self.app.provider.outage = (form.get("outage") or ["0"])[0] == "1"
-        log.warning("provider outage %s", "STARTED: every model call fails" if self.app.provider.outage else "over")
+        provider = self.app.provider
+        provider.outage = (form.get("outage") or ["0"])[0] == "1"
+        # ``agent`` (not on the page's form; the chaos run posts it): only that agent's calls fail.
+        provider.outage_agent = (form.get("agent") or [""])[0][:100] if provider.outage else ""
+        scope = f" for {provider.outage_agent}" if provider.outage_agent else ""
+        log.warning("provider outage %s", f"STARTED{scope}: every model call fails" if provider.outage else "over")
         self.send_response(303)
         self.send_header("Location", "/ledgers")
         self.send_header("Content-Length", "0")

@@ -98,7 +98,7 @@ class StepKinds(AgentBase):
         ticket = run.ticket
         subject = ticket["subject"] if ticket else "?"
         prompt = {"model": "support-model-v3", "prompt": f"{subject} ({run.ticket_id}): what now?"}
-        if self.provider.outage:
+        if self.provider.out_for(self.name):
             # The provider is down (the ledgers page's switch): every model call fails the same way, with a
             # request id of its own, so the console's fingerprint groups them into one incident.
             request_id = uuid.UUID(hashlib.sha256(f"{run.workflow_id}:{seq}".encode()).hexdigest()[:32])

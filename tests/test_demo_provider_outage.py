@@ -36,8 +36,8 @@ def test_the_ledgers_page_switches_the_outage_on_and_off(tmp_path):
             with urllib.request.urlopen(server.url("/ledgers"), timeout=5) as response:
                 return response.read().decode()
 
-        def switch(value):
-            body = urllib.parse.urlencode({"outage": value}).encode()
+        def switch(value, **more):
+            body = urllib.parse.urlencode({"outage": value, **more}).encode()
             opener = urllib.request.build_opener(NoRedirect)
             with pytest.raises(urllib.error.HTTPError) as answer:
                 opener.open(urllib.request.Request(server.url("/faults/outage"), data=body), timeout=5)
@@ -46,8 +46,15 @@ def test_the_ledgers_page_switches_the_outage_on_and_off(tmp_path):
         assert "Start a provider outage" in page() and not server.provider.outage
         switch("1")
         assert server.provider.outage and "End the provider outage" in page() and "Provider outage" in page()
+        assert server.provider.out_for("support-bot") and server.provider.out_for("billing-bot")  # every agent
         switch("0")
         assert not server.provider.outage and "Start a provider outage" in page()
+        # One agent's outage (the chaos run's incident scenario posts its name): the others' calls go through.
+        switch("1", agent="billing-bot")
+        assert "Provider outage</strong> for billing-bot" in page()
+        assert server.provider.out_for("billing-bot") and not server.provider.out_for("support-bot")
+        switch("0")
+        assert not server.provider.out_for("billing-bot") and server.provider.outage_agent == ""
     finally:
         server.stop()
 

@@ -7,10 +7,13 @@ fleet itself and a private Redis each SIGKILLed at least twice (Redis comes back
 empty), the run's database refused and its sessions cut twice, deliveries
 crossing a slow and lossy proxy, and one worker's clock five minutes ahead;
 then its disk-pressure run: the embedded default's broker (the filesystem
-transport) in a tmpfs folder filled to the last byte while workers run.
+transport) in a tmpfs folder filled to the last byte while workers run. Through it all, the incident
+scenario (scripts/chaos/incident.py): a short provider outage of one agent forms an incident, which a scripted
+incident commander holds, recovers with a rate-limited rollout (four eyes: a deputy approves it) and resolves.
 Then it reads the figures the script printed:
 every degraded workflow reached a checkpoint, every resumed one completed with
-no duplicate and no lost effect and went back to its owner, no decision was lost; and the
+no duplicate and no lost effect and went back to its owner, no decision was lost; every member of the
+incident was delivered exactly once by the rollout, which never exceeded its rate limit; and the
 dashboard's headline, exported as CSV from the same database, shows the same figures.
 """
 
@@ -92,6 +95,13 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
             "60",
             "--disk-workflows",
             "12",
+            # The incident scenario, short: a 40 s outage, the rollout's "minute" 10 s at 3 decisions.
+            "--outage-seconds",
+            "40",
+            "--rollout-window",
+            "10",
+            "--rollout-rate",
+            "3",
             "--var-dir",
             str(tmp_path / "var"),
             "--json",
@@ -101,7 +111,7 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
         env=env,
         capture_output=True,
         text=True,
-        timeout=420,
+        timeout=540,
     )
     output = result.stdout + result.stderr[-3000:]
     assert figures_path.exists(), output
@@ -131,6 +141,19 @@ def test_the_fleet_survives_the_hard_profile_stores_network_clock_and_killed_pro
     assert re.search(r"resumed returned to the same owner\s+100\.0 %", result.stdout), context
     assert re.search(r"decisions lost\s+0 ", result.stdout), context
     assert "all targets met" in result.stdout, context
+    # The incident scenario: the outage's checkpoints grouped, recovered by the rollout alone, within its rate.
+    incident = figures["incident"]
+    assert incident["error"] == "" and incident["incident"] is not None, context
+    assert incident["members"] >= incident["threshold"] >= 1, context
+    assert incident["rollout"]["status"] == "completed" and incident["resolved"], context
+    assert incident["rollout"]["four_eyes"] and incident["rollout"]["approved_by"] == "deputy", context
+    assert incident["members_delivered_once"] == incident["members"], context
+    assert incident["members_acted_on_twice"] == [] and incident["members_decided_by_others"] == [], context
+    assert incident["window_seconds"] == 10 and incident["per_minute"] == 3, context
+    assert 1 <= incident["most_in_window"] <= 3, context
+    assert re.search(
+        r"the rollout never exceeded its rate limit\s+at most [0-3] per 10 s \(limit 3\)", result.stdout
+    ), context
     # The disk-pressure run: the broker's disk filled while workers ran, a refusal said on the queue page.
     disk = figures["disk_run"]
     assert disk["ok"] and disk["seed"] == seed + 1 and disk["workflows"] == 12, context

@@ -240,3 +240,28 @@ def test_a_handoff_or_abort_wave_is_settled_once_its_workflows_ended_so_the_next
     Rollout.advance_due(now + timedelta(seconds=61))  # past the rate window, long before the 600 s watch
     rollout.refresh_from_db()
     assert len(rollout.waves) == 2 and rollout.status == "running"
+
+
+def test_a_sweep_on_a_clock_running_ahead_keeps_the_rate_on_the_database_clock(alice, settings):
+    """The sweep (``advance_due()`` with no time given) judges and stamps on the database's clock: a worker whose
+    clock runs five minutes ahead (the chaos run's) must not send the next wave before its window ends, and the
+    waves it sends are stamped, and their windows started, on the database's clock."""
+    import time_machine
+
+    from workflows.clock import database_now
+
+    settings.ROLLOUT_RATE_WINDOW_SECONDS = 60
+    incident = _incident(20)
+    rollout = Rollout.start(incident, action="resume", by=alice, per_minute=10)
+    assert Rollout.advance_due() == 1  # a worker on time sends the canary
+    rollout.refresh_from_db()
+    _settle(rollout)
+    with time_machine.travel(database_now() + timedelta(minutes=5), tick=True):
+        assert Rollout.advance_due() == 0, "a worker ahead must not send the next wave before its window ends"
+    Rollout.objects.filter(pk=rollout.pk).update(next_at=database_now() - timedelta(seconds=1))  # the window ended
+    with time_machine.travel(database_now() + timedelta(minutes=5), tick=True):
+        assert Rollout.advance_due() == 1
+    rollout.refresh_from_db()
+    assert [len(w["checkpoints"]) for w in rollout.waves] == [1, 2]
+    assert rollout.next_at <= database_now() + timedelta(seconds=61), "the window starts on the database's clock"
+    assert all(d.decided_at <= database_now() for d in _decided()), "decisions stamped by the database's clock"

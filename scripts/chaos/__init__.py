@@ -42,6 +42,15 @@ delivery lease is longer than configured; while the broker's disk is full and a
 decision is refused, the queue page says so (with how many decisions wait) and
 says nothing once there is room again; a table names each fault, how often it
 was injected, its target and whether it held.
+The incident scenario (on unless ``--no-incident``; ``incident.py``): a
+provider outage of one agent (``--outage-agent``, ``--outage-seconds``) through
+the fleet's own switch; the regular operators leave its incident's members,
+and the agent's checkpoints while the outage runs, to a scripted incident
+commander, who takes the incident the console forms, holds the agent, ends
+the outage, lifts the hold and recovers it with a rollout from the incident
+page's form at ``--rollout-rate`` decisions per ``--rollout-window`` seconds
+(its money typed, approved by a deputy under four eyes, continued when the
+run's faults halt it), then resolves it.
 When the fleet has launched N workflows the killer stops and the run drains:
 until every workflow is terminal, bounded by ``--timeout``. Then it prints
 the report and exits 1 when a target is missed.
@@ -74,6 +83,12 @@ the run prints the dashboard's four headline shares too. Its targets:
   each act apart from the dedupe that allows it. The demo agent would not
   execute an effect twice even then (it works from the console's record of
   what committed), so the ledgers alone would not show a broken dedupe.
+- **the incident scenario** (with ``--incident``): the incident formed (at
+  least its agent's threshold of members); its rollout completed and the
+  incident was resolved; every member delivered exactly once, none decided by
+  a regular operator; and never more of the rollout's decisions
+  (``decided_at``, on the database's clock) in any window of
+  ``ROLLOUT_RATE_WINDOW_SECONDS`` than its limit.
 - **decisions lost** (target 0): decisions an operator was answered 302
   (recorded) for that are not in the database, plus decisions not finished
   (queued or running) after the drain.

@@ -12,6 +12,7 @@ from .cli import parse_args
 from .common import say
 from .disk import disk_pressure_run
 from .figures import analyse
+from .incident import Outage, Scenario, incident_figures
 from .report import report
 from .run import run
 from .world import prepare
@@ -32,9 +33,11 @@ def main(argv: list[str] | None = None) -> int:
         f"~{args.kill_interval:g}s, {args.operators} operator(s), deadline {args.timeout:.0f}s"
     )
     world = prepare(args)
+    outage, scenario = (Outage(args.outage_agent), Scenario()) if args.incident else (None, None)
     try:
-        _stack, killer, record, duration, settled_in_time = run(world)
+        _stack, killer, record, duration, settled_in_time = run(world, outage, scenario)
         figures = analyse(world, record, killer, duration, settled_in_time)
+        figures["incident"] = incident_figures(world, outage, scenario) if outage and scenario else None
     finally:
         if world.proxy is not None:
             world.proxy.stop()

@@ -60,6 +60,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="DELIVERY_MAX_ATTEMPTS: few enough that a delivery to a killed fleet sometimes fails "
         "and its checkpoint goes back to the queue.",
     )
+    incident = parser.add_argument_group(
+        "incident scenario",
+        "A provider outage hits every workflow of one agent; a scripted incident commander recovers the "
+        "incident it forms with a rollout (scripts/chaos/incident.py).",
+    )
+    incident.add_argument(
+        "--incident",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Run the incident scenario (on unless --no-incident).",
+    )
+    incident.add_argument(
+        "--outage-agent", default="billing-bot", help="The agent whose model calls fail during the outage."
+    )
+    incident.add_argument(
+        "--outage-seconds",
+        type=float,
+        default=180.0,
+        help="How long the provider is out; the commander holds the agent halfway through.",
+    )
+    incident.add_argument(
+        "--rollout-rate", type=int, default=10, help="The rollout's rate limit: decisions per rate window."
+    )
+    incident.add_argument(
+        "--rollout-window",
+        type=float,
+        default=20.0,
+        help='ROLLOUT_RATE_WINDOW_SECONDS: the rollout\'s "minute", shortened so that it ends within the run.',
+    )
     hard = parser.add_argument_group(
         "hard faults",
         "The stores and the network under the stack fail too. --hard turns every one on; "

@@ -183,6 +183,7 @@ def disk_pressure_run(world: World) -> dict[str, Any]:
         "--no-kill-redis",
         "--no-kill-postgres",
         "--no-lossy-network",
+        "--no-incident",  # the incident scenario ran in the run before: this one is about the broker's disk
         "--clock-skew",
         "0",
         "--workflows",

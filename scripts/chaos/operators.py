@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .common import say
 
 if TYPE_CHECKING:
+    from .incident import Outage
     from .world import World
 
 APPROVE_FORM = re.compile(r'action="/decisions/(\d+)/approve/"')
@@ -126,10 +127,12 @@ class Operator(threading.Thread):
         rng: random.Random,
         record: Logbook,
         stop: threading.Event,
+        outage: Outage | None = None,
     ) -> None:
         super().__init__(name=f"operator-{username}", daemon=True)
         self.username, self.password, self.others, self.rng = username, password, others, rng
         self.record, self.stop = record, stop
+        self.outage = outage  # the incident scenario's: its checkpoints are the commander's (incident.py)
         self.think = world.args.think
         self.browser = Browser(world.console_url)
         from demo.systems import Ledgers
@@ -217,12 +220,17 @@ class Operator(threading.Thread):
         from workflows.models import Checkpoint
 
         checkpoint = Checkpoint.objects.filter(status=Checkpoint.Status.CLAIMED, assignee=self.user).first()
+        outage_incident = self.outage.incident if self.outage is not None else None
+        if checkpoint is not None and outage_incident is not None and checkpoint.incident_id == outage_incident:
+            # It joined the outage's incident after this operator claimed it: the rollout decides it, so let it go.
+            self.post(f"/checkpoints/{checkpoint.pk}/release/", {}, "release")
+            self.record.count("released_to_incident")
+            return True
         if checkpoint is None:
-            first = list(
-                Checkpoint.objects.filter(status=Checkpoint.Status.OPEN)
-                .order_by("due_at", "pk")
-                .values_list("pk", flat=True)[:6]
-            )
+            pickable = Checkpoint.objects.filter(status=Checkpoint.Status.OPEN)
+            if self.outage is not None:
+                pickable = self.outage.spares(pickable)
+            first = list(pickable.order_by("due_at", "pk").values_list("pk", flat=True)[:6])
             if not first:
                 return False
             pk = self.rng.choice(first)  # two people on one queue do not all pick the top row

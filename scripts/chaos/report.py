@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .common import say
 from .figures import share
+from .incident import incident_checks
 
 
 def report(figures: dict) -> bool:
@@ -38,6 +41,9 @@ def report(figures: dict) -> bool:
         )
     if figures.get("disk_run"):
         checks["disk_run"] = figures["disk_run"]["ok"]
+    incident = figures.get("incident")
+    if incident:
+        checks.update(incident_checks(incident))
     say("")
     say(
         f"Chaos run: seed {figures['seed']}, {figures['duration_seconds']} s, "
@@ -89,6 +95,8 @@ def report(figures: dict) -> bool:
         "0",
         not figures["leases_longer_than_configured"],
     )
+    if incident:
+        incident_lines(incident, checks, line)
     fault_table(figures, checks)
     line(
         "processes that exited by themselves",
@@ -235,3 +243,58 @@ def fault_table(figures: dict, checks: dict[str, bool]) -> None:
     say(f"  {'fault':<40} {'injected':<50} {'target':<44} held")
     for fault, injected, target, held in fault_rows(figures, checks):
         say(f"  {fault:<40} {injected:<50} {target:<44} {'yes' if held else 'NO'}")
+
+
+def incident_lines(incident: dict, checks: dict[str, bool], line: Callable[[str, str, str, bool], None]) -> None:
+    """The incident scenario's lines: formed, recovered by its rollout, every member delivered once, the rate."""
+    rollout = incident["rollout"] or {}
+    say(
+        f"  incident scenario: provider outage of {incident['agent']} for {incident['outage_seconds']} s "
+        f"(switch posted again after a fleet restart: {incident['switch_reasserted']}), incident "
+        f"{incident['incident']} formed after {incident['formed_after_seconds']} s, "
+        f"{'held' if incident['held'] else 'not held'}" + (f"; ERROR: {incident['error']}" if incident["error"] else "")
+    )
+    line(
+        "incident formed (members, of its threshold)",
+        f"{incident['members']} (threshold {incident['threshold']}, held {incident.get('held_members', 0)})",
+        "formed",
+        checks["incident_formed"],
+    )
+    line(
+        "incident recovered by its rollout",
+        f"{rollout.get('status', 'none')}, {len(rollout.get('waves', []))} waves, "
+        f"{'resolved' if incident['resolved'] else 'unresolved'}",
+        "done",
+        checks["rollout_finished"],
+    )
+    line(
+        "members delivered once, decided by the rollout",
+        f"{incident['members_delivered_once']}/{incident['members']} "
+        f"({len(incident['members_decided_by_others'])} by others)",
+        "all",
+        checks["members_once"],
+    )
+    line(
+        "the rollout never exceeded its rate limit",
+        f"at most {incident['most_in_window']} per {incident['window_seconds']:g} s (limit {incident['per_minute']})",
+        "<=",
+        checks["rollout_rate"],
+    )
+    if rollout:
+        say(
+            f"  rollout {rollout['id']}: waves {rollout['waves']}, {rollout['decisions']} decisions, four eyes "
+            f"{'yes, approved by ' + str(rollout['approved_by']) if rollout['four_eyes'] else 'no'}, money typed "
+            f"{rollout['money_total'] or 'none'}, halted {rollout['halts']} time(s) and continued "
+            f"{rollout['continued']}, started at attempt {rollout['start_attempts']}; decided one by one on the "
+            f"workbench: {incident['decided_one_by_one'] or 'none'}"
+        )
+        if rollout["halt_reasons"]:
+            say(f"  rollout halts (the run's faults pausing resumed workflows again): {rollout['halt_reasons']}")
+    for label, key in (
+        ("members not delivered", "members_not_delivered"),
+        ("members delivered twice", "members_delivered_twice"),
+        ("members acted on twice", "members_acted_on_twice"),
+        ("members decided by a regular operator", "members_decided_by_others"),
+    ):
+        if incident[key]:
+            say(f"  {label}: {', '.join(map(str, incident[key][:50]))}")

@@ -10,6 +10,7 @@ from typing import Any
 
 from .cli import kill_targets
 from .common import say
+from .incident import Commander, Outage, Scenario
 from .operators import Logbook, Operator
 from .stack import Killer, MemorySampler, Service, Supervisor, fault_targets, services
 from .world import World
@@ -39,7 +40,11 @@ def progress(started: float, journal: Any, killer: Killer) -> str:
     )
 
 
-def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]:
+def run(
+    world: World, outage: Outage | None = None, scenario: Scenario | None = None
+) -> tuple[dict[str, Service], Killer, Logbook, float, bool]:
+    """The run; with ``outage`` and ``scenario`` (--incident), the incident commander works beside the operators
+    and the run settles only once it is done."""
     from demo.journal import Journal
 
     args = world.args
@@ -80,8 +85,11 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
                     random.Random(rng.random()),
                     record,
                     stop_operators,
+                    outage,
                 )
             )
+        if outage is not None and scenario is not None:
+            operators.append(Commander(world, outage, scenario, random.Random(rng.random()), record, stop_operators))
         for operator in operators:
             operator.start()
         if args.kill_interval > 0:
@@ -101,7 +109,8 @@ def run(world: World) -> tuple[dict[str, Service], Killer, Logbook, float, bool]
                 if time.monotonic() + args.drain > deadline:
                     deadline = time.monotonic() + args.drain
                     say(f"  the drain gets its {args.drain:.0f}s: deadline moved to {deadline - started:.0f}s")
-            if (not killer.is_alive() or killer.stop.is_set()) and settled(journal, args.workflows):
+            scenario_done = scenario is None or scenario.done.is_set()
+            if (not killer.is_alive() or killer.stop.is_set()) and scenario_done and settled(journal, args.workflows):
                 settled_in_time = True
                 break
             record.sample_leases()

@@ -9,7 +9,7 @@ import os
 import random
 import secrets
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class World:
     redis: PrivateRedis | None = None  # --kill-redis: the broker and cache this script owns and kills
     disk: FullDisk | None = None  # --filesystem-broker: the broker folder's tmpfs, filled by --disk-pressure
     proxy: Any = None  # --lossy-network: the LossyProxy the deliveries cross
+    incident_users: dict[str, str] = field(default_factory=dict)  # --incident: the commander and its deputy
 
     @property
     def console_url(self) -> str:
@@ -110,6 +111,10 @@ def prepare(args: argparse.Namespace) -> World:
         # seed_demo connects the fleet's simulated Slack workspace: its notifications go there, as in `make run`
         # (left to the real Slack API, each would hold a worker process through its retries).
         "SLACK_API_URL": f"http://127.0.0.1:{fleet_port}/slack/api/",
+        # The incident scenario's rollout: its "minute" shortened, so that its waves go out within the run under
+        # the same rules (--rollout-window), and an unsettled wave looked at again soon.
+        "ROLLOUT_RATE_WINDOW_SECONDS": f"{args.rollout_window:g}",
+        "ROLLOUT_RECHECK_SECONDS": "2",
     }
     os.environ.update({**env, "DATABASE_URL": observed(database_url)})
     import django
@@ -142,6 +147,10 @@ def prepare(args: argparse.Namespace) -> World:
         stdout=io.StringIO(),
     )
     world.users = configure(args, var_dir)
+    if args.incident:
+        from .incident import incident_users
+
+        world.incident_users = incident_users()
     if disk is not None:
         disk.base_url, disk.login = world.console_url, ("operator", world.users["operator"])
     return world

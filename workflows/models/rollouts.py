@@ -47,6 +47,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
+from ..clock import database_now
 from ..money import reading_of, reads_money, staged_amounts
 from ..roles import operators
 from .agents import Agent
@@ -457,9 +458,12 @@ class Rollout(Stateful):
 
     @classmethod
     def advance_due(cls, now: datetime | None = None) -> int:
-        """The sweep's step: advance every running rollout whose ``next_at`` passed. Returns how many."""
+        """The sweep's step: advance every running rollout whose ``next_at`` passed. Returns how many.
+
+        On the database's clock (workflows/clock.py), as every timer a worker judges: a worker whose clock
+        runs ahead would otherwise send the next wave before its rate window ended."""
         stepped = now  # None: the sweep, on the real clock (see ``_send_wave``)
-        now = now or timezone.now()
+        now = now or database_now()
         due = list(cls.objects.filter(status=cls.Status.RUNNING, next_at__lte=now).values_list("pk", flat=True))
         return sum(cls.objects.get(pk=pk).advance(stepped) for pk in due)
 
@@ -490,7 +494,7 @@ class Rollout(Stateful):
     def advance(self, now: datetime | None = None) -> bool:
         """Judge the last wave and send the next one, under a row lock (many sweeps are harmless)."""
         live = now is None
-        now = now or timezone.now()
+        now = now or database_now()
         with transaction.atomic():
             rollout = Rollout.objects.select_for_update().get(pk=self.pk)
             if rollout.status != self.Status.RUNNING or (rollout.next_at and rollout.next_at > now):
@@ -555,7 +559,7 @@ class Rollout(Stateful):
         for c in candidates:
             if len(decided) >= size:
                 break
-            if self._decide(c):
+            if self._decide(c, live=live):
                 decided.append(c.pk)
         if not decided:
             if not candidates:
@@ -569,8 +573,8 @@ class Rollout(Stateful):
         # On the real clock (the sweep) the window starts when this wave's last decision was recorded, not
         # when the sweep began: deciding 100 members takes a while, and any window of the rate's length must
         # hold one wave at most (tests/test_guarantee_incident_rollout.py counts decided_at in every window).
-        # A caller stepping time (the unit tests) keeps its ``now``.
-        sent_at = timezone.now() if live else now
+        # A caller stepping time (the unit tests) keeps its ``now``. The database's clock, as ``now`` is.
+        sent_at = database_now() if live else now
         Rollout.objects.filter(pk=self.pk).update(waves=[*self.waves, wave], next_at=sent_at + rate_window())
         Event.record(
             self.incident,
@@ -600,11 +604,15 @@ class Rollout(Stateful):
             standby=self.standby,
         )
 
-    def _decide(self, checkpoint: Checkpoint) -> bool:
+    def _decide(self, checkpoint: Checkpoint, *, live: bool = False) -> bool:
         """This member's decision through the single-decision path; False when it must wait. Under four
-        eyes the rollout's approver approves each member's proposal, as on its workbench."""
+        eyes the rollout's approver approves each member's proposal, as on its workbench. On the sweep
+        (``live``) it is stamped by the database's clock, the one its rate window is judged by."""
         try:
-            decision = Decider(checkpoint).record(self._draft(checkpoint), by=self.started_by)
+            draft = self._draft(checkpoint)
+            if live:
+                draft.decided_at = database_now()
+            decision = Decider(checkpoint).record(draft, by=self.started_by)
         except (ValueError, Conflict):
             return False
         if decision.awaits_approval and self.approved_by is not None and checkpoint.pk in self.approved_members:
