@@ -19,7 +19,8 @@ from tests.helpers import REMAINING_PLAN, make_agent, make_checkpoint, make_step
 from workflows import blast_radius
 from workflows.models import Checkpoint, Incident, Rollout
 from workflows.models.checkpoints import stake_in
-from workflows.money import MoneyAtStake, amounts_by_stage, reading_of, reads_money, staged_amounts
+from workflows.money import MoneyAtStake, amounts_by_stage
+from workflows.money_reading import reading_of, reads_money, staged_amounts
 
 SEED = random.randrange(2**32)
 NAMES = ("issue_refund", "write_ticket_note", "charge_card", "notify_customer", "update_crm", "payout")

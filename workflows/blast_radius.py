@@ -24,7 +24,8 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from .models import Checkpoint, Decision, Incident, Runbook
-from .money import Amount, staged_amounts
+from .money import Amount
+from .money_reading import staged_amounts
 from .shapes import Json
 
 _DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)

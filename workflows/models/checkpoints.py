@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings
@@ -17,10 +16,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from .. import via
-from ..money import MoneyAtStake, MoneyReading, reading_of
 from ..roles import is_admin
 from ..shapes import JsonObject, PlanStep
 from .base import Conflict, Stateful
+from .checkpoint_money import CheckpointMoney, stake_in
 from .clocks import SlaClock
 from .events import Event
 from .incidents import Incident, signature_of
@@ -30,7 +29,7 @@ from .queue import OPEN_STATUSES, CheckpointQuerySet, CheckpointStatus, first_cl
 from .runbooks import Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
 from .teams import RoutingRule
-from .workflows import MoneyTrail, Workflow
+from .workflows import Workflow
 
 if TYPE_CHECKING:
     from .base import Actor, Operator
@@ -55,28 +54,7 @@ class SinceInterruption(TypedDict):
     summary: str
 
 
-class AtStake(TypedDict):
-    """What a checkpoint puts at stake, read once from its resume state when it opens (``Checkpoint.at_stake``):
-    the blast radius and the queue's incident rows sum these over thousands of members without reading a
-    resume state. ``money``: workflows.money's reading; ``unknown_effects``: how many effects' outcome is
-    unknown; ``promises``: what the agent promised the user, as written."""
-
-    money: MoneyReading
-    unknown_effects: int
-    promises: list[str]
-
-
-def stake_in(resume_state: Mapping[str, Any], *, kind: str) -> AtStake:
-    """``Checkpoint.at_stake`` of a resume state, by the rules the blast radius applied to it member by member."""
-    unknown = resume_state.get("unknown_effects", [])
-    return {
-        "money": reading_of(resume_state, kind=kind),
-        "unknown_effects": len(unknown) if isinstance(unknown, list | dict | str) else 0,
-        "promises": [text for text in resume_state.get("promises") or [] if isinstance(text, str)],
-    }
-
-
-class Checkpoint(Stateful):
+class Checkpoint(CheckpointMoney, Stateful):
     Status = CheckpointStatus
     OPEN_STATUSES = OPEN_STATUSES
 
@@ -370,25 +348,6 @@ class Checkpoint(Stateful):
         return effects
 
     @property
-    def stake(self) -> AtStake:
-        """``at_stake``, or read from the resume state for a row written without it."""
-        if self.at_stake is not None:
-            return self.at_stake  # type: ignore[no-any-return]
-        return stake_in(self.resume_state or {}, kind=self.workflow.kind)
-
-    @staticmethod
-    def with_stakes(checkpoints: Iterable[Checkpoint]) -> list[Checkpoint]:
-        """The checkpoints, each with ``at_stake`` (read from its resume state, in one query for all, where a row
-        was written without it): what pages summing many checkpoints read, with ``resume_state`` deferred."""
-        checkpoints = list(checkpoints)
-        missing = {c.pk: c for c in checkpoints if c.at_stake is None}
-        if missing:
-            for pk, resume_state in Checkpoint.objects.filter(pk__in=missing).values_list("pk", "resume_state"):
-                c = missing[pk]
-                c.at_stake = stake_in(resume_state if isinstance(resume_state, dict) else {}, kind=c.workflow.kind)
-        return checkpoints
-
-    @property
     def terms(self) -> Terms:
         return Terms(self.sla)
 
@@ -580,29 +539,6 @@ class Checkpoint(Stateful):
             release_at=None,
             **clock,
         )
-
-    @property
-    def plan(self) -> list[PlanStep] | None:
-        """What the agent will do if resumed, as it reported it; None when it did not say."""
-        plan = self.resume_state.get("plan")
-        return plan if isinstance(plan, list) else None
-
-    def money_check(self) -> MoneyAtStake:
-        """What a resume can move, by workflows.money's rule (which fails safe), with the recorded history."""
-        return MoneyAtStake.of(self.resume_state, kind=self.workflow.kind, history=MoneyTrail())
-
-    def money_reasons(self) -> list[str]:
-        """Why resuming this checkpoint can move money, in words for the operator; empty when it cannot."""
-        return self.money_check().reasons
-
-    @cached_property  # a queue row asks it for its badge and again for its approval review
-    def money_at_stake(self) -> list[str]:
-        """The amounts a resume can move, each effect once, from the resume state alone (no query: one per
-        queue row); "amount unknown" for a money effect whose amount the console cannot read."""
-        return MoneyAtStake.of(self.resume_state, kind=self.workflow.kind).amounts
-
-    def touches_money(self) -> bool:
-        return bool(self.money_check())
 
     def runbook_versions(self) -> list[RunbookVersion]:
         """The runbook versions that bind a decision here: its own, and for a fork's checkpoint those of the

@@ -36,10 +36,9 @@ so that a 500-member rollout runs in seconds under the same rules.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from django.conf import settings
@@ -48,8 +47,8 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from ..clock import database_now
-from ..money import reading_of, reads_money, staged_amounts
 from ..roles import operators
+from . import rollout_gates as gates
 from .agents import Agent
 from .base import Conflict, Stateful
 from .decisions import Decision
@@ -59,7 +58,6 @@ from .evidence import EffectConfirmation
 from .incidents import Incident
 from .notifications import Notification
 from .runbooks import RESUMING_ACTIONS, Action
-from .workflows import MoneyTrail
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -80,49 +78,6 @@ class RolloutStatus(models.TextChoices):
 ACTIVE = (RolloutStatus.PROPOSED, RolloutStatus.RUNNING, RolloutStatus.HALTED)
 
 
-@dataclass
-class Stake:
-    """What the members a rollout would resume can move, per currency (pending and planned money, as the
-    blast radius counts it), and which members that total covers."""
-
-    totals: dict[str, Decimal]
-    members: list[int]
-    unreadable: int = 0
-
-    def text(self) -> str:
-        return ", ".join(f"{amount} {currency}" for currency, amount in sorted(self.totals.items()))
-
-    def check(self, typed: Mapping[str, str] | None) -> None:
-        """ValueError unless ``typed`` gives exactly the total of every currency at stake."""
-        if not self.totals:
-            return
-        typed = {c.strip().upper(): str(v).strip() for c, v in (typed or {}).items() if str(v).strip()}
-        if not typed:
-            raise ValueError(
-                f"These members move money: type the total at stake per currency ({self.text()}) "
-                "to confirm it. Nothing started."
-            )
-        for currency in sorted(set(typed) | set(self.totals)):
-            if currency not in self.totals:
-                raise ValueError(f"No {currency} is at stake: the total is {self.text()}. Nothing started.")
-            if currency not in typed:
-                raise ValueError(
-                    f"Type the total at stake in {currency} too ({self.totals[currency]} {currency}). Nothing started."
-                )
-            try:
-                amount = Decimal(typed[currency])
-            except InvalidOperation:
-                raise ValueError(
-                    f"“{typed[currency][:40]}” is not an amount of {currency}: type the total "
-                    f"as digits, e.g. {self.totals[currency]}. Nothing started."
-                ) from None
-            if amount != self.totals[currency]:
-                raise ValueError(
-                    f"The total at stake in {currency} is {self.totals[currency]}, not {amount}: read "
-                    "the blast radius again. Nothing started."
-                )
-
-
 @dataclass(frozen=True)
 class WaveOutcome:
     size: int
@@ -141,25 +96,6 @@ class WaveOutcome:
 def rate_window() -> timedelta:
     """The window ``per_minute`` counts decisions in: a minute, unless the settings shorten it."""
     return timedelta(seconds=settings.ROLLOUT_RATE_WINDOW_SECONDS)
-
-
-class _RememberedTrail(MoneyTrail):
-    """The recorded money history, each question asked once: an incident's members share a kind and effects."""
-
-    def __init__(self) -> None:
-        self.kinds: dict[str, bool] = {}
-        self.names: dict[frozenset[str], set[str]] = {}
-
-    def kind_moved_money(self, kind: str) -> bool:
-        if kind not in self.kinds:
-            self.kinds[kind] = super().kind_moved_money(kind)
-        return self.kinds[kind]
-
-    def names_that_moved_money(self, names: Iterable[str]) -> set[str]:
-        key = frozenset(names)
-        if key not in self.names:
-            self.names[key] = super().names_that_moved_money(key)
-        return self.names[key]
 
 
 class Wave(TypedDict):
@@ -271,61 +207,10 @@ class Rollout(Stateful):
     def awaits_approval(self) -> bool:
         return self.status == self.Status.PROPOSED
 
-    @staticmethod
-    def stake_of(incident: Incident, action: str, *, stored: bool = False) -> Stake:
-        """The money the open members can move if this action resumes them (none for an abort).
-
-        Each member's resume state is read by the money rule here (the gate ``start`` applies); ``stored``
-        reads the reading each member kept when it opened (``Checkpoint.at_stake``) instead: the same figures
-        (``money.reads_money``), for the incident page, which must not walk thousands of resume states."""
-        stake = Stake({}, [])
-        if action not in RESUMING_ACTIONS:
-            return stake
-        from .checkpoints import Checkpoint
-
-        trail = _RememberedTrail()  # Checkpoint.touches_money's rule, its history asked once per incident
-        members = incident.members.open().select_related("workflow").order_by("pk")
-        if stored:
-            members = members.only(
-                "pk", "incident_id", "at_stake", "workflow__kind"
-            )  # incident_id: the manager sets it
-        for c in Checkpoint.with_stakes(members) if stored else members:
-            reading = c.stake["money"] if stored else reading_of(c.resume_state, kind=c.workflow.kind)
-            if not reads_money(reading, kind=c.workflow.kind, history=trail):
-                continue
-            # The blast radius's pending and planned figures (workflows.money defines both).
-            staged = staged_amounts(reading)
-            amounts = [a for stage in ("pending", "planned") for a in staged[stage]]
-            if not amounts or any(a.value is None for a in amounts):
-                stake.unreadable += 1  # the rollout's confirmation cannot cover it: it waits for its own
-                continue
-            for a in amounts:
-                currency = (a.currency or "?").upper()
-                stake.totals[currency] = stake.totals.get(currency, Decimal(0)) + (a.value or Decimal(0))
-            stake.members.append(c.pk)
-        return stake
-
-    @staticmethod
-    def needs_four_eyes(incident: Incident, action: str) -> bool:
-        """A member's runbook asks for a second operator on this decision (as its single decision would)."""
-        return any(
-            Decider(c).needs_second_operator(action, money=c.touches_money())
-            for c in incident.members.open().select_related("workflow", "runbook_version")
-        )
-
-    @staticmethod
-    def check_standby(incident: Incident, standby: Agent | None) -> None:
-        """ValueError unless ``standby`` can take over at least one open member (the single decision's rule,
-        ``Decider.check_standby``; a member it cannot take waits for its own decision, with the reason)."""
-        why = "The incident has no open member to fail over."
-        for c in incident.members.open().select_related("workflow__agent").order_by("pk"):
-            try:
-                Decider(c).check_standby(standby)
-            except ValueError as exc:
-                why = str(exc)
-            else:
-                return
-        raise ValueError(why)
+    # The gates a rollout is started through (``rollout_gates``), asked of the class as before.
+    stake_of = staticmethod(gates.stake_of)
+    needs_four_eyes = staticmethod(gates.needs_four_eyes)
+    check_standby = staticmethod(gates.check_standby)
 
     @classmethod
     def start(
