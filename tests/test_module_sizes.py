@@ -1,12 +1,12 @@
-"""Issue 21's layout rule, kept: no module of the shipped apps (and of the demo app) runs past 600 lines, so a
-module that grows is split by job before it bends (migrations are generated and left out)."""
+"""Issue 21's layout rule, kept: no module of the apps, the scripts or the client package runs past 600 lines,
+so a module that grows is split by job before it bends (migrations are generated and left out)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("access", "console", "workflows", "demo")
+APPS = ("access", "console", "workflows", "demo", "scripts", "clients/python/src")
 LIMIT = 600
 
 
@@ -20,7 +20,7 @@ def _long_modules(root: Path, limit: int = LIMIT) -> dict[str, int]:
     return {name: lines for name, lines in sorted(sizes.items()) if lines > limit}
 
 
-def test_no_app_module_is_over_600_lines() -> None:
+def test_no_module_is_over_600_lines() -> None:
     assert _long_modules(ROOT) == {}
 
 
