@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -18,7 +19,7 @@ from django.db.migrations.executor import MigrationExecutor
 from tests.helpers import REMAINING_PLAN, make_agent, make_checkpoint, make_step, make_worked_example, make_workflow
 from workflows import blast_radius
 from workflows.models import Checkpoint, Incident, Rollout
-from workflows.models.checkpoints import stake_in
+from workflows.models.checkpoint_money import stake_in
 from workflows.money import MoneyAtStake, amounts_by_stage
 from workflows.money_reading import reading_of, reads_money, staged_amounts
 
@@ -66,7 +67,7 @@ def _plan_step(rng: random.Random) -> dict[str, object]:
     return step
 
 
-def _resume_state(rng: random.Random) -> dict[str, object]:
+def _resume_state(rng: random.Random) -> dict[str, Any]:
     state: dict[str, object] = {
         "committed": [_step(rng, i) for i in range(rng.randint(0, 3))],
         "unknown_effects": [_step(rng, 10 + i) for i in range(rng.randint(0, 2))],

@@ -5,6 +5,7 @@ same: each action is delivered once each way, side by side, and everything but i
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -20,7 +21,7 @@ CHECKPOINT = ("status", "assignee_id")
 WORKFLOW = ("status", "summary", "handoff_note", "owner_id")
 
 
-def delivered(receiver, alice, owner, action: str) -> dict[str, object]:
+def delivered(receiver, alice, owner, action: str) -> dict[str, Any]:
     """Decide ``action`` on a fresh checkpoint and deliver it; what the rows and the trail say after."""
     agent, _ = make_agent(resume_url=receiver.url, owner=owner)
     checkpoint = make_checkpoint(make_worked_example(agent=agent, owner=owner))
@@ -89,7 +90,7 @@ def test_a_worker_that_loses_the_lease_race_answers_lost_and_posts_nothing(recei
         monkeypatch.setattr(decisions, "moves_at_once", contextlib.nullcontext)
     take = Decision.start_attempt
 
-    def raced(self: Decision, **kwargs: object) -> bool:
+    def raced(self: Decision, **kwargs: Any) -> bool:
         """Another worker takes the lease between this one's read of the decision and its own attempt."""
         assert take(Decision.objects.get(pk=self.pk))
         return take(self, **kwargs)

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows.models import Agent, Reason, SLAPolicy, Step
-from workflows.models.checkpoints import stake_in
+from workflows.models.checkpoint_money import stake_in
 
 from .loading import (
     KINDS,

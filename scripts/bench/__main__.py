@@ -95,6 +95,13 @@ def main() -> None:
     )
     parser.add_argument("--capacity-seconds", type=float, default=10.0, help="length of each capacity level")
     parser.add_argument("--capacity-max", type=int, default=512, help="operators at which the capacity run stops")
+    parser.add_argument(
+        "--capacity-webs",
+        type=int,
+        default=1,
+        help="web servers (gunicorn, console/gunicorn.py) on one database for the capacity run, the clients spread "
+        "over them as Docker's DNS spreads connections over --scale web=N",
+    )
     args = parser.parse_args()
     args.client_counts = [int(n) for n in args.clients.split(",")]
     args.deliveries = args.deliveries or (10_000 if args.full else 1_000)

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 from .context import Bench
-from .environment import cpu_of
+from .environment import BIN, answers, cpu_of, free_port
 from .output import SEED, header, pct
 from .rows import made_reports
 
@@ -133,12 +133,30 @@ def _warm(port: int, cookie: str, workbench: str, connections: int = 12) -> None
         t.join(120)
 
 
-def _web_cpu(bench: Bench) -> float:
-    """gunicorn's CPU seconds so far (psutil, the bench extra), or NaN without it."""
+def _web_cpu(webs: list) -> float:
+    """The web servers' CPU seconds so far (psutil, the bench extra), or NaN without it."""
     try:
-        return cpu_of(bench.web.pid)
+        return sum(cpu_of(web.pid) for web in webs)
     except ImportError:
         return float("nan")
+
+
+def _more_webs(bench: Bench, count: int) -> tuple[list, list[int]]:
+    """The bench's web server and ``count - 1`` more on the same database and Redis (``--scale web=N``)."""
+    webs, ports = [bench.web], [bench.web_port]
+    for n in range(1, count):
+        port = free_port()
+        bench.procs.env = {**bench.env, "GUNICORN_BIND": f"127.0.0.1:{port}", "GUNICORN_ACCESS_LOG": ""}
+        webs.append(
+            bench.procs.start(
+                [str(BIN / "gunicorn"), "-c", "python:console.gunicorn", "console.wsgi"],
+                answers(port),
+                f"gunicorn {n + 1}",
+            )
+        )
+        ports.append(port)
+    bench.procs.env = bench.env
+    return webs, ports
 
 
 def capacity(bench: Bench) -> None:
@@ -157,6 +175,7 @@ def capacity(bench: Bench) -> None:
         generate(agents=20, workflows=1_200, steps=1_000, open_checkpoints=1_000, decided=100, resolved=100, seed=SEED)
     if not bench.web:
         bench.start_web()
+    webs, ports = _more_webs(bench, max(1, bench.args.capacity_webs))
     users = get_user_model()
     open_rows = list(Checkpoint.objects.open().filter(assignee__isnull=True).order_by("due_at", "pk")[:60])
     other, _ = users.objects.get_or_create(username="bench-churn")
@@ -178,7 +197,8 @@ def capacity(bench: Bench) -> None:
             client.force_login(user)
             made_ops.append(f"sessionid={client.cookies['sessionid'].value}")
         if operators == 1:
-            _warm(bench.web_port, made_ops[0], f"/checkpoints/{open_rows[0].pk}/")
+            for port in ports:
+                _warm(port, made_ops[0], f"/checkpoints/{open_rows[0].pk}/")
         fleet = [bench.agent("capacity") for _ in range(agents)]
         flows = [(token, bench.workflow(agent, "capacity").pk) for agent, token in fleet]
         level, stop, lock = Level(operators, agents * rate), threading.Event(), threading.Lock()
@@ -187,7 +207,7 @@ def capacity(bench: Bench) -> None:
                 target=_operator,
                 daemon=True,
                 args=(
-                    bench.web_port,
+                    ports[i % len(ports)],
                     cookie,
                     f"/checkpoints/{open_rows[i % len(open_rows)].pk}/",
                     level,
@@ -199,11 +219,13 @@ def capacity(bench: Bench) -> None:
             for i, cookie in enumerate(made_ops[:operators])
         ]
         threads += [
-            threading.Thread(target=_agent, daemon=True, args=(bench.web_port, token, wf, seq, rate, level, stop, lock))
-            for token, wf in flows
+            threading.Thread(
+                target=_agent, daemon=True, args=(ports[j % len(ports)], token, wf, seq, rate, level, stop, lock)
+            )
+            for j, (token, wf) in enumerate(flows)
         ]
         threads.append(threading.Thread(target=_churn, daemon=True, args=(open_rows, other, stop)))
-        cpu_before, begun = _web_cpu(bench), time.perf_counter()
+        cpu_before, begun = _web_cpu(webs), time.perf_counter()
         for t in threads:
             t.start()
         stop.wait(bench.args.capacity_seconds)
@@ -211,7 +233,7 @@ def capacity(bench: Bench) -> None:
         for t in threads:
             t.join(35)
         wall = time.perf_counter() - begun
-        web_cores = (_web_cpu(bench) - cpu_before) / wall
+        web_cores = (_web_cpu(webs) - cpu_before) / wall
         seq += 100_000
         page95, step95 = pct(level.page_ms, 0.95), pct(level.step_ms, 0.95)
         achieved = len(level.step_ms) / wall
@@ -233,6 +255,6 @@ def capacity(bench: Bench) -> None:
     print(
         f"capacity: {held.operators} operators and {held.steps_per_second:.0f} steps/s held on {cores} cores "
         f"= {held.operators / cores:.1f} operators and {held.steps_per_second / cores:.0f} steps/s per core "
-        f"(web: one gunicorn, console/gunicorn.py; load {load:.1f})",
+        f"(web: {len(webs)} gunicorn{'s' if len(webs) > 1 else ''}, console/gunicorn.py; load {load:.1f})",
         flush=True,
     )

@@ -9,6 +9,7 @@ import json
 import multiprocessing
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .context import Bench
 from .environment import cpu_of, libpq
@@ -77,7 +78,7 @@ def langgraph_saves(dsn: str, thread: str, seed: int) -> Callable[[int], None]:
     context = PostgresSaver.from_conn_string(dsn)  # kept referenced: its exit closes the connection
     saver = context.__enter__()
     reports = made_reports(seed, 1)
-    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}  # RunnableConfig, with the extra
 
     def step(k: int) -> None:
         nonlocal config

@@ -6,7 +6,7 @@ BATCH = 2000
 def read_stakes(apps, schema_editor):
     """Fill ``at_stake`` for the checkpoints opened before the column, by the rule ``Checkpoint.open_for`` now
     applies (``stake_in``: workflows.money's reading, the unknown effects, the promises), in batches."""
-    from workflows.models.checkpoints import stake_in
+    from workflows.models.checkpoint_money import stake_in
 
     Checkpoint = apps.get_model("workflows", "Checkpoint")
     rows = Checkpoint.objects.filter(at_stake__isnull=True).values_list("pk", "resume_state", "workflow__kind")
