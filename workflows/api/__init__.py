@@ -94,6 +94,7 @@ api = RecoveryAPI(
     auth=AgentToken(),
     throttle=AgentRateLimit(),
     parser=StrictJSONParser(),
+    renderer=steps.RENDERER,  # the batch endpoint renders its answer with it directly
 )
 for _exc, _handler in HANDLERS.items():
     api.add_exception_handler(_exc, _handler)

@@ -7,11 +7,17 @@ from typing import Any
 import orjson
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema, Status
+from ninja.renderers import JSONRenderer
 
 from ..models import Conflict, Drill, Hold, Invalid, Step, Workflow
 from .errors import ApiError
 from .schemas import ERRORS, DrillJournalIn, DrillJournalOut, StepBatchIn, StepIn, StepOut
 from .shaping import calling_agent, own_workflow
+
+# The API's renderer: workflows.api gives this one to its NinjaAPI, so the batch answer rendered here directly is
+# byte for byte what the API would render (no import of the package, which imports this module).
+RENDERER = JSONRenderer()
+CONTENT_TYPE = f"{RENDERER.media_type}; charset={RENDERER.charset}"
 
 router = Router()
 
@@ -91,15 +97,15 @@ def report_steps(request: HttpRequest, workflow_id: str, payload: StepBatchIn) -
     # 500 steps' inputs and outputs cost more than the insert. The response schema above still documents it.
     # orjson when the body is plain JSON values (the steps as reported, no instruction); the API's renderer for
     # an instruction (its timestamps are the API's format) or an integer past 64 bits in an input or output.
-    from . import api  # the package's NinjaAPI, which imports this module
-
     status = 201 if created else 200
     if "instruction" not in body:
         try:
-            return HttpResponse(orjson.dumps(body), status=status, content_type=api.get_content_type())
+            return HttpResponse(orjson.dumps(body), status=status, content_type=CONTENT_TYPE)
         except orjson.JSONEncodeError:
             pass
-    return api.create_response(request, body, status=status)
+    return HttpResponse(
+        RENDERER.render(request, body, response_status=status), status=status, content_type=CONTENT_TYPE
+    )
 
 
 @router.put("/workflows/{workflow_id}/drill-journal", response={200: DrillJournalOut, 201: DrillJournalOut, **ERRORS})

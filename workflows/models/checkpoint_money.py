@@ -62,9 +62,8 @@ class CheckpointMoney:
         checkpoints = list(checkpoints)
         missing = {c.pk: c for c in checkpoints if c.at_stake is None}
         if missing:
-            from .checkpoints import Checkpoint
-
-            for pk, resume_state in Checkpoint.objects.filter(pk__in=missing).values_list("pk", "resume_state"):
+            rows = type(next(iter(missing.values()))).objects  # Checkpoint's own manager: no import of checkpoints
+            for pk, resume_state in rows.filter(pk__in=missing).values_list("pk", "resume_state"):
                 c = missing[pk]
                 c.at_stake = stake_in(resume_state if isinstance(resume_state, dict) else {}, kind=c.workflow.kind)
         return checkpoints
