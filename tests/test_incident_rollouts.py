@@ -265,3 +265,16 @@ def test_a_sweep_on_a_clock_running_ahead_keeps_the_rate_on_the_database_clock(a
     assert [len(w["checkpoints"]) for w in rollout.waves] == [1, 2]
     assert rollout.next_at <= database_now() + timedelta(seconds=61), "the window starts on the database's clock"
     assert all(d.decided_at <= database_now() for d in _decided()), "decisions stamped by the database's clock"
+
+
+def test_a_standby_that_fits_no_member_is_refused_without_asking_member_by_member(alice, django_assert_max_num_queries):
+    """A wrong standby is judged once, not once per member (a 10,000-member incident made 10,000 lineage reads)."""
+    incident = _incident(8)
+    triage = _able("triage-only", ["failover"], ["ticket_triage"])
+    with django_assert_max_num_queries(2), pytest.raises(ValueError, match="does not run refund workflows"):
+        Rollout.check_standby(incident, triage)
+    own = incident.agent
+    own.capabilities, own.kinds = ["failover"], ["refund"]
+    own.save()
+    with django_assert_max_num_queries(2), pytest.raises(ValueError, match="cannot take these workflows over"):
+        Rollout.check_standby(incident, own)  # the members' own agent, though it advertises failover

@@ -124,9 +124,24 @@ def needs_four_eyes(incident: Incident, action: str) -> bool:
 
 def check_standby(incident: Incident, standby: Agent | None) -> None:
     """ValueError unless ``standby`` can take over at least one open member (the single decision's rule,
-    ``Decider.check_standby``; a member it cannot take waits for its own decision, with the reason)."""
-    why = "The incident has no open member to fail over."
-    for c in incident.members.open().select_related("workflow__agent").order_by("pk"):
+    ``Decider.check_standby``; a member it cannot take waits for its own decision, with the reason).
+
+    What depends on the standby alone (named, advertising failover, running a kind of the members) is judged
+    once; only members of a kind it runs and of another agent are asked one by one (each asks the lineage),
+    so a wrong standby costs a query or two, not one per member of a 10,000-member incident."""
+    if standby is None:
+        raise ValueError("A failover needs the standby agent that takes the members over.")
+    if why := standby.cannot(standby.Capability.FAILOVER):
+        raise ValueError(why)
+    members = incident.members.open()
+    kinds = sorted(set(members.values_list("workflow__kind", flat=True)))
+    if not kinds:
+        raise ValueError("The incident has no open member to fail over.")
+    if not any(standby.runs_kind(kind) for kind in kinds):
+        raise ValueError(f"{standby.name} does not run {kinds[0]} workflows.")
+    why = f"{standby.name} cannot take these workflows over."
+    candidates = members.filter(workflow__kind__in=[k for k in kinds if standby.runs_kind(k)])
+    for c in candidates.exclude(workflow__agent=standby).select_related("workflow__agent").order_by("pk"):
         try:
             Decider(c).check_standby(standby)
         except ValueError as exc:
