@@ -8,13 +8,12 @@ import contextlib
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
 from workflows import tasks
 from workflows.models import Checkpoint, Decider, Decision, Event, Workflow, decisions
 
-pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement moves are PostgreSQL's")
+pytestmark = pytest.mark.postgres  # the one-statement moves are PostgreSQL's (REQUIRE_FULL_STACK fails, never skips)
 
 DECISION = ("status", "attempts", "dispatches", "last_error", "next_attempt_at")
 CHECKPOINT = ("status", "assignee_id")

@@ -57,7 +57,7 @@ def paused(receiver):
     return checkpoint, alice
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the one-statement lease is PostgreSQL's")
+@pytest.mark.postgres  # the one-statement lease is PostgreSQL's (REQUIRE_FULL_STACK fails, never skips)
 def test_a_resume_is_delivered_in_few_round_trips(paused, receiver):
     checkpoint, alice = paused
     decision = Decider(checkpoint).decide(
