@@ -278,3 +278,18 @@ def test_a_standby_that_fits_no_member_is_refused_without_asking_member_by_membe
     own.save()
     with django_assert_max_num_queries(2), pytest.raises(ValueError, match="cannot take these workflows over"):
         Rollout.check_standby(incident, own)  # the members' own agent, though it advertises failover
+
+
+def test_asking_whether_a_rollout_needs_four_eyes_costs_the_same_for_any_number_of_members(alice):
+    """The money rule's recorded history is asked once per incident, not once per member."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for n in (3, 9):
+        Incident.objects.all().delete()
+        incident = _incident(n)
+        with CaptureQueriesContext(connection) as queries:
+            assert Rollout.needs_four_eyes(incident, "resume") is False
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts

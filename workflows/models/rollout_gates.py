@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
+from ..money import MoneyAtStake
 from ..money_reading import reading_of, reads_money, staged_amounts
 from .drafting import Decider
 from .runbooks import RESUMING_ACTIONS
@@ -115,9 +116,14 @@ def stake_of(incident: Incident, action: str, *, stored: bool = False) -> Stake:
 
 
 def needs_four_eyes(incident: Incident, action: str) -> bool:
-    """A member's runbook asks for a second operator on this decision (as its single decision would)."""
+    """A member's runbook asks for a second operator on this decision (as its single decision would). Its money
+    is ``Checkpoint.touches_money``'s rule, the recorded history asked once per incident (``RememberedTrail``)
+    instead of once per member."""
+    trail = RememberedTrail()
     return any(
-        Decider(c).needs_second_operator(action, money=c.touches_money())
+        Decider(c).needs_second_operator(
+            action, money=bool(MoneyAtStake.of(c.resume_state, kind=c.workflow.kind, history=trail))
+        )
         for c in incident.members.open().select_related("workflow", "runbook_version")
     )
 
