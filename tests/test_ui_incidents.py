@@ -266,3 +266,43 @@ def test_the_rollout_form_hands_off_to_an_operator_and_fails_over_to_a_standby(c
         {"action": "failover", "standby": "standby-bot", "canary_percent": 100, "per_minute": 30},
     )
     assert Rollout.objects.get(incident=other).standby == standby
+
+
+def test_the_rollout_form_sets_the_halt_share_and_the_watch_window_which_the_waves_then_follow(client, alice):
+    from workflows.models import Decision, Rollout, Workflow
+
+    incident = _incident(8)
+    client.force_login(alice)
+    start = reverse("start_rollout", args=[incident.pk])
+    for bad in ({"halt_percent": 0}, {"halt_percent": 101}, {"watch_minutes": 0}, {"halt_percent": "half"}):
+        answer = client.post(start, {"action": "resume", "canary_percent": 25, "per_minute": 30, **bad}, follow=True)
+        assert "rollout-form" in answer.content.decode() and not Rollout.objects.exists(), bad
+    client.post(
+        start, {"action": "resume", "canary_percent": 25, "per_minute": 30, "halt_percent": 60, "watch_minutes": 2}
+    )
+    rollout = Rollout.objects.get()
+    assert (rollout.halt_share, rollout.watch_seconds) == (0.6, 120)
+    page = squeezed(client.get(reverse("incident", args=[incident.pk])).content.decode())
+    assert "each wave watched up to 2 min, halts when more than 60 % of a wave fails" in page
+
+    now = timezone.now()
+    Rollout.advance_due(now)
+    rollout.refresh_from_db()
+    canary = rollout.waves[-1]["checkpoints"]
+    assert len(canary) == 2
+    # Half the canary fails: under the default 20 % it would halt; under 60 % the next wave goes.
+    Decision.objects.filter(checkpoint__in=canary).update(status=Decision.Status.SUCCEEDED)
+    Workflow.objects.filter(checkpoints__pk=canary[0]).update(status=Workflow.Status.FAILED)
+    Workflow.objects.filter(checkpoints__pk=canary[1]).update(status=Workflow.Status.COMPLETED)
+    Rollout.advance_due(now + timedelta(minutes=1))
+    rollout.refresh_from_db()
+    assert rollout.status == Rollout.Status.RUNNING, rollout.halt_reason
+    assert len(rollout.waves) == 2
+
+    # Left empty, the fields keep the model's defaults.
+    client.post(reverse("steer_rollout", args=[rollout.pk]), {"do": "cancel"})
+    client.post(
+        start, {"action": "resume", "canary_percent": 25, "per_minute": 30, "halt_percent": "", "watch_minutes": ""}
+    )
+    newest = Rollout.objects.latest("pk")
+    assert (newest.halt_share, newest.watch_seconds) == (0.2, 600)

@@ -76,6 +76,9 @@ class RolloutForm(forms.Form):
     )
     canary_percent = forms.IntegerField(min_value=1, max_value=100, initial=5)
     per_minute = forms.IntegerField(min_value=1, max_value=10_000, initial=30)
+    # Shown to people in percent and minutes; the rollout keeps a share and seconds.
+    halt_percent = forms.IntegerField(min_value=1, max_value=100, required=False, label="Halt past (% of a wave failed)")
+    watch_minutes = forms.IntegerField(min_value=1, max_value=120, required=False, label="Watch each wave (minutes)")
 
     def __init__(self, *args: Any, incident: Incident, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -93,6 +96,16 @@ class RolloutForm(forms.Form):
             self.add_error("new_owner", "A handoff needs a new owner or the process that takes the members over.")
         if data.get("action") == Action.FAILOVER and not data.get("standby"):
             self.add_error("standby", "Choose the standby agent that takes the members over.")
+        return data
+
+    def terms(self) -> dict[str, Any]:
+        """The cleaned fields as ``Rollout.start`` takes them (a halt share, a watch window in seconds)."""
+        data = dict(self.cleaned_data)
+        halt, watch = data.pop("halt_percent"), data.pop("watch_minutes")
+        if halt is not None:  # left empty: the model's defaults (20 %, 10 minutes)
+            data["halt_share"] = halt / 100
+        if watch is not None:
+            data["watch_seconds"] = watch * 60
         return data
 
 
@@ -336,7 +349,7 @@ def start_rollout(request: HttpRequest, pk: int) -> HttpResponse:
         if key.startswith("money_total_") and len(key) < 40
     }
     try:
-        rollout = Rollout.start(item, by=signed_in(request), money_total=typed, **form.cleaned_data)
+        rollout = Rollout.start(item, by=signed_in(request), money_total=typed, **form.terms())
     except (Conflict, ValueError) as exc:
         messages.error(request, str(exc))
     else:

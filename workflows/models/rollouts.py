@@ -200,6 +200,14 @@ class Rollout(Stateful):
         return f"Rollout {self.pk} of incident {self.incident_id}: {self.action}"
 
     @property
+    def halt_percent(self) -> int:
+        return round(self.halt_share * 100)
+
+    @property
+    def watch_minutes(self) -> int:
+        return max(1, round(self.watch_seconds / 60)) if self.watch_seconds else 0
+
+    @property
     def is_active(self) -> bool:
         return self.status in ACTIVE
 
