@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import make_agent, make_checkpoint, make_worked_example, squeezed
+from tests.helpers import make_agent, make_checkpoint, make_runbook, make_worked_example, squeezed
 from workflows import incident_figures, metrics
 from workflows.models import Checkpoint, Decider, Incident
 
@@ -66,6 +66,31 @@ def test_the_figures_count_incidents_their_recovery_and_the_work_inside_them(see
     assert (only_quick.inside, only_quick.checkpoints) == (3, 3)
     last_year = incident_figures.figures(metrics.Filters.last(7, today=timezone.now().date() - timedelta(days=365)))
     assert last_year.incidents == 0 and last_year.inside_share is None
+
+
+def test_the_runbook_and_team_filters_narrow_incidents_by_their_members(seeded, tess):
+    from workflows.models import Team
+
+    quick, slow, _ = seeded
+    refunds, pager = make_runbook(slug="refunds"), make_runbook(slug="pager")
+    payments = Team.objects.create(name="Payments", slug="payments")
+    Checkpoint.objects.filter(incident=quick).update(runbook=refunds)
+    Checkpoint.objects.filter(pk=slow.members.order_by("pk").first().pk).update(runbook=refunds, team=payments)
+    Checkpoint.objects.filter(incident__isnull=True).update(runbook=pager)
+
+    refund_figures = incident_figures.figures(metrics.Filters.last(7, runbook="refunds"))
+    assert refund_figures.incidents == 2 and refund_figures.recovered == 2  # one member is enough
+    assert (refund_figures.inside, refund_figures.checkpoints) == (4, 4)
+    pager_figures = incident_figures.figures(metrics.Filters.last(7, runbook="pager"))
+    assert pager_figures.incidents == 0 and (pager_figures.inside, pager_figures.checkpoints) == (0, 4)
+    team_figures = incident_figures.figures(metrics.Filters.last(7, team="payments"))
+    assert team_figures.incidents == 1 and team_figures.time_to_recover.median == 40 * 60
+    assert incident_figures.figures(metrics.Filters.last(7, runbook="refunds", team="payments")).incidents == 1
+
+    client = Client()
+    client.force_login(tess)
+    page = squeezed(client.get(reverse("resumes") + "?runbook=pager").content.decode())
+    assert 'data-testid="incident-count">0</td>' in page
 
 
 def test_the_resume_dashboard_shows_them(seeded, tess):

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from django.db.models import Count, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Subquery
 
-from .filters import Filters, checkpoints_in
+from .filters import CHECKPOINT_LOOKUPS, Filters, checkpoints_in, narrowed
 from .models import Checkpoint, Hold, Incident
 from .timings import Timing
 
@@ -97,7 +97,9 @@ class Times:
 
 
 def opened_in(filters: Filters) -> QuerySet[Incident]:
-    """The incidents a period counts: opened in it, not merged into another; narrowed by agent and kind."""
+    """The incidents a period counts: opened in it, not merged into another; narrowed by agent, kind and reason
+    (the signature's own), and by runbook and team through their members: an incident counts for a runbook or
+    a team when one of its members matched that runbook or belonged to that team."""
     qs = Incident.objects.filter(opened_at__gte=filters.since, opened_at__lt=filters.until, merged_into__isnull=True)
     if filters.agent:
         qs = qs.filter(agent__name=filters.agent)
@@ -105,6 +107,10 @@ def opened_in(filters: Filters) -> QuerySet[Incident]:
         qs = qs.filter(kind=filters.kind)
     if filters.reason:
         qs = qs.filter(reason=filters.reason)
+    by_member = {name: CHECKPOINT_LOOKUPS[name] for name in ("runbook", "team") if getattr(filters, name)}
+    if by_member:
+        members = Checkpoint.objects.filter(incident=OuterRef("pk"))
+        qs = qs.filter(Exists(narrowed(members, filters, by_member)))
     return qs
 
 
