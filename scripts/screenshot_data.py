@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
@@ -276,10 +277,15 @@ def seed_drills() -> int:
         created_by=tess,
     )
     latest = 0
+    # The last three Tuesdays at 10:00 in the team's time zone, as the drill's schedule says.
+    local = timezone.now().astimezone(ZoneInfo(calendar.time_zone))
+    tuesday = (local - timedelta(days=(local.weekday() - 1) % 7)).replace(hour=10, minute=0, second=0, microsecond=0)
+    if tuesday > local:
+        tuesday -= timedelta(days=7)
     for week, (claim, decide) in enumerate([(9, 24), (6, 15), (3, 8)]):
         occurrence = weekly.start_occurrence(by=tess)
         assert occurrence is not None
-        started = timezone.now() - timedelta(days=7 * (2 - week), minutes=90)
+        started = tuesday - timedelta(days=7 * (2 - week))
         for n in range(2):
             ext = f"T-{2100 + 10 * week + n}"
             wf = fleet.start(ext)
