@@ -77,7 +77,9 @@ class RolloutForm(forms.Form):
     canary_percent = forms.IntegerField(min_value=1, max_value=100, initial=5)
     per_minute = forms.IntegerField(min_value=1, max_value=10_000, initial=30)
     # Shown to people in percent and minutes; the rollout keeps a share and seconds.
-    halt_percent = forms.IntegerField(min_value=1, max_value=100, required=False, label="Halt past (% of a wave failed)")
+    halt_percent = forms.IntegerField(
+        min_value=1, max_value=100, required=False, label="Halt past (% of a wave failed)"
+    )
     watch_minutes = forms.IntegerField(min_value=1, max_value=120, required=False, label="Watch each wave (minutes)")
 
     def __init__(self, *args: Any, incident: Incident, **kwargs: Any) -> None:
