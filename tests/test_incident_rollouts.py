@@ -293,3 +293,38 @@ def test_asking_whether_a_rollout_needs_four_eyes_costs_the_same_for_any_number_
             assert Rollout.needs_four_eyes(incident, "resume") is False
         counts.append(len(queries))
     assert counts[0] == counts[1], counts
+
+
+def test_a_wave_read_in_chunks_still_skips_the_members_that_must_wait_and_fills_up_with_the_rest(alice, monkeypatch):
+    from workflows.models import rollouts
+
+    monkeypatch.setattr(rollouts, "WAVE_CHUNK", 2)  # members read two at a time: the waiting ones span chunks
+    incident = _incident(7, unknown=3)
+    rollout = Rollout.start(
+        incident, action="resume", by=alice, canary_percent=50, money_total={"EUR": "126.00"}, watch_seconds=0
+    )
+    Rollout.advance_due(timezone.now())
+    rollout.refresh_from_db()
+    first = Checkpoint.objects.filter(pk__in=rollout.waves[0]["checkpoints"])
+    assert first.count() == 4, "a canary of 50 % of 7, taken past the three that wait"
+    assert all(not c.unknown_effects for c in first)
+    assert set(incident.members.open().values_list("pk", flat=True)) == {
+        c.pk for c in incident.members.all() if c.unknown_effects
+    }
+
+
+def test_a_member_is_never_judged_paused_again_by_its_own_checkpoint_only_by_a_later_one(alice):
+    incident = _incident(2)
+    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=100)
+    now = timezone.now()
+    Rollout.advance_due(now)
+    rollout.refresh_from_db()
+    wave = rollout.waves[0]
+    ahead, other = Checkpoint.objects.filter(pk__in=wave["checkpoints"]).order_by("pk")
+    # The member's own row stamped after the wave went out (a clock ahead, or rows made in bulk): not a failure.
+    Checkpoint.objects.filter(pk=ahead.pk).update(opened_at=now + timedelta(minutes=5))
+    assert rollout.outcome(wave).failed == 0
+    # A new checkpoint of the same workflow after the wave is one: resumed, it paused again.
+    Checkpoint.objects.filter(pk=other.pk).update(status=Checkpoint.Status.RESOLVED, resolved_at=timezone.now())
+    make_checkpoint(other.workflow, reason="tool_error", detail="still 502")
+    assert rollout.outcome(wave).failed == 1

@@ -74,9 +74,10 @@ class CheckpointMoney:
         plan = self.resume_state.get("plan")
         return plan if isinstance(plan, list) else None
 
-    def money_check(self) -> MoneyAtStake:
-        """What a resume can move, by workflows.money's rule (which fails safe), with the recorded history."""
-        return MoneyAtStake.of(self.resume_state, kind=self.workflow.kind, history=MoneyTrail())
+    def money_check(self, history: MoneyTrail | None = None) -> MoneyAtStake:
+        """What a resume can move, by workflows.money's rule (which fails safe), with the recorded history
+        (``history``: one that remembers its answers, for a caller asking of many checkpoints at once)."""
+        return MoneyAtStake.of(self.resume_state, kind=self.workflow.kind, history=history or MoneyTrail())
 
     def money_reasons(self) -> list[str]:
         """Why resuming this checkpoint can move money, in words for the operator; empty when it cannot."""
@@ -88,5 +89,5 @@ class CheckpointMoney:
         queue row); "amount unknown" for a money effect whose amount the console cannot read."""
         return MoneyAtStake.of(self.resume_state, kind=self.workflow.kind).amounts
 
-    def touches_money(self) -> bool:
-        return bool(self.money_check())
+    def touches_money(self, history: MoneyTrail | None = None) -> bool:
+        return bool(self.money_check(history))

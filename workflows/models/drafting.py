@@ -35,13 +35,15 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from .base import Operator
+    from .workflows import MoneyTrail
 
 
 class Decider:
     """An operator's decision on one checkpoint, from draft to the recorded row a worker carries out."""
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: Checkpoint, *, history: MoneyTrail | None = None) -> None:
         self.checkpoint = checkpoint
+        self.history = history  # the money rule's recorded history (None: asked afresh)
 
     def decide(self, *, by: Operator, **proposal: Any) -> Decision:
         """Record the operator's decision (``proposal``: ``draft``'s arguments).
@@ -85,7 +87,7 @@ class Decider:
             raise ValueError("A handoff needs a new owner or the human process that takes it over.")
         if action == Action.FAILOVER:
             self.check_standby(standby)
-        money = action in RESUMING_ACTIONS and checkpoint.touches_money()
+        money = action in RESUMING_ACTIONS and checkpoint.touches_money(self.history)
         if money and not money_confirmed:
             raise ValueError("This decision touches money: tick the explicit confirmation.")
         # Money re-run in a fork: the lineage committed it already, under keys no idempotency check compares.

@@ -50,13 +50,14 @@ from ..clock import database_now
 from ..roles import operators
 from . import rollout_gates as gates
 from .agents import Agent
-from .base import Conflict, Stateful
+from .base import Conflict, Stateful, moves_at_once
 from .decisions import Decision
 from .drafting import Decider
 from .events import Event
 from .evidence import EffectConfirmation
 from .incidents import Incident
 from .notifications import Notification
+from .rollout_gates import RememberedTrail
 from .runbooks import RESUMING_ACTIONS, Action
 
 if TYPE_CHECKING:
@@ -91,6 +92,20 @@ class WaveOutcome:
     @property
     def all_settled(self) -> bool:
         return self.settled >= self.size
+
+
+WAVE_CHUNK = 500  # members read (and their confirmations asked) at a time while a wave is decided
+
+
+@dataclass
+class WaveContext:
+    """What a wave's decisions share, read once: the money rule's recorded history, the confirmations recorded
+    ahead of the members being decided (by checkpoint id), and the database's time that stamps them (None:
+    a caller stepping time, whose decisions keep their own)."""
+
+    trail: RememberedTrail
+    decided_at: datetime | None
+    verdicts: dict[int, tuple[dict[str, str], dict[str, str]]] | None = None
 
 
 def rate_window() -> timedelta:
@@ -373,7 +388,8 @@ class Rollout(Stateful):
         # One statement for the whole wave (a wave of 4,000 was 8,000 queries a sweep): each member's latest
         # decision, whether its workflow paused again since the wave went out, and the workflow's status.
         latest = Decision.objects.filter(checkpoint=OuterRef("pk")).order_by("-pk").values("status")[:1]
-        again = Checkpoint.objects.filter(workflow=OuterRef("workflow_id"), opened_at__gt=at)
+        # A later checkpoint of the workflow, never the member itself (whatever its clock said when it opened).
+        again = Checkpoint.objects.filter(workflow=OuterRef("workflow_id"), opened_at__gt=at).exclude(pk=OuterRef("pk"))
         for decision, paused_again, workflow in (
             Checkpoint.objects.filter(pk__in=wave["checkpoints"])
             .annotate(last_decision=Subquery(latest), paused_again=Exists(again))
@@ -444,18 +460,31 @@ class Rollout(Stateful):
         return max(1, min(size, self.per_minute))
 
     def _send_wave(self, now: datetime, *, live: bool = False) -> bool:
-        candidates = list(
+        members = (
             self.incident.members.open().select_related("workflow__agent", "runbook_version").order_by("due_at", "pk")
         )
-        size = self._wave_size(len(candidates))
+        # Ids first, then the members a chunk at a time (no cursor left open over rows being updated).
+        ids = list(members.values_list("pk", flat=True))
+        remaining = len(ids)
+        size = self._wave_size(remaining)
         decided: list[int] = []
-        for c in candidates:
-            if len(decided) >= size:
-                break
-            if self._decide(c, live=live):
-                decided.append(c.pk)
+        # What every member's decision asks alike, asked once for the wave: the money rule's recorded history,
+        # and (on the sweep) the database's clock, which stamps the wave's decisions (their rate window).
+        context = WaveContext(trail=RememberedTrail(), decided_at=database_now() if live else None)
+        # PostgreSQL: each decision's moves (the checkpoint's, the workflow's) are one statement with their event.
+        with moves_at_once():
+            for start in range(0, len(ids), WAVE_CHUNK):
+                if len(decided) >= size:
+                    break
+                chunk = list(members.filter(pk__in=ids[start : start + WAVE_CHUNK]))
+                context.verdicts = EffectConfirmation.objects.verdicts_of(c.pk for c in chunk)
+                for c in chunk:
+                    if len(decided) >= size:
+                        break
+                    if self._decide(c, context):
+                        decided.append(c.pk)
         if not decided:
-            if not candidates:
+            if not remaining:
                 self.move(self.Status.COMPLETED, verb=Event.Verb.ROLLOUT_COMPLETED, next_at=None)
                 Event.record(self.incident, Event.Verb.ROLLOUT_COMPLETED, data={"rollout": self.pk})
                 return True
@@ -476,17 +505,21 @@ class Rollout(Stateful):
         )
         return True
 
-    def _draft(self, checkpoint: Checkpoint) -> Decision:
+    def _draft(self, checkpoint: Checkpoint, wave: WaveContext | None = None) -> Decision:
         """This member's decision as the single-decision path drafts it, carrying the confirmations recorded
-        ahead of it; ValueError saying why it must wait."""
-        confirmations, references = EffectConfirmation.objects.verdicts(checkpoint)
+        ahead of it; ValueError saying why it must wait. ``wave``: what the wave read for all its members."""
+        if wave is not None and wave.verdicts is not None:
+            confirmations, references = wave.verdicts.get(checkpoint.pk, ({}, {}))
+        else:
+            confirmations, references = EffectConfirmation.objects.verdicts(checkpoint)
+        trail = wave.trail if wave is not None else None
         covered = self.money_confirmed and checkpoint.pk in self.money_members
-        if not covered and self.action in RESUMING_ACTIONS and checkpoint.touches_money():
+        if not covered and self.action in RESUMING_ACTIONS and checkpoint.touches_money(trail):
             raise ValueError(
                 "It moves money the rollout's confirmed total does not cover (it joined later, or "
                 "its amount cannot be read): decide it on its workbench."
             )
-        return Decider(checkpoint).draft(
+        return Decider(checkpoint, history=trail).draft(
             action=self.action,
             instructions=self.instructions,
             confirmations=confirmations,
@@ -497,14 +530,14 @@ class Rollout(Stateful):
             standby=self.standby,
         )
 
-    def _decide(self, checkpoint: Checkpoint, *, live: bool = False) -> bool:
+    def _decide(self, checkpoint: Checkpoint, wave: WaveContext) -> bool:
         """This member's decision through the single-decision path; False when it must wait. Under four
         eyes the rollout's approver approves each member's proposal, as on its workbench. On the sweep
-        (``live``) it is stamped by the database's clock, the one its rate window is judged by."""
+        it is stamped by the database's clock, the one its rate window is judged by (the wave's reading)."""
         try:
-            draft = self._draft(checkpoint)
-            if live:
-                draft.decided_at = database_now()
+            draft = self._draft(checkpoint, wave)
+            if wave.decided_at is not None:
+                draft.decided_at = wave.decided_at
             decision = Decider(checkpoint).record(draft, by=self.started_by)
         except (ValueError, Conflict):
             return False
