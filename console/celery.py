@@ -2,13 +2,36 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_received, worker_init, worker_ready, worker_shutting_down
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    task_received,
+    worker_init,
+    worker_ready,
+    worker_shutting_down,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 
 app = Celery("console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def close_old_database_connections(task: Any = None, **kwargs: object) -> None:
+    """Around each task, Django's request rules for its connections: closed past CONN_MAX_AGE or when an error
+    left them unusable, health-checked at first use (CONN_HEALTH_CHECKS). Celery's fix-up, told to reuse the
+    connection (settings.CELERY_DB_REUSE_MAX), no longer closes it around every task. Not for a task run in
+    the caller's process (eager), whose connection and transaction are the caller's."""
+    from django.db import close_old_connections, connections
+
+    if getattr(getattr(task, "request", None), "is_eager", False):
+        return
+    if any(conn.in_atomic_block for conn in connections.all(initialized_only=True)):
+        return
+    close_old_connections()
 
 
 @worker_init.connect

@@ -363,6 +363,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True  # safe because every task is idempoten
 # The console sends no control commands: off unless asked for (make bench turns it on to ping its workers).
 CELERY_WORKER_ENABLE_REMOTE_CONTROL = env.bool("CELERY_WORKER_ENABLE_REMOTE_CONTROL", default=False)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fix-up closes the database connection before and after every task unless told to reuse it
+# (celery/celery#9824 took CONN_MAX_AGE back out of it): each delivery paid for a new PostgreSQL connection,
+# a backend forked and authenticated, more than the delivery's own statements. A worker keeps its connection
+# for this many tasks; around each task console/celery.py applies Django's own rules, as a request does
+# (closed past CONN_MAX_AGE, after an error that left it unusable, or when its health check fails).
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=1000)
 CELERY_TASK_TIME_LIMIT = 120
 CELERY_TASK_SOFT_TIME_LIMIT = 90
 # Timers are data (indexed deadline columns); one periodic sweep applies them with conditional updates.
