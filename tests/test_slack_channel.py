@@ -451,3 +451,26 @@ def test_odd_shapes_of_a_signed_payload_get_an_answer_never_a_server_error(slack
         assert response.status_code == 400, body
     checkpoint.refresh_from_db()
     assert checkpoint.status in Checkpoint.OPEN_STATUSES and not Decision.objects.exists()
+
+
+def test_a_delivery_edits_the_message_once_it_arrived_not_when_a_worker_takes_it_or_retries(slack, workspace, alice):
+    from workflows.slack.blocks import stamp, status_line
+
+    checkpoint = make_checkpoint()
+    catch_up()
+    decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="duplicate ticket")
+    catch_up()
+    message = SlackMessage.objects.get()
+    shown = (status_line(Checkpoint.objects.get(pk=checkpoint.pk)), stamp(Checkpoint.objects.get(pk=checkpoint.pk)))
+    assert decision.start_attempt()  # a worker takes its lease: QUEUED -> RUNNING
+    decision.mark_attempt_failed("the agent answered 503")  # and gives it back for a retry
+    assert Event.objects.filter(decision=decision, verb=Event.Verb.DELIVERY_RETRY).exists()
+    refreshed = Checkpoint.objects.get(pk=checkpoint.pk)
+    assert (status_line(refreshed), stamp(refreshed)) == shown, "the message would show the same"
+    assert SlackMessage.objects.get().version == message.version, "so it is not edited for nothing"
+    assert catch_up() == []
+
+    assert Decision.objects.get(pk=decision.pk).start_attempt()
+    assert Decision.objects.get(pk=decision.pk).mark_succeeded()
+    assert catch_up() == ["sent"]
+    assert "Resolved" in slack.called("chat.update")[-1]["text"]

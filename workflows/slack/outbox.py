@@ -24,8 +24,14 @@ from . import blocks, web
 log = logging.getLogger(__name__)
 
 
+# Events that change nothing a checkpoint's message shows: a delivery's lease and its retry leave the decision
+# "being delivered" (blocks.status_line) and the buttons' stamp as they were. Bumping the message for them
+# cost a statement on the delivery's hot path and an edit Slack would have made for nothing.
+UNSHOWN = frozenset({Event.Verb.DELIVERY_STARTED, Event.Verb.DELIVERY_RETRY})
+
+
 def on_event(sender: type[Event], instance: Event, created: bool, **kwargs: object) -> None:
-    if not created or instance.checkpoint_id is None:
+    if not created or instance.checkpoint_id is None or instance.verb in UNSHOWN:
         return
     checkpoint_id = instance.checkpoint_id
     if instance.verb == Event.Verb.OPENED:
