@@ -1,7 +1,7 @@
 """Profile the queue's first page and a workbench in-process, beside the bench's trivial view.
 
     DATABASE_URL=postgres://…/rc_perf_bench CACHE_URL=redis://…/5 ALLOWED_HOSTS=testserver SECRET_KEY=x \\
-        .venv/bin/python scripts/profile_pages.py queue 100 /tmp/queue.prof
+        MANIFEST_STATIC=false PYTHONPATH=. .venv/bin/python scripts/profile_pages.py queue 100 /tmp/queue.prof
 
 Runs over a database the bench filled (``python -m scripts.bench --only tiers,pages`` leaves
 ``<name>_bench`` behind): signs in its operator, warms up, times N renders of the page (the median beside
@@ -12,9 +12,7 @@ the trivial view's), then profiles N more with cProfile and prints the cumulativ
 from __future__ import annotations
 
 import cProfile
-import io
 import os
-import pstats
 import statistics
 import sys
 import time
@@ -29,6 +27,7 @@ def main(page: str, n: int, dump: str | None) -> None:
 
     from scripts.bench.context import Bench
     from scripts.bench.environment import install_trivial_view
+    from scripts.profiling import print_tops
     from workflows.models import Checkpoint, Workflow
 
     install_trivial_view()
@@ -60,12 +59,7 @@ def main(page: str, n: int, dump: str | None) -> None:
     for _ in range(n):
         client.get(url)
     profile.disable()
-    if dump:
-        profile.dump_stats(dump)
-    for order in ("cumulative", "tottime"):
-        out = io.StringIO()
-        pstats.Stats(profile, stream=out).sort_stats(order).print_stats(40)
-        print(out.getvalue())
+    print_tops(profile, dump)
 
 
 if __name__ == "__main__":

@@ -13,35 +13,26 @@ delivers: the decisions wait in the broker's queue, which the script purges befo
 from __future__ import annotations
 
 import cProfile
-import io
 import os
-import pstats
-import random
 import sys
 import time
 from collections import deque
 
 
 def main(n: int, dump: str | None) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import django
+    from scripts.profiling import print_tops, set_up
 
-    django.setup()
+    rng = set_up()
     from celery import current_app
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from scripts.bench.incidents import outage
     from workflows.models import Agent, Rollout
 
-    call_command("migrate", verbosity=0)
-    seed = time.time_ns()  # unique names in a reused database
-    print(f"seed {seed}")
-    rng = random.Random(seed)
     agent, _ = Agent.register(f"prof-{rng.getrandbits(32):08x}", allow_plain_http=True)
     agent.resume_url = "http://127.0.0.1:9/resume"  # nothing delivers: no worker takes the queue
     agent.save(update_fields=["resume_url"])
@@ -70,14 +61,8 @@ def main(n: int, dump: str | None) -> None:
     )
     with current_app.connection_for_write() as conn:
         conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)  # type: ignore[attr-defined]
-    if not profiling:
-        return
-    if dump:
-        profile.dump_stats(dump)
-    for order in ("cumulative", "tottime"):
-        out = io.StringIO()
-        pstats.Stats(profile, stream=out).sort_stats(order).print_stats(40)
-        print(out.getvalue())
+    if profiling:
+        print_tops(profile, dump)
 
 
 if __name__ == "__main__":

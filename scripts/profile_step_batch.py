@@ -11,11 +11,8 @@ then profiles N more with cProfile and prints the cumulative and own-time tops.
 from __future__ import annotations
 
 import cProfile
-import io
 import json
 import os
-import pstats
-import random
 import sys
 import time
 
@@ -23,21 +20,15 @@ SIZE = 500
 
 
 def main(n: int, dump: str | None) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    import django
+    from scripts.profiling import print_tops, set_up
 
-    django.setup()
-    from django.core.management import call_command
+    rng = set_up()
     from django.test import Client
 
     from scripts.bench.rows import step_report
     from workflows.models import Agent, Workflow
 
-    call_command("migrate", verbosity=0)
-    seed = time.time_ns()  # unique names in a reused database
-    print(f"seed {seed}")
-    rng = random.Random(seed)
     agent, token = Agent.register(f"prof-{rng.getrandbits(32):08x}")
     workflow = Workflow.objects.create(
         agent=agent, external_id=f"prof-{rng.getrandbits(40):x}", kind="refund", title="profile"
@@ -65,12 +56,7 @@ def main(n: int, dump: str | None) -> None:
         send(body)
     profile.disable()
     print(f"{plain:.3f} ms per step in-process, batches of {SIZE} (unprofiled, {n} batches)")
-    if dump:
-        profile.dump_stats(dump)
-    for order in ("cumulative", "tottime"):
-        out = io.StringIO()
-        pstats.Stats(profile, stream=out).sort_stats(order).print_stats(35)
-        print(out.getvalue())
+    print_tops(profile, dump, 35)
 
 
 if __name__ == "__main__":

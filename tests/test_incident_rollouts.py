@@ -36,6 +36,16 @@ def _able(name, capabilities=(), kinds=("refund",)):
     return agent
 
 
+def _whole_wave(action, by):
+    """An incident of two, its rollout started with every member in the first wave; the rollout, and when the
+    wave went out."""
+    rollout = Rollout.start(_incident(2), action=action, by=by, canary_percent=100)
+    now = timezone.now()
+    Rollout.advance_due(now)
+    rollout.refresh_from_db()
+    return rollout, now
+
+
 def _decided():
     return Decision.objects.filter(checkpoint__incident__isnull=False)
 
@@ -216,11 +226,7 @@ def test_a_rollout_keeps_only_what_its_action_uses(alice, bob):
 
 
 def test_the_rollout_completes_when_every_member_is_decided(alice):
-    incident = _incident(2)
-    rollout = Rollout.start(incident, action="abort", by=alice, canary_percent=100)
-    now = timezone.now()
-    Rollout.advance_due(now)
-    rollout.refresh_from_db()
+    rollout, now = _whole_wave("abort", alice)
     _settle(rollout)
     Rollout.advance_due(now + timedelta(minutes=1))
     rollout.refresh_from_db()
@@ -314,11 +320,7 @@ def test_a_wave_read_in_chunks_still_skips_the_members_that_must_wait_and_fills_
 
 
 def test_a_member_is_never_judged_paused_again_by_its_own_checkpoint_only_by_a_later_one(alice):
-    incident = _incident(2)
-    rollout = Rollout.start(incident, action="resume", by=alice, canary_percent=100)
-    now = timezone.now()
-    Rollout.advance_due(now)
-    rollout.refresh_from_db()
+    rollout, now = _whole_wave("resume", alice)
     wave = rollout.waves[0]
     ahead, other = Checkpoint.objects.filter(pk__in=wave["checkpoints"]).order_by("pk")
     # The member's own row stamped after the wave went out (a clock ahead, or rows made in bulk): not a failure.
