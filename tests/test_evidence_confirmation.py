@@ -206,3 +206,24 @@ def test_a_members_workbench_shows_what_the_evidence_confirmed_and_starts_from_i
     assert 'value="re_001"' in html
     unconfirmed = [c for c in incident.members.all() if c.pk != confirmed.checkpoint_id][0]
     assert 'data-testid="evidence-confirmation"' not in client.get(f"/checkpoints/{unconfirmed.pk}/").content.decode()
+
+
+def test_the_members_a_rollout_waits_for_cost_the_same_queries_however_many_wait(alice):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def asked(n):
+        agent, _ = make_agent(f"agent-{n}")
+        agent.incident_threshold = n
+        agent.save()
+        for i in range(n):  # every member with an unknown refund: each waits for its confirmation
+            make_checkpoint(make_worked_example(agent=agent, refund_status="pending"), reason="tool_error")
+        incident = Incident.objects.get(agent=agent)
+        rollout = Rollout.start(incident, action="resume", by=alice, money_total={"EUR": f"{42 * n}.00"})
+        with CaptureQueriesContext(connection) as ctx:
+            waiting = rollout.waiting()
+        assert len(waiting) == n and all("Confirm what happened" in why for _, why in waiting)
+        return len(ctx.captured_queries)
+
+    # The incident page lists them: each member's confirmations and money were asked one by one before.
+    assert asked(3) == asked(12)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypedDict, Unpack
 
@@ -99,13 +99,18 @@ WAVE_CHUNK = 500  # members read (and their confirmations asked) at a time while
 
 @dataclass
 class WaveContext:
-    """What a wave's decisions share, read once: the money rule's recorded history, the confirmations recorded
-    ahead of the members being decided (by checkpoint id), and the database's time that stamps them (None:
-    a caller stepping time, whose decisions keep their own)."""
+    """What the drafts of many members share, read once (a wave, or the members the incident page says wait
+    for): the money rule's recorded history, the confirmations recorded ahead of them (by checkpoint id), and the
+    database's time that stamps a wave's decisions (None: a caller stepping time, or nothing recorded)."""
 
-    trail: RememberedTrail
-    decided_at: datetime | None
-    verdicts: dict[int, tuple[dict[str, str], dict[str, str]]] | None = None
+    trail: RememberedTrail = field(default_factory=RememberedTrail)
+    decided_at: datetime | None = None
+    verdicts: dict[int, tuple[dict[str, str], dict[str, str]]] = field(default_factory=dict)
+
+    def read(self, members: list[Checkpoint]) -> list[Checkpoint]:
+        """``members``, with the confirmations recorded ahead of them read in one query."""
+        self.verdicts = EffectConfirmation.objects.verdicts_of(c.pk for c in members)
+        return members
 
 
 def rate_window() -> timedelta:
@@ -470,15 +475,13 @@ class Rollout(Stateful):
         decided: list[int] = []
         # What every member's decision asks alike, asked once for the wave: the money rule's recorded history,
         # and (on the sweep) the database's clock, which stamps the wave's decisions (their rate window).
-        context = WaveContext(trail=RememberedTrail(), decided_at=database_now() if live else None)
+        context = WaveContext(decided_at=database_now() if live else None)
         # PostgreSQL: each decision's moves (the checkpoint's, the workflow's) are one statement with their event.
         with moves_at_once():
             for start in range(0, len(ids), WAVE_CHUNK):
                 if len(decided) >= size:
                     break
-                chunk = list(members.filter(pk__in=ids[start : start + WAVE_CHUNK]))
-                context.verdicts = EffectConfirmation.objects.verdicts_of(c.pk for c in chunk)
-                for c in chunk:
+                for c in context.read(list(members.filter(pk__in=ids[start : start + WAVE_CHUNK]))):
                     if len(decided) >= size:
                         break
                     if self._decide(c, context):
@@ -505,14 +508,11 @@ class Rollout(Stateful):
         )
         return True
 
-    def _draft(self, checkpoint: Checkpoint, wave: WaveContext | None = None) -> Decision:
+    def _draft(self, checkpoint: Checkpoint, wave: WaveContext) -> Decision:
         """This member's decision as the single-decision path drafts it, carrying the confirmations recorded
-        ahead of it; ValueError saying why it must wait. ``wave``: what the wave read for all its members."""
-        if wave is not None and wave.verdicts is not None:
-            confirmations, references = wave.verdicts.get(checkpoint.pk, ({}, {}))
-        else:
-            confirmations, references = EffectConfirmation.objects.verdicts(checkpoint)
-        trail = wave.trail if wave is not None else None
+        ahead of it (``wave``: what was read for all the members at once); ValueError saying why it must wait."""
+        confirmations, references = wave.verdicts.get(checkpoint.pk, ({}, {}))
+        trail = wave.trail
         covered = self.money_confirmed and checkpoint.pk in self.money_members
         if not covered and self.action in RESUMING_ACTIONS and checkpoint.touches_money(trail):
             raise ValueError(
@@ -553,18 +553,22 @@ class Rollout(Stateful):
         if not self.is_active:
             return []
         found: list[tuple[Checkpoint, str]] = []
-        for c in (
-            self.incident.members.open()
-            .select_related("workflow", "assignee", "runbook_version")
-            .order_by("due_at", "pk")[: self.WAITING_SCANNED]
-        ):
+        context = WaveContext()  # the scanned members' confirmations and money history, each asked once
+        scanned = context.read(
+            list(
+                self.incident.members.open()
+                .select_related("workflow", "assignee", "runbook_version")
+                .order_by("due_at", "pk")[: self.WAITING_SCANNED]
+            )
+        )
+        for c in scanned:
             if len(found) >= limit:
                 break
             if not c.may_be_decided_by(self.started_by):
                 found.append((c, f"{c.assignee.get_username() if c.assignee else 'Someone'} holds it."))
                 continue
             try:
-                self._draft(c)
+                self._draft(c, context)
             except ValueError as exc:
                 found.append((c, str(exc)))
         return found
