@@ -257,13 +257,10 @@ def match(lines: Iterable[Line], effects: Iterable[UnknownEffect]) -> Matching:
 
 
 class EffectConfirmationQuerySet(models.QuerySet["EffectConfirmation"]):
-    def verdicts(self, checkpoint: Checkpoint) -> tuple[dict[str, str], dict[str, str]]:
-        """(confirmations, references) for ``Decider.draft``: what was confirmed ahead of the decision."""
-        return self.verdicts_of([checkpoint.pk]).get(checkpoint.pk, ({}, {}))
-
     def verdicts_of(self, checkpoint_ids: Iterable[int]) -> dict[int, tuple[dict[str, str], dict[str, str]]]:
-        """``verdicts`` of many checkpoints in one query (a rollout's wave), by checkpoint id; a checkpoint
-        with nothing confirmed ahead is left out."""
+        """(confirmations, references) for ``Decider.draft`` of each checkpoint, what was confirmed ahead of its
+        decision, in one query for many (a rollout's wave), by checkpoint id; one with nothing confirmed ahead
+        is left out."""
         found: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
         rows = self.filter(checkpoint_id__in=list(checkpoint_ids)).values_list(
             "checkpoint_id", "idempotency_key", "verdict", "reference"
