@@ -1,6 +1,8 @@
-"""On PostgreSQL a delivery's moves are one statement each (``moves_at_once``); SQLite, and every other caller,
-keep the ORM's UPDATE, event and re-read. Both must leave the same rows and the same audit trail and answer the
-same: each action is delivered once each way, side by side, and everything but ids and instants compared."""
+"""On PostgreSQL a delivery's moves are one statement each (``moves_at_once``), and its lease is taken together
+with the read of the decision, checkpoint, workflow and agent (``leases.lease``); SQLite, and every other caller,
+keep the read, then the ORM's UPDATE, event and re-read. Both must leave the same rows and the same audit trail
+and answer the same: each action is delivered once each way, side by side, and everything but ids and instants
+compared."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
 from workflows import tasks
-from workflows.models import Checkpoint, Decider, Decision, Event, Workflow, decisions
+from workflows.models import Checkpoint, Decider, Decision, Event, Workflow, decisions, leases
 
 pytestmark = pytest.mark.postgres  # the one-statement moves are PostgreSQL's (REQUIRE_FULL_STACK fails, never skips)
 
@@ -68,6 +70,7 @@ def test_a_delivery_in_one_statement_records_what_the_orm_path_records(receiver,
     at_once = delivered(receiver, alice, owner, action)
     with monkeypatch.context() as orm:
         orm.setattr(decisions, "moves_at_once", contextlib.nullcontext)  # the ORM path, on the same database
+        orm.setattr(leases, "take", leases.read_then_lease)  # the read, then the lease
         by_orm = delivered(receiver, alice, owner, action)
 
     assert at_once == by_orm
@@ -78,19 +81,18 @@ def test_a_delivery_in_one_statement_records_what_the_orm_path_records(receiver,
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("path", ["at once", "orm"])
-def test_a_worker_that_loses_the_lease_race_answers_lost_and_posts_nothing(receiver, path, monkeypatch):
+def test_a_worker_that_loses_the_lease_race_answers_lost_and_posts_nothing(receiver, monkeypatch):
+    """The ORM path: another worker takes the lease between this one's read of the decision and its own attempt."""
     alice = make_user("alice")
     agent, _ = make_agent(resume_url=receiver.url)
     checkpoint = make_checkpoint(make_worked_example(agent=agent))
     checkpoint.claim(by=alice)
     decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="Stop.")
-    if path == "orm":
-        monkeypatch.setattr(decisions, "moves_at_once", contextlib.nullcontext)
+    monkeypatch.setattr(decisions, "moves_at_once", contextlib.nullcontext)
+    monkeypatch.setattr(leases, "take", leases.read_then_lease)
     take = Decision.start_attempt
 
     def raced(self: Decision, **kwargs: Any) -> bool:
-        """Another worker takes the lease between this one's read of the decision and its own attempt."""
         assert take(Decision.objects.get(pk=self.pk))
         return take(self, **kwargs)
 
@@ -101,3 +103,27 @@ def test_a_worker_that_loses_the_lease_race_answers_lost_and_posts_nothing(recei
     assert decision.status == Decision.Status.RUNNING and decision.attempts == 1  # the winner's lease stands
     assert Event.objects.filter(decision=decision, verb="delivery_started").count() == 1
     assert receiver.deliveries == []  # the loser posted nothing
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path", ["one statement", "read then lease"])
+def test_a_worker_finding_the_lease_held_answers_lost_and_posts_nothing(receiver, path, monkeypatch):
+    """The one-statement lease has no window between a read and the lease: a second worker's statement finds the
+    lease held (or waits for the first's commit and then finds it so), takes nothing and stands back, as the
+    two-step path does when its read finds the decision running."""
+    alice = make_user("alice")
+    agent, _ = make_agent(resume_url=receiver.url)
+    checkpoint = make_checkpoint(make_worked_example(agent=agent))
+    checkpoint.claim(by=alice)
+    decision = Decider(checkpoint).decide(by=alice, action="abort", instructions="Stop.")
+    if path == "read then lease":
+        monkeypatch.setattr(leases, "take", leases.read_then_lease)
+    first = leases.take(decision.pk)  # the first worker holds the lease
+    assert isinstance(first, Decision) and first.status == Decision.Status.RUNNING
+
+    assert tasks.deliver_decision(decision.pk) == "skipped"
+
+    decision.refresh_from_db()
+    assert decision.status == Decision.Status.RUNNING and decision.attempts == 1  # the first's lease stands
+    assert Event.objects.filter(decision=decision, verb="delivery_started").count() == 1
+    assert receiver.deliveries == []  # the second posted nothing

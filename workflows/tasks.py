@@ -35,6 +35,7 @@ from .models import (
     Rollout,
     Runbook,
     Workflow,
+    leases,
 )
 from .models.broker import BrokerStatus, repair_folder_broker
 from .models.clocks import SlaClock
@@ -46,13 +47,9 @@ log = logging.getLogger(__name__)
 
 @shared_task(acks_late=True, ignore_result=True)
 def deliver_decision(decision_id: int) -> str:
-    decision = Decision.objects.select_related("checkpoint__workflow__agent").filter(pk=decision_id).first()
-    if decision is None or decision.status != Decision.Status.QUEUED or decision.is_polled:
-        return "skipped"  # an earlier delivery finished it, or the agent polls
-    checkpoint = decision.checkpoint  # with its workflow and agent: read once, before the lease
-    if not decision.start_attempt():
-        return "lost"  # another worker holds the lease
-    decision.checkpoint = checkpoint  # the lease's refresh dropped it; the same row, not read again
+    decision = leases.take(decision_id)  # PostgreSQL: the lease and the read in one statement
+    if isinstance(decision, str):
+        return decision  # "skipped" (finished, leased elsewhere, polled) or "lost" (leased meanwhile)
     # Outside any transaction: the runtime may be slow. The delivery id makes a repeat harmless.
     try:
         runtime.deliver(decision)
