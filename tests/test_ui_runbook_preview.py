@@ -26,11 +26,15 @@ def test_the_preview_names_the_most_specific_runbook_its_policy_and_when_it_woul
         page = squeezed(
             client.get(reverse("runbook_preview"), {"kind": "refund", "reason": "model_timeout"}).content.decode()
         )
+        # Still at the travelled-to time: the session signed in then ends after 8 idle hours, and a request at
+        # the real clock, once that is more than 8 hours past Friday 16:30, would be sent to sign in again.
+        other = client.get(
+            reverse("runbook_preview"), {"kind": "ticket_triage", "reason": "rate_limit"}
+        ).content.decode()
     assert "Refund: the model timed out" in page and "Refunds in office hours" in page
     assert "Mon 7 Dec 09:30 UTC" in page  # 30 minutes on Friday, 30 on Monday
     assert "Mon 7 Dec 10:00 UTC" in page and "adam, reassigns" in page  # the escalation 30 min after
 
-    other = client.get(reverse("runbook_preview"), {"kind": "ticket_triage", "reason": "rate_limit"}).content.decode()
     assert "General" in other and "the default" in other
 
 
