@@ -64,13 +64,14 @@ def delivered(receiver, alice, owner, action: str) -> dict[str, Any]:
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("action", ["resume", "abort", "handoff"])
+@pytest.mark.parametrize("action", ["resume", "retry_step", "abort", "handoff"])
 def test_a_delivery_in_one_statement_records_what_the_orm_path_records(receiver, action, monkeypatch):
     alice, owner = make_user("alice"), make_user("olivia")
     at_once = delivered(receiver, alice, owner, action)
     with monkeypatch.context() as orm:
         orm.setattr(decisions, "moves_at_once", contextlib.nullcontext)  # the ORM path, on the same database
         orm.setattr(leases, "take", leases.read_then_lease)  # the read, then the lease
+        orm.setattr(leases, "record_delivered", Decision.mark_succeeded)  # three moves, a read, a transaction
         by_orm = delivered(receiver, alice, owner, action)
 
     assert at_once == by_orm

@@ -6,6 +6,7 @@ again before the POST), and no lease at all where the two-step path takes none."
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import pytest
 from django.db import connection
@@ -13,7 +14,8 @@ from django.db.models import Model
 from django.test.utils import CaptureQueriesContext
 
 from tests.helpers import make_agent, make_checkpoint, make_user, make_worked_example
-from workflows.models import Agent, Checkpoint, Decider, Decision, Event, leases
+from workflows.models import Agent, Checkpoint, Decider, Decision, Event, Workflow, leases
+from workflows.models.base import IllegalTransition
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -153,3 +155,53 @@ def test_two_workers_racing_for_the_same_decisions_lease_each_exactly_once(alice
     assert set(Decision.objects.filter(pk__in=pks).values_list("status", "attempts")) == {("running", 1)}
     started = Event.objects.filter(verb="delivery_started", decision_id__in=pks)
     assert sorted(started.values_list("decision_id", flat=True)) == sorted(pks)
+
+
+def _recorded(alice, record, meanwhile: str) -> tuple[object, ...]:
+    """Lease a resume, change its rows as ``meanwhile`` says, record the success with ``record``: what it
+    answered (or raised) and what the rows and the trail say after."""
+    agent, _ = make_agent(resume_url="http://127.0.0.1:9/resume", allow_plain_http=True)
+    checkpoint = make_checkpoint(make_worked_example(agent=agent))
+    decision = Decider(checkpoint).decide(by=alice, action="resume", instructions="Go on.", money_confirmed=True)
+    leased = leases.take(decision.pk)
+    assert isinstance(leased, Decision) and leased.status == Decision.Status.RUNNING
+    if meanwhile == "the sweep reclaimed the lease":
+        Decision.objects.filter(pk=decision.pk).update(status=Decision.Status.QUEUED, lease_expires_at=None)
+    elif meanwhile == "the checkpoint was resolved":
+        Checkpoint.objects.filter(pk=checkpoint.pk).update(status=Checkpoint.Status.RESOLVED)
+    elif meanwhile == "the workflow paused again":
+        Workflow.objects.filter(pk=checkpoint.workflow_id).update(status=Workflow.Status.PAUSED)
+    last = Event.objects.order_by("-pk").values_list("pk", flat=True).first()
+    try:
+        answer: object = record(leased)
+    except IllegalTransition as refused:
+        answer = type(refused).__name__
+    workflow = Workflow.objects.get(pk=checkpoint.workflow_id)
+    return (
+        answer,
+        Decision.objects.get(pk=decision.pk).status,
+        Checkpoint.objects.get(pk=checkpoint.pk).status,
+        workflow.status,
+        [(e.verb, e.data) for e in Event.objects.filter(pk__gt=last).order_by("pk")],
+    )
+
+
+@pytest.mark.parametrize(
+    "meanwhile",
+    ["nothing", "the sweep reclaimed the lease", "the checkpoint was resolved", "the workflow paused again"],
+)
+def test_the_success_in_one_statement_answers_as_the_orm_when_the_rows_moved_meanwhile(alice, meanwhile):
+    """``record_delivered`` records what ``mark_succeeded`` records, whatever happened between the lease and
+    the agent's answer: a lost lease records nothing, a checkpoint the ORM must refuse is refused the same way
+    (nothing recorded), a workflow no longer resuming stays where it is."""
+    at_once = _recorded(alice, leases.record_delivered, meanwhile)
+    by_orm = _recorded(alice, Decision.mark_succeeded, meanwhile)
+    assert at_once == by_orm
+    expected = {
+        "nothing": (True, "succeeded", "resolved", "running", ["delivered", "resolved", "resumed"]),
+        "the sweep reclaimed the lease": (False, "queued", "decided", "resuming", []),
+        "the checkpoint was resolved": ("IllegalTransition", "running", "resolved", "resuming", []),
+        "the workflow paused again": (True, "succeeded", "resolved", "paused", ["delivered", "resolved"]),
+    }[meanwhile]
+    trail = cast(list[tuple[str, object]], at_once[4])
+    assert (*at_once[:4], [verb for verb, _ in trail]) == expected

@@ -60,7 +60,7 @@ def deliver_decision(decision_id: int) -> str:
         log.exception("delivering decision %s", decision_id)
         decision.mark_attempt_failed(f"Internal error while delivering: {type(exc).__name__}: {exc}")
         return "retry"
-    decision.mark_succeeded()
+    leases.record_delivered(decision)  # PostgreSQL: its moves and events in one statement when it resumed
     return "delivered"
 
 

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, TypeAlias, cast
 
 from django.db import connection, connections, models, router, transaction
 from django.db.models.fields.mixins import FieldCacheMixin
-from django.db.models.signals import post_save
 from django.db.models.sql import UpdateQuery
 
 if TYPE_CHECKING:
@@ -183,8 +182,7 @@ class Stateful(models.Model):
         converters = compiler.get_converters([f.get_col(model._meta.db_table) for f in columns])
         [row] = compiler.apply_converters([row], converters) if converters else [row]
         self._take_row(model.from_db(using, [f.attname for f in columns], row))
-        event.pk, event._state.adding, event._state.db = event_pk, False, using
-        post_save.send(sender=type(event), instance=event, created=True, update_fields=None, raw=False, using=using)
+        event.inserted_by_statement(event_pk, using)
         return True
 
     def _take_row(self, db_instance: Stateful) -> None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from .. import via
@@ -294,3 +295,10 @@ class Event(models.Model):
         elif isinstance(subject, Step | ReplayRun):
             event.workflow_id = subject.workflow_id
         return event
+
+    def inserted_by_statement(self, pk: int, using: str) -> None:
+        """This event, built by ``about``, was inserted by a statement of the caller's own (a data-modifying
+        CTE beside the move it records): take its id and send ``post_save`` as ``save`` would, for the
+        listeners (the Slack outbox) that follow every event."""
+        self.pk, self._state.adding, self._state.db = pk, False, using
+        post_save.send(sender=type(self), instance=self, created=True, update_fields=None, raw=False, using=using)

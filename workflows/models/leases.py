@@ -1,4 +1,4 @@
-"""A delivery's lease on PostgreSQL: one statement takes it and reads everything the POST needs.
+"""A delivery on PostgreSQL: one statement takes the lease and reads what the POST needs, one records it.
 
 ``Decision.start_attempt`` is the lease as a compare-and-set move: on a worker it followed a read of the
 decision with its checkpoint, workflow and agent, two round trips and two ORM compilations between the broker's
@@ -15,6 +15,10 @@ message and the POST. ``lease`` does both at once, in one statement whose text i
 The same rows, the same ``delivery_started`` event (``Event.about``'s, the attempt number taken from the row)
 and the same ``post_save`` as ``start_attempt`` after that read: tests/test_delivery_lease_in_one_statement.py
 compares the two paths column by column. SQLite, and every other caller, keep ``start_attempt``.
+
+After the POST, ``record_delivered`` records the success of a resume (or a retried step) the same way: the
+decision SUCCEEDED, its checkpoint RESOLVED and the workflow RUNNING again, with their three events, in one
+statement instead of ``mark_succeeded``'s read and three moves; the other actions keep ``mark_succeeded``.
 """
 
 from __future__ import annotations
@@ -25,14 +29,15 @@ from datetime import timedelta
 from typing import Any, cast
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connections, models, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.signals import post_save
 
 from .agents import Agent
 from .checkpoints import Checkpoint
 from .decisions import Decision
 from .events import Event
+from .runbooks import RESUMING_ACTIONS, Action
 from .workflows import Workflow
 
 # The rows the statement returns, in this order, each under its own alias; then the event's id.
@@ -168,11 +173,10 @@ def lease(decision_id: int) -> Decision | None:
         decision.standby = agent
     checkpoint.workflow = workflow
     decision.checkpoint = checkpoint
-    event.pk, event._state.adding, event._state.db = row[at], False, using
     event.subject, event.decision_id = f"decision:{decision.pk}", decision.pk
     event.checkpoint_id, event.workflow_id = checkpoint.pk, workflow.pk
     event.data = {**event.data, "attempt": decision.attempts}
-    post_save.send(sender=Event, instance=event, created=True, update_fields=None, raw=False, using=using)
+    event.inserted_by_statement(row[at], using)
     return decision
 
 
@@ -196,3 +200,150 @@ def read_then_lease(decision_id: int) -> Decision | str:
         return "lost"  # another worker holds the lease
     decision.checkpoint = checkpoint  # the lease's refresh dropped it; the same row, not read again
     return decision
+
+
+# The delivery's success, recorded in one statement when the agent resumed the workflow (resume, retry step):
+# ``Decision.mark_succeeded``'s three moves and their events. Failover (its stand-down notice after the commit),
+# handoff (the new owner told) and abort keep the ORM path.
+_RECORDED_AT_ONCE = RESUMING_ACTIONS - {Action.FAILOVER}
+# The checkpoint statuses RESOLVED may follow: from any other, ``Stateful.move`` refuses (IllegalTransition),
+# so the statement takes nothing and the ORM path answers as it always has.
+_RESOLVABLE = sorted(str(s) for s, to in Checkpoint.TRANSITIONS.items() if Checkpoint.Status.RESOLVED in to)
+
+
+@functools.cache
+def _record_statement(using: str) -> str:
+    """The text of ``record_delivered``'s statement for the database ``using``."""
+    db = connections[using]
+    quote = db.ops.quote_name
+    user = get_user_model()
+    d, c, w, e, u = (quote(m._meta.db_table) for m in (Decision, Checkpoint, Workflow, Event, user))
+    username, user_pk = (
+        quote(_column(user, user.USERNAME_FIELD)),
+        quote(user._meta.pk.column),
+    )
+
+    def col(model: type[models.Model], name: str) -> str:
+        return quote(_column(model, name))
+
+    inserted = [f for f in _columns(Event) if not f.primary_key]
+    # Per event, the columns its row fills; every other one is a parameter from ``Event.about``.
+    from_rows = {
+        "delivered": {
+            "subject": "'decision:' || dm.id",
+            "workflow_id": "cr.workflow_id",
+            "checkpoint_id": "dm.checkpoint_id",
+            "decision_id": "dm.id",
+        },
+        "resolved": {
+            "subject": "'checkpoint:' || cm.id",
+            "workflow_id": "cm.workflow_id",
+            "checkpoint_id": "cm.id",
+            "decision_id": "NULL::bigint",
+            "data": "%s::jsonb || jsonb_build_object('from', cm.was)",
+        },
+        "resumed": {
+            "subject": "'workflow:' || wm.id",
+            "workflow_id": "wm.id",
+            "checkpoint_id": "NULL::bigint",
+            "decision_id": "NULL::bigint",
+            "data": "%s::jsonb || jsonb_build_object('owner', wm.owner)",
+        },
+    }
+    sources = {"delivered": "dm JOIN cr ON cr.id = dm.checkpoint_id", "resolved": "cm", "resumed": "wm"}
+    selects = " UNION ALL ".join(
+        f"SELECT {n} AS n, "  # noqa: S608 - names are ours, values parameters
+        + ", ".join(f"{rows.get(f.attname, f'%s::{f.db_type(db)}')} AS {quote(f.column)}" for f in inserted)
+        + f" FROM {sources[name]}"
+        for n, (name, rows) in enumerate(from_rows.items())
+    )
+    targets = ", ".join(quote(f.column) for f in inserted)
+    return (
+        # The decision, only when its checkpoint may be resolved (otherwise the ORM path decides, and refuses).
+        f"WITH dm AS (UPDATE {d} SET {col(Decision, 'status')} = %s, "  # noqa: S608 - names are ours
+        f"{col(Decision, 'finished_at')} = STATEMENT_TIMESTAMP(), {col(Decision, 'lease_expires_at')} = NULL, "
+        f"{col(Decision, 'next_attempt_at')} = NULL, {col(Decision, 'last_error')} = '' "
+        f"WHERE {col(Decision, 'id')} = %s AND {col(Decision, 'status')} = %s AND EXISTS (SELECT 1 FROM {c} "
+        f"WHERE {col(Checkpoint, 'id')} = {d}.{col(Decision, 'checkpoint')} AND {col(Checkpoint, 'status')} = ANY(%s)) "
+        f"RETURNING {col(Decision, 'id')} AS id, {col(Decision, 'checkpoint')} AS checkpoint_id, "
+        f"{col(Decision, 'finished_at')} AS finished_at), "
+        # The checkpoint as read (its status, the event's "from"), then resolved at the decision's instant.
+        f"cr AS (SELECT k.{col(Checkpoint, 'id')} AS id, k.{col(Checkpoint, 'status')} AS was, "
+        f"k.{col(Checkpoint, 'workflow')} AS workflow_id FROM {c} AS k JOIN dm ON k.{col(Checkpoint, 'id')} = "
+        "dm.checkpoint_id), "
+        f"cm AS (UPDATE {c} SET {col(Checkpoint, 'status')} = %s, {col(Checkpoint, 'resolved_at')} = dm.finished_at "
+        f"FROM cr, dm WHERE {c}.{col(Checkpoint, 'id')} = cr.id AND {c}.{col(Checkpoint, 'status')} = cr.was "
+        f"RETURNING cr.id, cr.was, cr.workflow_id), "
+        # The workflow back to running with its owner's name, if it still waits for the agent to resume.
+        f"wm AS (UPDATE {w} SET {col(Workflow, 'status')} = %s, {col(Workflow, 'last_activity_at')} = dm.finished_at "
+        f"FROM cm, dm WHERE {w}.{col(Workflow, 'id')} = cm.workflow_id AND {w}.{col(Workflow, 'status')} = %s "
+        f"RETURNING {w}.{col(Workflow, 'id')} AS id, (SELECT {username} "
+        f"FROM {u} WHERE {u}.{user_pk} = {w}.{col(Workflow, 'owner')}) AS owner), "
+        # The three events, in the order the ORM path writes them.
+        f"logged AS (INSERT INTO {e} ({targets}) SELECT {targets} FROM ({selects}) AS events ORDER BY n "
+        f"RETURNING {col(Event, 'id')}, {col(Event, 'verb')}) "
+        "SELECT dm.finished_at, (SELECT was FROM cm), (SELECT owner FROM wm), "
+        f"(SELECT array_agg(ARRAY[{col(Event, 'verb')}, {col(Event, 'id')}::text]) FROM logged) FROM dm"
+    )
+
+
+def record_delivered(decision: Decision) -> bool:
+    """``decision.mark_succeeded()`` for a decision ``lease`` took, in one statement on PostgreSQL when it
+    resumed its workflow: the decision SUCCEEDED at the statement's instant, its checkpoint RESOLVED then, the
+    workflow back to RUNNING if it was resuming, their three events, and ``post_save`` for each, in one
+    transaction with what the listeners write. Anything else, or a row not as this expects, is the ORM's."""
+    using = router.db_for_write(Decision)
+    db = connections[using]
+    if (
+        db.vendor != "postgresql"
+        or decision.action not in _RECORDED_AT_ONCE
+        or decision.status != Decision.Status.RUNNING
+    ):
+        return decision.mark_succeeded()
+    delivered = Event.about(
+        None, Event.Verb.DELIVERED, data={"from": Decision.Status.RUNNING, "to": Decision.Status.SUCCEEDED}
+    )
+    resolved = Event.about(None, Event.Verb.RESOLVED, data={"to": Checkpoint.Status.RESOLVED})
+    resumed = Event.about(
+        None, Event.Verb.RESUMED, data={"from": Workflow.Status.RESUMING, "to": Workflow.Status.RUNNING}
+    )
+    inserted = [f for f in _columns(Event) if not f.primary_key]
+    params: list[Any] = [
+        Decision.Status.SUCCEEDED,
+        decision.pk,
+        Decision.Status.RUNNING,
+        _RESOLVABLE,
+        Checkpoint.Status.RESOLVED,
+        Workflow.Status.RUNNING,
+        Workflow.Status.RESUMING,
+    ]
+    filled = {"subject", "workflow_id", "checkpoint_id", "decision_id"}
+    for event in (delivered, resolved, resumed):
+        for f in inserted:
+            if f.attname == "data":
+                params.append(f.get_db_prep_save(event.data, db))
+            elif f.attname not in filled:
+                params.append(f.get_db_prep_save(f.pre_save(event, True), db))
+    with transaction.atomic(using):
+        with db.cursor() as cursor:
+            cursor.execute(_record_statement(using), params)
+            row = cursor.fetchone()
+        if row is None:
+            return decision.mark_succeeded()  # taken meanwhile, or a checkpoint the ORM path must refuse
+        finished_at, was, owner, logged = row
+        ids = {verb: int(pk) for verb, pk in logged or ()}
+        checkpoint = decision.checkpoint
+        decision.status, decision.finished_at = Decision.Status.SUCCEEDED, finished_at
+        decision.lease_expires_at = decision.next_attempt_at = None
+        decision.last_error = ""
+        resolved.data = {**resolved.data, "from": was}
+        resumed.data = {**resumed.data, "owner": owner}
+        for event, subject in ((delivered, decision), (resolved, checkpoint), (resumed, checkpoint.workflow)):
+            if event.verb not in ids:
+                continue  # its move lost a race, as the ORM path's compare-and-set would
+            event.subject = f"{subject._meta.model_name}:{subject.pk}"
+            event.workflow_id = checkpoint.workflow_id
+            event.checkpoint_id = checkpoint.pk if event is not resumed else None
+            event.decision_id = decision.pk if event is delivered else None
+            event.inserted_by_statement(ids[event.verb], using)
+    return True
