@@ -171,7 +171,7 @@ class Stateful(models.Model):
             f"SELECT {values} FROM moved RETURNING {quote(events.pk.column)}) "
             f"SELECT {', '.join('moved.' + quote(f.column) for f in columns)}, (SELECT * FROM logged) FROM moved"
         )
-        params = [*update_params, *(f.get_db_prep_save(f.pre_save(event, True), db) for f in inserted)]
+        params = [*update_params, *event.insert_params(db)]
         with transaction.mark_for_rollback_on_error(using), db.cursor() as cursor:  # as QuerySet.update
             cursor.execute(sql, params)
             rows = cursor.fetchall()

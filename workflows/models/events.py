@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -295,6 +295,17 @@ class Event(models.Model):
         elif isinstance(subject, Step | ReplayRun):
             event.workflow_id = subject.workflow_id
         return event
+
+    def insert_params(self, db: Any, *, from_row: Collection[str] = ()) -> list[Any]:
+        """The values of this unsaved event's columns (all but its id, in field order) as ``save`` would send
+        them to ``db``, for a statement that inserts it beside a move; skipped: the columns in ``from_row``,
+        which the statement fills from the row it moved, except ``data``, always a parameter (the statement may
+        add to it)."""
+        return [
+            f.get_db_prep_save(f.pre_save(self, True), db)
+            for f in self._meta.concrete_fields
+            if not f.primary_key and (f.attname == "data" or f.attname not in from_row)
+        ]
 
     def inserted_by_statement(self, pk: int, using: str) -> None:
         """This event, built by ``about``, was inserted by a statement of the caller's own (a data-modifying

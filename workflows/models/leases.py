@@ -138,18 +138,13 @@ def lease(decision_id: int) -> Decision | None:
     event = Event.about(
         None, Event.Verb.DELIVERY_STARTED, data={"from": Decision.Status.QUEUED, "to": Decision.Status.RUNNING}
     )
-    inserted = [f for f in _columns(Event) if not f.primary_key]
     params: list[Any] = [
         Decision.Status.RUNNING,
         timedelta(seconds=settings.DELIVERY_LEASE_SECONDS),
         decision_id,
         Decision.Status.QUEUED,
+        *event.insert_params(db, from_row=_FROM_ROW),
     ]
-    for f in inserted:
-        if f.attname == "data":
-            params.append(f.get_db_prep_save(event.data, db))
-        elif f.attname not in _FROM_ROW:
-            params.append(f.get_db_prep_save(f.pre_save(event, True), db))
     with transaction.mark_for_rollback_on_error(using), db.cursor() as cursor:
         cursor.execute(_statement(using), params)
         row = cursor.fetchone()
@@ -209,6 +204,10 @@ _RECORDED_AT_ONCE = RESUMING_ACTIONS - {Action.FAILOVER}
 # The checkpoint statuses RESOLVED may follow: from any other, ``Stateful.move`` refuses (IllegalTransition),
 # so the statement takes nothing and the ORM path answers as it always has.
 _RESOLVABLE = sorted(str(s) for s, to in Checkpoint.TRANSITIONS.items() if Checkpoint.Status.RESOLVED in to)
+
+
+# The event columns ``record_delivered``'s statement fills from the rows it moved (and adds to ``data``).
+_RECORD_FROM_ROW = ("subject", "workflow_id", "checkpoint_id", "decision_id")
 
 
 @functools.cache
@@ -307,7 +306,6 @@ def record_delivered(decision: Decision) -> bool:
     resumed = Event.about(
         None, Event.Verb.RESUMED, data={"from": Workflow.Status.RESUMING, "to": Workflow.Status.RUNNING}
     )
-    inserted = [f for f in _columns(Event) if not f.primary_key]
     params: list[Any] = [
         Decision.Status.SUCCEEDED,
         decision.pk,
@@ -317,13 +315,8 @@ def record_delivered(decision: Decision) -> bool:
         Workflow.Status.RUNNING,
         Workflow.Status.RESUMING,
     ]
-    filled = {"subject", "workflow_id", "checkpoint_id", "decision_id"}
     for event in (delivered, resolved, resumed):
-        for f in inserted:
-            if f.attname == "data":
-                params.append(f.get_db_prep_save(event.data, db))
-            elif f.attname not in filled:
-                params.append(f.get_db_prep_save(f.pre_save(event, True), db))
+        params += event.insert_params(db, from_row=_RECORD_FROM_ROW)
     with transaction.atomic(using):
         with db.cursor() as cursor:
             cursor.execute(_record_statement(using), params)
