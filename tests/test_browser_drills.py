@@ -88,6 +88,9 @@ def crash_and_catch(agent) -> Checkpoint:
 def decide(operator, checkpoint: Checkpoint, action: str, standby: str = "") -> Decision:
     operator.goto(f"/checkpoints/{checkpoint.pk}/")
     operator.get_by_test_id("claim").click()
+    # The claim re-renders the decision form: fill it once that landed, or a busy machine's late swap drops the
+    # standby picked before it (the form then answered 422, no standby).
+    expect(operator.get_by_test_id("checkpoint-status")).to_have_text("checkpoint claimed")
     if standby:
         operator.get_by_test_id("standby").select_option(standby)
     operator.get_by_test_id("money-confirmed").check()
