@@ -236,7 +236,11 @@ class Decision(Stateful):
     def enqueue(self) -> None:
         """Ready for delivery: resuming workflows show it at once; after the commit the decision goes
         to the broker at once, and the row stays due for the relay until a worker takes it."""
-        workflow = self.checkpoint.workflow
+        checkpoint = self.checkpoint
+        if not Checkpoint._meta.get_field("workflow").is_cached(checkpoint):  # the move dropped it: one read
+            checkpoint.workflow = Workflow.objects.select_related("agent").get(pk=checkpoint.workflow_id)
+        workflow = checkpoint.workflow
+        polled = self.next_attempt_at is None and self.is_polled  # asked before a move drops the cached agent
         if self.action == Action.FAILOVER and workflow.status == Workflow.Status.PAUSED:
             replaced, standby = self.failover_agents()
             # From here on the standby owns the workflow in the API: the original's reports answer 404,
@@ -248,16 +252,13 @@ class Decision(Stateful):
                 expect={"agent_id": replaced.pk},
                 agent=standby,
             )
-            Event.record(
-                workflow,
-                Event.Verb.FAILED_OVER,
-                actor=self.decided_by,
-                data={"from_agent": replaced.name, "to_agent": standby.name},
-            )
+            moved = {"from_agent": replaced.name, "to_agent": standby.name}
+            Event.record(workflow, Event.Verb.FAILED_OVER, actor=self.decided_by, data=moved)
         elif self.resumes and workflow.status == Workflow.Status.PAUSED:
             workflow.move(Workflow.Status.RESUMING, actor=self.decided_by, verb=Event.Verb.RESUMING)
-        if not self.is_polled:
-            Decision.objects.filter(pk=self.pk).update(next_attempt_at=timezone.now())
+        if not polled:
+            if self.next_attempt_at is None:  # an approved proposal (a decision is stamped due as inserted)
+                Decision.objects.filter(pk=self.pk).update(next_attempt_at=timezone.now())
             transaction.on_commit(functools.partial(hand_to_broker, self.pk))
 
     @staticmethod

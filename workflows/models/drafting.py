@@ -120,6 +120,10 @@ class Decider:
             raise Conflict(self.conflict_message())
         four_eyes = decision.status == Decision.Status.PROPOSED
         decision.decided_by = by
+        if not four_eyes and not decision.is_polled:
+            # Due for the relay from its insert on (``enqueue`` hands it to the broker after the commit): the
+            # outbox stamp in the INSERT, not in an UPDATE of its own after it.
+            decision.next_attempt_at = timezone.now()
         try:
             with transaction.atomic():
                 decision.save(force_insert=True)
