@@ -1,11 +1,14 @@
-"""What recording one decision costs the database: a rollout decides every member of a wave this way, one
-after another, so each statement here is paid once per member (docs/BENCHMARKS.md, "Deciding a wave").
+"""What recording one decision costs the database: a decision on its workbench, or a wave's member that goes on
+its own (``wave_decisions``: a four-eyes proposal, a failover, a batch another decision got into), pays each
+statement here once (docs/BENCHMARKS.md, "Deciding a wave").
 
 The decision row is the outbox entry, due for the relay from its INSERT on; the checkpoint's and the workflow's
 moves are one statement each with their audit events (``moves_at_once``, as a rollout records them); the
 workflow is read again once, with its agent, after the checkpoint's move dropped it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -18,7 +21,7 @@ from workflows.models.base import moves_at_once
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]  # one statement a move is PostgreSQL's
 
 
-def open_member(*, resume_url: str) -> tuple[Checkpoint, object]:
+def open_member(*, resume_url: str) -> tuple[Checkpoint, Any]:
     """An open checkpoint as a wave reads its members (with the workflow and its agent), and who decides it."""
     alice = make_user("alice")
     agent, _ = make_agent("support-bot", resume_url=resume_url, owner=make_user("olivia"))
@@ -26,7 +29,7 @@ def open_member(*, resume_url: str) -> tuple[Checkpoint, object]:
     return Checkpoint.objects.select_related("workflow__agent").get(pk=checkpoint.pk), alice
 
 
-def recorded(checkpoint: Checkpoint, alice: object, django_capture_on_commit_callbacks) -> tuple[Decision, list[str]]:
+def recorded(checkpoint: Checkpoint, alice: Any, django_capture_on_commit_callbacks) -> tuple[Decision, list[str]]:
     decider = Decider(checkpoint)
     draft = decider.draft(action="resume", instructions="Write the note.", money_confirmed=True)
     with (

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from django.db import connection, connections, models, router, transaction
 from django.db.models.fields.mixins import FieldCacheMixin
@@ -86,6 +86,27 @@ def moves_at_once() -> Iterator[None]:
         yield
     finally:
         _at_once.reset(token)
+
+
+def update_returning(queryset: models.QuerySet[Any], fields: Mapping[str, object]) -> list[Any]:
+    """PostgreSQL: ``queryset.update(**fields)`` answering with the rows as the UPDATE left them (``RETURNING``),
+    as model instances: many rows moved alike in one statement, each known to have moved. The UPDATE is
+    Django's own, compiled as ``_move_at_once`` compiles it."""
+    model, using = queryset.model, queryset.db
+    db = connections[using]
+    query = cast(UpdateQuery, queryset.query.chain(UpdateQuery))
+    query.add_update_values(dict(fields))
+    compiler = query.get_compiler(using)
+    compiler.pre_sql_setup()
+    update, params = compiler.as_sql()
+    columns = list(model._meta.concrete_fields)
+    returned = ", ".join(db.ops.quote_name(f.column) for f in columns)
+    with transaction.mark_for_rollback_on_error(using), db.cursor() as cursor:
+        cursor.execute(f"{update} RETURNING {returned}", params)
+        rows = cursor.fetchall()
+    converters = compiler.get_converters([f.get_col(model._meta.db_table) for f in columns])
+    rows = list(compiler.apply_converters(rows, converters)) if converters else rows
+    return [model.from_db(using, [f.attname for f in columns], row) for row in rows]
 
 
 class Stateful(models.Model):

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.db.models.signals import post_save
+from django.dispatch import Signal
 from django.utils import timezone
 
 from .. import via
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
 User = settings.AUTH_USER_MODEL
 # What the SLA sweep does to a claim or past a breach, counted by the breach review per period (Event.Verb values).
 SWEEP_VERBS = ("escalated", "claim_reminder", "released")
+
+
+# Sent for events written together by ``Event.record_many`` (``events``: the list), where ``post_save`` is not.
+inserted_together = Signal()
 
 
 class AuditEncoder(DjangoJSONEncoder):
@@ -295,6 +300,16 @@ class Event(models.Model):
         elif isinstance(subject, Step | ReplayRun):
             event.workflow_id = subject.workflow_id
         return event
+
+    @classmethod
+    def record_many(cls, events: list[Event]) -> list[Event]:
+        """Events built by ``about``, written by one INSERT (their ids set). ``post_save`` is not sent for each:
+        the listeners that follow every event hear them together through ``inserted_together`` (the Slack
+        outbox touches all their checkpoints' messages in one statement)."""
+        if events:
+            Event.objects.bulk_create(events)
+            inserted_together.send(sender=cls, events=events)
+        return events
 
     def insert_params(self, db: Any, *, from_row: Collection[str] = ()) -> list[Any]:
         """The values of this unsaved event's columns (all but its id, in field order) as ``save`` would send

@@ -40,6 +40,27 @@ def hand_to_broker(decision_id: int) -> None:
         BrokerStatus.took()
 
 
+def hand_many_to_broker(decision_ids: list[int]) -> None:
+    """``hand_to_broker`` for decisions that committed together (a rollout's wave): each sent now, the broker's
+    recovery recorded once; after a refusal the rest are left to the relay, which is woken."""
+    from ..tasks import deliver_decision
+    from .broker import BrokerStatus
+
+    for sent, decision_id in enumerate(decision_ids):
+        try:
+            deliver_decision.apply_async((decision_id,), retry=False)
+        except Exception as exc:
+            left = len(decision_ids) - sent - 1
+            log.warning(
+                "decision %s and %d more: broker unavailable, the relay will send them: %s", decision_id, left, exc
+            )
+            BrokerStatus.refused(exc)
+            wake_relay()
+            return
+    if decision_ids:
+        BrokerStatus.took()
+
+
 def stand_down(decision_id: int) -> None:
     """After a failover's commit: the replaced agent is told to stand down, by a worker."""
     from ..tasks import send_stand_down  # tasks import the models

@@ -59,6 +59,7 @@ from .incidents import Incident
 from .notifications import Notification
 from .rollout_gates import RememberedTrail
 from .runbooks import RESUMING_ACTIONS, Action
+from .wave_decisions import decide_members
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -476,16 +477,14 @@ class Rollout(Stateful):
         # What every member's decision asks alike, asked once for the wave: the money rule's recorded history,
         # and (on the sweep) the database's clock, which stamps the wave's decisions (their rate window).
         context = WaveContext(decided_at=database_now() if live else None)
-        # PostgreSQL: each decision's moves (the checkpoint's, the workflow's) are one statement with their event.
+        # PostgreSQL: a chunk's members decided together (``wave_decisions``); one at a time, each decision's moves
+        # (the checkpoint's, the workflow's) are one statement with their event.
         with moves_at_once():
             for start in range(0, len(ids), WAVE_CHUNK):
                 if len(decided) >= size:
                     break
-                for c in context.read(list(members.filter(pk__in=ids[start : start + WAVE_CHUNK]))):
-                    if len(decided) >= size:
-                        break
-                    if self._decide(c, context):
-                        decided.append(c.pk)
+                chunk = context.read(list(members.filter(pk__in=ids[start : start + WAVE_CHUNK])))
+                decided += decide_members(self, chunk, context, size - len(decided))
         if not decided:
             if not remaining:
                 self.move(self.Status.COMPLETED, verb=Event.Verb.ROLLOUT_COMPLETED, next_at=None)

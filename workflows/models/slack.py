@@ -10,6 +10,7 @@ transaction of the domain: a Slack outage delays the view, never a clock or a de
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -227,6 +228,14 @@ class SlackMessage(models.Model):
             checkpoint=checkpoint, decision=decision, defaults={"workspace": workspace, "channel_id": channel}
         )
         return message
+
+    @classmethod
+    def touch_many(cls, checkpoint_ids: Iterable[int]) -> list[int]:
+        """``touch`` for many checkpoints in one statement (a second reads the touched ids, only if any was)."""
+        showing = cls.objects.filter(checkpoint_id__in=list(checkpoint_ids))
+        if not showing.update(version=F("version") + 1, next_attempt_at=timezone.now()):
+            return []
+        return list(showing.values_list("pk", flat=True))
 
     @classmethod
     def touch(cls, checkpoint_id: int) -> int:

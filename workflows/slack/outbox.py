@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models.signals import post_save
 
 from ..models import Checkpoint, Decision, Event
+from ..models.events import inserted_together
 from ..models.slack import SlackMessage, SlackWorkspace
 from . import blocks, web
 
@@ -51,8 +52,25 @@ def on_event(sender: type[Event], instance: Event, created: bool, **kwargs: obje
         transaction.on_commit(functools.partial(hand_to_broker, pk))
 
 
+def on_events(sender: type[Event], events: list[Event], **kwargs: object) -> None:
+    """``on_event`` for events written together (``Event.record_many``, a rollout's wave): the checkpoints they
+    change have their messages touched in one statement; an opening or a four-eyes proposal goes one by one."""
+    alike: set[int] = set()
+    for event in events:
+        proposal = event.verb == Event.Verb.DECIDED and isinstance(event.data, dict) and event.data.get("four_eyes")
+        if event.checkpoint_id is None or event.verb in UNSHOWN:
+            continue
+        if event.verb == Event.Verb.OPENED or proposal:
+            on_event(sender, event, created=True)
+        else:
+            alike.add(event.checkpoint_id)
+    for pk in SlackMessage.touch_many(alike) if alike else []:
+        transaction.on_commit(functools.partial(hand_to_broker, pk))
+
+
 def connect() -> None:
     post_save.connect(on_event, sender=Event, dispatch_uid="slack_outbox")
+    inserted_together.connect(on_events, sender=Event, dispatch_uid="slack_outbox_together")
 
 
 def hand_to_broker(message_id: int) -> None:
