@@ -322,6 +322,16 @@ class Event(models.Model):
             if not f.primary_key and (f.attname == "data" or f.attname not in from_row)
         ]
 
+    @classmethod
+    def inserted_together_by_statement(cls, inserted: list[tuple[Event, int]], using: str) -> None:
+        """``inserted_by_statement`` for the events one statement of the caller's own inserted (with their ids),
+        heard together through ``inserted_together``: the Slack outbox touches their checkpoint's messages once,
+        not once an event."""
+        for event, pk in inserted:
+            event.pk, event._state.adding, event._state.db = pk, False, using
+        if inserted:
+            inserted_together.send(sender=cls, events=[event for event, _pk in inserted])
+
     def inserted_by_statement(self, pk: int, using: str) -> None:
         """This event, built by ``about``, was inserted by a statement of the caller's own (a data-modifying
         CTE beside the move it records): take its id and send ``post_save`` as ``save`` would, for the

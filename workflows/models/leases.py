@@ -289,8 +289,9 @@ def _record_statement(using: str) -> str:
 def record_delivered(decision: Decision) -> bool:
     """``decision.mark_succeeded()`` for a decision ``lease`` took, in one statement on PostgreSQL when it
     resumed its workflow: the decision SUCCEEDED at the statement's instant, its checkpoint RESOLVED then, the
-    workflow back to RUNNING if it was resuming, their three events, and ``post_save`` for each, in one
-    transaction with what the listeners write. Anything else, or a row not as this expects, is the ORM's."""
+    workflow back to RUNNING if it was resuming, and their three events, heard together by the listeners
+    (``Event.inserted_together``) in one transaction with what they write. Anything else, or a row not as this
+    expects, is the ORM's."""
     using = router.db_for_write(Decision)
     db = connections[using]
     if (
@@ -331,6 +332,7 @@ def record_delivered(decision: Decision) -> bool:
         decision.last_error = ""
         resolved.data = {**resolved.data, "from": was}
         resumed.data = {**resumed.data, "owner": owner}
+        inserted = []
         for event, subject in ((delivered, decision), (resolved, checkpoint), (resumed, checkpoint.workflow)):
             if event.verb not in ids:
                 continue  # its move lost a race, as the ORM path's compare-and-set would
@@ -338,5 +340,7 @@ def record_delivered(decision: Decision) -> bool:
             event.workflow_id = checkpoint.workflow_id
             event.checkpoint_id = checkpoint.pk if event is not resumed else None
             event.decision_id = decision.pk if event is delivered else None
-            event.inserted_by_statement(ids[event.verb], using)
+            inserted.append((event, ids[event.verb]))
+        # Heard together: the checkpoint's Slack messages touched once for the delivery and the resolution.
+        Event.inserted_together_by_statement(inserted, using)
     return True
