@@ -121,6 +121,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
     DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# The hot paths' own statements (a delivery's lease and success record) prepared once per connection
+# (workflows/models/base.py, statement_cursor). Off behind a pooler that cannot keep prepared statements
+# (PgBouncer before 1.21, or without max_prepared_statements, in transaction pooling).
+PREPARED_STATEMENTS = env.bool("PREPARED_STATEMENTS", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}

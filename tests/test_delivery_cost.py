@@ -132,3 +132,53 @@ def test_a_resume_is_delivered_in_few_round_trips(paused, receiver):
     assert [sql.split()[0] for sql in after] == ["BEGIN", "WITH", "UPDATE", "COMMIT"]
     assert after[1].startswith("WITH dm AS (UPDATE") and after[1].count("INSERT INTO") == 1
     assert not any(sql.lower().startswith("select") for sql in after)  # stamped by the UPDATE's own clock: no read
+
+
+def forget_prepared() -> None:
+    """Whatever an earlier test prepared on this connection is deallocated (psycopg's cache forgets it too)."""
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+
+
+def prepared_statements() -> list[tuple[str, int]]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements")
+        return cursor.fetchall()
+
+
+def three_resumes_delivered(receiver) -> None:
+    alice = make_user("alice")
+    agent, _ = make_agent("support-bot", resume_url=receiver.url, owner=make_user("olivia"))
+    decisions = []
+    for _ in range(3):
+        checkpoint = make_checkpoint(make_worked_example(agent=agent))
+        checkpoint.claim(by=alice)
+        decisions.append(
+            Decider(checkpoint).decide(by=alice, action="resume", instructions="Go on.", money_confirmed=True)
+        )
+    assert [tasks.deliver_decision(d.pk) for d in decisions] == ["delivered"] * 3
+    assert len(receiver.deliveries) == 3
+    assert Decision.objects.filter(status=Decision.Status.SUCCEEDED).count() == 3
+
+
+@pytest.mark.postgres
+def test_the_lease_and_the_success_record_are_parsed_and_planned_once_per_connection(receiver):
+    """Each is a statement of about 4 kB: parsed and planned on every delivery it cost PostgreSQL more than
+    running it. Sent with their parameters apart and prepared at their first run (``statement_cursor``), the
+    worker's connection keeps one prepared statement each, run for every delivery after it."""
+    forget_prepared()
+    three_resumes_delivered(receiver)
+
+    prepared = prepared_statements()
+    print(*(f"{runs} runs: {statement[:80]}" for statement, runs in prepared), sep="\n")
+    lease = [runs for statement, runs in prepared if statement.startswith('WITH moved AS (UPDATE "workflows_decision"')]
+    record = [runs for statement, runs in prepared if statement.startswith('WITH dm AS (UPDATE "workflows_decision"')]
+    assert lease == [3] and record == [3], "one prepared statement each, run for all three deliveries"
+
+
+@pytest.mark.postgres
+def test_behind_a_pooler_that_cannot_keep_them_nothing_is_prepared(receiver, settings):
+    settings.PREPARED_STATEMENTS = False  # PgBouncer before 1.21 in transaction pooling
+    forget_prepared()
+    three_resumes_delivered(receiver)
+    assert prepared_statements() == []

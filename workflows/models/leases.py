@@ -34,6 +34,7 @@ from django.db import connections, models, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .agents import Agent
+from .base import statement_cursor
 from .checkpoints import Checkpoint
 from .decisions import Decision
 from .events import Event
@@ -145,7 +146,7 @@ def lease(decision_id: int) -> Decision | None:
         Decision.Status.QUEUED,
         *event.insert_params(db, from_row=_FROM_ROW),
     ]
-    with transaction.mark_for_rollback_on_error(using), db.cursor() as cursor:
+    with transaction.mark_for_rollback_on_error(using), statement_cursor(using) as cursor:
         cursor.execute(_statement(using), params)
         row = cursor.fetchone()
     if row is None:
@@ -319,7 +320,7 @@ def record_delivered(decision: Decision) -> bool:
     for event in (delivered, resolved, resumed):
         params += event.insert_params(db, from_row=_RECORD_FROM_ROW)
     with transaction.atomic(using):
-        with db.cursor() as cursor:
+        with statement_cursor(using) as cursor:
             cursor.execute(_record_statement(using), params)
             row = cursor.fetchone()
         if row is None:
