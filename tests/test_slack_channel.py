@@ -22,7 +22,16 @@ from tests.helpers import make_checkpoint, make_runbook, make_step, make_worked_
 from tests.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, TEAM, button, profile, signed, submission
 from workflows import tasks
 from workflows.clock import database_now
-from workflows.models import Checkpoint, Decider, Decision, Event, SlackLink, SlackMessage, SlackWorkspace
+from workflows.models import (
+    Agent,
+    Checkpoint,
+    Decider,
+    Decision,
+    Event,
+    SlackLink,
+    SlackMessage,
+    SlackWorkspace,
+)
 from workflows.slack import outbox
 from workflows.via import Via
 
@@ -475,5 +484,26 @@ def test_a_delivery_edits_the_message_once_it_arrived_not_when_a_worker_takes_it
 
     assert Decision.objects.get(pk=decision.pk).start_attempt()
     assert Decision.objects.get(pk=decision.pk).mark_succeeded()
+    assert catch_up() == ["sent"]
+    assert "Resolved" in slack.called("chat.update")[-1]["text"]
+
+
+@pytest.mark.postgres  # the success record in one statement is PostgreSQL's (workflows/models/leases.py)
+def test_a_resume_a_worker_delivers_puts_the_message_behind_in_the_success_records_statement(
+    slack, workspace, alice, receiver, django_capture_on_commit_callbacks
+):
+    agent, _ = Agent.register("refund-bot", resume_url=receiver.url)
+    checkpoint = make_checkpoint(make_worked_example(agent=agent))
+    catch_up()
+    decision = Decider(checkpoint).decide(by=alice, action="resume", instructions="go on", money_confirmed=True)
+    catch_up()
+    behind = SlackMessage.objects.get().version
+
+    with django_capture_on_commit_callbacks() as hooks:
+        assert tasks.deliver_decision(decision.pk) == "delivered"
+
+    message = SlackMessage.objects.get()
+    assert message.version == behind + 1, "one bump for the delivery and the resolution, in the statement"
+    assert [(hook.func.__module__, hook.args) for hook in hooks] == [("workflows.slack.outbox", (message.pk,))]
     assert catch_up() == ["sent"]
     assert "Resolved" in slack.called("chat.update")[-1]["text"]

@@ -26,7 +26,8 @@ User = settings.AUTH_USER_MODEL
 SWEEP_VERBS = ("escalated", "claim_reminder", "released")
 
 
-# Sent for events written together by ``Event.record_many`` (``events``: the list), where ``post_save`` is not.
+# Sent for events written together (``events``: the list), where ``post_save`` is not: by ``Event.record_many``,
+# and by a statement that wrote them (``slack_touched``: the Slack messages it already touched, else None).
 inserted_together = Signal()
 
 
@@ -323,14 +324,16 @@ class Event(models.Model):
         ]
 
     @classmethod
-    def inserted_together_by_statement(cls, inserted: list[tuple[Event, int]], using: str) -> None:
+    def inserted_together_by_statement(
+        cls, inserted: list[tuple[Event, int]], using: str, *, slack_touched: list[int] | None = None
+    ) -> None:
         """``inserted_by_statement`` for the events one statement of the caller's own inserted (with their ids),
         heard together through ``inserted_together``: the Slack outbox touches their checkpoint's messages once,
-        not once an event."""
+        not once an event; ``slack_touched``: the statement touched them itself, these are the messages."""
         for event, pk in inserted:
             event.pk, event._state.adding, event._state.db = pk, False, using
         if inserted:
-            inserted_together.send(sender=cls, events=[event for event, _pk in inserted])
+            inserted_together.send(sender=cls, events=[event for event, _pk in inserted], slack_touched=slack_touched)
 
     def inserted_by_statement(self, pk: int, using: str) -> None:
         """This event, built by ``about``, was inserted by a statement of the caller's own (a data-modifying

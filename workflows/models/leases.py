@@ -39,6 +39,7 @@ from .checkpoints import Checkpoint
 from .decisions import Decision
 from .events import Event
 from .runbooks import RESUMING_ACTIONS, Action
+from .slack import SlackMessage
 from .workflows import Workflow
 
 # The rows the statement returns, in this order, each under its own alias; then the event's id.
@@ -217,7 +218,7 @@ def _record_statement(using: str) -> str:
     db = connections[using]
     quote = db.ops.quote_name
     user = get_user_model()
-    d, c, w, e, u = (quote(m._meta.db_table) for m in (Decision, Checkpoint, Workflow, Event, user))
+    d, c, w, e, u, s = (quote(m._meta.db_table) for m in (Decision, Checkpoint, Workflow, Event, user, SlackMessage))
     username, user_pk = (
         quote(_column(user, user.USERNAME_FIELD)),
         quote(user._meta.pk.column),
@@ -281,18 +282,23 @@ def _record_statement(using: str) -> str:
         f"FROM {u} WHERE {u}.{user_pk} = {w}.{col(Workflow, 'owner')}) AS owner), "
         # The three events, in the order the ORM path writes them.
         f"logged AS (INSERT INTO {e} ({targets}) SELECT {targets} FROM ({selects}) AS events ORDER BY n "
-        f"RETURNING {col(Event, 'id')}, {col(Event, 'verb')}) "
+        f"RETURNING {col(Event, 'id')}, {col(Event, 'verb')}), "
+        # The checkpoint's Slack messages behind it (``SlackMessage.touch``), as its events put them.
+        f"touched AS (UPDATE {s} SET {col(SlackMessage, 'version')} = {col(SlackMessage, 'version')} + 1, "
+        f"{col(SlackMessage, 'next_attempt_at')} = STATEMENT_TIMESTAMP() FROM dm WHERE "
+        f"{s}.{col(SlackMessage, 'checkpoint')} = dm.checkpoint_id RETURNING {s}.{col(SlackMessage, 'id')} AS id) "
         "SELECT dm.finished_at, (SELECT was FROM cm), (SELECT owner FROM wm), "
-        f"(SELECT array_agg(ARRAY[{col(Event, 'verb')}, {col(Event, 'id')}::text]) FROM logged) FROM dm"
+        f"(SELECT array_agg(ARRAY[{col(Event, 'verb')}, {col(Event, 'id')}::text]) FROM logged), "
+        "(SELECT array_agg(id) FROM touched) FROM dm"
     )
 
 
 def record_delivered(decision: Decision) -> bool:
     """``decision.mark_succeeded()`` for a decision ``lease`` took, in one statement on PostgreSQL when it
     resumed its workflow: the decision SUCCEEDED at the statement's instant, its checkpoint RESOLVED then, the
-    workflow back to RUNNING if it was resuming, and their three events, heard together by the listeners
-    (``Event.inserted_together``) in one transaction with what they write. Anything else, or a row not as this
-    expects, is the ORM's."""
+    workflow back to RUNNING if it was resuming, their three events and the checkpoint's Slack messages put
+    behind, atomic on its own; the listeners hear the events together after it (``Event.inserted_together``).
+    Anything else, or a row not as this expects, is the ORM's."""
     using = router.db_for_write(Decision)
     db = connections[using]
     if (
@@ -319,29 +325,31 @@ def record_delivered(decision: Decision) -> bool:
     ]
     for event in (delivered, resolved, resumed):
         params += event.insert_params(db, from_row=_RECORD_FROM_ROW)
-    with transaction.atomic(using):
-        with statement_cursor(using) as cursor:
-            cursor.execute(_record_statement(using), params)
-            row = cursor.fetchone()
-        if row is None:
-            return decision.mark_succeeded()  # taken meanwhile, or a checkpoint the ORM path must refuse
-        finished_at, was, owner, logged = row
-        ids = {verb: int(pk) for verb, pk in logged or ()}
-        checkpoint = decision.checkpoint
-        decision.status, decision.finished_at = Decision.Status.SUCCEEDED, finished_at
-        decision.lease_expires_at = decision.next_attempt_at = None
-        decision.last_error = ""
-        resolved.data = {**resolved.data, "from": was}
-        resumed.data = {**resumed.data, "owner": owner}
-        inserted = []
-        for event, subject in ((delivered, decision), (resolved, checkpoint), (resumed, checkpoint.workflow)):
-            if event.verb not in ids:
-                continue  # its move lost a race, as the ORM path's compare-and-set would
-            event.subject = f"{subject._meta.model_name}:{subject.pk}"
-            event.workflow_id = checkpoint.workflow_id
-            event.checkpoint_id = checkpoint.pk if event is not resumed else None
-            event.decision_id = decision.pk if event is delivered else None
-            inserted.append((event, ids[event.verb]))
-        # Heard together: the checkpoint's Slack messages touched once for the delivery and the resolution.
-        Event.inserted_together_by_statement(inserted, using)
+    # One statement, atomic on its own (no BEGIN and COMMIT round trips): on a busy machine each round trip
+    # waits for the database's process to be scheduled, whatever the statement costs.
+    with transaction.mark_for_rollback_on_error(using), statement_cursor(using) as cursor:
+        cursor.execute(_record_statement(using), params)
+        row = cursor.fetchone()
+    if row is None:
+        return decision.mark_succeeded()  # taken meanwhile, or a checkpoint the ORM path must refuse
+    finished_at, was, owner, logged, touched = row
+    ids = {verb: int(pk) for verb, pk in logged or ()}
+    checkpoint = decision.checkpoint
+    decision.status, decision.finished_at = Decision.Status.SUCCEEDED, finished_at
+    decision.lease_expires_at = decision.next_attempt_at = None
+    decision.last_error = ""
+    resolved.data = {**resolved.data, "from": was}
+    resumed.data = {**resumed.data, "owner": owner}
+    inserted = []
+    for event, subject in ((delivered, decision), (resolved, checkpoint), (resumed, checkpoint.workflow)):
+        if event.verb not in ids:
+            continue  # its move lost a race, as the ORM path's compare-and-set would
+        event.subject = f"{subject._meta.model_name}:{subject.pk}"
+        event.workflow_id = checkpoint.workflow_id
+        event.checkpoint_id = checkpoint.pk if event is not resumed else None
+        event.decision_id = decision.pk if event is delivered else None
+        inserted.append((event, ids[event.verb]))
+    # Heard together, the checkpoint's Slack messages already touched by the statement: the outbox hands
+    # them to the broker (after the commit, which has happened unless a caller's transaction holds it).
+    Event.inserted_together_by_statement(inserted, using, slack_touched=list(touched or ()))
     return True

@@ -52,9 +52,12 @@ def on_event(sender: type[Event], instance: Event, created: bool, **kwargs: obje
         transaction.on_commit(functools.partial(hand_to_broker, pk))
 
 
-def on_events(sender: type[Event], events: list[Event], **kwargs: object) -> None:
+def on_events(
+    sender: type[Event], events: list[Event], slack_touched: list[int] | None = None, **kwargs: object
+) -> None:
     """``on_event`` for events written together (``Event.record_many``, a rollout's wave): the checkpoints they
-    change have their messages touched in one statement; an opening or a four-eyes proposal goes one by one."""
+    change have their messages touched in one statement (or the statement that wrote them touched them:
+    ``slack_touched``); an opening or a four-eyes proposal goes one by one."""
     alike: set[int] = set()
     for event in events:
         proposal = event.verb == Event.Verb.DECIDED and isinstance(event.data, dict) and event.data.get("four_eyes")
@@ -64,7 +67,8 @@ def on_events(sender: type[Event], events: list[Event], **kwargs: object) -> Non
             on_event(sender, event, created=True)
         else:
             alike.add(event.checkpoint_id)
-    for pk in SlackMessage.touch_many(alike) if alike else []:
+    touched = slack_touched if slack_touched is not None else SlackMessage.touch_many(alike) if alike else []
+    for pk in touched:
         transaction.on_commit(functools.partial(hand_to_broker, pk))
 
 
