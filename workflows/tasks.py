@@ -65,6 +65,24 @@ def deliver_decision(decision_id: int) -> str:
 
 
 @shared_task(acks_late=True, ignore_result=True)
+def deliver_decisions(decision_ids: list[int]) -> dict[str, int]:
+    """Decisions committed together (a rollout's wave), handed over in one message: each delivered in turn as
+    ``deliver_decision`` delivers it, with its own lease, POST and record, so exactly-once is each decision's
+    as before. One broker message and one task's overhead for the batch instead of one a decision. A decision
+    this worker does not reach (it died, or the database failed under it) stays due: the relay sends it again
+    on its own, and a copy of this message re-delivered after a crash skips the ones already delivered."""
+    outcomes: dict[str, int] = {}
+    for decision_id in decision_ids:
+        try:
+            outcome = deliver_decision(decision_id)
+        except Exception:  # the rest of the batch still goes; this one is left to the relay and the lease sweep
+            log.exception("delivering decision %s of a batch", decision_id)
+            outcome = "error"
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    return outcomes
+
+
+@shared_task(acks_late=True, ignore_result=True)
 def run_replay(replay_id: int) -> str:
     """Ask the runtime to replay; record its answer. Every failure ends the run failed with its reason."""
     run = ReplayRun.objects.select_related("agent", "workflow").filter(pk=replay_id).first()

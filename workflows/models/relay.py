@@ -40,20 +40,25 @@ def hand_to_broker(decision_id: int) -> None:
         BrokerStatus.took()
 
 
+# How many decisions committed together go in one broker message (``tasks.deliver_decisions``): enough to spare
+# the broker and the workers a message each, few enough that both worker processes get batches of a wave.
+BATCH = 25
+
+
 def hand_many_to_broker(decision_ids: list[int]) -> None:
-    """``hand_to_broker`` for decisions that committed together (a rollout's wave): each sent now, the broker's
-    recovery recorded once; after a refusal the rest are left to the relay, which is woken."""
-    from ..tasks import deliver_decision
+    """``hand_to_broker`` for decisions that committed together (a rollout's wave): sent now in batches of
+    ``BATCH`` a message, the broker's recovery recorded once; after a refusal the rest are left to the relay,
+    which is woken (every row stays due until a worker takes it, as for a single decision)."""
+    from ..tasks import deliver_decisions
     from .broker import BrokerStatus
 
-    for sent, decision_id in enumerate(decision_ids):
+    for start in range(0, len(decision_ids), BATCH):
+        batch = decision_ids[start : start + BATCH]
         try:
-            deliver_decision.apply_async((decision_id,), retry=False)
+            deliver_decisions.apply_async((batch,), retry=False)
         except Exception as exc:
-            left = len(decision_ids) - sent - 1
-            log.warning(
-                "decision %s and %d more: broker unavailable, the relay will send them: %s", decision_id, left, exc
-            )
+            left = len(decision_ids) - start
+            log.warning("%d decisions: broker unavailable, the relay will send them: %s", left, exc)
             BrokerStatus.refused(exc)
             wake_relay()
             return
