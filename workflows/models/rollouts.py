@@ -9,8 +9,9 @@ passed; it halts by itself when a wave's failure share passes ``halt_share``.
 The decision is any a single checkpoint takes: resume, retry the step, abort, hand off (``new_owner`` or
 ``handoff_to``) or fail over (``standby``), the same for every member.
 
-Every member's decision goes through ``Decider`` (the outbox, delivery, audit trail and exactly-once
-guarantees of a single decision): a member whose decision is not acceptable yet (an unknown effect not
+Every member's decision is drafted by ``Decider`` and recorded as it records one (the outbox, delivery, audit
+trail and exactly-once guarantees of a single decision; on PostgreSQL a wave's members together,
+``wave_decisions``): a member whose decision is not acceptable yet (an unknown effect not
 confirmed, money not covered by the rollout's confirmation, a runbook that does not allow the action)
 or that another operator holds waits, shown as waiting with the reason, and is tried again at the next
 wave. Timers are data: ``next_at`` is read by the periodic sweep (``advance_due``), never a countdown task.
