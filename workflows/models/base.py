@@ -100,12 +100,16 @@ def statement_cursor(using: str) -> Any:
     db = connections[using]
     if db.vendor != "postgresql" or not getattr(settings, "PREPARED_STATEMENTS", True):
         return db.cursor()
+    # As ``BaseDatabaseWrapper._cursor`` opens one: the connection health-checked first (CONN_HEALTH_CHECKS: a
+    # worker's connection the database ended between two tasks is replaced, not used), errors wrapped.
+    db.close_if_health_check_failed()
     db.ensure_connection()
     if db.connection.prepare_threshold is None:
         # Django turns psycopg's preparing off (None), which refuses even an explicit ``prepare=True``. Never
         # reached by a count, this threshold leaves every other statement unprepared, as Django has them.
         db.connection.prepare_threshold = 2**31 - 1
-    return db._prepare_cursor(_prepared_cursor_class()(db.connection))  # type: ignore[attr-defined]
+    with db.wrap_database_errors:
+        return db._prepare_cursor(_prepared_cursor_class()(db.connection))  # type: ignore[attr-defined]
 
 
 @functools.cache
