@@ -69,7 +69,7 @@ def decide_members(rollout: Rollout, members: list[Checkpoint], wave: WaveContex
             draft = None  # it waits (an unknown effect, money not covered, a runbook), as ``_decide`` passes it
         if draft is None:
             continue
-        if together([draft]):
+        if goes_together(draft):
             batch.append(draft)
         elif rollout._decide(checkpoint, wave):  # a four-eyes proposal or a failover: the single path
             decided.append(checkpoint.pk)
@@ -87,19 +87,18 @@ def _flush(rollout: Rollout, batch: list[Decision], wave: WaveContext) -> list[i
     return [d.checkpoint_id for d in batch if rollout._decide(d.checkpoint, wave)]
 
 
-def together(drafts: list[Decision]) -> bool:
-    """Whether these drafts may be recorded together: each QUEUED (no second operator asked for), none a
-    failover."""
-    return all(d.status == Decision.Status.QUEUED and d.action != Action.FAILOVER for d in drafts)
+def goes_together(draft: Decision) -> bool:
+    """Whether this draft may be recorded with others: QUEUED (no second operator asked for), not a failover."""
+    return draft.status == Decision.Status.QUEUED and draft.action != Action.FAILOVER
 
 
 def record_together(
     drafts: list[Decision], *, by: Operator, decided_at: datetime | None = None
 ) -> list[Decision] | None:
-    """Record the drafts (``together`` holds; each of an open member that ``by`` may decide, its checkpoint read
-    with its workflow and agent) as ``Decider.record`` records one. Returns the decisions recorded, in the
-    order given: those whose checkpoint moved. None when another decision already holds one of the members
-    (nothing recorded: decide them one by one, which names the winner)."""
+    """Record the drafts (``goes_together`` holds for each; each of an open member that ``by`` may decide, its
+    checkpoint read with its workflow and agent) as ``Decider.record`` records one. Returns the decisions
+    recorded, in the order given: those whose checkpoint moved. None when another decision already holds one
+    of the members (nothing recorded: decide them one by one, which names the winner)."""
     if not drafts:
         return []
     now = timezone.now()
