@@ -6,27 +6,36 @@ safe): this module only sorts what that rule finds into committed (effects alrea
 (unknown, pending or re-run effects) and planned (the agent's plan), and adds up the amounts of each
 currency. An amount the rule finds but cannot read is counted as "amount unknown" for its stage,
 never dropped. The rule reads each checkpoint's resume state once, when it opens (``Checkpoint.at_stake``,
-with its unknown effects and promises): the pages sum thousands of members without walking their resume
-states again.
+with its unknown effects and promises).
+
+The figures are read by the database over all members at once, grouped by incident, and no member is built
+as an object: counts and the SLA exposure are SQL aggregates, and each distinct ``at_stake`` comes back once
+with how many members keep it (an incident's members mostly keep the same few), so a page sums a handful of
+readings, not 10,000. An amount kept by ``n`` members adds ``amount * n``: the same Decimal, exponent included,
+as ``n`` additions while the sums fit Decimal's 28 digits (past them both round, and the members never came in a
+defined order). The customer keys are read with ``->``, which SQLite has from 3.38 on.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypedDict
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, F, Func, Min, OuterRef, Q, Subquery, TextField, Value
+from django.db.models.functions import Cast, TruncMinute
 from django.utils import timezone
 
 from .models import Checkpoint, Decision, Incident, Runbook
+from .models.checkpoint_money import AtStake, stake_in
+from .models.queue import CheckpointQuerySet
 from .money import Amount
 from .money_reading import staged_amounts
-from .shapes import Json
 
 _DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
 _UNITS = {
@@ -75,13 +84,7 @@ class QueueRow(TypedDict):
     breached: int
 
 
-def money_by_stage(checkpoint: Checkpoint) -> dict[str, list[Amount]]:
-    """The amounts of a checkpoint's resume state by stage, as ``workflows.money`` read them when it opened."""
-    return staged_amounts(checkpoint.stake["money"])
-
-
-# What the pages read of a member: never its resume state (``at_stake`` holds what they sum, read once when
-# it opened); ``Checkpoint.with_stakes`` reads the resume state of a row written without it, in one query.
+# What the queue's incident row reads of its oldest member (its SLA timer): never its resume state.
 MEMBER_FIELDS = (
     "pk",
     "incident_id",
@@ -96,6 +99,8 @@ MEMBER_FIELDS = (
     "workflow__context",
     "workflow__kind",
 )
+# The queue's incident rows sum at most this many open members (the first by due time).
+QUEUE_ROW_MEMBERS = 5000
 
 
 @dataclass
@@ -105,12 +110,13 @@ class Money:
     sums: dict[tuple[str, str], Decimal] = field(default_factory=dict)
     unreadable: Counter[str] = field(default_factory=Counter)
 
-    def add(self, stage: str, amount: Amount) -> None:
+    def add(self, stage: str, amount: Amount, times: int = 1) -> None:
+        """``amount`` at stake ``times`` over (members keeping the same reading)."""
         if amount.value is None:
-            self.unreadable[stage] += 1
+            self.unreadable[stage] += times
             return
         key = (amount.currency or "?", stage)
-        self.sums[key] = self.sums.get(key, Decimal(0)) + amount.value
+        self.sums[key] = self.sums.get(key, Decimal(0)) + amount.value * times
 
     def rows(self) -> list[MoneyRow]:
         """One row per currency: its committed, pending and planned sums (None where nothing is at stake)."""
@@ -141,6 +147,9 @@ class Money:
         return shown + ([f"{unknown} × amount unknown"] if unknown else [])
 
 
+_NEVER = datetime.max.replace(tzinfo=UTC)
+
+
 @dataclass
 class BlastRadius:
     members: int = 0
@@ -151,79 +160,133 @@ class BlastRadius:
     money: Money = field(default_factory=Money)
     unknown_effects: int = 0
     members_with_unknown_effects: int = 0
-    promises: list[Promise] = field(default_factory=list)
+    promised: dict[str, Promise] = field(default_factory=dict)
     breached: int = 0
     breaching_15: int = 0
     breaching_60: int = 0
     oldest_due_at: datetime | None = None
-    runbook_ids: set[int] = field(default_factory=set)
     runbooks: list[Runbook] = field(default_factory=list)  # filled by for_incident
 
+    @property
+    def promises(self) -> list[Promise]:
+        """The promises, the soonest due first, those with no due date the console can read last."""
+        return sorted(self.promised.values(), key=lambda p: (p["due"] is None, p["due"] or _NEVER, p["text"]))
 
-def _customer(context: Json) -> str | None:
-    if not isinstance(context, dict):
-        return None
-    for key in ("customer", "customer_id", "customer_email"):
-        if isinstance(value := context.get(key), str | int):
+    def add_stake(self, stake: AtStake, members: int, first_opened: datetime) -> None:
+        """What ``members`` members keep alike in ``at_stake``, the first of them opened at ``first_opened``: a
+        promise falls due soonest for the member that made it first."""
+        for stage, amounts in staged_amounts(stake["money"]).items():
+            for amount in amounts:
+                self.money.add(stage, amount, members)
+        unknown = stake["unknown_effects"]
+        self.unknown_effects += unknown * members
+        self.members_with_unknown_effects += members if unknown else 0
+        for text in stake["promises"]:
+            entry = self.promised.setdefault(text, {"text": text, "count": 0, "due": None})
+            entry["count"] += members
+            due = promise_due(text, first_opened)
+            if due is not None and (entry["due"] is None or due < entry["due"]):
+                entry["due"] = due
+
+
+# Each part reads some figures of the members (a QuerySet without ordering) for every incident among them.
+Radii = defaultdict[int, BlastRadius]
+Part = Callable[[Radii, CheckpointQuerySet, datetime], None]
+
+
+def _counts(radii: Radii, members: CheckpointQuerySet, now: datetime) -> None:
+    for row in members.values("incident_id").annotate(
+        n=Count("pk"),
+        workflows=Count("workflow_id", distinct=True),
+        tickets=Count("workflow__external_id", distinct=True),
+    ):
+        radius = radii[row["incident_id"]]
+        radius.members, radius.workflows, radius.tickets = row["n"], row["workflows"], row["tickets"]
+
+
+def _clock(radii: Radii, members: CheckpointQuerySet, now: datetime) -> None:
+    """The SLA exposure of the members whose clock runs (``on_clock``: open, or awaiting a second operator)."""
+    unbreached = Q(breached_at__isnull=True, due_at__gt=now)
+    for row in (
+        members.on_clock()
+        .values("incident_id")
+        .annotate(
+            n=Count("pk"),
+            oldest=Min("due_at"),
+            breached=Count("pk", filter=Q(breached_at__isnull=False) | Q(due_at__lte=now)),
+            within_15=Count("pk", filter=unbreached & Q(due_at__lte=now + timedelta(minutes=15))),
+            within_60=Count("pk", filter=unbreached & Q(due_at__lte=now + timedelta(minutes=60))),
+        )
+    ):
+        radius = radii[row["incident_id"]]
+        radius.open_members, radius.oldest_due_at = row["n"], row["oldest"]
+        radius.breached, radius.breaching_15, radius.breaching_60 = row["breached"], row["within_15"], row["within_60"]
+
+
+# A member's customer: the first of these keys of its workflow's context holding a string or an integer.
+CUSTOMER_KEYS = ("customer", "customer_id", "customer_email")
+
+
+def _json_of(column: str, key: str) -> Cast:
+    """The JSON text of ``key``'s value in a JSON column: NULL where the key is missing or the value is no object
+    (``->`` means this on PostgreSQL's jsonb and SQLite alike)."""
+    member = Func(F(column), Cast(Value(key), TextField()), arg_joiner=" -> ", template="(%(expressions)s)")
+    return Cast(member, TextField())
+
+
+def _customer(texts: Iterable[str | None]) -> str | None:
+    for text in texts:
+        if text is not None and isinstance(value := json.loads(text), str | int):
             return str(value)
     return None
 
 
-def blast_radius(members: Iterable[Checkpoint], *, now: datetime | None = None) -> BlastRadius:
-    """The figures over an incident's members (``members`` with their workflows and runbooks joined)."""
-    now = now or timezone.now()
-    radius = BlastRadius()
-    members = list(members)
-    # Whose clock still runs: open, or awaiting a second operator's approval, read for all members in one
-    # query (``Checkpoint.clock_runs`` asks one per decided member: a rollout decides thousands).
-    decided = [c.pk for c in members if c.status == Checkpoint.Status.DECIDED]
-    awaiting = (
-        set(Decision.objects.proposed().filter(checkpoint_id__in=decided).values_list("checkpoint_id", flat=True))
-        if decided
-        else set()
-    )
-    workflows, tickets, customers = set(), set(), set()
-    promises: dict[str, Promise] = {}
-    for c in Checkpoint.with_stakes(members):
-        stake = c.stake
-        radius.members += 1
-        workflows.add(c.workflow_id)
-        tickets.add(c.workflow.external_id)
-        if (customer := _customer(c.workflow.context)) is not None:
-            customers.add(customer)
-        if c.runbook_id is not None:
-            radius.runbook_ids.add(c.runbook_id)
-        for stage, amounts in staged_amounts(stake["money"]).items():
-            for amount in amounts:
-                radius.money.add(stage, amount)
-        unknown = stake["unknown_effects"]
-        radius.unknown_effects += unknown
-        radius.members_with_unknown_effects += bool(unknown)
-        for text in stake["promises"]:
-            entry = promises.setdefault(text, {"text": text, "count": 0, "due": None})
-            entry["count"] += 1
-            due = promise_due(text, c.opened_at)
-            if due is not None and (entry["due"] is None or due < entry["due"]):
-                entry["due"] = due
-        if c.is_open or c.pk in awaiting:  # Checkpoint.clock_runs, with the approvals read above
-            radius.open_members += 1
-            if radius.oldest_due_at is None or c.due_at < radius.oldest_due_at:
-                radius.oldest_due_at = c.due_at
-            if c.breached_at is not None or c.due_at <= now:
-                radius.breached += 1
-            elif c.due_at <= now + timedelta(minutes=15):
-                radius.breaching_15 += 1
-            if c.breached_at is None and now < c.due_at <= now + timedelta(minutes=60):
-                radius.breaching_60 += 1
-    radius.workflows, radius.tickets, radius.customers = len(workflows), len(tickets), len(customers)
-    radius.promises = sorted(promises.values(), key=lambda p: (p["due"] is None, p["due"] or now, p["text"]))
-    return radius
+def _customers(radii: Radii, members: CheckpointQuerySet, now: datetime) -> None:
+    """Distinct customers: the database gives each distinct spelling of the customer keys once."""
+    keys = {key: _json_of("workflow__context", key) for key in CUSTOMER_KEYS}
+    found: defaultdict[int, set[str]] = defaultdict(set)
+    for incident_id, *texts in members.values_list("incident_id", *keys.values()).distinct():
+        if (customer := _customer(texts)) is not None:
+            found[incident_id].add(customer)
+    for incident_id, customers in found.items():
+        radii[incident_id].customers = len(customers)
+
+
+def _stakes(radii: Radii, members: CheckpointQuerySet, now: datetime) -> None:
+    """Money, unknown effects and promises: each distinct ``at_stake`` once, with how many members keep it. A
+    row written without it (around the model) is read from its resume state, as ``Checkpoint.stake`` does."""
+    written_around = False
+    for row in members.values("incident_id", "at_stake").annotate(n=Count("pk"), first=Min("opened_at")):
+        if row["at_stake"] is None:
+            written_around = True
+        else:
+            radii[row["incident_id"]].add_stake(row["at_stake"], row["n"], row["first"])
+    if written_around:
+        for row in (
+            members.filter(at_stake__isnull=True)
+            .values("incident_id", "resume_state", "workflow__kind")
+            .annotate(n=Count("pk"), first=Min("opened_at"))
+        ):
+            stake = stake_in(row["resume_state"], kind=row["workflow__kind"])
+            radii[row["incident_id"]].add_stake(stake, row["n"], row["first"])
+
+
+WHOLE: Sequence[Part] = (_counts, _clock, _customers, _stakes)
+
+
+def radii(members: CheckpointQuerySet, *, now: datetime | None = None, parts: Sequence[Part] = WHOLE) -> Radii:
+    """The figures of each incident among ``members``, by incident id (``parts``: which figures)."""
+    found: Radii = defaultdict(BlastRadius)
+    members, now = members.order_by(), now or timezone.now()
+    for part in parts:
+        part(found, members, now)
+    return found
 
 
 def for_incident(incident: Incident, *, now: datetime | None = None) -> BlastRadius:
     """The incident's figures, with the runbooks its members match."""
-    radius = blast_radius(incident.members.select_related("workflow").only(*MEMBER_FIELDS), now=now)
-    radius.runbooks = list(Runbook.objects.filter(pk__in=radius.runbook_ids).order_by("title"))
+    radius = radii(incident.members.all(), now=now)[incident.pk]
+    radius.runbooks = list(Runbook.objects.filter(pk__in=incident.members.values("runbook_id")).order_by("title"))
     return radius
 
 
@@ -250,28 +313,45 @@ def timeline(incident: Incident, *, limit: int = 300) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: e["at"])[-limit:]
 
 
-def arrivals_per_minute(opened: list[datetime], *, max_buckets: int = 120) -> tuple[list[str], list[float]]:
+def arrivals_per_minute(opened: Iterable[datetime], *, max_buckets: int = 120) -> tuple[list[str], list[float]]:
     """Member arrivals bucketed by minute from the first to the last (wider buckets past ``max_buckets``)."""
-    if not opened:
+    return _bucketed(Counter(at.replace(second=0, microsecond=0) for at in opened), max_buckets)
+
+
+def arrivals(members: CheckpointQuerySet, *, max_buckets: int = 120) -> tuple[list[str], list[float]]:
+    """``arrivals_per_minute`` of the members, counted per minute by the database."""
+    per_minute = (
+        members.order_by()
+        .annotate(minute=TruncMinute("opened_at", tzinfo=UTC))
+        .values("minute")
+        .annotate(n=Count("pk"))
+        .values_list("minute", "n")
+    )
+    return _bucketed(dict(per_minute), max_buckets)
+
+
+def _bucketed(per_minute: Mapping[datetime, int], max_buckets: int) -> tuple[list[str], list[float]]:
+    if not per_minute:
         return [], []
-    first, last = min(opened), max(opened)
-    start = first.replace(second=0, microsecond=0)
+    start, last = min(per_minute), max(per_minute)
     minutes = int((last - start).total_seconds() // 60) + 1
     width = max(1, -(-minutes // max_buckets))
     counts = [0.0] * (-(-minutes // width))
-    for at in opened:
-        counts[int((at - start).total_seconds() // 60) // width] += 1
+    for at, n in per_minute.items():
+        counts[int((at - start).total_seconds() // 60) // width] += n
     labels = [f"{(start + timedelta(minutes=i * width)):%H:%M}" for i in range(len(counts))]
     return labels, counts
 
 
 def queue_rows(limit: int = 20) -> list[QueueRow]:
     """The queue's incident rows: each unresolved incident with members on the queue, as one row."""
+    first_open = Checkpoint.objects.open().filter(incident=OuterRef("pk")).order_by("due_at", "pk").values("pk")
     incidents = list(
         Incident.objects.unresolved()
         .annotate(
             open_members=Count("members", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
             oldest_due=Min("members__due_at", filter=Q(members__status__in=Checkpoint.OPEN_STATUSES)),
+            first_open=Subquery(first_open[:1]),
         )
         .filter(open_members__gt=0)
         .select_related("agent")
@@ -279,19 +359,20 @@ def queue_rows(limit: int = 20) -> list[QueueRow]:
     )
     if not incidents:
         return []
-    members: dict[int, list[Checkpoint]] = {i.pk: [] for i in incidents}
-    for c in (
-        Checkpoint.objects.open().filter(incident__in=incidents).select_related("workflow").only(*MEMBER_FIELDS)[:5000]
-    ):
-        members[c.incident_id].append(c)  # type: ignore[index]
+    summed = Checkpoint.objects.open().filter(incident__in=incidents).order_by("due_at", "pk")[:QUEUE_ROW_MEMBERS]
+    found = radii(Checkpoint.objects.filter(pk__in=summed.values("pk")), parts=(_clock, _stakes))
+    # An incident's first open member is summed whenever any of its members is (they are summed by due time).
+    firsts = [i.first_open for i in incidents]  # type: ignore[attr-defined]
+    oldest = Checkpoint.objects.filter(pk__in=firsts).select_related("workflow").only(*MEMBER_FIELDS)
+    by_pk = {c.pk: c for c in oldest}
     rows: list[QueueRow] = []
     for incident in incidents:
-        radius = blast_radius(members[incident.pk])
+        radius = found[incident.pk]
         rows.append(
             {
                 "incident": incident,
                 "members": incident.open_members,  # type: ignore[attr-defined]
-                "oldest": min(members[incident.pk], key=lambda c: (c.due_at, c.pk), default=None),
+                "oldest": by_pk.get(incident.first_open) if radius.open_members else None,  # type: ignore[attr-defined]
                 "oldest_due": incident.oldest_due,  # type: ignore[attr-defined]
                 "money": radius.money.at_stake,
                 "unknown_effects": radius.unknown_effects,

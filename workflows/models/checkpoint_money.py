@@ -5,9 +5,13 @@ from ``CheckpointMoney``; its own job is its state and transitions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypedDict
+
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast
 
 from ..money import MoneyAtStake
 from ..money_reading import MoneyReading, reading_of
@@ -30,13 +34,15 @@ class AtStake(TypedDict):
     promises: list[str]
 
 
-def stake_in(resume_state: Mapping[str, Any], *, kind: str) -> AtStake:
-    """``Checkpoint.at_stake`` of a resume state, by the rules the blast radius applied to it member by member."""
-    unknown = resume_state.get("unknown_effects", [])
+def stake_in(resume_state: object, *, kind: str) -> AtStake:
+    """``Checkpoint.at_stake`` of a resume state (none read as empty), by the rules the blast radius applied to it
+    member by member."""
+    state = resume_state if isinstance(resume_state, Mapping) else {}
+    unknown = state.get("unknown_effects", [])
     return {
-        "money": reading_of(resume_state, kind=kind),
+        "money": reading_of(state, kind=kind),
         "unknown_effects": len(unknown) if isinstance(unknown, list | dict | str) else 0,
-        "promises": [text for text in resume_state.get("promises") or [] if isinstance(text, str)],
+        "promises": [text for text in state.get("promises") or [] if isinstance(text, str)],
     }
 
 
@@ -53,20 +59,28 @@ class CheckpointMoney:
         """``at_stake``, or read from the resume state for a row written without it."""
         if self.at_stake is not None:
             return self.at_stake
-        return stake_in(self.resume_state or {}, kind=self.workflow.kind)
+        return stake_in(self.resume_state, kind=self.workflow.kind)
 
     @staticmethod
-    def with_stakes(checkpoints: Iterable[Checkpoint]) -> list[Checkpoint]:
-        """The checkpoints, each with ``at_stake`` (read from its resume state, in one query for all, where a row
-        was written without it): what pages summing many checkpoints read, with ``resume_state`` deferred."""
-        checkpoints = list(checkpoints)
-        missing = {c.pk: c for c in checkpoints if c.at_stake is None}
-        if missing:
-            rows = type(next(iter(missing.values()))).objects  # Checkpoint's own manager: no import of checkpoints
-            for pk, resume_state in rows.filter(pk__in=missing).values_list("pk", "resume_state"):
-                c = missing[pk]
-                c.at_stake = stake_in(resume_state if isinstance(resume_state, dict) else {}, kind=c.workflow.kind)
-        return checkpoints
+    def stakes(checkpoints: QuerySet[Checkpoint]) -> list[tuple[int, str, AtStake]]:
+        """Each checkpoint's pk, kind and ``at_stake`` (read from its resume state where a row was written without
+        it), in the queryset's order, as plain values: what pages summing many checkpoints read. Each distinct
+        ``at_stake`` is decoded once, and the checkpoints keeping it share that one object (an incident's
+        members mostly keep the same few): a caller may judge each once, by identity."""
+        rows = list(checkpoints.values_list("pk", "workflow__kind", Cast("at_stake", TextField())))
+        around = [pk for pk, _, kept in rows if kept is None]  # written around the model: read the resume state
+        states = dict(checkpoints.filter(pk__in=around).values_list("pk", "resume_state")) if around else {}
+        decoded: dict[str, AtStake] = {}
+        stakes = []
+        for pk, kind, kept in rows:
+            if kept is None:
+                stake = stake_in(states[pk], kind=kind)
+            elif kept in decoded:
+                stake = decoded[kept]
+            else:
+                stake = decoded[kept] = json.loads(kept)
+            stakes.append((pk, kind, stake))
+        return stakes
 
     @property
     def plan(self) -> list[PlanStep] | None:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING
 
-from ..money import MoneyAtStake
-from ..money_reading import reading_of, reads_money, staged_amounts
+from ..money import Amount, MoneyAtStake
+from ..money_reading import MoneyReading, reading_of, reads_money, staged_amounts
 from .drafting import Decider
 from .runbooks import RESUMING_ACTIONS
 from .workflows import MoneyTrail
@@ -29,6 +29,19 @@ class Stake:
     totals: dict[str, Decimal]
     members: list[int]
     unreadable: int = 0
+
+    def add(self, pk: int, amounts: list[Amount] | None) -> None:
+        """A member that can move ``amounts`` (``_movable``): in the total when every amount is read, counted
+        apart otherwise; added in the order members come (by pk), so the total is the same Decimal each time."""
+        if amounts is None:
+            return
+        if not amounts or any(a.value is None for a in amounts):
+            self.unreadable += 1  # the rollout's confirmation cannot cover it: it waits for its own
+            return
+        for a in amounts:
+            currency = (a.currency or "?").upper()
+            self.totals[currency] = self.totals.get(currency, Decimal(0)) + (a.value or Decimal(0))
+        self.members.append(pk)
 
     def text(self) -> str:
         return ", ".join(f"{amount} {currency}" for currency, amount in sorted(self.totals.items()))
@@ -88,31 +101,35 @@ def stake_of(incident: Incident, action: str, *, stored: bool = False) -> Stake:
 
     Each member's resume state is read by the money rule here (the gate ``start`` applies); ``stored``
     reads the reading each member kept when it opened (``Checkpoint.at_stake``) instead: the same figures
-    (``money.reads_money``), for the incident page, which must not walk thousands of resume states."""
+    (``money.reads_money``), for the incident page, which must not walk thousands of resume states. Members
+    keeping the same reading share it (``Checkpoint.stakes``), and it is judged once a kind of workflow."""
     stake = Stake({}, [])
     if action not in RESUMING_ACTIONS:
         return stake
     from .checkpoints import Checkpoint
 
     trail = RememberedTrail()  # Checkpoint.touches_money's rule, its history asked once per incident
-    members = incident.members.open().select_related("workflow").order_by("pk")
-    if stored:
-        members = members.only("pk", "incident_id", "at_stake", "workflow__kind")  # incident_id: the manager sets it
-    for c in Checkpoint.with_stakes(members) if stored else members:
-        reading = c.stake["money"] if stored else reading_of(c.resume_state, kind=c.workflow.kind)
-        if not reads_money(reading, kind=c.workflow.kind, history=trail):
-            continue
-        # The blast radius's pending and planned figures (workflows.money defines both).
-        staged = staged_amounts(reading)
-        amounts = [a for stage in ("pending", "planned") for a in staged[stage]]
-        if not amounts or any(a.value is None for a in amounts):
-            stake.unreadable += 1  # the rollout's confirmation cannot cover it: it waits for its own
-            continue
-        for a in amounts:
-            currency = (a.currency or "?").upper()
-            stake.totals[currency] = stake.totals.get(currency, Decimal(0)) + (a.value or Decimal(0))
-        stake.members.append(c.pk)
+    members = incident.members.open().order_by("pk")
+    if not stored:
+        for c in members.select_related("workflow"):
+            stake.add(c.pk, _movable(reading_of(c.resume_state, kind=c.workflow.kind), c.workflow.kind, trail))
+        return stake
+    judged: dict[tuple[int, str], list[Amount] | None] = {}
+    for pk, kind, kept in Checkpoint.stakes(members):
+        key = (id(kept), kind)  # ``stakes`` keeps every shared reading alive until the loop ends
+        if key not in judged:
+            judged[key] = _movable(kept["money"], kind, trail)
+        stake.add(pk, judged[key])
     return stake
+
+
+def _movable(reading: MoneyReading, kind: str, trail: MoneyTrail) -> list[Amount] | None:
+    """The pending and planned amounts a resume can move (the blast radius's figures, which workflows.money
+    defines), or None when the money rule finds none."""
+    if not reads_money(reading, kind=kind, history=trail):
+        return None
+    staged = staged_amounts(reading)
+    return [a for stage in ("pending", "planned") for a in staged[stage]]
 
 
 def needs_four_eyes(incident: Incident, action: str) -> bool:
