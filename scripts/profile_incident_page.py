@@ -40,7 +40,7 @@ def _incident(n: int):
 
 def main(n: int, dump: str | None) -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from scripts.profiling import print_tops, set_up
+    from scripts.profiling import print_tops, set_up, timed_get
 
     set_up()
     from scripts.bench.context import Bench
@@ -50,11 +50,7 @@ def main(n: int, dump: str | None) -> None:
     urls = {"queue": "/?per=50", "incident": f"/incidents/{incident.pk}/"}
 
     def timed(url: str) -> float:
-        begun = time.perf_counter()
-        response = client.get(url)
-        if response.status_code != 200:
-            raise SystemExit(f"{url} answered {response.status_code}")
-        return (time.perf_counter() - begun) * 1000
+        return timed_get(client, url)
 
     for url in urls.values():  # warm up: the queue's rows are rendered once per content
         timed(url)

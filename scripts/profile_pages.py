@@ -15,7 +15,6 @@ import cProfile
 import os
 import statistics
 import sys
-import time
 
 
 def main(page: str, n: int, dump: str | None) -> None:
@@ -27,7 +26,7 @@ def main(page: str, n: int, dump: str | None) -> None:
 
     from scripts.bench.context import Bench
     from scripts.bench.environment import install_trivial_view
-    from scripts.profiling import print_tops
+    from scripts.profiling import print_tops, timed_get
     from workflows.models import Checkpoint, Workflow
 
     install_trivial_view()
@@ -40,11 +39,7 @@ def main(page: str, n: int, dump: str | None) -> None:
         url = f"/checkpoints/{checkpoint.pk}/"
 
     def timed(path: str) -> float:
-        begun = time.perf_counter()
-        response = client.get(path)
-        if response.status_code != 200:
-            raise SystemExit(f"{path} answered {response.status_code}")
-        return (time.perf_counter() - begun) * 1000
+        return timed_get(client, path)
 
     for _ in range(10):
         timed(url), timed("/bench/trivial")

@@ -36,3 +36,12 @@ def print_tops(profile: cProfile.Profile, dump: str | None, lines: int = 40) -> 
         out = io.StringIO()
         pstats.Stats(profile, stream=out).sort_stats(order).print_stats(lines)
         print(out.getvalue())
+
+
+def timed_get(client: object, path: str) -> float:
+    """Milliseconds for ``client.get(path)`` (a Django test client); exits unless it answers 200."""
+    begun = time.perf_counter()
+    response = client.get(path)  # type: ignore[attr-defined]
+    if response.status_code != 200:
+        raise SystemExit(f"{path} answered {response.status_code}")
+    return (time.perf_counter() - begun) * 1000

@@ -9,7 +9,6 @@ minutes, statuses with and without a proposal waiting, and rows written without 
 from __future__ import annotations
 
 import random
-import re
 from collections import Counter
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -125,19 +124,6 @@ def _incident(rng: random.Random, agent_name: str, n: int, runbooks: list[Runboo
 # The computations the pages made before the figures were read in SQL, member by member, kept here as the
 # reference (workflows/blast_radius.py and models/rollout_gates.py as they were).
 
-_DUE = re.compile(r"\bwithin\s+(\d{1,4})\s+(minute|hour|day|week)s?\b", re.I)
-_UNITS = {
-    "minute": timedelta(minutes=1),
-    "hour": timedelta(hours=1),
-    "day": timedelta(days=1),
-    "week": timedelta(weeks=1),
-}
-
-
-def _old_promise_due(promise: str, made_at: datetime) -> datetime | None:
-    match = _DUE.search(promise)
-    return None if match is None else made_at + int(match.group(1)) * _UNITS[match.group(2).lower()]
-
 
 def _old_customer(context: Any) -> str | None:
     if not isinstance(context, dict):
@@ -182,7 +168,7 @@ def _old_radius(members: list[Checkpoint], now: datetime) -> dict[str, Any]:
         for text in stake["promises"]:
             entry = promises.setdefault(text, {"text": text, "count": 0, "due": None})
             entry["count"] += 1
-            due = _old_promise_due(text, c.opened_at)
+            due = blast_radius.promise_due(text, c.opened_at)  # unchanged: the one rule
             if due is not None and (entry["due"] is None or due < entry["due"]):
                 entry["due"] = due
         if c.is_open or c.pk in awaiting:
