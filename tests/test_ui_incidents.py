@@ -66,10 +66,13 @@ def test_promises_carry_their_due_date_and_sla_exposure_splits_by_horizon():
 
 
 def test_arrivals_are_bucketed_per_minute_from_first_to_last():
+    incident = _incident(3)
     start = timezone.now().replace(second=0, microsecond=0)
-    labels, counts = blast_radius.arrivals_per_minute(
-        [start, start + timedelta(seconds=20), start + timedelta(minutes=3)]
-    )
+    for member, opened_at in zip(
+        incident.members.order_by("pk"), [start, start + timedelta(seconds=20), start + timedelta(minutes=3)]
+    ):
+        Checkpoint.objects.filter(pk=member.pk).update(opened_at=opened_at)
+    labels, counts = blast_radius.arrivals(incident.members.all())
     assert counts == [2, 0, 0, 1] and len(labels) == 4
 
 

@@ -313,13 +313,9 @@ def timeline(incident: Incident, *, limit: int = 300) -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: e["at"])[-limit:]
 
 
-def arrivals_per_minute(opened: Iterable[datetime], *, max_buckets: int = 120) -> tuple[list[str], list[float]]:
-    """Member arrivals bucketed by minute from the first to the last (wider buckets past ``max_buckets``)."""
-    return _bucketed(Counter(at.replace(second=0, microsecond=0) for at in opened), max_buckets)
-
-
 def arrivals(members: CheckpointQuerySet, *, max_buckets: int = 120) -> tuple[list[str], list[float]]:
-    """``arrivals_per_minute`` of the members, counted per minute by the database."""
+    """Member arrivals bucketed by minute from the first to the last (wider buckets past ``max_buckets``),
+    counted per minute by the database."""
     per_minute = (
         members.order_by()
         .annotate(minute=TruncMinute("opened_at", tzinfo=UTC))
