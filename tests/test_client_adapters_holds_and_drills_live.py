@@ -16,8 +16,9 @@ import pytest
 from recovery_client import DrillFailover, RecoveryClient
 from refund_systems import Systems
 
-from tests.adapter_live import AgentThread, open_checkpoint, workflow
+from tests.adapter_live import PATIENCE, AgentThread, open_checkpoint, workflow
 from tests.helpers import make_agent, make_user
+from tests.stack import wait_until
 from workflows.models import Agent, Decider, Drill, Hold, Step, Workflow
 from workflows.tasks import pause_silent_workflows
 
@@ -117,6 +118,8 @@ def test_go_silent_says_nothing_for_n_minutes_then_waits_at_the_watchdogs_checkp
     thread = AgentThread(lambda: ADAPTERS[adapter](client, "T-S", systems))
     thread.start()
     checkpoint = open_checkpoint("T-S", agent=thread)
+    # The watchdog commits the checkpoint before the agent thread records what it returned: wait for the record.
+    wait_until(lambda: slept, timeout=PATIENCE, what="the drill's sleep to record the watchdog's pause")
     assert slept == [(600.0, 1)]
     assert checkpoint.at_seq == 1 and "silent after step 1" in checkpoint.detail
     assert list(Step.objects.filter(workflow=checkpoint.workflow).values_list("seq", "status")) == [(1, "committed")]
