@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import statistics
-import threading
 import time
 from collections.abc import Callable
 
-from tests.stack import Receiver as RecordingReceiver  # the suite's resume endpoint
-
 from .context import Bench
+from .endpoint import Receiver  # the agent's resume endpoint, a process of its own
 from .environment import BIN, ROOT, rss_of
 from .output import header, line, pct
 
@@ -28,29 +26,6 @@ class ReadyFile:
                 return False
 
         return ready
-
-
-class Receiver(RecordingReceiver):
-    """The agent's resume endpoint (the suite's), timing each arrival: a delivery by its id, a bare task by
-    the key in its body."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.arrived: dict[str, float] = {}
-        self.cond = threading.Condition()
-        self.respond = self.arrive
-
-    def arrive(self, record: dict) -> int:
-        with self.cond:
-            self.arrived[record["delivery"] or record["body"]["key"]] = time.time()
-            self.cond.notify_all()
-        return 200
-
-    def wait(self, key: str, timeout: float = 60) -> float:
-        with self.cond:
-            if not self.cond.wait_for(lambda: key in self.arrived, timeout):
-                raise RuntimeError(f"{key} was never delivered")
-            return self.arrived[key]
 
 
 def delivery(bench: Bench) -> None:

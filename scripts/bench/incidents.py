@@ -18,7 +18,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from .context import Bench
-from .delivery import ReadyFile, Receiver
+from .delivery import ReadyFile
+from .endpoint import Receiver
 from .environment import BIN, ROOT
 from .output import header, line
 
