@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
@@ -101,6 +102,17 @@ def test_the_queue_shows_an_incident_as_one_row_and_marks_its_members(client, al
     assert polled.count('data-testid="incident-queue-row"') == 1 and "<html" not in polled
     members = client.get(reverse("queue"), {"incident": incident.pk}).content.decode()
     assert members.count('data-testid="queue-row"') == 5 and 'data-testid="incident-queue-row"' not in members
+
+
+def test_the_incident_rows_timer_is_its_soonest_due_member_read_with_the_row(django_assert_num_queries):
+    incident = _incident()
+    soonest = incident.members.order_by("pk")[2]
+    Checkpoint.objects.filter(pk=soonest.pk).update(due_at=timezone.now() + timedelta(minutes=3))
+    [row] = blast_radius.queue_rows()
+    assert row["oldest"].pk == soonest.pk
+    with django_assert_num_queries(0):  # the timer reads only what the row read: no deferred field fetched
+        timer = render_to_string("console/_sla_timer.html", {"checkpoint": row["oldest"]})
+    assert 'data-due="' in timer and "data-warn=" in timer
 
 
 def test_an_operator_opens_an_incident_from_the_queue_selection(client, alice):

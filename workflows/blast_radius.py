@@ -84,21 +84,8 @@ class QueueRow(TypedDict):
     breached: int
 
 
-# What the queue's incident row reads of its oldest member (its SLA timer): never its resume state.
-MEMBER_FIELDS = (
-    "pk",
-    "incident_id",
-    "at_stake",
-    "due_at",
-    "warn_at",
-    "breached_at",
-    "status",
-    "opened_at",
-    "runbook_id",
-    "workflow__external_id",
-    "workflow__context",
-    "workflow__kind",
-)
+# What the queue's incident row reads of its oldest member: its SLA timer (console/_sla_timer.html), nothing else.
+SLA_TIMER_FIELDS = ("pk", "due_at", "warn_at", "breached_at")
 # The queue's incident rows sum at most this many open members (the first by due time).
 QUEUE_ROW_MEMBERS = 5000
 
@@ -359,7 +346,7 @@ def queue_rows(limit: int = 20) -> list[QueueRow]:
     found = radii(Checkpoint.objects.filter(pk__in=summed.values("pk")), parts=(_clock, _stakes))
     # An incident's first open member is summed whenever any of its members is (they are summed by due time).
     firsts = [i.first_open for i in incidents]  # type: ignore[attr-defined]
-    oldest = Checkpoint.objects.filter(pk__in=firsts).select_related("workflow").only(*MEMBER_FIELDS)
+    oldest = Checkpoint.objects.filter(pk__in=firsts).only(*SLA_TIMER_FIELDS)
     by_pk = {c.pk: c for c in oldest}
     rows: list[QueueRow] = []
     for incident in incidents:
