@@ -5,9 +5,11 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from console.roles import set_role
 from workflows.models import Agent, Checkpoint, EscalationLevel, Runbook, SLAPolicy, Step, Workflow
@@ -136,3 +138,17 @@ def make_checkpoint(workflow: Workflow | None = None, *, reason: str = "model_ti
         plan=kwargs.pop("plan", REMAINING_PLAN),
         **kwargs,
     )
+
+
+# How long before now a checkpoint that is to breach in a test opens: its deadline (30 minutes on the fallback
+# terms and the policies tests make) and what a test does after it (a sweep 20 minutes on, a decision 42 minutes
+# on) all fall before now. A breach stamped in the future lands on tomorrow's date after about 23:10 UTC, past the
+# end of the breach review's default period (today), and the test would fail at night only.
+OVERDUE_BY = timedelta(hours=3)
+
+
+def make_overdue_checkpoint(workflow: Workflow | None = None, **kwargs: Any) -> Checkpoint:
+    """A checkpoint opened ``OVERDUE_BY`` ago, whose decision deadline has passed (its breach is not yet swept)."""
+    checkpoint = make_checkpoint(workflow, now=timezone.now() - OVERDUE_BY, **kwargs)
+    assert checkpoint.due_at + timedelta(hours=1) < timezone.now(), "a policy too long for OVERDUE_BY"
+    return checkpoint

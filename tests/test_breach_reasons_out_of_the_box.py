@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from tests.helpers import make_checkpoint
+from tests.helpers import make_overdue_checkpoint
 from workflows import tasks
 from workflows.models import BreachReason
 
@@ -18,7 +18,7 @@ SEEDED = {"Staffing gap", "Runbook unclear", "Agent bug", "Provider outage", "To
 
 
 def _breached():
-    checkpoint = make_checkpoint()
+    checkpoint = make_overdue_checkpoint()
     tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=20))
     checkpoint.refresh_from_db()
     return checkpoint

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
+from tests.helpers import make_checkpoint, make_overdue_checkpoint, make_policy, make_runbook, make_workflow
 from workflows import metrics, tasks, timings
 from workflows.models import BreachReason, Checkpoint, Decider, Decision, EscalationLevel
 
@@ -92,7 +92,7 @@ def breached_checkpoints(n: int, tess, *, kinds=("refund", "ticket_triage")) -> 
     make_runbook(workflow_kind=kinds[0], policy=policy, slug=f"{kinds[0]}-runbook")
     late, _ = BreachReason.objects.get_or_create(name="Late shift")
     for i in range(n):
-        checkpoint = make_checkpoint(make_workflow(kind=kinds[i % len(kinds)]))
+        checkpoint = make_overdue_checkpoint(make_workflow(kind=kinds[i % len(kinds)]))
         tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=20))
         if i % 3 == 0:
             checkpoint.explain_breach(reason=late, note="", by=tess)

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from console.csv_export import FORMULA_STARTS, safe_cell
 from console.views.dashboards import TABLES
-from tests.helpers import make_agent, make_checkpoint, make_runbook, make_user, make_workflow
+from tests.helpers import make_agent, make_overdue_checkpoint, make_runbook, make_user, make_workflow
 from workflows import tasks
 from workflows.models import BreachReason, Checkpoint, Decider, Event
 
@@ -47,7 +47,7 @@ def poisoned(db, adam):
     workflow = make_workflow(
         agent, kind="+refund", title='=HYPERLINK("http://evil.example")', external_id="@SUM(A1)", owner=holder
     )
-    checkpoint = make_checkpoint(workflow, detail="\t=1+1")
+    checkpoint = make_overdue_checkpoint(workflow, detail="\t=1+1")
     checkpoint.claim(by=holder)
     tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=20))
     reason = BreachReason.objects.create(name="-2+3")

@@ -10,23 +10,34 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.helpers import make_checkpoint, make_user, make_workflow
+from tests.helpers import make_checkpoint, make_overdue_checkpoint, make_user, make_workflow
 from tests.test_team_routing import make_team
 from workflows import metrics, staffing, tasks
 from workflows.models import RoutingRule
 
 
-@pytest.fixture
-def two_teams(db, alice, bob):
+def _two_teams(alice, bob, *, opening=make_checkpoint):
     billing, trust = make_team("Billing", alice), make_team("Trust", bob)
     RoutingRule.objects.create(team=billing, workflow_kind="refund")
     RoutingRule.objects.create(team=trust, workflow_kind="abuse")
-    refunds = [make_checkpoint(make_workflow(kind="refund")) for _ in range(4)]
-    abuse = [make_checkpoint(make_workflow(kind="abuse"))]
+    refunds = [opening(make_workflow(kind="refund")) for _ in range(4)]
+    abuse = [opening(make_workflow(kind="abuse"))]
     for checkpoint in refunds:
         checkpoint.claim(by=alice)
     abuse[0].claim(by=bob)
     return billing, trust, refunds, abuse
+
+
+@pytest.fixture
+def two_teams(db, alice, bob):
+    """Two teams and their checkpoints, opened now and claimed."""
+    return _two_teams(alice, bob)
+
+
+@pytest.fixture
+def two_overdue_teams(db, alice, bob):
+    """The same, opened hours ago: their deadlines have passed, so a sweep at now breaches them today or earlier."""
+    return _two_teams(alice, bob, opening=make_overdue_checkpoint)
 
 
 def test_each_team_gets_its_own_staffing_budget(two_teams):
@@ -49,8 +60,8 @@ def test_the_staffing_page_offers_and_applies_the_team(client, two_teams, tess):
     assert client.get(reverse("staffing") + "?team=<nope>").context["filters"].team == ""  # unknown: all
 
 
-def test_the_breach_review_filters_and_breaks_down_by_team(client, two_teams, tess):
-    _, _, refunds, abuse = two_teams
+def test_the_breach_review_filters_and_breaks_down_by_team(client, two_overdue_teams, tess):
+    _, _, refunds, abuse = two_overdue_teams
     tasks.sweep_clocks(max(c.due_at for c in [*refunds, *abuse]) + timedelta(minutes=1))  # all five breach
     client.force_login(tess)
     page = client.get(reverse("breach_review") + "?team=billing")

@@ -12,13 +12,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from console.views import breaches as breach_views
-from tests.helpers import make_checkpoint, make_policy, make_runbook, make_workflow
+from tests.helpers import make_checkpoint, make_overdue_checkpoint, make_policy, make_runbook, make_workflow
 from workflows import tasks
 from workflows.models import BreachReason, Decider, EscalationLevel, Event
 
 
 def breached(**workflow):
-    checkpoint = make_checkpoint(make_workflow(**workflow)) if workflow else make_checkpoint()
+    checkpoint = make_overdue_checkpoint(make_workflow(**workflow) if workflow else None)
     tasks.sweep_clocks(checkpoint.due_at + timedelta(minutes=20))
     checkpoint.refresh_from_db()
     return checkpoint

@@ -167,7 +167,7 @@ def _counts_key(request: HttpRequest, stamp: str, teams: TeamScope) -> str:
     filters = sorted((k, v) for k, v in request.GET.lists() if k not in ("after", "before", "v", "per"))
     team = teams.current.pk if teams.current is not None else None
     return (
-        f"queue-counts:{stamp}:{signed_in(request).pk}:{team}:{[t.pk for t in teams.visible]}:"
+        f"queue-counts:{stamp}:{signed_in(request).pk}:{team}:{'-'.join(str(t.pk) for t in teams.visible)}:"
         f"{hashlib.blake2b(repr(filters).encode(), digest_size=12).hexdigest()}"
     )
 
