@@ -85,7 +85,10 @@ class Checkpoint(CheckpointMoney, Stateful):
     runbook_version = models.ForeignKey(
         RunbookVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="checkpoints"
     )
-    assignee = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # No index of its own: checkpoint_by_assignee (assignee, status) serves every lookup by assignee.
+    assignee = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     claimed_at = models.DateTimeField(null=True, blank=True)
     opened_at = models.DateTimeField(default=timezone.now)
     warn_at = models.DateTimeField()

@@ -134,6 +134,7 @@ class Drill(Stateful):
         help_text="Whose business calendar the rule's time is in (its zone; its holidays "
         "are skipped). Empty: the console's time zone.",
     )
+    # No index of its own: it leads one_drill_per_occurrence.
     series = models.ForeignKey(
         "self",
         null=True,
@@ -142,6 +143,7 @@ class Drill(Stateful):
         related_name="occurrences",
         editable=False,
         help_text="The recurring definition this occurrence ran under.",
+        db_index=False,
     )
     occurrence_at = models.DateTimeField(null=True, blank=True, editable=False)
 

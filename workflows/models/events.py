@@ -199,13 +199,14 @@ class Event(models.Model):
         "workflows.Agent", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     # Who acted, as text: the trail reads the same whatever happens to the account later.
-    actor_name = models.CharField(max_length=150, blank=True, db_index=True)
+    actor_name = models.CharField(max_length=150, blank=True)
     # What it is about, as "<model>:<pk>" (workflow, agent, runbook, user…), for filtering and export.
-    subject = models.CharField(max_length=100, blank=True, db_index=True)
+    subject = models.CharField(max_length=100, blank=True)
     # Not choices= on the column: a new verb is a line in Verb, not a migration; record() refuses strays.
     verb = models.CharField(max_length=64)
+    # No index of its own: event_by_workflow (workflow, at) serves every lookup by workflow.
     workflow = models.ForeignKey(
-        "workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        "workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="events", db_index=False
     )
     checkpoint = models.ForeignKey(
         "workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
@@ -221,6 +222,11 @@ class Event(models.Model):
         ordering = ["at", "pk"]
         indexes = [
             models.Index(fields=["workflow", "at"], name="event_by_workflow"),
+            # Equality lookups only (the admin's search is `icontains`, which no b-tree serves): plain indexes,
+            # without the `varchar_pattern_ops` twins `db_index=True` adds on PostgreSQL. Every step report
+            # writes an event, so each index here is paid once a step (issue 25).
+            models.Index(fields=["actor_name"], name="event_actor_name"),
+            models.Index(fields=["subject"], name="event_subject"),
             # Small: only the sweep's escalations, reminders and releases, by time.
             models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity"),
             # The queue's version (console.views.queue._queue_version): the latest event about a checkpoint,

@@ -276,7 +276,10 @@ class EffectConfirmationQuerySet(models.QuerySet["EffectConfirmation"]):
 class EffectConfirmation(models.Model):
     """An unknown effect confirmed ahead of its checkpoint's decision (from evidence), carried by it."""
 
-    checkpoint = models.ForeignKey(Checkpoint, on_delete=models.CASCADE, related_name="effect_confirmations")
+    # No index of its own: it leads one_confirmation_per_unknown_effect.
+    checkpoint = models.ForeignKey(
+        Checkpoint, on_delete=models.CASCADE, related_name="effect_confirmations", db_index=False
+    )
     idempotency_key = models.CharField(max_length=200)
     verdict = models.CharField(max_length=16, choices=Confirmation.choices)
     reference = models.CharField(max_length=200, blank=True)

@@ -229,7 +229,10 @@ class Notification(models.Model):
         ROLLOUT_HALTED = "rollout_halted", "Rollout halted"
         APPROVAL_WAITING = "approval_waiting", "Waiting for your approval"
 
-    recipient = models.ForeignKey(User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
+    # No index of its own: it leads notification_unread.
+    recipient = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications", db_index=False
+    )
     group = models.ForeignKey(
         Group,
         null=True,
@@ -366,7 +369,8 @@ class Delivery(models.Model):
         SENT = "sent"
         FAILED = "failed"
 
-    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="deliveries")
+    # No index of its own: it leads one_delivery_per_channel.
+    notification = models.ForeignKey(Notification, on_delete=models.CASCADE, related_name="deliveries", db_index=False)
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempts = models.PositiveIntegerField(default=0)
@@ -421,7 +425,8 @@ class Delivery(models.Model):
 
 
 class Attempt(models.Model):
-    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    # No index of its own: it leads one_row_per_attempt.
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log", db_index=False)
     number = models.PositiveIntegerField()
     at = models.DateTimeField(default=timezone.now)
     ok = models.BooleanField()

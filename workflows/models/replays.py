@@ -92,11 +92,13 @@ class ReplayRun(Stateful):
         related_name="replays",
         help_text="Asked for from this checkpoint.",
     )
+    # No index of its own: it leads replay_by_agent.
     agent = models.ForeignKey(
         Agent,
         on_delete=models.PROTECT,
         related_name="replays",
         help_text="The runtime asked to replay (the workflow's agent at the time).",
+        db_index=False,
     )
     from_seq = models.PositiveIntegerField()
     to_seq = models.PositiveIntegerField()

@@ -395,7 +395,8 @@ class Runbook(RunbookContent):
 class RunbookVersion(RunbookContent):
     """One saved state of a runbook: never changed once written."""
 
-    runbook = models.ForeignKey(Runbook, on_delete=models.CASCADE, related_name="versions")
+    # No index of its own: it leads one_runbook_version_number.
+    runbook = models.ForeignKey(Runbook, on_delete=models.CASCADE, related_name="versions", db_index=False)
     number = models.PositiveIntegerField()
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")

@@ -79,7 +79,8 @@ class SlackWorkspace(models.Model):
 class SlackRoute(models.Model):
     """An admin's choice of Slack channel for the checkpoints of one runbook or one SLA policy."""
 
-    workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="routes")
+    # No index of its own: it leads one_slack_route_per_runbook and _per_policy.
+    workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="routes", db_index=False)
     channel_id = models.CharField(max_length=32, help_text="Channel id (C…); invite the bot to it.")
     runbook = models.ForeignKey("workflows.Runbook", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     policy = models.ForeignKey("workflows.SLAPolicy", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
@@ -106,7 +107,8 @@ class SlackLink(models.Model):
         LINK = "link", "One-time link confirmed by the person"
         VERIFIED_EMAIL = "verified_email", "Email address verified by Slack"
 
-    workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="links")
+    # No index of its own: it leads one_console_user_per_slack_user.
+    workspace = models.ForeignKey(SlackWorkspace, on_delete=models.CASCADE, related_name="links", db_index=False)
     slack_user_id = models.CharField(max_length=32)
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="slack_links")
     linked_at = models.DateTimeField(default=timezone.now)

@@ -102,7 +102,8 @@ class Step(Stateful):
         Status.FAILED: {Status.PENDING},
     }
 
-    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: it leads one_step_per_seq.
+    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.CASCADE, related_name="steps", db_index=False)
     seq = models.PositiveIntegerField()
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)

@@ -145,11 +145,15 @@ class Workflow(Stateful):
         Status.HANDED_OFF: {Status.COMPLETED, Status.FAILED},
     }
 
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="workflows")
+    # No index of its own: it leads one_workflow_per_external_id.
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="workflows", db_index=False)
     external_id = models.CharField(max_length=200)
     kind = models.CharField(max_length=100)
     title = models.CharField(max_length=300)
-    owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="workflows")
+    # No index of its own: it leads workflow_by_owner.
+    owner = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="workflows", db_index=False
+    )
     context = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     summary = models.TextField(blank=True)

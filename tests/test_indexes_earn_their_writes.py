@@ -1,0 +1,79 @@
+"""Every index is written on every insert (and on every update that is not HOT): the hot tables carry none that
+no query can read. An index is redundant when another full index of its table starts with the same columns
+(that one serves every lookup it would), and a ``varchar_pattern_ops`` twin is dead weight where no query
+asks for a prefix. Each foreign key still leads some index, so a lookup by it and a cascade stay indexed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.apps import apps
+from django.db import connection, models
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+# Written on every step report, decision or delivery (issue 25: a step's audit event paid 14 indexes).
+HOT_TABLES = ("workflows_step", "workflows_event", "workflows_workflow", "workflows_checkpoint", "workflows_decision")
+
+INDEXES = """
+    SELECT c.relname, i.relname, x.indisunique, x.indpred IS NULL,
+           ARRAY(SELECT a.attname FROM unnest(x.indkey) WITH ORDINALITY k(attnum, ord)
+                 JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum ORDER BY k.ord),
+           pg_get_indexdef(i.oid) LIKE '%%pattern_ops%%'
+    FROM pg_index x JOIN pg_class c ON c.oid = x.indrelid JOIN pg_class i ON i.oid = x.indexrelid
+    WHERE c.relname = ANY(%s)
+"""
+
+
+def _our_tables() -> list[str]:
+    """The tables of the console's own models; Django's M2M tables (team members) are its to index."""
+    return [
+        m._meta.db_table
+        for m in apps.get_app_config("workflows").get_models()
+        if not m._meta.auto_created and m._meta.managed
+    ]
+
+
+def _indexes(tables: list[str]) -> list[tuple[str, str, bool, bool, list[str], bool]]:
+    with connection.cursor() as cursor:
+        cursor.execute(INDEXES, [tables])
+        return cursor.fetchall()
+
+
+def test_no_index_is_a_leading_prefix_of_another_full_index_of_its_table():
+    found = _indexes(_our_tables())
+    assert len(found) > 100, "the catalogue query found the console's indexes"
+    redundant = [
+        (table, name, cols, other)
+        for table, name, unique, full, cols, pattern in found
+        if full and not unique and not pattern
+        for t2, other, _u2, full2, cols2, pattern2 in found
+        if t2 == table and other != name and full2 and not pattern2 and cols2[: len(cols)] == cols
+    ]
+    assert redundant == []
+
+
+def test_the_hot_tables_carry_no_pattern_ops_twins():
+    twins = [(table, name) for table, name, *_rest, pattern in _indexes(list(HOT_TABLES)) if pattern]
+    assert twins == []
+
+
+def test_each_foreign_key_still_leads_an_index():
+    found = _indexes(_our_tables())
+    leading = {(table, cols[0]) for table, _name, _unique, full, cols, _pattern in found if full and cols}
+    unindexed = [
+        f"{m._meta.db_table}.{f.column}"
+        for m in apps.get_app_config("workflows").get_models()
+        if not m._meta.auto_created and m._meta.managed
+        for f in m._meta.concrete_fields
+        if isinstance(f, models.ForeignKey) and (m._meta.db_table, f.column) not in leading
+    ]
+    assert unindexed == []
+
+
+def test_the_event_columns_filtered_by_equality_keep_a_plain_index():
+    """actor_name and subject lost their pattern-ops twins, not their indexes: the incident page reads events by
+    subject, and the trail by actor."""
+    kept = {(table, tuple(cols)) for table, _n, _u, full, cols, pattern in _indexes(["workflows_event"]) if full}
+    assert ("workflows_event", ("actor_name",)) in kept
+    assert ("workflows_event", ("subject",)) in kept
