@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 HOT_TABLES = ("workflows_step", "workflows_event", "workflows_workflow", "workflows_checkpoint", "workflows_decision")
 
 INDEXES = """
-    SELECT c.relname, i.relname, x.indisunique, x.indpred IS NULL,
+    SELECT c.relname, i.relname, x.indisunique, COALESCE(pg_get_expr(x.indpred, x.indrelid), ''),
            ARRAY(SELECT a.attname FROM unnest(x.indkey) WITH ORDINALITY k(attnum, ord)
                  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum ORDER BY k.ord),
            pg_get_indexdef(i.oid) LIKE '%%pattern_ops%%'
@@ -34,10 +34,11 @@ def _our_tables() -> list[str]:
     ]
 
 
-def _indexes(tables: list[str]) -> list[tuple[str, str, bool, bool, list[str], bool]]:
+def _indexes(tables: list[str]) -> list[tuple[str, str, bool, bool, list[str], bool, str]]:
+    """(table, index, unique, full, columns, pattern ops, predicate) of each index of the tables."""
     with connection.cursor() as cursor:
         cursor.execute(INDEXES, [tables])
-        return cursor.fetchall()
+        return [(t, i, u, not pred, cols, pattern, pred) for t, i, u, pred, cols, pattern in cursor.fetchall()]
 
 
 def test_no_index_is_a_leading_prefix_of_another_full_index_of_its_table():
@@ -45,22 +46,27 @@ def test_no_index_is_a_leading_prefix_of_another_full_index_of_its_table():
     assert len(found) > 100, "the catalogue query found the console's indexes"
     redundant = [
         (table, name, cols, other)
-        for table, name, unique, full, cols, pattern in found
+        for table, name, unique, full, cols, pattern, _pred in found
         if full and not unique and not pattern
-        for t2, other, _u2, full2, cols2, pattern2 in found
+        for t2, other, _u2, full2, cols2, pattern2, _pred2 in found
         if t2 == table and other != name and full2 and not pattern2 and cols2[: len(cols)] == cols
     ]
     assert redundant == []
 
 
 def test_the_hot_tables_carry_no_pattern_ops_twins():
-    twins = [(table, name) for table, name, *_rest, pattern in _indexes(list(HOT_TABLES)) if pattern]
+    twins = [(table, name) for table, name, _u, _f, _c, pattern, _p in _indexes(list(HOT_TABLES)) if pattern]
     assert twins == []
 
 
 def test_each_foreign_key_still_leads_an_index():
+    """A full index, or one over the rows where the key is set: asking for one value implies IS NOT NULL."""
     found = _indexes(_our_tables())
-    leading = {(table, cols[0]) for table, _name, _unique, full, cols, _pattern in found if full and cols}
+    leading = {
+        (table, cols[0])
+        for table, _name, _unique, full, cols, _pattern, pred in found
+        if cols and (full or pred == f"({cols[0]} IS NOT NULL)")
+    }
     unindexed = [
         f"{m._meta.db_table}.{f.column}"
         for m in apps.get_app_config("workflows").get_models()
@@ -74,6 +80,30 @@ def test_each_foreign_key_still_leads_an_index():
 def test_the_event_columns_filtered_by_equality_keep_a_plain_index():
     """actor_name and subject lost their pattern-ops twins, not their indexes: the incident page reads events by
     subject, and the trail by actor."""
-    kept = {(table, tuple(cols)) for table, _n, _u, full, cols, pattern in _indexes(["workflows_event"]) if full}
+    kept = {(table, tuple(cols)) for table, _n, _u, full, cols, _pat, _pred in _indexes(["workflows_event"]) if full}
     assert ("workflows_event", ("actor_name",)) in kept
     assert ("workflows_event", ("subject",)) in kept
+
+
+@pytest.mark.parametrize("column", ["actor_user_id", "checkpoint_id", "decision_id"])
+def test_a_lookup_and_a_cascade_by_an_event_key_use_its_partial_index(column):
+    """The trail's keys are indexed only where set; the planner still reads one value, or a cascade's list of
+    them, from that index (a generic plan's ``= $1``, as PostgreSQL's own key checks ask it)."""
+    name = {
+        "actor_user_id": "event_by_user",
+        "checkpoint_id": "event_by_checkpoint",
+        "decision_id": "event_by_decision",
+    }
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")  # an empty test table would be scanned whatever the index
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE one_key(bigint) AS SELECT id FROM workflows_event WHERE {column} = $1")
+        try:
+            cursor.execute("EXPLAIN EXECUTE one_key(1)")
+            one = "\n".join(r[0] for r in cursor.fetchall())
+        finally:
+            cursor.execute("DEALLOCATE one_key")
+        cursor.execute(f"EXPLAIN SELECT id FROM workflows_event WHERE {column} = ANY(%s)", [[1, 2, 3]])
+        many = "\n".join(r[0] for r in cursor.fetchall())
+    assert name[column] in one, one
+    assert name[column] in many, many
