@@ -103,11 +103,15 @@ class Decision(Stateful):
     confirmation_refs = models.JSONField(
         default=dict, blank=True, help_text="idempotency_key -> external reference an operator saw"
     )
-    new_owner = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    new_owner = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     handoff_to = models.CharField(max_length=200, blank=True, help_text="A human process, when not a person.")
     decided_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
     decided_at = models.DateTimeField(default=timezone.now)
-    approved_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    approved_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     standby = models.ForeignKey(
         Agent,
@@ -116,6 +120,7 @@ class Decision(Stateful):
         on_delete=models.PROTECT,
         related_name="+",
         help_text="Failover: the standby agent that takes the workflow over.",
+        db_index=False,
     )
     replaced_agent = models.ForeignKey(
         Agent,
@@ -124,6 +129,7 @@ class Decision(Stateful):
         on_delete=models.PROTECT,
         related_name="+",
         help_text="Failover: the agent told to stand down.",
+        db_index=False,
     )
     delivery_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     attempts = models.PositiveIntegerField(default=0)
@@ -158,6 +164,14 @@ class Decision(Stateful):
             ),
         ]
         indexes = [
+            # Keys most rows leave empty, indexed where set: a lookup or a cascade asks for one value (which
+            # implies IS NOT NULL), and a row without one writes no entry (issue 25: fewer entries per write).
+            models.Index(fields=["new_owner"], condition=Q(new_owner__isnull=False), name="decision_by_new_owner"),
+            models.Index(fields=["approved_by"], condition=Q(approved_by__isnull=False), name="decision_by_approver"),
+            models.Index(fields=["standby"], condition=Q(standby__isnull=False), name="decision_by_standby"),
+            models.Index(
+                fields=["replaced_agent"], condition=Q(replaced_agent__isnull=False), name="decision_by_replaced_agent"
+            ),
             models.Index(fields=["status", "next_attempt_at"], name="decision_outbox"),
             models.Index(fields=["status", "lease_expires_at"], name="decision_leases"),
             models.Index(fields=["finished_at"], name="decision_by_finish"),  # resumes of a day

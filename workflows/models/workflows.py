@@ -163,7 +163,12 @@ class Workflow(Stateful):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Recovery drills (models/drills.py): the drill that picked this run; kept out of production figures.
     drill = models.ForeignKey(
-        "workflows.Drill", null=True, blank=True, on_delete=models.PROTECT, related_name="workflows"
+        "workflows.Drill",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="workflows",
+        db_index=False,
     )
     # What the runtime journalled at the drill's fault (docs/API.md "Drill journal"); the report checks the
     # resume state against it ("state intact"). Written once: the first journal of a run stands.
@@ -175,6 +180,7 @@ class Workflow(Stateful):
         on_delete=models.SET_NULL,
         related_name="forks",
         help_text="The workflow this one was forked from.",
+        db_index=False,
     )
     forked_at_seq = models.PositiveIntegerField(
         null=True, blank=True, help_text="Steps before this one were copied from the original."
@@ -188,6 +194,12 @@ class Workflow(Stateful):
             models.UniqueConstraint(fields=["agent", "external_id"], name="one_workflow_per_external_id"),
         ]
         indexes = [
+            # Keys most rows leave empty, indexed where set: a lookup or a cascade asks for one value (which
+            # implies IS NOT NULL), and a row without one writes no entry (issue 25: fewer entries per write).
+            models.Index(fields=["drill"], condition=Q(drill__isnull=False), name="workflow_by_drill"),
+            models.Index(
+                fields=["forked_from"], condition=Q(forked_from__isnull=False), name="workflow_by_fork_parent"
+            ),
             models.Index(fields=["status", "last_activity_at"], name="workflow_silence_scan"),
             models.Index(fields=["owner", "status"], name="workflow_by_owner"),
             # The figures of a day: launches (created), failures (finished); the drill-down pages by creation.
