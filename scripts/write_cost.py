@@ -32,7 +32,7 @@ def _wal() -> int:
         return int(cursor.fetchone()[0])
 
 
-def _index_entries(table: str, where: str, params: list[object]) -> int:
+def _index_entries(table: str, where: str, params: list[int]) -> int:
     """How many entries the rows of ``table`` matching ``where`` hold across its indexes (one per index whose
     predicate the row satisfies, as PostgreSQL wrote them)."""
     from django.db import connection
