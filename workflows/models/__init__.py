@@ -16,7 +16,8 @@ from .broker import BrokerStatus
 from .checkpoints import Checkpoint
 from .comments import Comment
 from .confirmations import Confirmation
-from .decisions import Decision, DecisionQuerySet
+from .decision_queries import DecisionQuerySet
+from .decisions import Decision
 from .drafting import Decider
 from .drills import Drill, DrillQuerySet
 from .events import Event

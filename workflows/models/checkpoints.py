@@ -28,6 +28,7 @@ from .people import can_take_work
 from .queue import OPEN_STATUSES, CheckpointQuerySet, CheckpointStatus, first_claim
 from .runbooks import Reason, Runbook, RunbookVersion
 from .sla import SLAPolicy, Terms
+from .sparse_keys import where_set
 from .teams import RoutingRule
 from .workflows import Workflow
 
@@ -80,22 +81,16 @@ class Checkpoint(CheckpointMoney, Stateful):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     opened_by_console = models.BooleanField(default=False)
     runbook = models.ForeignKey(
-        Runbook, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        Runbook, on_delete=models.SET_NULL, related_name="+", null=True, blank=True, db_index=False
     )
     # The version it opened with: what it allows and what operators read, whatever edits came later.
     # PROTECT: deleting the runbook must not take its four eyes and allowed decisions away from here.
     runbook_version = models.ForeignKey(
-        RunbookVersion,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="checkpoints",
-        db_index=False,
+        RunbookVersion, on_delete=models.PROTECT, related_name="checkpoints", null=True, blank=True, db_index=False
     )
-    # No index of its own: checkpoint_by_assignee (assignee, status) serves every lookup by assignee.
     assignee = models.ForeignKey(
-        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
-    )
+        User, on_delete=models.SET_NULL, related_name="+", null=True, blank=True, db_index=False
+    )  # checkpoint_by_assignee
     claimed_at = models.DateTimeField(null=True, blank=True)
     opened_at = models.DateTimeField(default=timezone.now)
     warn_at = models.DateTimeField()
@@ -105,12 +100,7 @@ class Checkpoint(CheckpointMoney, Stateful):
     resolved_at = models.DateTimeField(null=True, blank=True)
     # The SLA terms in force when it opened (SLAPolicy.freeze), and the clocks computed from them.
     policy = models.ForeignKey(
-        "workflows.SLAPolicy",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_index=False,
+        "workflows.SLAPolicy", on_delete=models.SET_NULL, related_name="+", null=True, blank=True, db_index=False
     )
     sla = models.JSONField(default=dict, blank=True, help_text="The SLA terms frozen when it opened.")
     claim_warn_at = models.DateTimeField(null=True, blank=True)
@@ -133,36 +123,26 @@ class Checkpoint(CheckpointMoney, Stateful):
     # Why it breached, as a TPM recorded it in the breach review.
     breach_reason = models.ForeignKey(
         "workflows.BreachReason",
-        null=True,
-        blank=True,
         on_delete=models.PROTECT,
         related_name="checkpoints",
+        null=True,
+        blank=True,
         db_index=False,
     )
     breach_note = models.TextField(blank=True)
     # A fork's checkpoint: the original's checkpoint it started from. Its runbook version binds this one too
     # (``runbook_versions``): a fork is never weaker than the checkpoint it comes from.
     origin = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        "self", on_delete=models.SET_NULL, related_name="+", null=True, blank=True, db_index=False
     )
     # The team it belongs to, routed when it opened (frozen); only teams.transfer moves it.
     team = models.ForeignKey(
-        "workflows.Team",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="checkpoints",
-        db_index=False,
+        "workflows.Team", on_delete=models.SET_NULL, related_name="checkpoints", null=True, blank=True, db_index=False
     )
     # Incidents (models/incidents.py): its failure signature, and the incident it belongs to, if any.
     signature = models.CharField(max_length=32, blank=True, db_default="")
     incident = models.ForeignKey(
-        "workflows.Incident",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="members",
-        db_index=False,
+        "workflows.Incident", on_delete=models.SET_NULL, related_name="members", null=True, blank=True, db_index=False
     )
 
     objects = CheckpointQuerySet.as_manager()
@@ -182,21 +162,8 @@ class Checkpoint(CheckpointMoney, Stateful):
             ),
         ]
         indexes = [
-            # Keys most rows leave empty, indexed where set: a lookup or a cascade asks for one value (which
-            # implies IS NOT NULL), and a row without one writes no entry (issue 25: fewer entries per write).
-            models.Index(fields=["runbook"], condition=Q(runbook__isnull=False), name="checkpoint_by_runbook"),
-            models.Index(
-                fields=["runbook_version"],
-                condition=Q(runbook_version__isnull=False),
-                name="checkpoint_by_runbook_version",
-            ),
-            models.Index(fields=["policy"], condition=Q(policy__isnull=False), name="checkpoint_by_policy"),
-            models.Index(
-                fields=["breach_reason"], condition=Q(breach_reason__isnull=False), name="checkpoint_by_breach_reason"
-            ),
-            models.Index(fields=["origin"], condition=Q(origin__isnull=False), name="checkpoint_by_origin"),
-            models.Index(fields=["team"], condition=Q(team__isnull=False), name="checkpoint_by_team"),
-            models.Index(fields=["incident"], condition=Q(incident__isnull=False), name="checkpoint_by_incident"),
+            *where_set("checkpoint", "runbook", "runbook_version", "policy", "team", "incident"),  # sparse_keys.py
+            *where_set("checkpoint", "breach_reason", "origin"),
             # The operator queue (open/claimed by due time) and the SLA scan.
             models.Index(fields=["status", "due_at"], name="checkpoint_queue"),
             models.Index(fields=["status", "breached_at", "due_at"], name="checkpoint_sla_scan"),

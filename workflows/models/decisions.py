@@ -22,10 +22,12 @@ from .agents import Agent
 from .base import IllegalTransition, Stateful, moves_at_once
 from .checkpoints import Checkpoint
 from .confirmations import Confirmation
+from .decision_queries import INACTIVE_STATUSES, DecisionQuerySet, DecisionStatus
 from .events import Event
 from .notifications import Notification
 from .relay import hand_to_broker, stand_down
 from .runbooks import RESUMING_ACTIONS, Action
+from .sparse_keys import where_set
 from .steps import Step
 from .workflows import Workflow
 
@@ -33,51 +35,6 @@ if TYPE_CHECKING:
     from .base import Actor
 
 User = settings.AUTH_USER_MODEL
-
-
-class DecisionStatus(models.TextChoices):
-    PROPOSED = "proposed"  # waiting for a second operator (four eyes)
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    REJECTED = "rejected"  # the second operator said no
-
-
-# History, not the checkpoint's decision: a failed delivery or a rejected proposal. Module level so that
-# Meta's constraint can name it.
-INACTIVE_STATUSES = (DecisionStatus.FAILED, DecisionStatus.REJECTED)
-
-
-class DecisionQuerySet(models.QuerySet["Decision"]):
-    def active(self) -> DecisionQuerySet:
-        return self.exclude(status__in=INACTIVE_STATUSES)
-
-    def proposed(self) -> DecisionQuerySet:
-        """Four eyes: proposals waiting for a second operator."""
-        return self.filter(status=DecisionStatus.PROPOSED)
-
-    def sent_back(self) -> DecisionQuerySet:
-        """Decisions that gave their checkpoint back: a failed delivery, a rejected proposal."""
-        return self.filter(status__in=INACTIVE_STATUSES)
-
-    def dispatchable(self, now: datetime | None = None) -> DecisionQuerySet:
-        """The outbox: queued decisions whose next attempt is due."""
-        return self.filter(status=Decision.Status.QUEUED, next_attempt_at__lte=now or database_now())
-
-    def stuck(self, now: datetime | None = None) -> DecisionQuerySet:
-        """Running decisions whose delivery lease expired: the worker died or hung."""
-        return self.filter(status=Decision.Status.RUNNING, lease_expires_at__lt=now or database_now())
-
-    def took_over_from(self, agent: Agent) -> DecisionQuerySet:
-        """Failovers that took workflows away from ``agent`` and still stand (a failed one gave it back)."""
-        return (
-            self.active()
-            .filter(action=Action.FAILOVER, replaced_agent=agent)
-            .exclude(status=Decision.Status.PROPOSED)
-            .select_related("standby")
-            .order_by("-decided_at")
-        )
 
 
 class Decision(Stateful):
@@ -104,31 +61,31 @@ class Decision(Stateful):
         default=dict, blank=True, help_text="idempotency_key -> external reference an operator saw"
     )
     new_owner = models.ForeignKey(
-        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        User, on_delete=models.SET_NULL, related_name="+", null=True, blank=True, db_index=False
     )
     handoff_to = models.CharField(max_length=200, blank=True, help_text="A human process, when not a person.")
     decided_by = models.ForeignKey(User, on_delete=models.PROTECT, related_name="+")
     decided_at = models.DateTimeField(default=timezone.now)
     approved_by = models.ForeignKey(
-        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        User, on_delete=models.SET_NULL, related_name="+", null=True, blank=True, db_index=False
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     standby = models.ForeignKey(
         Agent,
-        null=True,
-        blank=True,
         on_delete=models.PROTECT,
         related_name="+",
         help_text="Failover: the standby agent that takes the workflow over.",
+        null=True,
+        blank=True,
         db_index=False,
     )
     replaced_agent = models.ForeignKey(
         Agent,
-        null=True,
-        blank=True,
         on_delete=models.PROTECT,
         related_name="+",
         help_text="Failover: the agent told to stand down.",
+        null=True,
+        blank=True,
         db_index=False,
     )
     delivery_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -164,14 +121,9 @@ class Decision(Stateful):
             ),
         ]
         indexes = [
-            # Keys most rows leave empty, indexed where set: a lookup or a cascade asks for one value (which
-            # implies IS NOT NULL), and a row without one writes no entry (issue 25: fewer entries per write).
-            models.Index(fields=["new_owner"], condition=Q(new_owner__isnull=False), name="decision_by_new_owner"),
-            models.Index(fields=["approved_by"], condition=Q(approved_by__isnull=False), name="decision_by_approver"),
-            models.Index(fields=["standby"], condition=Q(standby__isnull=False), name="decision_by_standby"),
-            models.Index(
-                fields=["replaced_agent"], condition=Q(replaced_agent__isnull=False), name="decision_by_replaced_agent"
-            ),
+            # Keys most rows leave empty, indexed where set (sparse_keys.py).
+            *where_set("decision", "new_owner", "standby", "replaced_agent"),
+            *where_set("decision", "approved_by", names={"approved_by": "decision_by_approver"}),
             models.Index(fields=["status", "next_attempt_at"], name="decision_outbox"),
             models.Index(fields=["status", "lease_expires_at"], name="decision_leases"),
             models.Index(fields=["finished_at"], name="decision_by_finish"),  # resumes of a day

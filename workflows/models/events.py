@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
-from django.db.models import Q
 from django.db.models.signals import post_save
 from django.dispatch import Signal
 from django.utils import timezone
@@ -18,6 +17,7 @@ from .. import via
 from ..shapes import Json
 from .agents import Agent
 from .base import IllegalTransition
+from .sparse_keys import where_set
 
 if TYPE_CHECKING:
     from .base import Actor
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 User = settings.AUTH_USER_MODEL
 # What the SLA sweep does to a claim or past a breach, counted by the breach review per period (Event.Verb values).
 SWEEP_VERBS = ("escalated", "claim_reminder", "released")
+# The partial indexes of the actor keys, by the names migration 0042 gave them.
+EVENT_KEY_NAMES = {"actor_user": "event_by_user", "actor_agent": "event_by_agent"}
 
 
 # Sent for events written together (``events``: the list), where ``post_save`` is not: by ``Event.record_many``,
@@ -195,18 +197,13 @@ class Event(models.Model):
     at = models.DateTimeField(default=timezone.now, db_index=True)
     actor_type = models.CharField(max_length=16, choices=ActorType.choices)
     # PROTECT: someone who acted is deactivated, never deleted (PostgreSQL refuses the UPDATE anyway).
-    # Its index, the checkpoint's and the decision's are partial (event_by_user, _checkpoint, _decision): a step's
-    # event, the most written row, has none of the three and so writes none of their entries.
+    # The keys are sparse (sparse_keys.py): a step's event, the row written most, has no user, checkpoint or
+    # decision, and writes no entry in their indexes.
     actor_user = models.ForeignKey(
-        User, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
+        User, on_delete=models.PROTECT, related_name="+", null=True, blank=True, db_index=False
     )
     actor_agent = models.ForeignKey(
-        "workflows.Agent",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="+",
-        db_index=False,
+        "workflows.Agent", on_delete=models.PROTECT, related_name="+", null=True, blank=True, db_index=False
     )
     # Who acted, as text: the trail reads the same whatever happens to the account later.
     actor_name = models.CharField(max_length=150, blank=True)
@@ -214,15 +211,15 @@ class Event(models.Model):
     subject = models.CharField(max_length=100, blank=True)
     # Not choices= on the column: a new verb is a line in Verb, not a migration; record() refuses strays.
     verb = models.CharField(max_length=64)
-    # No index of its own: event_by_workflow (workflow, at) serves every lookup by workflow.
+    # Indexed by event_by_workflow (workflow, at), which serves every lookup by workflow.
     workflow = models.ForeignKey(
-        "workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="events", db_index=False
+        "workflows.Workflow", on_delete=models.CASCADE, related_name="events", null=True, blank=True, db_index=False
     )
     checkpoint = models.ForeignKey(
-        "workflows.Checkpoint", null=True, blank=True, on_delete=models.CASCADE, related_name="events", db_index=False
+        "workflows.Checkpoint", on_delete=models.CASCADE, related_name="events", null=True, blank=True, db_index=False
     )
     decision = models.ForeignKey(
-        "workflows.Decision", null=True, blank=True, on_delete=models.CASCADE, related_name="events", db_index=False
+        "workflows.Decision", on_delete=models.CASCADE, related_name="events", null=True, blank=True, db_index=False
     )
     data = models.JSONField(default=dict, blank=True)
 
@@ -231,22 +228,14 @@ class Event(models.Model):
     class Meta:
         ordering = ["at", "pk"]
         indexes = [
-            # Keys most rows leave empty, indexed where set: a lookup or a cascade asks for one value (which
-            # implies IS NOT NULL), and a row without one writes no entry (issue 25: fewer entries per write).
-            models.Index(fields=["actor_agent"], condition=Q(actor_agent__isnull=False), name="event_by_agent"),
             models.Index(fields=["workflow", "at"], name="event_by_workflow"),
             # Equality lookups only (the admin's search is `icontains`, which no b-tree serves): plain indexes,
             # without the `varchar_pattern_ops` twins `db_index=True` adds on PostgreSQL. Every step report
             # writes an event, so each index here is paid once a step (issue 25).
             models.Index(fields=["actor_name"], name="event_actor_name"),
             models.Index(fields=["subject"], name="event_subject"),
-            # Lookups and cascades by these keys ask for one value, which implies IS NOT NULL: the partial
-            # index serves them, and the rows without one (every step's event) are not in it.
-            models.Index(fields=["actor_user"], condition=models.Q(actor_user__isnull=False), name="event_by_user"),
-            models.Index(
-                fields=["checkpoint"], condition=models.Q(checkpoint__isnull=False), name="event_by_checkpoint"
-            ),
-            models.Index(fields=["decision"], condition=models.Q(decision__isnull=False), name="event_by_decision"),
+            # Keys most rows leave empty, indexed where set (sparse_keys.py).
+            *where_set("event", "actor_user", "actor_agent", "checkpoint", "decision", names=EVENT_KEY_NAMES),
             # Small: only the sweep's escalations, reminders and releases, by time.
             models.Index(fields=["at"], condition=models.Q(verb__in=SWEEP_VERBS), name="event_sweep_activity"),
             # The queue's version (console.views.queue._queue_version): the latest event about a checkpoint,

@@ -19,7 +19,8 @@ from ..clock import database_now
 if TYPE_CHECKING:
     from .base import Operator
     from .checkpoints import Checkpoint  # noqa: F401 - the queryset's model, named in a string
-    from .decisions import Decision, DecisionQuerySet
+    from .decision_queries import DecisionQuerySet
+    from .decisions import Decision
 
 
 class CheckpointStatus(models.TextChoices):

@@ -22,6 +22,7 @@ from .base import Conflict, Invalid, Stateful
 from .drills import Drill
 from .events import Event
 from .runbooks import Reason
+from .sparse_keys import where_set
 from .steps import Step
 
 if TYPE_CHECKING:
@@ -163,23 +164,18 @@ class Workflow(Stateful):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Recovery drills (models/drills.py): the drill that picked this run; kept out of production figures.
     drill = models.ForeignKey(
-        "workflows.Drill",
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="workflows",
-        db_index=False,
+        "workflows.Drill", on_delete=models.PROTECT, related_name="workflows", null=True, blank=True, db_index=False
     )
     # What the runtime journalled at the drill's fault (docs/API.md "Drill journal"); the report checks the
     # resume state against it ("state intact"). Written once: the first journal of a run stands.
     drill_journal = models.JSONField(null=True, blank=True, editable=False)
     forked_from = models.ForeignKey(
         "self",
-        null=True,
-        blank=True,
         on_delete=models.SET_NULL,
         related_name="forks",
         help_text="The workflow this one was forked from.",
+        null=True,
+        blank=True,
         db_index=False,
     )
     forked_at_seq = models.PositiveIntegerField(
@@ -194,12 +190,8 @@ class Workflow(Stateful):
             models.UniqueConstraint(fields=["agent", "external_id"], name="one_workflow_per_external_id"),
         ]
         indexes = [
-            # Keys most rows leave empty, indexed where set: a lookup or a cascade asks for one value (which
-            # implies IS NOT NULL), and a row without one writes no entry (issue 25: fewer entries per write).
-            models.Index(fields=["drill"], condition=Q(drill__isnull=False), name="workflow_by_drill"),
-            models.Index(
-                fields=["forked_from"], condition=Q(forked_from__isnull=False), name="workflow_by_fork_parent"
-            ),
+            # Keys most rows leave empty, indexed where set (sparse_keys.py).
+            *where_set("workflow", "drill", "forked_from", names={"forked_from": "workflow_by_fork_parent"}),
             models.Index(fields=["status", "last_activity_at"], name="workflow_silence_scan"),
             models.Index(fields=["owner", "status"], name="workflow_by_owner"),
             # The figures of a day: launches (created), failures (finished); the drill-down pages by creation.
