@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from django.apps import apps
 from django.db import connection, models
+from django.db.migrations.executor import MigrationExecutor
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -124,3 +125,45 @@ def test_a_lookup_and_a_cascade_by_a_key_use_an_index(table, column):
         many = "\n".join(r[0] for r in cursor.fetchall())
     assert "Index" in one and "Seq Scan" not in one, one
     assert "Index" in many and "Seq Scan" not in many, many
+
+
+def _index_definitions(table: str) -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [table])
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_partial_index_migration_runs_again_after_a_cut_and_backwards():
+    """0042 runs outside a transaction (CREATE INDEX CONCURRENTLY): cut off halfway, it left one key done and
+    another's new index built the wrong way; ``migrate`` again finishes it. Backwards gives the full indexes back."""
+    executor = MigrationExecutor(connection)
+    # Found by name, not number: migrations are renumbered when branches land together.
+    name = next(
+        n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith("_keys_indexed_where_set")
+    )
+    before = [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]
+    executor.migrate(before)
+    full_user_index = next(n for n, d in _index_definitions("workflows_event").items() if "(actor_user_id)" in d)
+    assert "WHERE" not in _index_definitions("workflows_event")[full_user_index]
+    with connection.cursor() as cursor:  # what the cut left: one key done, the next one's index half-made
+        cursor.execute("CREATE INDEX event_by_user ON workflows_event (actor_user_id) WHERE actor_user_id IS NOT NULL")
+        cursor.execute(f"DROP INDEX {full_user_index}")
+        cursor.execute("CREATE INDEX checkpoint_by_runbook ON workflows_checkpoint (runbook_id)")
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        events, checkpoints = _index_definitions("workflows_event"), _index_definitions("workflows_checkpoint")
+        assert events["event_by_user"].endswith("WHERE (actor_user_id IS NOT NULL)")
+        assert checkpoints["checkpoint_by_runbook"].endswith("WHERE (runbook_id IS NOT NULL)")
+        assert not [d for d in checkpoints.values() if d.endswith("(runbook_id)")]  # the full one is gone
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)
+        events, checkpoints = _index_definitions("workflows_event"), _index_definitions("workflows_checkpoint")
+        assert "event_by_user" not in events and "checkpoint_by_runbook" not in checkpoints
+        assert [n for n, d in events.items() if d.endswith("(actor_user_id)")] == [full_user_index]
+        assert [d for d in checkpoints.values() if d.endswith("(runbook_id)")]
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
