@@ -26,6 +26,8 @@ def test_resuming_before_the_refund_asks_the_money_tick_and_a_second_operator(ne
     login(page, alice)
     page.goto(f"/checkpoints/{checkpoint.pk}/")
     page.get_by_test_id("claim").click()
+    # The claim re-renders the workbench: act once it landed, or its late swap hides the next action's answer.
+    expect(page.get_by_test_id("checkpoint-status")).to_have_text("checkpoint claimed")
 
     expect(page.get_by_test_id("plan")).to_contain_text("issue_refund")
     expect(page.get_by_test_id("plan-money")).to_have_text("moves money: 120.60 EUR")
@@ -49,6 +51,7 @@ def test_a_checkpoint_without_a_plan_says_so_and_is_treated_as_money(page, alice
     login(page, alice)
     page.goto(f"/checkpoints/{checkpoint.pk}/")
     page.get_by_test_id("claim").click()
+    expect(page.get_by_test_id("checkpoint-status")).to_have_text("checkpoint claimed")
 
     expect(page.get_by_test_id("plan-unknown")).to_contain_text("did not report its plan")
     expect(page.get_by_test_id("money-reasons")).to_contain_text("refund workflows have moved money before")
