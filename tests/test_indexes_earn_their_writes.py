@@ -6,6 +6,8 @@ asks for a prefix. Each foreign key still leads some index, so a lookup by it an
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 from django.apps import apps
 from django.db import connection, models
@@ -26,52 +28,62 @@ INDEXES = """
 """
 
 
+class Index(NamedTuple):
+    table: str
+    name: str
+    unique: bool
+    columns: list[str]
+    pattern_ops: bool
+    predicate: str  # "" for a full index
+
+    @property
+    def full(self) -> bool:
+        return not self.predicate
+
+
+def _our_models() -> list[type[models.Model]]:
+    """The console's own models; Django's M2M tables (team members) are its to index."""
+    return [m for m in apps.get_app_config("workflows").get_models() if not m._meta.auto_created and m._meta.managed]
+
+
 def _our_tables() -> list[str]:
-    """The tables of the console's own models; Django's M2M tables (team members) are its to index."""
-    return [
-        m._meta.db_table
-        for m in apps.get_app_config("workflows").get_models()
-        if not m._meta.auto_created and m._meta.managed
-    ]
+    return [m._meta.db_table for m in _our_models()]
 
 
-def _indexes(tables: list[str]) -> list[tuple[str, str, bool, bool, list[str], bool, str]]:
-    """(table, index, unique, full, columns, pattern ops, predicate) of each index of the tables."""
+def _indexes(tables: list[str]) -> list[Index]:
     with connection.cursor() as cursor:
         cursor.execute(INDEXES, [tables])
-        return [(t, i, u, not pred, cols, pattern, pred) for t, i, u, pred, cols, pattern in cursor.fetchall()]
+        return [Index(t, i, u, cols, pattern, pred) for t, i, u, pred, cols, pattern in cursor.fetchall()]
 
 
 def test_no_index_is_a_leading_prefix_of_another_full_index_of_its_table():
     found = _indexes(_our_tables())
     assert len(found) > 100, "the catalogue query found the console's indexes"
+    plain = [ix for ix in found if ix.full and not ix.pattern_ops]
     redundant = [
-        (table, name, cols, other)
-        for table, name, unique, full, cols, pattern, _pred in found
-        if full and not unique and not pattern
-        for t2, other, _u2, full2, cols2, pattern2, _pred2 in found
-        if t2 == table and other != name and full2 and not pattern2 and cols2[: len(cols)] == cols
+        (ix.table, ix.name, ix.columns, other.name)
+        for ix in plain
+        if not ix.unique
+        for other in plain
+        if other.table == ix.table and other.name != ix.name and other.columns[: len(ix.columns)] == ix.columns
     ]
     assert redundant == []
 
 
 def test_the_hot_tables_carry_no_pattern_ops_twins():
-    twins = [(table, name) for table, name, _u, _f, _c, pattern, _p in _indexes(list(HOT_TABLES)) if pattern]
-    assert twins == []
+    assert [(ix.table, ix.name) for ix in _indexes(list(HOT_TABLES)) if ix.pattern_ops] == []
 
 
 def test_each_foreign_key_still_leads_an_index():
     """A full index, or one over the rows where the key is set: asking for one value implies IS NOT NULL."""
-    found = _indexes(_our_tables())
     leading = {
-        (table, cols[0])
-        for table, _name, _unique, full, cols, _pattern, pred in found
-        if cols and (full or pred == f"({cols[0]} IS NOT NULL)")
+        (ix.table, ix.columns[0])
+        for ix in _indexes(_our_tables())
+        if ix.columns and (ix.full or ix.predicate == f"({ix.columns[0]} IS NOT NULL)")
     }
     unindexed = [
         f"{m._meta.db_table}.{f.column}"
-        for m in apps.get_app_config("workflows").get_models()
-        if not m._meta.auto_created and m._meta.managed
+        for m in _our_models()
         for f in m._meta.concrete_fields
         if isinstance(f, models.ForeignKey) and (m._meta.db_table, f.column) not in leading
     ]
@@ -81,15 +93,15 @@ def test_each_foreign_key_still_leads_an_index():
 def test_the_event_columns_filtered_by_equality_keep_a_plain_index():
     """actor_name and subject lost their pattern-ops twins, not their indexes: the incident page reads events by
     subject, and the trail by actor."""
-    kept = {(table, tuple(cols)) for table, _n, _u, full, cols, _pat, _pred in _indexes(["workflows_event"]) if full}
-    assert ("workflows_event", ("actor_name",)) in kept
-    assert ("workflows_event", ("subject",)) in kept
+    kept = {tuple(ix.columns) for ix in _indexes(["workflows_event"]) if ix.full}
+    assert ("actor_name",) in kept
+    assert ("subject",) in kept
 
 
 def _nullable_keys_of_hot_tables() -> list[tuple[str, str]]:
     return [
         (m._meta.db_table, f.column)
-        for m in apps.get_app_config("workflows").get_models()
+        for m in _our_models()
         if m._meta.db_table in HOT_TABLES
         for f in m._meta.concrete_fields
         if isinstance(f, models.ForeignKey) and f.null
@@ -100,11 +112,7 @@ def test_a_hot_tables_nullable_key_is_indexed_where_set_or_leads_a_composite():
     """A full index of a key most rows leave empty takes an entry for each null, on every write."""
     keys = _nullable_keys_of_hot_tables()
     assert ("workflows_event", "decision_id") in keys and ("workflows_decision", "approved_by_id") in keys
-    full_alone = {
-        (table, cols[0])
-        for table, _n, unique, full, cols, _p, _pred in _indexes(list(HOT_TABLES))
-        if full and cols == cols[:1]
-    }
+    full_alone = {(ix.table, ix.columns[0]) for ix in _indexes(list(HOT_TABLES)) if ix.full and len(ix.columns) == 1}
     assert sorted(k for k in keys if k in full_alone) == []
 
 
