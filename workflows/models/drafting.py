@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Value
+from django.db.models import Exists, F, OuterRef, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -201,10 +201,12 @@ class Decider:
     def standbys(self) -> list[Agent]:
         """Agents that could take this workflow over: active, advertising failover, running its kind."""
         workflow = self.checkpoint.workflow
-        taken = Workflow.objects.filter(external_id=workflow.external_id).values_list("agent_id", flat=True)
+        # Per agent, through the (agent, external_id) unique index: a ``NOT IN`` over every workflow with
+        # this external id read the whole workflow table (12 ms of a workbench at 100,000 workflows).
+        taken = Workflow.objects.filter(agent=OuterRef("pk"), external_id=workflow.external_id)
         return [
             a
-            for a in Agent.objects.filter(is_active=True).exclude(pk=workflow.agent_id).exclude(pk__in=taken)
+            for a in Agent.objects.filter(is_active=True).exclude(pk=workflow.agent_id).exclude(Exists(taken))
             if a.can(Agent.Capability.FAILOVER) and a.runs_kind(workflow.kind)
         ]
 
