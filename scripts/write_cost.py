@@ -7,7 +7,9 @@ Migrates DATABASE_URL, registers an agent and a workflow, warms up, then sends N
 batches of 500 through Django's handler (in-process: no HTTP), and prints, per step, the WAL the server wrote
 (``pg_current_wal_insert_lsn`` before and after; nothing else may write to that server meanwhile) and the index
 entries the step and its audit event took (each index of ``workflows_step`` and ``workflows_event`` whose
-predicate the new rows satisfy, counted from the rows themselves; the workflow's touch is in the WAL). Unlike a
+predicate the new rows satisfy, counted from the rows themselves; the workflow's touch is in the WAL), and how
+many of the workflow's touches were HOT updates (an update that changes no indexed column and finds room on its
+page writes no index entry; the server's own counters). Unlike a
 throughput ratio these do not move with the machine's load: run it on two commits to compare what they write.
 """
 
@@ -50,6 +52,20 @@ def _index_entries(table: str, where: str, params: list[int]) -> int:
         return total
 
 
+def _workflow_updates() -> tuple[int, int]:
+    """The workflow table's updates so far and how many of them were HOT (no index written), as the server
+    counts them: this backend's pending counters are flushed first, then read afresh."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    with connection.cursor() as cursor:  # the flush happens when the statement above ends
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'workflows_workflow'")
+        updated, hot = cursor.fetchone()
+        return int(updated), int(hot)
+
+
 def main(n: int) -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from scripts.profiling import set_up
@@ -76,9 +92,11 @@ def main(n: int) -> None:
         wf = workflow()
         url = f"/api/v1/workflows/{wf.pk}/steps" + ("/batch" if size > 1 else "")
         warm = _send(post, rng, url, wf.pk, size, first=1, count=size * 2)  # the token cache, the prepared plans
-        wal, started = _wal(), time.perf_counter()
+        updates, wal, started = _workflow_updates(), _wal(), time.perf_counter()
         end = _send(post, rng, url, wf.pk, size, first=warm, count=n)
         wal, took = _wal() - wal, time.perf_counter() - started
+        after = _workflow_updates()
+        touches, hot = after[0] - updates[0], after[1] - updates[1]
         steps = end - warm
         entries = _index_entries("workflows_step", "workflow_id = %s AND seq >= %s", [wf.pk, warm])
         entries += _index_entries(
@@ -86,7 +104,8 @@ def main(n: int) -> None:
         )
         print(
             f"{label:>20}: {wal / steps:8.0f} WAL bytes a step, {entries / steps:5.1f} index entries a step "
-            f"(the step and its event), {took / steps * 1000:.3f} ms a step in-process, {steps} steps"
+            f"(the step and its event), {took / steps * 1000:.3f} ms a step in-process, {steps} steps; "
+            f"the workflow's touches HOT: {hot} of {touches}"
         )
 
 

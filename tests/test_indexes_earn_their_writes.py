@@ -175,3 +175,56 @@ def test_the_partial_index_migration_runs_again_after_a_cut_and_backwards():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_no_index_of_the_workflow_table_holds_the_column_every_step_report_touches():
+    """A step report sets its workflow's ``last_activity_at``: were that column in an index, the update would
+    write an entry into every index of the table, on every step (migration 0043). Pages keep room for it."""
+    holding = [ix.name for ix in _indexes(["workflows_workflow"]) if "last_activity_at" in ix.columns]
+    assert holding == []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'workflows_workflow'")
+        assert "fillfactor=90" in (cursor.fetchone()[0] or [])
+
+
+def test_a_step_report_touches_its_workflow_as_a_hot_update(bot, workflow_id):
+    """The server's own counters for this transaction: each report updated the workflow row, and each update
+    was heap-only (HOT), so no index of the workflow table took an entry."""
+
+    def counted() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_stat_get_xact_tuples_updated(%s::regclass), "
+                "pg_stat_get_xact_tuples_hot_updated(%s::regclass)",
+                ["workflows_workflow", "workflows_workflow"],
+            )
+            updated, hot = cursor.fetchone()
+            return int(updated), int(hot)
+
+    bot.report(workflow_id, 1, "read_ticket")
+    updated, hot = counted()
+    for seq in (2, 3, 4):
+        bot.report(workflow_id, seq, f"step_{seq}")
+    after = counted()
+    assert (after[0] - updated, after[1] - hot) == (3, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_hot_touch_migration_runs_backwards_and_again():
+    executor = MigrationExecutor(connection)
+    name = next(
+        n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith("_workflow_touch_is_hot")
+    )
+    before = [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]
+    try:
+        executor.migrate(before)
+        definitions = _index_definitions("workflows_workflow")
+        assert definitions["workflow_silence_scan"].endswith("(status, last_activity_at)")
+        assert "workflow_by_status" not in definitions
+        with connection.cursor() as cursor:  # a cut: the new index built, the old one not yet dropped
+            cursor.execute("CREATE INDEX workflow_by_status ON workflows_workflow (status)")
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    definitions = _index_definitions("workflows_workflow")
+    assert "workflow_silence_scan" not in definitions and definitions["workflow_by_status"].endswith("(status)")

@@ -192,7 +192,9 @@ class Workflow(Stateful):
         indexes = [
             # Keys most rows leave empty, indexed where set (sparse_keys.py).
             *where_set("workflow", "drill", "forked_from", names={"forked_from": "workflow_by_fork_parent"}),
-            models.Index(fields=["status", "last_activity_at"], name="workflow_silence_scan"),
+            # By status alone: no index holds last_activity_at, the column every step report touches, so that
+            # touch is a HOT update (no index entry; migration 0043). The silence sweep reads the running ones.
+            models.Index(fields=["status"], name="workflow_by_status"),
             models.Index(fields=["owner", "status"], name="workflow_by_owner"),
             # The figures of a day: launches (created), failures (finished); the drill-down pages by creation.
             models.Index(fields=["created_at"], name="workflow_by_creation"),
