@@ -161,17 +161,21 @@
       (el.type === "radio" || el.type === "checkbox" ? el.value : "");
   }
 
-  function snapshot(root) {
+  function snapshot(root, answered) {
     var fields = {}, open = [], focus = null, active = document.activeElement;
     root.querySelectorAll("input[name], textarea[name], select[name]").forEach(function (el) {
       if (el.type === "hidden" || el.name === "csrfmiddlewaretoken") return;
+      if (answered && el.form === answered) return; // the form the server answers: its answer shows it
       fields[fieldKey(el)] = el.type === "radio" || el.type === "checkbox" ? el.checked : el.value;
     });
-    root.querySelectorAll("details[data-keep]").forEach(function (d) { if (d.open) open.push(d.dataset.keep); });
+    // An action's answer closes the panels it came from; a poll keeps them as they were, and where the page was.
+    if (!answered) {
+      root.querySelectorAll("details[data-keep]").forEach(function (d) { if (d.open) open.push(d.dataset.keep); });
+    }
     if (active && root.contains(active) && active.name) {
       focus = { key: fieldKey(active), start: active.selectionStart, end: active.selectionEnd };
     }
-    return { fields: fields, open: open, focus: focus, scroll: window.scrollY };
+    return { fields: fields, open: open, focus: focus, scroll: answered ? null : window.scrollY };
   }
 
   function restore(root, state) {
@@ -189,16 +193,64 @@
       var d = root.querySelector('details[data-keep="' + name + '"]');
       if (d) d.open = true;
     });
-    window.scrollTo(0, state.scroll);
+    if (state.scroll !== null) window.scrollTo(0, state.scroll);
   }
 
   document.addEventListener("htmx:beforeSwap", function (e) {
     var target = e.detail && e.detail.target;
-    // A poll keeps what is typed; an answer to the operator's own action shows what the server says.
-    var polled = e.detail.requestConfig && e.detail.requestConfig.verb === "get";
-    var live = target && LIVE_REGIONS.indexOf(target.id) >= 0 && polled;
-    kept = live ? snapshot(target) : null;
+    // A poll keeps what is typed. An answer to the operator's own action shows what the server says of the
+    // form that was sent, and keeps what was typed elsewhere meanwhile (instructions typed while a claim
+    // was on its way).
+    var config = e.detail.requestConfig;
+    var polled = config && config.verb === "get";
+    var answered = !polled && config && config.elt ? (config.elt.form || config.elt.closest("form")) : null;
+    var live = target && LIVE_REGIONS.indexOf(target.id) >= 0 && (polled || answered);
+    kept = live ? snapshot(target, answered) : null;
     keptId = live ? target.id : null;
+  });
+
+  // One action at a time on a live region. Every action's answer replaces the whole region, so a second
+  // click while the first is on its way (Resume while the claim is in flight) would race it: the later answer
+  // wins and can hide the first one's error. The second one is not sent; the operator is told to try again
+  // once the first has landed, and what they typed stays where it is.
+  var acting = {};
+
+  function liveAction(e) {
+    var cfg = e.detail && e.detail.requestConfig;
+    var target = e.detail && e.detail.target;
+    if (!cfg || cfg.verb === "get" || !target || LIVE_REGIONS.indexOf(target.id) < 0) return null;
+    return target;
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var target = liveAction(e);
+    if (!target) return;
+    var note = document.querySelector('[data-testid="action-in-flight"]');
+    if (!acting[target.id]) {
+      acting[target.id] = true;
+      if (note) note.remove(); // the operator acts again: the note has done its job
+      return;
+    }
+    e.preventDefault();
+    if (!note) {
+      note = document.createElement("div");
+      note.className = "alert alert-warn";
+      note.setAttribute("role", "alert");
+      note.dataset.testid = "action-in-flight";
+      note.innerHTML = '<span></span><button type="button" class="alert-dismiss" data-dismiss ' +
+        'aria-label="Dismiss">×</button>';
+      var alerts = document.getElementById("wb-alerts");
+      if (alerts) alerts.appendChild(note); else target.parentNode.insertBefore(note, target);
+    }
+    note.querySelector("span").textContent =
+      "Your previous action is still on its way: this one was not sent. Try again once the page shows its answer.";
+  });
+
+  ["htmx:afterRequest", "htmx:sendAbort", "htmx:timeout"].forEach(function (name) {
+    document.addEventListener(name, function (e) {
+      var target = liveAction(e);
+      if (target) acting[target.id] = false;
+    });
   });
 
   document.addEventListener("htmx:afterSwap", function () {
