@@ -31,7 +31,7 @@ from django.db.models import Count, F, Func, Min, OuterRef, Q, Subquery, TextFie
 from django.db.models.functions import Cast, TruncMinute
 from django.utils import timezone
 
-from .models import Checkpoint, Decision, Incident, Runbook
+from .models import Agent, Checkpoint, Decision, Incident, Runbook
 from .models.checkpoint_money import AtStake, stake_in
 from .models.queue import CheckpointQuerySet
 from .money import Amount
@@ -338,6 +338,7 @@ def queue_rows(limit: int = 20) -> list[QueueRow]:
         )
         .filter(open_members__gt=0)
         .select_related("agent")
+        .defer(*(f"agent__{name}" for name in Agent.NOT_IN_A_LIST))
         .order_by("oldest_due")[:limit]
     )
     if not incidents:

@@ -98,7 +98,7 @@ def queue(request: HttpRequest) -> HttpResponse:
     user = signed_in(request)
     page = QUEUE_PAGES.page(
         teams.narrow(filters.in_scope(filters.listed(user=user), user=user))
-        .for_queue()
+        .for_queue_rows()
         .annotate(
             came_back=Exists(Decision.objects.sent_back().filter(checkpoint=OuterRef("pk"))),
         )

@@ -54,6 +54,9 @@ class AgentQuerySet(models.QuerySet["Agent"]):
 
 
 class Agent(models.Model):
+    # What a list that names the agent never reads: its secrets and its settings (queue and incident rows).
+    NOT_IN_A_LIST = ("description", "token_hash", "sealed_signing_secret", "capabilities", "fork_edits", "kinds")
+
     class Capability(models.TextChoices):
         """What a runtime can do beyond API v1; agents advertise them, and the UI hides what they cannot."""
 

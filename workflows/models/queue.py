@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce
 
 from .. import via
 from ..clock import database_now
+from .agents import Agent
 
 if TYPE_CHECKING:
     from .base import Operator
@@ -105,6 +106,23 @@ class CheckpointQuerySet(models.QuerySet["Checkpoint"]):
         """What a queue row shows: the workflow, its agent, the assignee. Only those joins: at 100,000 open
         checkpoints PostgreSQL spent longer planning the eight-table join the queue once made than running it."""
         return self.select_related("workflow__agent", "assignee")
+
+    # What a queue row never reads: the agent's raw state (it can be large), the workflow's context and notes,
+    # the agent's secrets and settings, the assignee's password hash. Not fetched, not decoded, not kept.
+    NOT_IN_A_ROW = (
+        "state",
+        "breach_note",
+        "workflow__context",
+        "workflow__summary",
+        "workflow__handoff_note",
+        "workflow__drill_journal",
+        *(f"workflow__agent__{name}" for name in Agent.NOT_IN_A_LIST),
+        "assignee__password",
+    )
+
+    def for_queue_rows(self) -> CheckpointQuerySet:
+        """for_queue() without the columns no queue row reads (console/queue_rows.py keys a row by the rest)."""
+        return self.for_queue().defer(*self.NOT_IN_A_ROW)
 
     def for_workbench(self) -> CheckpointQuerySet:
         """The queue's joins, the workflow's owner, the team, the runbook (its version, its current version and
