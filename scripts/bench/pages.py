@@ -121,11 +121,36 @@ def pages(bench: Bench) -> None:
     first = bench.curve[0]["queue_ms"] if bench.curve else None
     if first:
         line(f"queue first page, {open_now:,} vs 1k open", bench.curve[-1]["queue_ms"], first, "ms")
+    _large_states(bench, client, med["queue"])
     tracemalloc.start()
     client.get("/?per=50")
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     print(f"peak Python memory of one queue request: {peak / 1024:.0f} KiB", flush=True)
+
+
+def _large_states(bench: Bench, client, plain_ms: float) -> None:
+    """The first page again with an agent's raw state of a real run on each row (a conversation: 27 KB of
+    JSON), beside the same page with the bench's small states. No row shows the raw state: the page should not
+    pay for it (the query leaves it out since 2026-12-08; it cost 47-60 vs 32-35 ms before)."""
+    from workflows.models import Checkpoint
+
+    first = list(Checkpoint.objects.open().order_by("due_at", "pk").values_list("pk", "state")[:60])
+    conversation = {"messages": [{"role": "user", "content": "lorem ipsum " * 20, "n": n} for n in range(100)]}
+    Checkpoint.objects.filter(pk__in=[pk for pk, _ in first]).update(state=conversation)
+    try:
+        large = [bench.page_ms(client, "/?per=50", rounds=1) for _ in range(bench.args.rounds)]
+        plain = [bench.page_ms(client, "/bench/trivial", rounds=1) for _ in range(bench.args.rounds)]
+    finally:
+        for pk, state in first:
+            Checkpoint.objects.filter(pk=pk).update(state=state)
+    line(
+        "queue first page, 27 KB agent states vs small",
+        statistics.median(large),
+        plain_ms,
+        "ms",
+        note=f"no row shows the raw state; trivial view {statistics.median(plain):.1f} ms",
+    )
 
 
 def web_memory(bench: Bench) -> None:
