@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.conf import settings
 from django.contrib import messages
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
@@ -55,6 +55,7 @@ class TrajectoryWindow:
     total: int
     earlier: int
     later: int
+    last_seq_overall: int | None = None  # the trajectory's last step, in the window or not
 
     @property
     def first_seq(self) -> int | None:
@@ -70,19 +71,22 @@ def _trajectory_window(workflow: Workflow, checkpoint: Checkpoint) -> Trajectory
 
     The window reaches back from the step the checkpoint stopped at (the last step when it names
     none) and shows up to ``AFTER_THE_STOP`` of what happened after it, so the page costs the same
-    for 50 steps or 5,000."""
+    for 50 steps or 5,000: one aggregate counts the trajectory (all of it, up to the stop, its last
+    seq), then one read takes what follows the stop and one what leads to it."""
     steps = workflow.steps.order_by("seq")
-    total = steps.count()
+    up_to_stop = Q(seq__lte=checkpoint.at_seq) if checkpoint.at_seq else Q()
+    counted = steps.order_by().aggregate(total=Count("pk"), to_stop=Count("pk", filter=up_to_stop), last=Max("seq"))
+    total: int = counted["total"]
     if total <= WORKBENCH_STEPS:
-        return TrajectoryWindow(list(steps), total, 0, 0)
-    anchor = checkpoint.at_seq or steps.values_list("seq", flat=True).last() or 0
+        return TrajectoryWindow(list(steps), total, 0, 0, counted["last"])
+    anchor = checkpoint.at_seq or counted["last"] or 0
     after = list(steps.filter(seq__gt=anchor)[:AFTER_THE_STOP])
     before = list(steps.filter(seq__lte=anchor).order_by("-seq")[: WORKBENCH_STEPS - len(after)])[::-1]
     if len(before) + len(after) < WORKBENCH_STEPS and after:  # the stop is near the start: fill from after
         after = list(steps.filter(seq__gt=anchor)[: WORKBENCH_STEPS - len(before)])
     window = before + after
-    earlier = steps.filter(seq__lt=window[0].seq).count() if window else 0
-    return TrajectoryWindow(window, total, earlier, total - earlier - len(window))
+    earlier = counted["to_stop"] - len(before)  # the window starts at the first of ``before``, or after the stop
+    return TrajectoryWindow(window, total, earlier, total - earlier - len(window), counted["last"])
 
 
 def _workbench_version(checkpoint: Checkpoint) -> str:
@@ -114,9 +118,13 @@ class ReplayOffer(TypedDict):
     last_seq: int
 
 
-def replay_offer(request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None) -> ReplayOffer:
-    """What the replay form needs: whether the agent can replay (and why not), and a suggested range."""
-    last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
+def replay_offer(
+    request: HttpRequest, workflow: Workflow, checkpoint: Checkpoint | None, *, last: int | None = None
+) -> ReplayOffer:
+    """What the replay form needs: whether the agent can replay (and why not), and a suggested range. ``last``
+    is the trajectory's last seq when the caller read it already."""
+    if last is None:
+        last = workflow.steps.order_by("-seq").values_list("seq", flat=True).first() or 0
     stop = min(checkpoint.at_seq or last, last) if checkpoint else last
     return {
         "replay_why_not": workflow.agent.cannot(Agent.Capability.REPLAY),
@@ -197,7 +205,7 @@ def _workbench(
         "version": _workbench_version(checkpoint),
         "live": not (workflow.is_terminal and checkpoint.status == Checkpoint.Status.RESOLVED),
         "since": None if checkpoint.clock_runs else checkpoint.since_interruption(),
-        **replay_offer(request, workflow, checkpoint),
+        **replay_offer(request, workflow, checkpoint, last=trajectory.last_seq_overall or 0),
     }
     return _render(request, "console/workbench.html", context, partials=WORKBENCH_PARTIALS, status=status)
 
