@@ -152,3 +152,10 @@ def make_overdue_checkpoint(workflow: Workflow | None = None, **kwargs: Any) -> 
     checkpoint = make_checkpoint(workflow, now=timezone.now() - OVERDUE_BY, **kwargs)
     assert checkpoint.due_at + timedelta(hours=1) < timezone.now(), "a policy too long for OVERDUE_BY"
     return checkpoint
+
+
+def before_migration(executor: Any, suffix: str) -> list[tuple[str, str]]:
+    """The migration targets just before the workflows migration whose name ends with ``suffix``: found by name,
+    not number, since migrations are renumbered when branches land together."""
+    name = next(n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith(suffix))
+    return [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]

@@ -13,6 +13,8 @@ from django.apps import apps
 from django.db import connection, models
 from django.db.migrations.executor import MigrationExecutor
 
+from tests.helpers import before_migration
+
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
 # Written on every step report, decision or delivery (issue 25: a step's audit event paid 14 indexes).
@@ -146,11 +148,7 @@ def test_the_partial_index_migration_runs_again_after_a_cut_and_backwards():
     """0042 runs outside a transaction (CREATE INDEX CONCURRENTLY): cut off halfway, it left one key done and
     another's new index built the wrong way; ``migrate`` again finishes it. Backwards gives the full indexes back."""
     executor = MigrationExecutor(connection)
-    # Found by name, not number: migrations are renumbered when branches land together.
-    name = next(
-        n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith("_keys_indexed_where_set")
-    )
-    before = [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]
+    before = before_migration(executor, "_keys_indexed_where_set")
     executor.migrate(before)
     full_user_index = next(n for n, d in _index_definitions("workflows_event").items() if "(actor_user_id)" in d)
     assert "WHERE" not in _index_definitions("workflows_event")[full_user_index]
@@ -212,10 +210,7 @@ def test_a_step_report_touches_its_workflow_as_a_hot_update(bot, workflow_id):
 @pytest.mark.django_db(transaction=True)
 def test_the_hot_touch_migration_runs_backwards_and_again():
     executor = MigrationExecutor(connection)
-    name = next(
-        n for app, n in executor.loader.disk_migrations if app == "workflows" and n.endswith("_workflow_touch_is_hot")
-    )
-    before = [d for d in executor.loader.get_migration("workflows", name).dependencies if d[0] == "workflows"]
+    before = before_migration(executor, "_workflow_touch_is_hot")
     try:
         executor.migrate(before)
         definitions = _index_definitions("workflows_workflow")
